@@ -1,0 +1,1 @@
+"""Benchmarking: timing statistics (bootstrap CIs, paired A/B speed-ups)."""

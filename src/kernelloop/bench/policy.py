@@ -1,0 +1,25 @@
+"""Named timing policies. The policy object is stored with every measurement and hashed into the manifest."""
+
+from __future__ import annotations
+
+from ..records import TimingPolicy
+
+# Kernel time with a cold L2: a 256 MiB flush (> 2x the 50-60 MB L2 of Hopper) is written before every
+# sample, then a device-side sleep (~0.5 ms at 1.98 GHz) keeps the GPU busy while the host launches the
+# call, so the start event and the kernel run back to back: host overhead stays out of kernel time.
+COLD_L2_EVENTS = TimingPolicy(name="cold-l2-events", clock="cuda-events", warmup=10, samples=100,
+                              flush_bytes=256 * 2**20, sleep_cycles=1_000_000, bootstrap=2000)
+
+# The final comparison of each workload's winner against every baseline: more samples.
+COLD_L2_EVENTS_CONFIRM = COLD_L2_EVENTS.model_copy(update={"name": "cold-l2-events-confirm", "samples": 200})
+
+# Triton interpreter on CPU tensors: wall-clock of the Python interpreter, not kernel performance.
+INTERPRETER_WALLCLOCK = TimingPolicy(name="interpreter-wallclock", clock="wallclock", warmup=1, samples=5,
+                                     flush_bytes=0, sleep_cycles=0, bootstrap=500)
+
+
+def policies_for(device: str) -> tuple[TimingPolicy, TimingPolicy]:
+    """(search policy, confirmation policy) for a device."""
+    if device == "cuda":
+        return COLD_L2_EVENTS, COLD_L2_EVENTS_CONFIRM
+    return INTERPRETER_WALLCLOCK, INTERPRETER_WALLCLOCK

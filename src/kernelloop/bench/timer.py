@@ -1,0 +1,103 @@
+"""Sampling of kernel time and call time for several subjects, interleaved in random order.
+
+Runs inside the worker process (it has to call the subjects). Each round visits every subject once, in a
+fresh random order; a round takes, per subject:
+- kernel time: flush L2, sleep on the device, event, call, event  (launch hidden, cold L2);
+- call time:   flush L2, synchronize, event, call, event        (host launch overhead included).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Callable
+
+import torch
+
+from ..records import TimingPolicy
+
+
+def _time_cuda(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, seed: int) -> dict:
+    names = list(subjects)
+    flush = torch.empty(policy.flush_bytes, dtype=torch.uint8, device="cuda") if policy.flush_bytes else None
+    for name in names:
+        for _ in range(policy.warmup):
+            subjects[name]()
+    torch.cuda.synchronize()
+    rng = random.Random(seed)
+    n = policy.samples
+    ev = {name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(2 * n)]
+          for name in names}
+    for i in range(n):
+        order = names[:]
+        rng.shuffle(order)
+        for name in order:
+            fn = subjects[name]
+            if flush is not None:
+                flush.zero_()
+            if policy.sleep_cycles:
+                torch.cuda._sleep(policy.sleep_cycles)
+            a, b = ev[name][2 * i]
+            a.record()
+            fn()
+            b.record()
+            if flush is not None:
+                flush.zero_()
+            torch.cuda.synchronize()
+            a, b = ev[name][2 * i + 1]
+            a.record()
+            fn()
+            b.record()
+    torch.cuda.synchronize()
+    out = {}
+    for name in names:
+        kernel = [ev[name][2 * i][0].elapsed_time(ev[name][2 * i][1]) * 1e3 for i in range(n)]
+        call = [ev[name][2 * i + 1][0].elapsed_time(ev[name][2 * i + 1][1]) * 1e3 for i in range(n)]
+        out[name] = {"kernel_us": kernel, "call_us": call}
+    return out
+
+
+def _time_wallclock(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, seed: int) -> dict:
+    names = list(subjects)
+    for name in names:
+        for _ in range(policy.warmup):
+            subjects[name]()
+    rng = random.Random(seed)
+    out = {name: {"kernel_us": [], "call_us": []} for name in names}
+    for _ in range(policy.samples):
+        order = names[:]
+        rng.shuffle(order)
+        for name in order:
+            t0 = time.perf_counter()
+            subjects[name]()
+            dt = (time.perf_counter() - t0) * 1e6
+            # In the interpreter there is no device: kernel time and call time are the same wall-clock.
+            out[name]["kernel_us"].append(dt)
+            out[name]["call_us"].append(dt)
+    return out
+
+
+def sample(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, seed: int) -> dict:
+    """{subject: {"kernel_us": [...], "call_us": [...]}} with `policy.samples` samples each."""
+    if policy.clock == "cuda-events":
+        return _time_cuda(subjects, policy, seed)
+    return _time_wallclock(subjects, policy, seed)
+
+
+def gpu_snapshot() -> dict:
+    """Clocks, temperature and throttle reasons through NVML when available (never changes settings)."""
+    try:
+        import pynvml  # provided by nvidia-ml-py
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        snap = {
+            "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+            "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+            "temperature_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+            "throttle_reasons": int(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(h)),
+            "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
+        }
+        pynvml.nvmlShutdown()
+        return snap
+    except Exception as e:  # noqa: BLE001 - NVML absent or refused: record why, never fail timing for it
+        return {"nvml": f"unavailable: {type(e).__name__}: {e}"[:200]}

@@ -1,0 +1,39 @@
+"""Shared CLI helpers: exit codes, budget parsing, op resolution."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import typer
+
+# Exit codes (documented in README.md):
+OK = 0              # the command did what was asked
+FAILED = 1          # the run completed but no candidate passed verification for some workload
+BAD_INPUT = 2       # malformed spec / workloads / arguments (the message names the file and field)
+STOPPED = 3         # the run could not continue: manifest changed, archive error, worker failed to start
+INTERRUPTED = 130   # Ctrl-C; the archive is consistent and `--resume` continues
+
+
+def parse_budget(text: str) -> tuple[int | None, float | None]:
+    """'40' -> 40 evaluations per workload; '90s', '10m', '1h' -> wall time; '40,10m' -> both."""
+    evals, seconds = None, None
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)([smh])", part)
+        if m:
+            seconds = float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2)]
+        elif part.isdigit() and int(part) > 0:
+            evals = int(part)
+        else:
+            raise typer.BadParameter(f"budget {part!r}: use N evaluations per workload, or a duration like 90s/10m/1h")
+    return evals, seconds
+
+
+def resolve_op(spec: str) -> Path:
+    """An op folder, a spec.toml, or an op name under ./ops."""
+    p = Path(spec)
+    if p.exists():
+        return p
+    if (Path("ops") / spec).is_dir():
+        return Path("ops") / spec
+    return p  # load_op reports 'file not found' naming it

@@ -1,0 +1,97 @@
+"""`kernelloop optimize SPEC`: run the closed loop on an op and its workloads."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..archive import Archive, ArchiveError
+from ..device import cuda_available
+from ..loop import Controller, RunOptions
+from ..manifest import ManifestChanged
+from ..report.summary import run_summary
+from ..report.terminal import INTERPRETER_BANNER, render
+from ..spec import SpecError, load_op, load_workloads
+from . import common
+
+
+def optimize(
+    spec: Annotated[str, typer.Argument(help="Op folder, its spec.toml, or an op name under ./ops.")],
+    workloads: Annotated[Optional[Path], typer.Option(help="Workload file (default: the op's workloads.toml, "
+                                                            "or workloads-interpret.toml without a GPU).")] = None,
+    budget: Annotated[str, typer.Option(help="N evaluations per workload, a duration (90s, 10m), or both '40,10m'.")] = "24",
+    device: Annotated[Optional[str], typer.Option(help="cuda or interpret (default: cuda when a GPU is present).")] = None,
+    strategy: Annotated[str, typer.Option(help="Search strategy: random or exhaustive.")] = "random",
+    seed: Annotated[int, typer.Option(help="Seed of the search.")] = 0,
+    checks: Annotated[int, typer.Option(min=1, help="Verification runs (fresh seeded inputs) per trial.")] = 2,
+    out: Annotated[Optional[Path], typer.Option(help="Run folder (default: runs/<op>-<time>).")] = None,
+    resume: Annotated[bool, typer.Option(help="Continue the run in --out without repeating finished trials.")] = False,
+    no_confirm: Annotated[bool, typer.Option("--no-confirm", help="Skip re-measuring winners beside baselines.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
+) -> None:
+    """Search, verify, time and archive candidates for every workload; confirm the winners against baselines."""
+    console = Console(stderr=as_json)
+    try:
+        bundle = load_op(common.resolve_op(spec))
+        dev = device or ("cuda" if cuda_available() else "interpret")
+        if dev not in ("cuda", "interpret"):
+            raise typer.BadParameter(f"--device {dev!r}: use cuda or interpret")
+        if dev == "cuda" and not cuda_available():
+            raise typer.BadParameter("--device cuda: no CUDA device is available here")
+        wl_file = workloads or _default_workloads(bundle.folder, dev)
+        wls = load_workloads(wl_file, bundle.spec)
+        evals, seconds = common.parse_budget(budget)
+    except SpecError as e:
+        console.print(f"[red]spec error:[/red] {e}")
+        raise typer.Exit(common.BAD_INPUT)
+    except typer.BadParameter as e:
+        console.print(f"[red]bad argument:[/red] {e}")
+        raise typer.Exit(common.BAD_INPUT)
+    if resume and out is None:
+        console.print("[red]bad argument:[/red] --resume needs --out RUN_DIR")
+        raise typer.Exit(common.BAD_INPUT)
+    run_dir = out or Path("runs") / f"{bundle.spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if dev != "cuda":
+        console.print(f"[yellow]{INTERPRETER_BANNER}[/yellow]")
+    opts = RunOptions(device=dev, budget_evals=evals if (evals or seconds) else 24, budget_seconds=seconds,
+                      strategy=strategy, seed=seed, checks=checks, confirm=not no_confirm)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("passed {task.fields[passed]}"), TextColumn("{task.fields[best]}"),
+                  TimeElapsedColumn(), console=console, transient=as_json) as bar:
+        task = bar.add_task(f"{bundle.spec.name} trials", total=None, passed=0, best="")
+
+        def on_progress(p):
+            best = "; ".join(f"{k} {v:.1f}µs" for k, v in list(p.best_us.items())[:3])
+            bar.update(task, completed=p.done, total=p.total or None, passed=p.passed, best=best)
+
+        try:
+            Controller(bundle, wls, opts, run_dir, on_progress).run(resume=resume)
+        except (FileExistsError, ManifestChanged, ArchiveError, RuntimeError) as e:
+            console.print(f"[red]run stopped:[/red] {e}")
+            raise typer.Exit(common.STOPPED)
+        except KeyboardInterrupt:
+            console.print(f"[yellow]interrupted; continue with --resume --out {run_dir}[/yellow]")
+            raise typer.Exit(common.INTERRUPTED)
+    with Archive(run_dir / "archive.sqlite") as archive:
+        summary = run_summary(archive)
+    summary["run_dir"] = str(run_dir)
+    if as_json:
+        print(json.dumps(summary, indent=2))
+    else:
+        render(summary, console)
+        console.print(f"run folder: {run_dir}  (kernelloop show {run_dir})")
+    if any("best" not in w for w in summary["workloads"]):
+        raise typer.Exit(common.FAILED)
+
+
+def _default_workloads(folder: Path, device: str) -> Path:
+    interp = folder / "workloads-interpret.toml"
+    if device != "cuda" and interp.is_file():
+        return interp
+    return folder / "workloads.toml"

@@ -1,0 +1,37 @@
+"""`kernelloop show RUN`: trials by status and the best per workload, with intervals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from ..archive import Archive, ArchiveError
+from ..report.summary import run_summary
+from ..report.terminal import render
+from . import common
+
+
+def show(
+    run: Annotated[Path, typer.Argument(help="Run folder (or its archive.sqlite).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Summarise an archived run."""
+    path = run / "archive.sqlite" if run.is_dir() else run
+    console = Console()
+    if not path.is_file():
+        console.print(f"[red]no archive at {path}[/red]")
+        raise typer.Exit(common.BAD_INPUT)
+    try:
+        with Archive(path) as archive:
+            summary = run_summary(archive)
+    except (ArchiveError, LookupError) as e:
+        console.print(f"[red]cannot read {path}:[/red] {e}")
+        raise typer.Exit(common.STOPPED)
+    if as_json:
+        print(json.dumps(summary, indent=2))
+    else:
+        render(summary, console)

@@ -1,0 +1,1 @@
+"""Running candidates: spawned worker processes, never the controller's."""

@@ -1,0 +1,147 @@
+"""A supervised worker process: spawn, request with a deadline, kill and replace.
+
+A job that exceeds its deadline gets its worker killed (SIGKILL) and reports `timeout`; a worker that
+dies (segfault, SIGKILL, os._exit) reports `died` with its exit code and the tail of its log; a worker
+whose CUDA context was poisoned by an illegal access is replaced before the next job.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .worker import worker_main
+
+
+@dataclass
+class Reply:
+    status: str  # ok | error | timeout | died
+    data: dict = field(default_factory=dict)
+    exitcode: int | None = None
+    log_tail: str = ""
+    seconds: float = 0.0
+
+
+class Worker:
+    """One spawned worker. `request` never raises for candidate misbehaviour; it returns a Reply."""
+
+    def __init__(self, device: str, work_dir: Path, start_timeout: float = 180.0):
+        self.device = device
+        self.work_dir = Path(work_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.work_dir / "worker.log"
+        self.start_timeout = start_timeout
+        self.proc: mp.Process | None = None
+        self.conn = None
+        self.starts = 0
+
+    def _start(self) -> None:
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe(duplex=True)
+        self.proc = ctx.Process(target=worker_main, args=(child, self.device, str(self.log_path), str(self.work_dir)),
+                                daemon=True, name="kernelloop-worker")
+        self.proc.start()
+        child.close()
+        self.conn = parent
+        self.starts += 1
+        if not parent.poll(self.start_timeout):
+            self.kill()
+            raise RuntimeError(f"worker did not start within {self.start_timeout:.0f} s; log: {self._tail()}")
+        try:
+            parent.recv()
+        except EOFError:
+            code = self.proc.exitcode
+            self.kill()
+            raise RuntimeError(f"worker died while starting (exit {code}); log: {self._tail()}") from None
+
+    def _tail(self, n: int = 4000) -> str:
+        try:
+            data = self.log_path.read_bytes()
+            return data[-n:].decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.is_alive()
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            if self.proc.is_alive():
+                self.proc.kill()
+            self.proc.join(timeout=30)
+        if self.conn is not None:
+            self.conn.close()
+        self.proc, self.conn = None, None
+
+    def close(self) -> None:
+        if self.alive:
+            try:
+                self.conn.send({"op": "exit"})
+                self.proc.join(timeout=10)
+            except (OSError, BrokenPipeError):
+                pass
+        self.kill()
+
+    def request(self, msg: dict, timeout: float) -> Reply:
+        import time
+        if not self.alive:
+            self.kill()
+            self._start()
+        mark = self.log_path.stat().st_size if self.log_path.exists() else 0
+        t0 = time.perf_counter()
+        try:
+            self.conn.send(msg)
+        except (BrokenPipeError, OSError):
+            return self._died(mark, t0)
+        if not self.conn.poll(timeout):
+            self.kill()
+            return Reply("timeout", seconds=time.perf_counter() - t0, log_tail=self._tail_since(mark))
+        try:
+            data = self.conn.recv()
+        except (EOFError, OSError):
+            return self._died(mark, t0)
+        dt = time.perf_counter() - t0
+        if not data.get("ok"):
+            if data.get("cuda_fault"):
+                self.kill()  # the CUDA context is unusable after a fault: replace the worker
+            return Reply("error", data, seconds=dt, log_tail=self._tail_since(mark))
+        return Reply("ok", data, seconds=dt)
+
+    def _tail_since(self, mark: int) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(mark)
+                return f.read()[-4000:].decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def _died(self, mark: int, t0: float) -> Reply:
+        import time
+        if self.proc is not None:
+            self.proc.join(timeout=30)
+        code = self.proc.exitcode if self.proc is not None else None
+        self.kill()
+        return Reply("died", exitcode=code, seconds=time.perf_counter() - t0, log_tail=self._tail_since(mark))
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "worker exited (code unknown)"
+    if code < 0:
+        import signal
+        try:
+            return f"worker killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"worker killed by signal {-code}"
+    return f"worker exited with code {code}"
+
+
+def job_root(base: Path) -> Path:
+    """A fast folder for check outputs: tmpfs when present."""
+    shm = Path("/dev/shm")
+    root = (shm if shm.is_dir() and os.access(shm, os.W_OK) else base) / f"kernelloop-{os.getpid()}"
+    root.mkdir(parents=True, exist_ok=True)
+    return root

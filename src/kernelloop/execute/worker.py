@@ -1,0 +1,235 @@
+"""The worker process: imports candidate code, runs it on seeded inputs, times it. Never decides a verdict.
+
+Protocol (dict messages over a multiprocessing pipe): `load`, `check`, `bench`, `exit`. Every reply has
+`ok`; failures carry `stage` (import/compile/runtime) and `log`. Outputs travel back as files that the
+controller reads; the controller compares them with a reference this process never sees.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+CUDA_FAULT_MARKERS = ("illegal memory access", "unspecified launch failure", "CUDA error", "cudaError",
+                      "misaligned address", "device-side assert", "an illegal instruction")
+
+
+def _import_file(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _build_info(module, compile_s: float, device: str) -> dict:
+    """Registers, spills and shared memory of every kernel the module's JIT functions compiled."""
+    import hashlib
+
+    import triton
+    from triton.runtime.jit import JITFunction
+    info = {"kernel_names": [], "registers": None, "spills": None, "shared_bytes": None, "compile_s": compile_s,
+            "toolchain": f"triton {triton.__version__}", "binary_hash": None}
+    if device != "cuda":
+        info["toolchain"] += " / interpreter"
+        info["kernel_names"] = [n for n, v in vars(module).items() if isinstance(v, JITFunction)]
+        return info
+    import torch
+    cap = torch.cuda.get_device_capability()
+    info["toolchain"] += f" / sm_{cap[0]}{cap[1]}"
+    digest = hashlib.sha256()
+    for name, fn in vars(module).items():
+        if not isinstance(fn, JITFunction):
+            continue
+        for entry in getattr(fn, "device_caches", {}).values():
+            cache = next((c for c in entry if isinstance(c, dict)), {})
+            for kernel in cache.values():
+                info["kernel_names"].append(kernel.metadata.name if hasattr(kernel.metadata, "name") else name)
+                regs, spills = getattr(kernel, "n_regs", None), getattr(kernel, "n_spills", None)
+                shared = getattr(kernel.metadata, "shared", None)
+                if regs is not None:
+                    info["registers"] = max(info["registers"] or 0, int(regs))
+                if spills is not None:
+                    info["spills"] = max(info["spills"] or 0, int(spills))
+                if shared is not None:
+                    info["shared_bytes"] = max(info["shared_bytes"] or 0, int(shared))
+                cubin = kernel.asm.get("cubin") if hasattr(kernel, "asm") else None
+                if cubin:
+                    digest.update(cubin if isinstance(cubin, bytes) else str(cubin).encode())
+    info["binary_hash"] = digest.hexdigest() if info["kernel_names"] else None
+    return info
+
+
+def _is_compile_error(exc: BaseException) -> bool:
+    names = {c.__name__ for c in type(exc).__mro__}
+    return bool(names & {"CompilationError", "CompileTimeAssertionFailure", "TritonError"}) and \
+        "OutOfResources" not in names
+
+
+class _State:
+    def __init__(self, device: str, job_root: Path):
+        self.device = device
+        self.tensor_device = "cuda" if device == "cuda" else "cpu"
+        self.job_root = job_root
+        self.modules: dict[str, object] = {}
+        self.refs: dict[str, object] = {}
+        self.compiled: dict[str, object] = {}
+
+
+def _load(state: _State, msg: dict) -> dict:
+    key = msg["source_hash"]
+    if key in state.modules:
+        return {"ok": True}
+    path = state.job_root / f"cand_{key[:16]}.py"
+    path.write_text(msg["source"])
+    try:
+        mod = _import_file(path, f"kernelloop_candidate_{key[:16]}")
+    except BaseException as e:  # noqa: BLE001 - candidate code may raise anything, even SystemExit
+        return {"ok": False, "stage": "import", "log": traceback.format_exc()[-20000:], "error": repr(e)[:500]}
+    if not callable(getattr(mod, "launch", None)):
+        return {"ok": False, "stage": "import", "log": "the candidate defines no callable `launch`",
+                "error": "no launch"}
+    state.modules[key] = mod
+    return {"ok": True}
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        import torch
+        torch.cuda.synchronize()
+
+
+def _check(state: _State, msg: dict) -> dict:
+    import torch
+
+    from ..records import OpSpec, Workload
+    from ..reference.inputs import alloc_outputs, make_inputs
+    spec = OpSpec.model_validate_json(msg["spec"])
+    w = Workload.model_validate_json(msg["workload"])
+    mod = state.modules[msg["source_hash"]]
+    files, build = [], None
+    for k, seed in enumerate(msg["seeds"]):
+        inputs = make_inputs(spec, w, seed, state.tensor_device)
+        outputs = alloc_outputs(spec, w, state.tensor_device)
+        t0 = time.perf_counter()
+        try:
+            mod.launch(*inputs, *outputs, **spec.scalars, **msg["config"])
+            _sync(state.device)
+        except BaseException as e:  # noqa: BLE001
+            text = traceback.format_exc()[-20000:]
+            stage = "compile" if build is None and _is_compile_error(e) else "runtime"
+            return {"ok": False, "stage": stage, "log": text, "error": f"{type(e).__name__}: {e}"[:2000],
+                    "cuda_fault": any(m in text for m in CUDA_FAULT_MARKERS), "build": build}
+        if build is None:
+            build = _build_info(mod, time.perf_counter() - t0, state.device)
+        path = Path(msg["job_dir"]) / f"check{k}.pt"
+        torch.save({"outputs": [o.detach().cpu() for o in outputs],
+                    "inputs_after": [i.detach().cpu() for i in inputs]}, path)
+        files.append(str(path))
+    return {"ok": True, "files": files, "build": build}
+
+
+def _subjects(state: _State, msg: dict) -> tuple[dict, dict]:
+    """Callables for each subject requested; notes say why a requested baseline is unavailable."""
+    import torch
+
+    from ..records import OpSpec, Workload
+    from ..reference.inputs import alloc_outputs, make_inputs
+    spec = OpSpec.model_validate_json(msg["spec"])
+    w = Workload.model_validate_json(msg["workload"])
+    dev = state.tensor_device
+    inputs = make_inputs(spec, w, msg["seed"], dev)
+    scalars = spec.scalars
+    subjects, notes = {}, {}
+    for name in msg["subjects"]:
+        try:
+            if name == "candidate":
+                mod = state.modules[msg["source_hash"]]
+                outputs = alloc_outputs(spec, w, dev)
+                cfg = msg["config"]
+                subjects[name] = lambda mod=mod, outputs=outputs, cfg=cfg: mod.launch(*inputs, *outputs, **scalars, **cfg)
+            elif name == "eager":
+                ref = state.refs.setdefault(msg["reference_file"], _import_file(
+                    Path(msg["reference_file"]), "kernelloop_worker_ref").reference)
+                subjects[name] = lambda ref=ref: ref(*inputs, **scalars)
+            elif name == "torch.compile":
+                ref = _import_file(Path(msg["reference_file"]), "kernelloop_worker_ref_c").reference
+                key = msg["reference_file"] + w.id
+                if key not in state.compiled:
+                    state.compiled[key] = torch.compile(ref, dynamic=False)
+                fn = state.compiled[key]
+                fn(*inputs, **scalars)  # compile now so a failure is a note, not a crash mid-sampling
+                subjects[name] = lambda fn=fn: fn(*inputs, **scalars)
+            elif name == "copy":
+                nbytes = int(msg["bytes_moved"] // 2)
+                src = torch.empty(nbytes, dtype=torch.uint8, device=dev).random_(0, 255)
+                dst = torch.empty_like(src)
+                subjects[name] = lambda src=src, dst=dst: dst.copy_(src)
+            else:
+                base_file = Path(msg["baselines_file"]) if msg.get("baselines_file") else None
+                if base_file is None or not base_file.is_file():
+                    raise ImportError("the op has no baselines.py")
+                factory = _import_file(base_file, "kernelloop_worker_baselines").BASELINES[name]
+                fn = factory()
+                fn(*inputs, **scalars)
+                subjects[name] = lambda fn=fn: fn(*inputs, **scalars)
+        except BaseException as e:  # noqa: BLE001 - a missing optional baseline is a note
+            notes[name] = f"unavailable: {type(e).__name__}: {e}"[:500]
+    return subjects, notes
+
+
+def _bench(state: _State, msg: dict) -> dict:
+    from ..bench.timer import gpu_snapshot, sample
+    from ..records import TimingPolicy
+    policy = TimingPolicy.model_validate_json(msg["policy"])
+    subjects, notes = _subjects(state, msg)
+    before = gpu_snapshot() if state.device == "cuda" else {}
+    try:
+        samples = sample(subjects, policy, msg["seed"])
+    except BaseException as e:  # noqa: BLE001
+        text = traceback.format_exc()[-20000:]
+        return {"ok": False, "stage": "runtime", "log": text, "error": f"{type(e).__name__}: {e}"[:2000],
+                "cuda_fault": any(m in text for m in CUDA_FAULT_MARKERS)}
+    after = gpu_snapshot() if state.device == "cuda" else {}
+    return {"ok": True, "samples": samples, "notes": notes, "gpu_before": before, "gpu_after": after}
+
+
+HANDLERS = {"load": _load, "check": _check, "bench": _bench}
+
+
+def worker_main(conn, device: str, log_path: str, job_root: str) -> None:
+    """Entry point of a spawned worker."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    if device != "cuda":
+        os.environ["TRITON_INTERPRET"] = "1"
+    import torch  # noqa: F401 - import before the first job so job timeouts do not include it
+    import triton  # noqa: F401
+    state = _State(device, Path(job_root))
+    if device == "cuda":
+        torch.cuda.init()
+    conn.send({"ok": True, "ready": True, "pid": os.getpid()})
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return  # the controller is gone
+        if msg.get("op") == "exit":
+            return
+        handler = HANDLERS.get(msg.get("op"))
+        try:
+            reply = handler(state, msg) if handler else {"ok": False, "stage": "protocol", "log": f"bad op {msg!r}"}
+        except BaseException:  # noqa: BLE001 - report, never die silently
+            text = traceback.format_exc()[-20000:]
+            reply = {"ok": False, "stage": "runtime", "log": text, "error": text.splitlines()[-1][:2000],
+                     "cuda_fault": any(m in text for m in CUDA_FAULT_MARKERS)}
+        sys.stdout.flush()
+        try:
+            conn.send(reply)
+        except (BrokenPipeError, OSError):
+            return

@@ -1,0 +1,205 @@
+"""The controller: freeze, evaluate, archive, select, confirm. Reads like DESIGN.md's loop.
+
+    freeze(reference, verifier, workloads, environment)    -> manifest, hash checked before every evaluation
+    for each workload: prune(space)                         -> counted reasons, archived as an event
+    while budget left (round-robin over workloads):
+        config  = strategy.ask()                            -> a trial already in the archive is replayed
+        result  = evaluate(candidate, workload)             -> build, verdict, measurement (PASSED only)
+        archive(trial); strategy.tell(config, kernel time)
+    front per workload; confirm each winner against every baseline, interleaved
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .archive import Archive
+from .bench.policy import policies_for
+from .device import device_properties, environment
+from .execute.evaluate import Evaluator, Timeouts, derive_seed
+from .execute.pool import Worker, job_root
+from .manifest import build_manifest, check_unchanged, manifest_hash
+from .records import Candidate, Status, Trial, Workload, content_hash
+from .search import make_strategy
+from .select.pareto import best_per_workload, front_for_workload
+from .spec import OpBundle
+from .spec.space import prune
+
+CUDA_BASELINES = ["eager", "torch.compile", "liger", "copy"]
+INTERPRET_BASELINES = ["eager", "copy"]
+
+
+@dataclass
+class RunOptions:
+    device: str
+    budget_evals: int | None = 24          # per workload
+    budget_seconds: float | None = None    # whole run (this invocation)
+    strategy: str = "random"
+    seed: int = 0
+    checks: int = 2
+    confirm: bool = True
+    baselines: list[str] | None = None
+    timeouts: Timeouts = field(default_factory=Timeouts)
+
+    def as_dict(self) -> dict:
+        return {"device": self.device, "budget_evals": self.budget_evals, "budget_seconds": self.budget_seconds,
+                "strategy": self.strategy, "seed": self.seed, "checks": self.checks, "confirm": self.confirm,
+                "baselines": self.baselines}
+
+
+@dataclass
+class Progress:
+    done: int = 0
+    total: int = 0
+    passed: int = 0
+    replayed: int = 0
+    best_us: dict[str, float] = field(default_factory=dict)
+    last: str = ""
+
+
+class Controller:
+    def __init__(self, bundle: OpBundle, workloads: list[Workload], options: RunOptions, run_dir: Path,
+                 on_progress: Callable[[Progress], None] | None = None):
+        self.bundle = bundle
+        self.spec = bundle.spec
+        self.workloads = workloads
+        self.options = options
+        self.run_dir = Path(run_dir)
+        self.on_progress = on_progress or (lambda p: None)
+        self.progress = Progress()
+
+    # -- freezing -------------------------------------------------------------------------------------------
+    def _open(self, archive: Archive, resume: bool) -> tuple[str, dict, str, str]:
+        env = environment(self.options.device)
+        policy, confirm_policy = policies_for(self.options.device)
+        manifest = build_manifest(self.bundle, policy, confirm_policy, env, self.options.checks)
+        mhash = manifest_hash(manifest)
+        existing = archive.runs()
+        if existing:
+            if not resume:
+                raise FileExistsError(f"{self.run_dir} already holds run {existing[0]['id']}; use --resume "
+                                      f"to continue it or choose another --out")
+            run = existing[0]
+            if run["manifest_hash"] != mhash:
+                diff = [k for k in manifest if manifest[k] != run["manifest"].get(k)]
+                raise RuntimeError(f"cannot resume: the manifest changed ({', '.join(diff)}); "
+                                   f"results are only comparable within one manifest")
+            return run["id"], manifest, mhash, run["options"]["secret"]
+        secret = secrets.token_hex(16)
+        run_id = "r-" + content_hash({"m": mhash, "s": secret})
+        opts = {**self.options.as_dict(), "secret": secret,
+                "workloads": [w.model_dump(mode="json") for w in self.workloads]}
+        archive.create_run(run_id, self.spec, manifest, mhash, env, opts)
+        for w in self.workloads:
+            archive.put_workload(w)
+        return run_id, manifest, mhash, secret
+
+    # -- the loop -------------------------------------------------------------------------------------------
+    def run(self, resume: bool = False) -> str:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        opts = self.options
+        props = device_properties(opts.device)
+        with Archive(self.run_dir / "archive.sqlite") as archive:
+            run_id, manifest, mhash, secret = self._open(archive, resume)
+            policy, confirm_policy = policies_for(opts.device)
+            worker = Worker(opts.device, job_root(self.run_dir))
+            evaluator = Evaluator(self.bundle, opts.device, worker, policy, secret, opts.checks, opts.timeouts)
+            try:
+                strategies, spaces = {}, {}
+                for w in self.workloads:
+                    space = []
+                    for t in self.spec.templates:
+                        kept, report = prune(t, w, props)
+                        space += [{"template": t.name, **c} for c in kept]
+                        if not resume:
+                            archive.log_event(run_id, "prune", {"workload": w.id, "label": w.label,
+                                                                "template": t.name, **report.as_dict()})
+                    spaces[w.id] = space
+                    strategies[w.id] = make_strategy(opts.strategy, space, derive_seed(opts.seed, w.id))
+                limit = {w.id: min(len(spaces[w.id]), opts.budget_evals or len(spaces[w.id])) for w in self.workloads}
+                self.progress.total = sum(limit.values())
+                used = {w.id: 0 for w in self.workloads}
+                t_start = time.monotonic()
+                active = [w for w in self.workloads if limit[w.id] > 0]
+                while active:
+                    if opts.budget_seconds is not None and time.monotonic() - t_start > opts.budget_seconds:
+                        archive.log_event(run_id, "budget", {"reason": "wall time", "seconds": opts.budget_seconds})
+                        break
+                    for w in list(active):
+                        cfg = strategies[w.id].ask()
+                        if cfg is None or used[w.id] >= limit[w.id]:
+                            active.remove(w)
+                            continue
+                        used[w.id] += 1
+                        value = self._one(archive, evaluator, run_id, mhash, manifest, w, cfg)
+                        strategies[w.id].tell(cfg, value)
+                self._select(archive, run_id)
+                if opts.confirm:
+                    self._confirm(archive, evaluator, run_id, confirm_policy)
+                archive.set_run_status(run_id, "complete")
+            finally:
+                worker.close()
+        return run_id
+
+    def _candidate(self, cfg: dict) -> Candidate:
+        template = cfg["template"]
+        config = {k: v for k, v in cfg.items() if k != "template"}
+        return Candidate(op=self.spec.name, template=template, source=self.bundle.template_sources[template],
+                         config=config, proposer=f"search:{self.options.strategy}")
+
+    def _one(self, archive: Archive, evaluator: Evaluator, run_id: str, mhash: str, manifest: dict,
+             w: Workload, cfg: dict) -> float | None:
+        cand = self._candidate(cfg)
+        p = self.progress
+        found = archive.find_trial(run_id, cand.id, w.id)
+        if found is None:
+            check_unchanged(self.bundle, manifest)
+            started = time.time()
+            ev = evaluator.evaluate(cand, w, self.run_dir / "jobs" / f"{cand.id}-{w.id}")
+            found = Trial(run_id=run_id, index=archive.next_index(run_id), candidate_id=cand.id, workload_id=w.id,
+                          manifest_hash=mhash, build=ev.build, verdict=ev.verdict, measurement=ev.measurement,
+                          costs=ev.costs, started=started, finished=time.time())
+            archive.record_trial(found, cand, w)
+        else:
+            p.replayed += 1
+        p.done += 1
+        value = None
+        if found.verdict.status is Status.PASSED and found.measurement is not None:
+            p.passed += 1
+            value = found.measurement.kernel.median_us
+            p.best_us[w.label] = min(p.best_us.get(w.label, float("inf")), value)
+        p.last = f"{w.label} {cand.label}: {found.verdict.status.value}"
+        self.on_progress(p)
+        return value
+
+    def _select(self, archive: Archive, run_id: str) -> None:
+        trials = archive.trials(run_id)
+        for w in self.workloads:
+            archive.set_front(run_id, w.id, front_for_workload(trials, w.id))
+
+    def _confirm(self, archive: Archive, evaluator: Evaluator, run_id: str, policy) -> None:
+        """Re-measure each workload's winner beside every baseline, interleaved in random order."""
+        best = best_per_workload(archive.trials(run_id))
+        done = archive.finals(run_id)
+        baselines = self.options.baselines or (CUDA_BASELINES if self.options.device == "cuda" else INTERPRET_BASELINES)
+        for w in self.workloads:
+            if w.id not in best or w.id in done:
+                continue
+            trial = best[w.id]
+            cand = archive.get_candidate(trial.candidate_id)
+            if evaluator.load(cand) is not None:
+                continue
+            ms, notes, reply = evaluator.bench(cand, w, ["candidate", *baselines], policy)
+            if reply.status != "ok":
+                archive.log_event(run_id, "confirm-failed", {"workload": w.id, "status": reply.status,
+                                                            "error": reply.data.get("error", "")})
+                continue
+            archive.put_final(run_id, w.id, cand.id, ms["candidate"])
+            for name in baselines:
+                archive.put_baseline(run_id, w.id, name, ms.get(name), notes.get(name, ""))
+            self.progress.last = f"confirmed {w.label}"
+            self.on_progress(self.progress)

@@ -1,0 +1,17 @@
+"""The nouns of kernelloop: frozen pydantic records with JSON round-trip and content-hashed ids."""
+
+from .base import Record, canonical_json, content_hash, sha256_hex
+from .build import BuildArtifact, BuildFailure
+from .candidate import Candidate
+from .measurement import Comparison, Measurement, Ratio, Stats, TimingPolicy
+from .spec import Axis, Constraint, DType, InputPolicy, OpSpec, ParamSpace, TemplateSpec, TensorSpec, Tolerance, Workload
+from .spec import check_expression, evaluate_expression
+from .trial import Costs, Environment, Trial
+from .verdict import ErrorMetrics, Status, Verdict
+
+__all__ = [
+    "Axis", "BuildArtifact", "BuildFailure", "Candidate", "Comparison", "Constraint", "Costs", "DType",
+    "Environment", "ErrorMetrics", "InputPolicy", "Measurement", "OpSpec", "ParamSpace", "Ratio", "Record",
+    "Stats", "Status", "TemplateSpec", "TensorSpec", "TimingPolicy", "Tolerance", "Trial", "Verdict",
+    "Workload", "canonical_json", "content_hash", "sha256_hex",
+]

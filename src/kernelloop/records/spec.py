@@ -1,0 +1,198 @@
+"""OpSpec and Workload: *what* to compute and *on what*."""
+
+from __future__ import annotations
+
+import ast
+from enum import Enum
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from .base import Record, content_hash
+
+
+class DType(str, Enum):
+    """Element types the library knows. Values are the spec-file spellings."""
+
+    fp16 = "fp16"
+    bf16 = "bf16"
+    fp32 = "fp32"
+
+    @property
+    def itemsize(self) -> int:
+        return 4 if self is DType.fp32 else 2
+
+    @property
+    def torch_name(self) -> str:
+        return {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}[self.value]
+
+
+_ALLOWED_FORMULA_NODES = (
+    ast.Expression, ast.BinOp, ast.UnaryOp, ast.Name, ast.Load, ast.Constant,
+    ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.USub, ast.UAdd,
+    ast.Call, ast.Compare, ast.BoolOp, ast.And, ast.Or, ast.Not, ast.IfExp,
+    ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
+)
+_FORMULA_FUNCS = {"min": min, "max": max, "cdiv": lambda a, b: -(-a // b),
+                  "next_pow2": lambda n: 1 << max(0, int(n - 1).bit_length())}
+
+
+def check_expression(expr: str) -> ast.Expression:
+    """Parse a spec expression (formula or constraint); only arithmetic, comparisons and a few functions."""
+    tree = ast.parse(expr, mode="eval")
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED_FORMULA_NODES):
+            raise ValueError(f"{type(node).__name__} is not allowed in an expression: {expr!r}")
+        if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in _FORMULA_FUNCS):
+            raise ValueError(f"only {sorted(_FORMULA_FUNCS)} may be called in {expr!r}")
+    return tree
+
+
+def evaluate_expression(expr: str, names: dict[str, float | int]):
+    """Evaluate a checked expression with the given names bound (no builtins)."""
+    tree = check_expression(expr)
+    missing = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - set(names) - set(_FORMULA_FUNCS)
+    if missing:
+        raise ValueError(f"unknown name(s) {sorted(missing)} in {expr!r}")
+    return eval(compile(tree, "<spec expression>", "eval"), {"__builtins__": {}, **_FORMULA_FUNCS}, dict(names))
+
+
+class Axis(Record):
+    """A symbolic dimension of the op's tensors."""
+
+    description: str = Field("", description="What the axis means.")
+    min: int = Field(1, ge=0, description="Smallest legal value.")
+    max: int | None = Field(None, description="Largest legal value, if bounded.")
+
+
+class TensorSpec(Record):
+    """One input or output tensor."""
+
+    name: str = Field(description="Argument name, in call order.")
+    shape: list[str] = Field(description="Axis names, outermost first.")
+    dtype: Literal["op", "fp16", "bf16", "fp32"] = Field("op", description="'op' = the workload's dtype.")
+    init: Literal["activation", "weight", "bias"] = Field(
+        "activation", description="How inputs are generated: see reference.inputs.")
+
+
+class Tolerance(Record):
+    """Pass if |out - ref| <= atol + rtol * |ref| elementwise."""
+
+    atol: float = Field(ge=0, description="Absolute tolerance.")
+    rtol: float = Field(ge=0, description="Relative tolerance.")
+
+
+class InputPolicy(Record):
+    """How activations are drawn: normal(mean, std). Non-zero mean is deliberate (catches missing centering)."""
+
+    mean: float = Field(0.5, description="Mean of generated activations.")
+    std: float = Field(1.0, gt=0, description="Standard deviation of generated activations.")
+
+
+class ParamSpace(Record):
+    """One tunable parameter of a template and its candidate values."""
+
+    name: str = Field(description="Keyword the template's launcher receives.")
+    values: list[int | str | bool] = Field(min_length=1, description="Candidate values, in order.")
+
+
+class Constraint(Record):
+    """A semantic rule over config and axes; configurations for which `expr` is false are pruned."""
+
+    expr: str = Field(description="Boolean expression over parameter and axis names.")
+    reason: str = Field(description="Why the rule exists, reported when it prunes.")
+
+    @field_validator("expr")
+    @classmethod
+    def _parse(cls, v: str) -> str:
+        check_expression(v)
+        return v
+
+
+class ResourceModel(Record):
+    """Estimates used by hardware pruning: expressions over params, axes and `elem` (bytes per element)."""
+
+    threads: str = Field("num_warps * 32", description="Threads per program.")
+    regs_per_thread: str = Field("32", description="Estimated 32-bit registers per thread.")
+    shared_bytes: str = Field("0", description="Estimated shared memory per program (bytes).")
+
+
+class TemplateSpec(Record):
+    """A Triton template: a source file exposing `launch(*inputs, **config)` and a declared space."""
+
+    name: str = Field(description="Template name, unique within the op.")
+    file: str = Field(description="Source path relative to the op folder.")
+    language: Literal["triton"] = Field("triton", description="Kernel language.")
+    params: list[ParamSpace] = Field(min_length=1, description="The configuration space.")
+    constraints: list[Constraint] = Field(default_factory=list, description="Semantic constraints.")
+    resources: ResourceModel = Field(default_factory=ResourceModel, description="Hardware estimates.")
+
+
+class OpSpec(Record):
+    """What to compute: tensors in symbolic axes, reference, tolerances, roofline formulas, templates."""
+
+    name: str = Field(description="Op name, equals its folder name.")
+    description: str = Field("", description="One line for humans.")
+    axes: dict[str, Axis] = Field(min_length=1, description="Symbolic axes.")
+    inputs: list[TensorSpec] = Field(min_length=1, description="Input tensors in call order.")
+    outputs: list[TensorSpec] = Field(min_length=1, description="Output tensors.")
+    scalars: dict[str, float] = Field(default_factory=dict, description="Scalar arguments (e.g. eps).")
+    dtypes: list[DType] = Field(min_length=1, description="Supported element types.")
+    tolerance: dict[DType, Tolerance] = Field(description="Tolerance per dtype.")
+    bytes_formula: str = Field(description="Bytes moved to/from DRAM at minimum; names: axes, elem.")
+    flops_formula: str = Field(description="Floating-point operations; names: axes, elem.")
+    reference: str = Field(description="Reference file relative to the op folder, defining `reference`.")
+    inputs_policy: InputPolicy = Field(default_factory=InputPolicy, description="Activation distribution.")
+    templates: list[TemplateSpec] = Field(min_length=1, description="Triton templates.")
+
+    @field_validator("bytes_formula", "flops_formula")
+    @classmethod
+    def _formula(cls, v: str) -> str:
+        check_expression(v)
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "OpSpec":
+        for t in [*self.inputs, *self.outputs]:
+            for ax in t.shape:
+                if ax not in self.axes:
+                    raise ValueError(f"tensor {t.name!r} uses unknown axis {ax!r}")
+        missing = [d.value for d in self.dtypes if d not in self.tolerance]
+        if missing:
+            raise ValueError(f"no tolerance for dtype(s) {missing}")
+        names = [t.name for t in self.templates]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate template names {names}")
+        return self
+
+    def template(self, name: str) -> TemplateSpec:
+        for t in self.templates:
+            if t.name == name:
+                return t
+        raise KeyError(f"op {self.name!r} has no template {name!r}")
+
+    def bytes_moved(self, axes: dict[str, int], dtype: DType) -> float:
+        return float(evaluate_expression(self.bytes_formula, {**axes, "elem": dtype.itemsize}))
+
+    def flops(self, axes: dict[str, int], dtype: DType) -> float:
+        return float(evaluate_expression(self.flops_formula, {**axes, "elem": dtype.itemsize}))
+
+    def tensor_dtype(self, t: TensorSpec, dtype: DType) -> DType:
+        return dtype if t.dtype == "op" else DType(t.dtype)
+
+
+class Workload(Record):
+    """Concrete axis values and dtype, with a weight in the served distribution."""
+
+    op: str = Field(description="Op name.")
+    axes: dict[str, int] = Field(description="Axis values.")
+    dtype: DType = Field(description="Element type.")
+    weight: float = Field(1.0, gt=0, description="Weight in the served distribution.")
+
+    @property
+    def id(self) -> str:
+        return "w-" + content_hash({"op": self.op, "axes": self.axes, "dtype": self.dtype.value})
+
+    @property
+    def label(self) -> str:
+        return f"{self.op}[{'x'.join(str(v) for v in self.axes.values())}]:{self.dtype.value}"

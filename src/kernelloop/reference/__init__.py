@@ -1,0 +1,1 @@
+"""Trusted side: seeded input generation, output poisoning and the reference computation."""

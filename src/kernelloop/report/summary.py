@@ -1,0 +1,65 @@
+"""One JSON-able summary of a run, read from its archive. `show --json` prints exactly this."""
+
+from __future__ import annotations
+
+from ..archive import Archive
+from ..select.pareto import best_per_workload
+
+
+def _ratio_dict(m) -> dict:
+    return {r.baseline: {"speedup": r.speedup, "ci": [r.ci_low, r.ci_high], "verdict": r.verdict.value}
+            for r in m.ratios}
+
+
+def _measure_dict(m) -> dict:
+    return {"kernel_us": m.kernel.median_us, "kernel_ci_us": [m.kernel.ci_low_us, m.kernel.ci_high_us],
+            "call_us": m.call.median_us, "call_ci_us": [m.call.ci_low_us, m.call.ci_high_us],
+            "gbps": m.gbps, "roofline_fraction": m.roofline_fraction, "speedups": _ratio_dict(m),
+            "policy": m.policy.name, "samples": m.kernel.n}
+
+
+def run_summary(archive: Archive, run_id: str | None = None) -> dict:
+    runs = archive.runs()
+    if not runs:
+        raise LookupError("the archive holds no run")
+    run = next((r for r in runs if r["id"] == run_id), None) if run_id else runs[0]
+    if run is None:
+        raise LookupError(f"no run {run_id!r} in the archive")
+    rid = run["id"]
+    trials = archive.trials(rid)
+    best = best_per_workload(trials)
+    finals = archive.finals(rid)
+    workloads = []
+    for wd in run["options"].get("workloads", []):
+        from ..records import Workload
+        w = Workload.model_validate(wd)
+        entry = {"id": w.id, "label": w.label, "axes": w.axes, "dtype": w.dtype.value, "weight": w.weight,
+                 "trials": sum(1 for t in trials if t.workload_id == w.id),
+                 "passed": sum(1 for t in trials if t.workload_id == w.id and t.verdict.status.value == "PASSED")}
+        if w.id in best:
+            t = best[w.id]
+            cand = archive.get_candidate(t.candidate_id)
+            entry["best"] = {"candidate": t.candidate_id, "label": cand.label if cand else "", "trial": t.id,
+                             "search": _measure_dict(t.measurement),
+                             "registers": getattr(t.build, "registers", None),
+                             "spills": getattr(t.build, "spills", None)}
+        if w.id in finals:
+            cid, m = finals[w.id]
+            entry["confirmed"] = {"candidate": cid, **_measure_dict(m),
+                                  "baselines": {name: ({**_measure_dict(bm), "note": note} if bm else {"note": note})
+                                                for name, (bm, note) in archive.baselines(rid, w.id).items()}}
+        entry["front"] = [{"candidate": cid, **obj} for cid, obj in archive.front(rid, w.id)]
+        workloads.append(entry)
+    env = run["environment"]
+    return {
+        "run": rid, "op": run["op"], "status": run["status"], "manifest_hash": run["manifest_hash"],
+        "device": env.get("device"), "gpu": env.get("gpu"), "torch": env.get("torch"), "triton": env.get("triton"),
+        "interpreter": env.get("device") != "cuda",
+        "counts": archive.count(rid),
+        "costs": {"compile_s": sum(t.costs.compile_s for t in trials),
+                  "verify_s": sum(t.costs.verify_s for t in trials),
+                  "bench_s": sum(t.costs.bench_s for t in trials),
+                  "wall_s": sum(t.costs.wall_s for t in trials)},
+        "pruning": [e["payload"] if "payload" in e else e for e in archive.events(rid, "prune")],
+        "workloads": workloads,
+    }

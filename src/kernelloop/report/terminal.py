@@ -1,0 +1,46 @@
+"""Terminal rendering of a run summary with rich."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+INTERPRETER_BANNER = ("No CUDA device: running the Triton interpreter on CPU tensors. Verdicts are real; "
+                      "timings are CPU-interpreter timings, not kernel performance.")
+
+
+def _speedup(s: dict | None) -> str:
+    if not s:
+        return "-"
+    lo, hi = s["ci"]
+    return f"{s['speedup']:.2f}x [{lo:.2f},{hi:.2f}] {s['verdict']}"
+
+
+def render(summary: dict, console: Console | None = None) -> None:
+    c = console or Console()
+    c.print(f"[bold]run[/bold] {summary['run']}  op={summary['op']}  status={summary['status']}  "
+            f"device={summary['device']} {summary.get('gpu') or ''}  torch {summary['torch']}  "
+            f"triton {summary['triton']}")
+    if summary["interpreter"]:
+        c.print(f"[yellow]{INTERPRETER_BANNER}[/yellow]")
+    counts = Table(title="trials by status")
+    counts.add_column("status")
+    counts.add_column("count", justify="right")
+    for k, v in sorted(summary["counts"].items()):
+        counts.add_row(k, str(v))
+    c.print(counts)
+    t = Table(title="best per workload (confirmed against baselines when available)")
+    for col in ("workload", "trials", "best config", "kernel µs", "call µs", "GB/s", "% copy roof",
+                "vs eager", "vs torch.compile", "vs liger"):
+        t.add_column(col)
+    for w in summary["workloads"]:
+        m = w.get("confirmed") or (w.get("best") or {}).get("search")
+        if not m:
+            t.add_row(w["label"], f"{w['passed']}/{w['trials']}", "no passing candidate", *["-"] * 7)
+            continue
+        roof = f"{100 * m['roofline_fraction']:.1f}" if m.get("roofline_fraction") else "-"
+        sp = m["speedups"]
+        t.add_row(w["label"], f"{w['passed']}/{w['trials']}", (w.get("best") or {}).get("label", ""),
+                  f"{m['kernel_us']:.2f}", f"{m['call_us']:.2f}", f"{m['gbps']:.0f}", roof,
+                  _speedup(sp.get("eager")), _speedup(sp.get("torch.compile")), _speedup(sp.get("liger")))
+    c.print(t)

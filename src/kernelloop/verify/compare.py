@@ -1,0 +1,71 @@
+"""Judge a candidate's outputs against the reference.
+
+Order of checks, first failure wins: output type/shape/dtype, unwritten (still poisoned) elements,
+non-finite values where the reference is finite, values outside `atol + rtol*|ref|`, mutated inputs.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..records import ErrorMetrics, OpSpec, Status, Tolerance, Verdict, Workload
+from ..reference.inputs import TORCH_DTYPES, is_poison, tensor_shape
+
+
+def error_metrics(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> ErrorMetrics:
+    o = out.to(ref.dtype)
+    diff = (o - ref).abs()
+    diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
+    bad = diff > (tol.atol + tol.rtol * ref.abs())
+    rel = diff / ref.abs().clamp_min(torch.finfo(ref.dtype).tiny)
+    worst = int(torch.argmax(diff.flatten()).item()) if diff.numel() else 0
+    idx = list(torch.unravel_index(torch.tensor(worst), diff.shape)) if diff.numel() else []
+    return ErrorMetrics(output=name, max_abs=float(diff.max()) if diff.numel() else 0.0,
+                        max_rel=float(rel.max()) if rel.numel() else 0.0,
+                        mismatched=int(bad.sum()), total=diff.numel(), worst_index=[int(i) for i in idx])
+
+
+def check_outputs(spec: OpSpec, workload: Workload, outputs: list, references: list[torch.Tensor],
+                  inputs_before: list[torch.Tensor], inputs_after: list, case: str) -> Verdict:
+    tol = spec.tolerance[workload.dtype]
+    if len(outputs) != len(spec.outputs):
+        return Verdict(status=Status.WRONG_SHAPE, case=case,
+                       message=f"expected {len(spec.outputs)} output(s), got {len(outputs)}")
+    for t, out in zip(spec.outputs, outputs):
+        want_shape = tensor_shape(t, workload)
+        want_dtype = TORCH_DTYPES[spec.tensor_dtype(t, workload.dtype)]
+        if type(out) is not torch.Tensor:
+            return Verdict(status=Status.WRONG_SHAPE, case=case, message=f"{t.name}: not a plain torch.Tensor")
+        if tuple(out.shape) != want_shape or out.dtype != want_dtype:
+            return Verdict(status=Status.WRONG_SHAPE, case=case,
+                           message=f"{t.name}: got {tuple(out.shape)} {out.dtype}, expected {want_shape} {want_dtype}")
+    metrics = []
+    for t, out, ref in zip(spec.outputs, outputs, references):
+        ref = ref.to(out.device)
+        unwritten = is_poison(out)
+        if bool(unwritten.any()):
+            n = int(unwritten.sum())
+            first = [int(i) for i in torch.nonzero(unwritten)[0]]
+            return Verdict(status=Status.WRONG_INCOMPLETE, case=case,
+                           message=f"{t.name}: {n} of {out.numel()} elements never written (first at {first})")
+        nonfinite = ~torch.isfinite(out) & torch.isfinite(ref)
+        if bool(nonfinite.any()):
+            first = [int(i) for i in torch.nonzero(nonfinite)[0]]
+            return Verdict(status=Status.WRONG_NONFINITE, case=case,
+                           message=f"{t.name}: {int(nonfinite.sum())} NaN/Inf element(s) where the reference is "
+                                   f"finite (first at {first})")
+        m = error_metrics(t.name, out, ref, tol)
+        metrics.append(m)
+        if m.mismatched:
+            return Verdict(status=Status.WRONG_VALUES, case=case, metrics=metrics,
+                           message=f"{t.name}: {m.mismatched} of {m.total} elements outside atol={tol.atol} "
+                                   f"rtol={tol.rtol} (max abs err {m.max_abs:.3g} at {m.worst_index})")
+    if len(inputs_after) != len(inputs_before):
+        return Verdict(status=Status.WRONG_INPUT_MUTATED, case=case, metrics=metrics, message="inputs missing")
+    for t, before, after in zip(spec.inputs, inputs_before, inputs_after):
+        if type(after) is not torch.Tensor or after.shape != before.shape or after.dtype != before.dtype or \
+                not torch.equal(after.view(torch.uint8) if after.dtype != torch.bool else after,
+                                before.view(torch.uint8) if before.dtype != torch.bool else before):
+            return Verdict(status=Status.WRONG_INPUT_MUTATED, case=case, metrics=metrics,
+                           message=f"input {t.name} changed during the call")
+    return Verdict(status=Status.PASSED, case=case, metrics=metrics)
