@@ -15,3 +15,7 @@ app.command()(show)
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -57,6 +57,8 @@ class Evaluator:
         self.secret = secret
         self.checks = checks
         self.timeouts = timeouts or Timeouts()
+        # The trusted parent recomputes inputs and the reference on the same kind of device as the worker.
+        self.tensor_device = "cuda" if device == "cuda" else "cpu"
         self.toolchain = f"triton {__import__('triton').__version__}"
 
     # -- messages -------------------------------------------------------------------------------------------
@@ -102,9 +104,9 @@ class Evaluator:
             return build, self._failure_verdict(reply, "verification"), reply.seconds
         ref_file = self.bundle.folder / self.spec.reference
         for seed, path in zip(seeds, d["files"]):
-            inputs = make_inputs(self.spec, workload, seed, "cpu")
+            inputs = make_inputs(self.spec, workload, seed, self.tensor_device)
             refs = truth(self.spec, ref_file, inputs)
-            got = torch.load(path, weights_only=True)
+            got = torch.load(path, weights_only=True, map_location=self.tensor_device)
             case = f"{workload.label} seed={seed}"
             verdict = check_outputs(self.spec, workload, got["outputs"], refs, inputs, got["inputs_after"], case)
             if verdict.status is not Status.PASSED:

@@ -1,7 +1,8 @@
 """Seeded inputs and poisoned outputs.
 
-Inputs are drawn on the CPU in float32 from a seeded generator, then cast and moved, so the parent and a
-worker that use the same seed hold bit-identical tensors. Activations have a non-zero mean (spec's
+Inputs are drawn in float32 from a generator seeded on the device they live on (the Philox generator on
+CUDA, the CPU generator otherwise), then cast, so the parent and a worker that use the same seed and
+device hold bit-identical tensors. Activations have a non-zero mean (spec's
 InputPolicy) so a kernel that forgets to centre or to subtract the max is caught.
 """
 
@@ -25,19 +26,19 @@ def tensor_shape(t: TensorSpec, workload: Workload) -> tuple[int, ...]:
 
 def make_inputs(spec: OpSpec, workload: Workload, seed: int, device: str = "cpu") -> list[torch.Tensor]:
     """The op's inputs for one seed, in call order, in their spec dtypes."""
-    g = torch.Generator(device="cpu").manual_seed(seed)
+    g = torch.Generator(device=device).manual_seed(seed)
     pol = spec.inputs_policy
     out = []
     for t in spec.inputs:
         shape = tensor_shape(t, workload)
-        base = torch.randn(shape, generator=g, dtype=torch.float32)
+        base = torch.randn(shape, generator=g, dtype=torch.float32, device=device)
         if t.init == "activation":
             v = base * pol.std + pol.mean
         elif t.init == "weight":
             v = 1.0 + 0.1 * base
         else:  # bias
             v = 0.2 + 0.1 * base
-        out.append(v.to(TORCH_DTYPES[spec.tensor_dtype(t, workload.dtype)]).to(device))
+        out.append(v.to(TORCH_DTYPES[spec.tensor_dtype(t, workload.dtype)]))
     return out
 
 

@@ -1,0 +1,108 @@
+"""The CLI end to end in interpreter mode: optimize, show, bad input, and resume after kill -9."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kernelloop.cli.app import app
+from kernelloop.cli import common
+
+ROOT = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+def test_optimize_then_show_json(tmp_path):
+    out = tmp_path / "run"
+    r = runner.invoke(app, ["optimize", str(ROOT / "ops" / "rmsnorm"), "--budget", "2", "--device", "interpret",
+                            "--out", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.stdout[r.stdout.index("{"):])
+    assert summary["status"] == "complete" and summary["interpreter"] is True
+    assert summary["counts"] == {"PASSED": 2 * len(summary["workloads"])}
+    for w in summary["workloads"]:
+        conf = w["confirmed"]
+        assert conf["samples"] >= 3 and conf["kernel_us"] > 0
+        assert set(conf["baselines"]) == {"eager", "copy"}
+        assert {"eager", "copy"} <= set(conf["speedups"])
+        lo, hi = conf["speedups"]["eager"]["ci"]
+        assert lo <= conf["speedups"]["eager"]["speedup"] <= hi
+        assert w["front"], "the Pareto front is archived"
+    assert any(p["kept"] < p["total"] for p in summary["pruning"])
+    shown = runner.invoke(app, ["show", str(out), "--json"])
+    assert shown.exit_code == 0
+    assert json.loads(shown.stdout)["workloads"] == summary["workloads"]
+    table = runner.invoke(app, ["show", str(out)])
+    assert table.exit_code == 0 and "PASSED" in table.stdout and "interpreter" in table.stdout
+
+
+def test_bad_spec_exits_2_naming_the_field(tmp_path):
+    import shutil
+    op = tmp_path / "softmax"
+    shutil.copytree(ROOT / "ops" / "softmax", op)
+    (op / "spec.toml").write_text((op / "spec.toml").read_text().replace('"fp32"]', '"fp64"]'))
+    r = runner.invoke(app, ["optimize", str(op), "--device", "interpret", "--out", str(tmp_path / "r")])
+    assert r.exit_code == common.BAD_INPUT
+    assert "spec.toml" in r.output and "dtypes.2" in r.output
+
+
+def test_bad_budget_and_missing_run(tmp_path):
+    r = runner.invoke(app, ["optimize", "softmax", "--budget", "ten", "--device", "interpret"])
+    assert r.exit_code == common.BAD_INPUT
+    assert runner.invoke(app, ["show", str(tmp_path / "nothing")]).exit_code == common.BAD_INPUT
+    assert common.parse_budget("40,10m") == (40, 600.0)
+    assert common.parse_budget("90s") == (None, 90.0)
+
+
+def test_existing_run_needs_resume(tmp_path):
+    out = tmp_path / "run"
+    args = ["optimize", "softmax", "--budget", "1", "--device", "interpret", "--out", str(out), "--no-confirm"]
+    assert runner.invoke(app, args).exit_code == 0
+    again = runner.invoke(app, args)
+    assert again.exit_code == common.STOPPED and "--resume" in again.output
+
+
+def _trial_rows(db: Path) -> list[tuple]:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute("SELECT candidate_id, workload_id, idx FROM trials").fetchall()
+    finally:
+        con.close()
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "kernelloop.cli.app", "optimize", str(ROOT / "ops" / "layernorm"), "--budget", "4",
+           "--device", "interpret", "--out", str(out), "--strategy", "exhaustive", "--no-confirm"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    db = out / "archive.sqlite"
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        if db.exists():
+            try:
+                if len(_trial_rows(db)) >= 3:
+                    break
+            except sqlite3.Error:
+                pass
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)  # the controller and its worker, mid-run
+    proc.wait()
+    before = _trial_rows(db)
+    assert 3 <= len(before) < 16
+    r = subprocess.run(cmd + ["--resume", "--json"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    after = _trial_rows(db)
+    pairs = [(c, w) for c, w, _ in after]
+    assert len(after) == 16 and len(set(pairs)) == 16
+    assert sorted(i for *_, i in after) == list(range(16))
+    assert set(before) <= set(after)  # finished trials were kept, not re-run
+    summary = json.loads(r.stdout)
+    assert summary["status"] == "complete"

@@ -1,0 +1,52 @@
+import pytest
+from pydantic import ValidationError
+
+from kernelloop.records import (BuildArtifact, Candidate, ErrorMetrics, Status, Trial, Verdict, Workload,
+                                canonical_json)
+
+
+def test_round_trip_and_frozen():
+    c = Candidate(op="x", template="t", source="def launch(): pass", config={"B": 128, "w": 4}, parent_ids=["c-1"])
+    assert Candidate.from_json(c.to_json()) == c
+    with pytest.raises(ValidationError):
+        c.op = "y"
+
+
+def test_candidate_id_covers_source_and_config_only():
+    a = Candidate(op="x", template="t", source="A", config={"B": 1}, proposer="p1")
+    assert a.id == Candidate(op="x", template="t", source="A", config={"B": 1}, proposer="p2", hypothesis="h").id
+    assert a.id != Candidate(op="x", template="t", source="A ", config={"B": 1}).id
+    assert a.id != Candidate(op="x", template="t", source="A", config={"B": 2}).id
+
+
+def test_canonical_json_is_order_independent():
+    assert canonical_json({"b": 1, "a": [1, 2]}) == canonical_json({"a": [1, 2], "b": 1}) == '{"a":[1,2],"b":1}'
+
+
+def test_workload_id_ignores_weight_but_not_axes():
+    w = Workload(op="x", axes={"M": 2, "N": 3}, dtype="fp16", weight=2.0)
+    assert w.id == Workload(op="x", axes={"M": 2, "N": 3}, dtype="fp16").id
+    assert w.id != Workload(op="x", axes={"M": 2, "N": 4}, dtype="fp16").id
+    with pytest.raises(ValidationError):
+        Workload(op="x", axes={"M": 2}, dtype="fp8")
+
+
+def test_verdict_requires_its_evidence():
+    with pytest.raises(ValidationError, match="error metrics"):
+        Verdict(status=Status.WRONG_VALUES, case="c")
+    with pytest.raises(ValidationError, match="failing case"):
+        Verdict(status=Status.WRONG_INCOMPLETE, message="m")
+    with pytest.raises(ValidationError, match="message"):
+        Verdict(status=Status.TIMEOUT)
+    m = ErrorMetrics(output="y", max_abs=1.0, max_rel=1.0, mismatched=3, total=10)
+    v = Verdict(status=Status.WRONG_VALUES, case="c", metrics=[m], message="bad")
+    assert Verdict.from_json(v.to_json()) == v
+
+
+def test_trial_round_trip_with_discriminated_build():
+    b = BuildArtifact(registers=32, spills=0, shared_bytes=0, compile_s=1.0, toolchain="triton")
+    t = Trial(run_id="r", index=0, candidate_id="c", workload_id="w", manifest_hash="m", build=b,
+              verdict=Verdict(status=Status.PASSED), started=0.0, finished=1.0)
+    back = Trial.from_json(t.to_json())
+    assert back == t and back.build.kind == "artifact"
+    assert t.id.startswith("t-") and t.id == back.id
