@@ -106,7 +106,8 @@ class Controller:
         with Archive(self.run_dir / "archive.sqlite") as archive:
             run_id, manifest, mhash, secret = self._open(archive, resume)
             policy, confirm_policy = policies_for(opts.device)
-            worker = Worker(opts.device, job_root(self.run_dir))
+            worker = Worker(opts.device, job_root(self.run_dir), log_path=self.run_dir / "worker.log",
+                            remove_work_dir=True)
             evaluator = Evaluator(self.bundle, opts.device, worker, policy, secret, opts.checks, opts.timeouts)
             try:
                 strategies, spaces = {}, {}
@@ -159,7 +160,7 @@ class Controller:
         if found is None:
             check_unchanged(self.bundle, manifest)
             started = time.time()
-            ev = evaluator.evaluate(cand, w, self.run_dir / "jobs" / f"{cand.id}-{w.id}")
+            ev = evaluator.evaluate(cand, w, evaluator.worker.work_dir / f"{cand.id}-{w.id}")
             found = Trial(run_id=run_id, index=archive.next_index(run_id), candidate_id=cand.id, workload_id=w.id,
                           manifest_hash=mhash, build=ev.build, verdict=ev.verdict, measurement=ev.measurement,
                           costs=ev.costs, started=started, finished=time.time())

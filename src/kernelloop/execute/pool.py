@@ -27,11 +27,13 @@ class Reply:
 class Worker:
     """One spawned worker. `request` never raises for candidate misbehaviour; it returns a Reply."""
 
-    def __init__(self, device: str, work_dir: Path, start_timeout: float = 180.0):
+    def __init__(self, device: str, work_dir: Path, start_timeout: float = 180.0, log_path: Path | None = None,
+                 remove_work_dir: bool = False):
         self.device = device
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = self.work_dir / "worker.log"
+        self.log_path = Path(log_path) if log_path else self.work_dir / "worker.log"
+        self.remove_work_dir = remove_work_dir
         self.start_timeout = start_timeout
         self.proc: mp.Process | None = None
         self.conn = None
@@ -84,6 +86,9 @@ class Worker:
             except (OSError, BrokenPipeError):
                 pass
         self.kill()
+        if self.remove_work_dir:
+            import shutil
+            shutil.rmtree(self.work_dir, ignore_errors=True)
 
     def request(self, msg: dict, timeout: float) -> Reply:
         import time
@@ -141,7 +146,9 @@ def describe_exit(code: int | None) -> str:
 
 def job_root(base: Path) -> Path:
     """A fast folder for check outputs: tmpfs when present."""
+    import shutil
     shm = Path("/dev/shm")
-    root = (shm if shm.is_dir() and os.access(shm, os.W_OK) else base) / f"kernelloop-{os.getpid()}"
+    fast = shm.is_dir() and os.access(shm, os.W_OK) and shutil.disk_usage(shm).free > 4 * 2**30
+    root = (shm if fast else Path(base) / "jobs") / f"kernelloop-{os.getpid()}"
     root.mkdir(parents=True, exist_ok=True)
     return root

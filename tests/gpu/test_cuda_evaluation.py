@@ -1,0 +1,105 @@
+"""GPU tier: the evaluation path on a real CUDA device (run by scripts/gpu_tier.sh on the GPU host)."""
+
+from pathlib import Path
+
+import pytest
+
+from kernelloop.bench.policy import COLD_L2_EVENTS
+from kernelloop.execute.evaluate import Evaluator, Timeouts
+from kernelloop.execute.pool import Worker
+from kernelloop.records import Candidate, Status, Workload
+
+pytestmark = pytest.mark.gpu
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "candidates"
+POLICY = COLD_L2_EVENTS.model_copy(update={"samples": 30})
+
+
+@pytest.fixture(scope="module")
+def evaluator(layernorm, tmp_path_factory):
+    worker = Worker("cuda", tmp_path_factory.mktemp("gpu-worker"))
+    ev = Evaluator(layernorm, "cuda", worker, POLICY, secret="gpu-test", checks=2,
+                   timeouts=Timeouts(check=60.0, bench=120.0))
+    yield ev
+    worker.close()
+
+
+def honest(layernorm, **cfg):
+    config = {"BLOCK_N": 4096, "ROWS": 1, "num_warps": 8, "EVICT_FIRST": 0, **cfg}
+    return Candidate(op="layernorm", template="rowwise", source=layernorm.template_sources["rowwise"], config=config)
+
+
+def fixture(name):
+    return Candidate(op="layernorm", template="custom", source=(FIXTURES / f"{name}.py").read_text(), config={})
+
+
+W = Workload(op="layernorm", axes={"M": 4096, "N": 4096}, dtype="fp16")
+ODD = Workload(op="layernorm", axes={"M": 3001, "N": 5000}, dtype="bf16")
+
+
+def test_honest_kernel_passes_with_build_resources_and_cold_l2_times(evaluator, layernorm, tmp_path):
+    ev = evaluator.evaluate(honest(layernorm), W, tmp_path / "j")
+    assert ev.verdict.status is Status.PASSED, ev.verdict
+    b = ev.build
+    assert b.kind == "artifact" and b.registers and b.registers > 0 and b.spills is not None
+    assert "sm_90" in b.toolchain and b.binary_hash
+    m = ev.measurement
+    assert m.kernel.n == 30 and m.kernel.median_us > 1.0
+    # Kernel time excludes the host launch; call time includes it.
+    assert m.call.median_us > m.kernel.median_us
+    assert 0.2 < m.roofline_fraction < 1.3
+    assert {r.baseline for r in m.ratios} == {"eager", "copy"}
+
+
+def test_non_divisible_shape_passes_looped_path(evaluator, layernorm, tmp_path):
+    ev = evaluator.evaluate(honest(layernorm, BLOCK_N=1024), ODD, tmp_path / "j")
+    assert ev.verdict.status is Status.PASSED, ev.verdict
+
+
+@pytest.mark.parametrize("name,status", [
+    ("wrong_values", Status.WRONG_VALUES),
+    ("incomplete", Status.WRONG_INCOMPLETE),
+    ("mutates_input", Status.WRONG_INPUT_MUTATED),
+    ("raises", Status.RUNTIME_ERROR),
+    ("syntax_error", Status.COMPILE_ERROR),
+])
+def test_bad_candidates_on_gpu(evaluator, name, status, tmp_path):
+    ev = evaluator.evaluate(fixture(name), W, tmp_path / "j")
+    assert ev.verdict.status is status, ev.verdict
+
+
+def test_illegal_memory_access_replaces_the_worker(evaluator, layernorm, tmp_path):
+    assert evaluator.evaluate(honest(layernorm), W, tmp_path / "a").verdict.status is Status.PASSED
+    starts = evaluator.worker.starts
+    ev = evaluator.evaluate(fixture("oob_write"), W, tmp_path / "b")
+    assert ev.verdict.status is Status.RUNTIME_ERROR, ev.verdict
+    after = evaluator.evaluate(honest(layernorm), W, tmp_path / "c")
+    assert after.verdict.status is Status.PASSED, after.verdict
+    assert evaluator.worker.starts == starts + 1
+
+
+def test_device_hang_is_a_timeout(layernorm, tmp_path):
+    worker = Worker("cuda", tmp_path / "w")
+    ev = Evaluator(layernorm, "cuda", worker, POLICY, secret="hang", checks=1, timeouts=Timeouts(check=25.0))
+    try:
+        res = ev.evaluate(fixture("hangs"), W, tmp_path / "j")
+        assert res.verdict.status is Status.TIMEOUT
+        assert ev.evaluate(honest(layernorm), W, tmp_path / "k").verdict.status is Status.PASSED
+    finally:
+        worker.close()
+
+
+def test_compile_failure_of_triton_code_is_a_build_failure(evaluator, tmp_path):
+    src = '''
+import triton
+import triton.language as tl
+
+@triton.jit
+def _k(Y):
+    tl.store(Y + tl.arange(0, 3), 1.0)   # arange length must be a power of two: a compile error
+
+def launch(x, weight, bias, y, *, eps, **config):
+    _k[(1,)](y)
+'''
+    ev = evaluator.evaluate(Candidate(op="layernorm", template="custom", source=src), W, tmp_path / "j")
+    assert ev.verdict.status is Status.COMPILE_ERROR, ev.verdict
+    assert ev.build.kind == "failure" and ev.build.stage == "compile"
