@@ -7,7 +7,7 @@ from ..records import TimingPolicy
 # Kernel time with a cold L2: a 256 MiB flush (> 2x the 50-60 MB L2 of Hopper) is written before every
 # sample, then a device-side sleep (~0.5 ms at 1.98 GHz) keeps the GPU busy while the host launches the
 # call, so the start event and the kernel run back to back: host overhead stays out of kernel time.
-COLD_L2_EVENTS = TimingPolicy(name="cold-l2-events", clock="cuda-events", warmup=10, samples=100,
+COLD_L2_EVENTS = TimingPolicy(name="cold-l2-events", clock="cuda-events", warmup=10, samples=60,
                               flush_bytes=256 * 2**20, sleep_cycles=1_000_000, bootstrap=2000)
 
 # The final comparison of each workload's winner against every baseline: more samples.
