@@ -206,7 +206,11 @@ def worker_main(conn, device: str, log_path: str, job_root: str) -> None:
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
-    if device != "cuda":
+    # The worker decides the execution mode itself: an inherited TRITON_INTERPRET=1 would silently run
+    # "cuda" jobs in the interpreter.
+    if device == "cuda":
+        os.environ.pop("TRITON_INTERPRET", None)
+    else:
         os.environ["TRITON_INTERPRET"] = "1"
     import torch  # noqa: F401 - import before the first job so job timeouts do not include it
     import triton  # noqa: F401
