@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one call on the GPU host (from the repo root):
 #   bash scripts/gpu_tier.sh [tests|ops|all] [op ...]
-# Writes logs and JSON run summaries under $OUT (or ./gpu-out). The H200 image lacks pydantic and
+# Writes logs, JSON run summaries and archives under $OUT (or ./gpu-out) and into
+# benchmarks/results/<date>-<gpu>/ (with results.md: device, date, versions, tables). The H200 image lacks pydantic and
 # liger-kernel: carry ./.whl (built here by ../shared/scripts/wheelhouse.sh with WHEEL_EXTRAS=bench).
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
@@ -33,4 +34,12 @@ if [ "$what" = ops ] || [ "$what" = all ]; then
     python3 benchmarks/render.py "$OUT/$op.json" 2>&1 | tail -12
   done
 fi
+# Results into the repo (device, date, versions) and into $OUT.
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr 'A-Z ' 'a-z-')
+RESULTS=${RESULTS:-benchmarks/results/$(date -u +%F)-${gpu:-gpu}}
+mkdir -p "$RESULTS"
+cp "$OUT"/env.txt "$OUT"/*.json "$OUT"/*.sqlite "$OUT"/gpu-tests.log "$RESULTS"/ 2>/dev/null
+{ cat "$OUT/env.txt"; echo; for j in "$OUT"/*.json; do python3 benchmarks/render.py "$j"; done; } > "$RESULTS/results.md" 2>&1
+cp "$RESULTS/results.md" "$OUT/results.md"
+echo "results: $RESULTS"
 exit $rc

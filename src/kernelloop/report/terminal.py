@@ -29,18 +29,22 @@ def render(summary: dict, console: Console | None = None) -> None:
     for k, v in sorted(summary["counts"].items()):
         counts.add_row(k, str(v))
     c.print(counts)
-    t = Table(title="best per workload (confirmed against baselines when available)")
-    for col in ("workload", "trials", "best config", "kernel µs", "call µs", "GB/s", "% copy roof",
-                "vs eager", "vs torch.compile", "vs liger"):
-        t.add_column(col)
-    for w in summary["workloads"]:
-        m = w.get("confirmed") or (w.get("best") or {}).get("search")
+    rows = [w for w in summary["workloads"]]
+    measured = [w.get("confirmed") or (w.get("best") or {}).get("search") for w in rows]
+    baselines = [b for b in ("eager", "torch.compile", "liger")
+                 if any(m and b in m["speedups"] for m in measured)]
+    t = Table(title="best per workload (confirmed beside the baselines when available)")
+    for col in ("workload", "passed", "config", "kernel µs", "call µs", "GB/s", "% copy",
+                *[f"vs {b}" for b in baselines]):
+        t.add_column(col, overflow="fold")
+    for w, m in zip(rows, measured):
         if not m:
-            t.add_row(w["label"], f"{w['passed']}/{w['trials']}", "no passing candidate", *["-"] * 7)
+            t.add_row(w["label"], f"{w['passed']}/{w['trials']}", "no passing candidate",
+                      *["-"] * (4 + len(baselines)))
             continue
         roof = f"{100 * m['roofline_fraction']:.1f}" if m.get("roofline_fraction") else "-"
-        sp = m["speedups"]
-        t.add_row(w["label"], f"{w['passed']}/{w['trials']}", (w.get("best") or {}).get("label", ""),
-                  f"{m['kernel_us']:.2f}", f"{m['call_us']:.2f}", f"{m['gbps']:.0f}", roof,
-                  _speedup(sp.get("eager")), _speedup(sp.get("torch.compile")), _speedup(sp.get("liger")))
+        config = (w.get("best") or {}).get("label", "").replace("(", " ").replace(")", "").replace(",", " ")
+        t.add_row(w["label"], f"{w['passed']}/{w['trials']}", config, f"{m['kernel_us']:.2f}",
+                  f"{m['call_us']:.2f}", f"{m['gbps']:.0f}", roof,
+                  *[_speedup(m["speedups"].get(b)) for b in baselines])
     c.print(t)
