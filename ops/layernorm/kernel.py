@@ -12,7 +12,7 @@ import triton.language as tl
 @triton.jit
 def _layernorm_fwd(X, W, B, Y, M, N, stride_x, stride_y, eps,
                    BLOCK_N: tl.constexpr, ROWS: tl.constexpr, SINGLE: tl.constexpr,
-                   EVICT_FIRST: tl.constexpr):
+                   EVICT_FIRST: tl.constexpr, STREAM_STORE: tl.constexpr):
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     if SINGLE:
@@ -32,7 +32,10 @@ def _layernorm_fwd(X, W, B, Y, M, N, stride_x, stride_y, eps,
             var = tl.sum(xc * xc, axis=0) / N
             rstd = 1.0 / tl.sqrt(var + eps)
             y = xc * rstd * w + b
-            tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
+            if STREAM_STORE:  # streaming store (.cs): the output is not re-read, keep it out of L2
+                tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask, cache_modifier=".cs")
+            else:
+                tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
     else:
         row = pid
         xrow = X + row * stride_x
@@ -54,14 +57,17 @@ def _layernorm_fwd(X, W, B, Y, M, N, stride_x, stride_y, eps,
             x = tl.load(xrow + c, mask=m, other=0.0).to(tl.float32)
             w = tl.load(W + c, mask=m, other=0.0).to(tl.float32)
             b = tl.load(B + c, mask=m, other=0.0).to(tl.float32)
-            tl.store(Y + row * stride_y + c, ((x - mean) * rstd * w + b).to(Y.dtype.element_ty), mask=m)
+            if STREAM_STORE:  # streaming store (.cs): the output is not re-read, keep it out of L2
+                tl.store(Y + row * stride_y + c, ((x - mean) * rstd * w + b).to(Y.dtype.element_ty), mask=m, cache_modifier=".cs")
+            else:
+                tl.store(Y + row * stride_y + c, ((x - mean) * rstd * w + b).to(Y.dtype.element_ty), mask=m)
 
 
-def launch(x, weight, bias, y, *, eps, BLOCK_N, ROWS, num_warps, EVICT_FIRST=0):
+def launch(x, weight, bias, y, *, eps, BLOCK_N, ROWS, num_warps, EVICT_FIRST=0, STREAM_STORE=0):
     M, N = x.shape
     single = BLOCK_N >= N
     rows = ROWS if single else 1
     grid = (triton.cdiv(M, rows),)
     _layernorm_fwd[grid](x, weight, bias, y, M, N, x.stride(0), y.stride(0), eps,
-                         BLOCK_N=BLOCK_N, ROWS=rows, SINGLE=single, EVICT_FIRST=EVICT_FIRST,
+                         BLOCK_N=BLOCK_N, ROWS=rows, SINGLE=single, EVICT_FIRST=EVICT_FIRST, STREAM_STORE=STREAM_STORE,
                          num_warps=num_warps)

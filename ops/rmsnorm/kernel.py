@@ -12,7 +12,7 @@ import triton.language as tl
 @triton.jit
 def _rmsnorm_fwd(X, W, Y, M, N, stride_x, stride_y, eps,
                  BLOCK_N: tl.constexpr, ROWS: tl.constexpr, SINGLE: tl.constexpr,
-                 EVICT_FIRST: tl.constexpr):
+                 EVICT_FIRST: tl.constexpr, STREAM_STORE: tl.constexpr):
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     if SINGLE:
@@ -28,7 +28,10 @@ def _rmsnorm_fwd(X, W, Y, M, N, stride_x, stride_y, eps,
             x = x.to(tl.float32)
             rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)
             y = x * rstd * w
-            tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
+            if STREAM_STORE:  # streaming store (.cs): the output is not re-read, keep it out of L2
+                tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask, cache_modifier=".cs")
+            else:
+                tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
     else:
         row = pid
         xrow = X + row * stride_x
@@ -47,14 +50,17 @@ def _rmsnorm_fwd(X, W, Y, M, N, stride_x, stride_y, eps,
                 x = tl.load(xrow + c, mask=m, other=0.0)
             x = x.to(tl.float32)
             w = tl.load(W + c, mask=m, other=0.0).to(tl.float32)
-            tl.store(Y + row * stride_y + c, (x * rstd * w).to(Y.dtype.element_ty), mask=m)
+            if STREAM_STORE:  # streaming store (.cs): the output is not re-read, keep it out of L2
+                tl.store(Y + row * stride_y + c, (x * rstd * w).to(Y.dtype.element_ty), mask=m, cache_modifier=".cs")
+            else:
+                tl.store(Y + row * stride_y + c, (x * rstd * w).to(Y.dtype.element_ty), mask=m)
 
 
-def launch(x, weight, y, *, eps, BLOCK_N, ROWS, num_warps, EVICT_FIRST=0):
+def launch(x, weight, y, *, eps, BLOCK_N, ROWS, num_warps, EVICT_FIRST=0, STREAM_STORE=0):
     M, N = x.shape
     single = BLOCK_N >= N
     rows = ROWS if single else 1
     grid = (triton.cdiv(M, rows),)
     _rmsnorm_fwd[grid](x, weight, y, M, N, x.stride(0), y.stride(0), eps,
-                       BLOCK_N=BLOCK_N, ROWS=rows, SINGLE=single, EVICT_FIRST=EVICT_FIRST,
+                       BLOCK_N=BLOCK_N, ROWS=rows, SINGLE=single, EVICT_FIRST=EVICT_FIRST, STREAM_STORE=STREAM_STORE,
                        num_warps=num_warps)

@@ -18,7 +18,7 @@ import triton.language as tl
 @triton.jit
 def _softmax_fwd(X, Y, M, N, stride_x, stride_y,
                  BLOCK_N: tl.constexpr, ROWS: tl.constexpr, SINGLE: tl.constexpr,
-                 EVICT_FIRST: tl.constexpr):
+                 EVICT_FIRST: tl.constexpr, STREAM_STORE: tl.constexpr):
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     if SINGLE:
@@ -36,7 +36,10 @@ def _softmax_fwd(X, Y, M, N, stride_x, stride_y,
             mx = tl.where(mx == -float("inf"), 0.0, mx)
             e = tl.exp(x - mx)
             y = e * (1.0 / tl.sum(e, axis=0))
-            tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
+            if STREAM_STORE:  # streaming store (.cs): the output is not re-read, keep it out of L2
+                tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask, cache_modifier=".cs")
+            else:
+                tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
     else:
         row = pid
         xrow = X + row * stride_x
@@ -60,14 +63,17 @@ def _softmax_fwd(X, Y, M, N, stride_x, stride_y,
             else:
                 x = tl.load(xrow + c, mask=m, other=-float("inf"))
             y = tl.exp(x.to(tl.float32) - mx) * inv
-            tl.store(Y + row * stride_y + c, y.to(Y.dtype.element_ty), mask=m)
+            if STREAM_STORE:  # streaming store (.cs): the output is not re-read, keep it out of L2
+                tl.store(Y + row * stride_y + c, y.to(Y.dtype.element_ty), mask=m, cache_modifier=".cs")
+            else:
+                tl.store(Y + row * stride_y + c, y.to(Y.dtype.element_ty), mask=m)
 
 
-def launch(x, y, *, BLOCK_N, ROWS, num_warps, EVICT_FIRST=0):
+def launch(x, y, *, BLOCK_N, ROWS, num_warps, EVICT_FIRST=0, STREAM_STORE=0):
     M, N = x.shape
     single = BLOCK_N >= N
     rows = ROWS if single else 1
     grid = (triton.cdiv(M, rows),)
     _softmax_fwd[grid](x, y, M, N, x.stride(0), y.stride(0),
-                       BLOCK_N=BLOCK_N, ROWS=rows, SINGLE=single, EVICT_FIRST=EVICT_FIRST,
+                       BLOCK_N=BLOCK_N, ROWS=rows, SINGLE=single, EVICT_FIRST=EVICT_FIRST, STREAM_STORE=STREAM_STORE,
                        num_warps=num_warps)
