@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import secrets
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,10 +195,15 @@ class Controller:
             cand = archive.get_candidate(trial.candidate_id)
             if evaluator.load(cand) is not None:
                 continue
-            ms, notes, reply = evaluator.bench(cand, w, ["candidate", *baselines], policy)
-            if reply.status != "ok":
-                archive.log_event(run_id, "confirm-failed", {"workload": w.id, "status": reply.status,
-                                                            "error": reply.data.get("error", "")})
+            job_dir = evaluator.worker.work_dir / f"confirm-{cand.id}-{w.id}"
+            job_dir.mkdir(parents=True, exist_ok=True)
+            ms, notes, reply = evaluator.bench(cand, w, ["candidate", *baselines], policy, job_dir)
+            bad = evaluator.check_timed(w, reply, evaluator.refresh_seeds(cand, w)) if reply.status == "ok" else None
+            shutil.rmtree(job_dir, ignore_errors=True)
+            if reply.status != "ok" or bad is not None:
+                archive.log_event(run_id, "confirm-failed", {
+                    "workload": w.id, "candidate": cand.id, "status": reply.status,
+                    "error": reply.data.get("error", "") if bad is None else f"{bad.status.value}: {bad.message}"})
                 continue
             archive.put_final(run_id, w.id, cand.id, ms["candidate"])
             for name in baselines:

@@ -16,8 +16,11 @@ import torch
 
 from ..records import TimingPolicy
 
+Hook = Callable[[str], None] | None
 
-def _time_cuda(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, seed: int) -> dict:
+
+def _time_cuda(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, seed: int,
+               before: Hook = None, after: Hook = None) -> dict:
     names = list(subjects)
     flush = torch.empty(policy.flush_bytes, dtype=torch.uint8, device="cuda") if policy.flush_bytes else None
     for name in names:
@@ -33,6 +36,8 @@ def _time_cuda(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, 
         rng.shuffle(order)
         for name in order:
             fn = subjects[name]
+            if before:
+                before(name)
             if flush is not None:
                 flush.zero_()
             if policy.sleep_cycles:
@@ -41,6 +46,10 @@ def _time_cuda(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, 
             a.record()
             fn()
             b.record()
+            if after:
+                after(name)
+            if before:
+                before(name)
             if flush is not None:
                 flush.zero_()
             torch.cuda.synchronize()
@@ -48,6 +57,8 @@ def _time_cuda(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, 
             a.record()
             fn()
             b.record()
+            if after:
+                after(name)
     torch.cuda.synchronize()
     out = {}
     for name in names:
@@ -57,7 +68,8 @@ def _time_cuda(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, 
     return out
 
 
-def _time_wallclock(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, seed: int) -> dict:
+def _time_wallclock(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, seed: int,
+                    before: Hook = None, after: Hook = None) -> dict:
     names = list(subjects)
     for name in names:
         for _ in range(policy.warmup):
@@ -68,20 +80,30 @@ def _time_wallclock(subjects: dict[str, Callable[[], object]], policy: TimingPol
         order = names[:]
         rng.shuffle(order)
         for name in order:
+            if before:
+                before(name)
             t0 = time.perf_counter()
             subjects[name]()
             dt = (time.perf_counter() - t0) * 1e6
+            if after:
+                after(name)
             # In the interpreter there is no device: kernel time and call time are the same wall-clock.
             out[name]["kernel_us"].append(dt)
             out[name]["call_us"].append(dt)
     return out
 
 
-def sample(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, seed: int) -> dict:
-    """{subject: {"kernel_us": [...], "call_us": [...]}} with `policy.samples` samples each."""
+def sample(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, seed: int,
+           before: Hook = None, after: Hook = None) -> dict:
+    """{subject: {"kernel_us": [...], "call_us": [...]}} with `policy.samples` samples each.
+
+    `before(name)` runs outside the timed region ahead of every timed call (the harness refreshes the inputs
+    there, so results cached by pointer, id or content cannot pay); `after(name)` runs after each timed call's
+    end event is recorded (the harness snapshots outputs of sampled calls there for re-verification).
+    """
     if policy.clock == "cuda-events":
-        return _time_cuda(subjects, policy, seed)
-    return _time_wallclock(subjects, policy, seed)
+        return _time_cuda(subjects, policy, seed, before, after)
+    return _time_wallclock(subjects, policy, seed, before, after)
 
 
 def gpu_snapshot() -> dict:

@@ -1,7 +1,15 @@
 """compile -> verify -> benchmark of one candidate on one workload, driven from the trusted controller.
 
-The worker builds and runs; this module generates the same inputs itself, computes the reference in higher
-precision, reads the worker's output files and decides the verdict. Only PASSED candidates are timed.
+The worker builds and runs; this module regenerates the same inputs itself, computes the reference in higher
+precision, reads the worker's output files and decides the verdict. Only PASSED candidates are timed, and the
+outputs of sampled *timed* calls are verified too.
+
+The verification battery for one trial (seeds mix the run's secret, so no proposer can precompute them):
+- `checks` cases on the workload, each with fresh inputs from a different value distribution;
+- the first case is run 3 times on identical inputs: any bitwise difference is WRONG_NONDETERMINISTIC;
+- held-out shapes derived from the workload and the secret (the held-out axis at 1 and at an odd value),
+  never shown to proposers;
+- outputs must stay the buffers the harness allocated and must not alias inputs; no thread may be left behind.
 """
 
 from __future__ import annotations
@@ -21,7 +29,15 @@ from ..reference.inputs import make_inputs
 from ..reference.truth import truth
 from ..spec import OpBundle
 from ..verify import check_outputs
+from ..verify.compare import check_repeats
 from .pool import Reply, Worker, describe_exit
+
+DETERMINISM_RUNS = 3
+# A kernel time below this share of a device copy of the same bytes is physically implausible for an op whose
+# bytes formula is a true minimum: it is re-measured in a fresh worker and rejected if it persists.
+PHYSICAL_FLOOR = 0.7
+SNAPSHOTS = 3        # timed candidate calls whose outputs are re-verified
+REFRESH_SETS = 4     # distinct input sets cycled behind the same buffers during timing
 
 
 @dataclass
@@ -61,6 +77,32 @@ class Evaluator:
         self.tensor_device = "cuda" if device == "cuda" else "cpu"
         self.toolchain = f"triton {__import__('triton').__version__}"
 
+    # -- the battery ----------------------------------------------------------------------------------------
+    def heldout_workloads(self, workload: Workload) -> list[Workload]:
+        """Shapes the proposer never sees: each held-out axis at 1 and at a secret-derived odd value."""
+        axes = self.spec.heldout_axes or [self.spec.inputs[0].shape[0]]
+        out = []
+        for ax in axes:
+            v = workload.axes[ax]
+            odd = 1 + 2 * (derive_seed(self.secret, "heldout", workload.id, ax) % max(1, min(v, 64) // 2))
+            for value in sorted({1, odd} - {v}):
+                if value >= self.spec.axes[ax].min:
+                    out.append(workload.model_copy(update={"axes": {**workload.axes, ax: value}}))
+        return out
+
+    def cases(self, candidate: Candidate, workload: Workload) -> list[dict]:
+        dists = self.spec.inputs_policy.distributions
+        offset = derive_seed(self.secret, "dist", workload.id, candidate.id) % len(dists)
+        cases = []
+        for k in range(self.checks):
+            cases.append({"workload": workload, "seed": derive_seed(self.secret, workload.id, candidate.id, k),
+                          "distribution": dists[(offset + k) % len(dists)],
+                          "repeats": DETERMINISM_RUNS if k == 0 else 1})
+        for j, held in enumerate(self.heldout_workloads(workload)):
+            cases.append({"workload": held, "seed": derive_seed(self.secret, held.id, candidate.id, "h", j),
+                          "distribution": dists[(offset + j) % len(dists)], "repeats": 1})
+        return cases
+
     # -- messages -------------------------------------------------------------------------------------------
     def _common(self, candidate: Candidate | None, workload: Workload) -> dict:
         msg = {"spec": self.spec.model_dump_json(), "workload": workload.model_dump_json()}
@@ -79,6 +121,13 @@ class Evaluator:
         return Verdict(status=Status.RUNTIME_ERROR, message=(d.get("error") or f"{what} failed")[:2000],
                        log=(d.get("log") or "") + ("\n" + reply.log_tail if reply.log_tail else ""))
 
+    @staticmethod
+    def _threads_verdict(threads: dict | None, what: str) -> Verdict | None:
+        if threads and threads.get("base") is not None and threads["after"] > threads["base"]:
+            return Verdict(status=Status.REJECTED, message=f"thread-left-behind: {threads['after'] - threads['base']} "
+                           f"thread(s) still running after {what}; work outside the call escapes the timer")
+        return None
+
     # -- stages ---------------------------------------------------------------------------------------------
     def load(self, candidate: Candidate) -> BuildFailure | Verdict | None:
         reply = self.worker.request({"op": "load", "source": candidate.source, "source_hash": candidate.source_hash},
@@ -89,10 +138,22 @@ class Evaluator:
             return BuildFailure(stage="import", log=reply.data.get("log", ""), toolchain=self.toolchain)
         return self._failure_verdict(reply, "import")
 
+    def _judge_case(self, case: dict, path: str) -> Verdict:
+        w: Workload = case["workload"]
+        inputs = make_inputs(self.spec, w, case["seed"], self.tensor_device, case["distribution"])
+        refs = truth(self.spec, self.bundle.folder / self.spec.reference, inputs)
+        got = torch.load(path, weights_only=True, map_location=self.tensor_device)
+        label = f"{w.label} seed={case['seed']} distribution={case['distribution']}"
+        verdict = check_outputs(self.spec, w, got["runs"][0], refs, inputs, got["inputs_after"], label)
+        if verdict.status is Status.PASSED and len(got["runs"]) > 1:
+            verdict = check_repeats(self.spec, got["runs"][0], got["runs"][1:], label) or verdict
+        return verdict
+
     def verify(self, candidate: Candidate, workload: Workload, job_dir: Path
                ) -> tuple[BuildArtifact | BuildFailure | None, Verdict, float]:
-        seeds = [derive_seed(self.secret, workload.id, candidate.id, k) for k in range(self.checks)]
-        msg = {"op": "check", **self._common(candidate, workload), "seeds": seeds, "job_dir": str(job_dir)}
+        cases = self.cases(candidate, workload)
+        msg = {"op": "check", **self._common(candidate, workload), "job_dir": str(job_dir),
+               "cases": [{**c, "workload": c["workload"].model_dump_json()} for c in cases]}
         reply = self.worker.request(msg, timeout=self.timeouts.check)
         d = reply.data
         build = BuildArtifact(**d["build"]) if d.get("build") else None
@@ -102,27 +163,31 @@ class Evaluator:
                                     log=d.get("log", "")), reply.seconds
         if reply.status != "ok":
             return build, self._failure_verdict(reply, "verification"), reply.seconds
-        ref_file = self.bundle.folder / self.spec.reference
-        for seed, path in zip(seeds, d["files"]):
-            inputs = make_inputs(self.spec, workload, seed, self.tensor_device)
-            refs = truth(self.spec, ref_file, inputs)
-            got = torch.load(path, weights_only=True, map_location=self.tensor_device)
-            case = f"{workload.label} seed={seed}"
-            verdict = check_outputs(self.spec, workload, got["outputs"], refs, inputs, got["inputs_after"], case)
+        if d.get("alias"):
+            return build, Verdict(status=Status.WRONG_SHAPE, case=workload.label, message="; ".join(d["alias"])[:2000]), \
+                reply.seconds
+        verdict = Verdict(status=Status.PASSED)
+        for case, path in zip(cases, d["files"]):
+            verdict = self._judge_case(case, path)
             if verdict.status is not Status.PASSED:
                 return build, verdict, reply.seconds
-        return build, verdict, reply.seconds
+        return build, self._threads_verdict(d.get("threads"), "the call") or verdict, reply.seconds
 
-    def bench(self, candidate: Candidate | None, workload: Workload, subjects: list[str], policy: TimingPolicy
-              ) -> tuple[dict[str, Measurement], dict[str, str], Reply]:
+    def bench(self, candidate: Candidate | None, workload: Workload, subjects: list[str], policy: TimingPolicy,
+              job_dir: Path | None = None) -> tuple[dict[str, Measurement], dict[str, str], Reply]:
         """Interleaved samples of the subjects; a Measurement per subject with ratios over every other one."""
         seed = derive_seed(self.secret, "bench", workload.id, candidate.id if candidate else "-")
         baselines_file = self.bundle.folder / "baselines.py"
+        refresh = self.refresh_seeds(candidate, workload)
+        calls = policy.calls_per_sample * policy.samples
+        snap = sorted({1 + derive_seed(self.secret, "snap", seed, k) % calls for k in range(SNAPSHOTS)} | {calls})
         msg = {"op": "bench", **self._common(candidate, workload), "policy": policy.model_dump_json(),
                "subjects": subjects, "seed": seed,
                "reference_file": str(self.bundle.folder / self.spec.reference),
                "baselines_file": str(baselines_file) if baselines_file.is_file() else "",
-               "bytes_moved": self.spec.bytes_moved(workload.axes, workload.dtype)}
+               "bytes_moved": self.spec.bytes_moved(workload.axes, workload.dtype),
+               "refresh_seeds": refresh, "snapshot_calls": snap if candidate else [],
+               "job_dir": str(job_dir) if job_dir else ""}
         reply = self.worker.request(msg, timeout=self.timeouts.bench)
         if reply.status != "ok":
             return {}, {}, reply
@@ -149,6 +214,38 @@ class Evaluator:
                 roofline_fraction=roof, ratios=ratios, environment=env)
         return out, notes, reply
 
+    def check_timed(self, workload: Workload, reply: Reply, refresh: list[int]) -> Verdict | None:
+        """Re-verify outputs of sampled timed calls against the inputs that were live for those calls."""
+        threads = self._threads_verdict(reply.data.get("threads"), "the timed calls")
+        if threads:
+            return threads
+        for path in reply.data.get("snapshots", []):
+            got = torch.load(path, weights_only=True, map_location=self.tensor_device)
+            idx = got["refresh_seed_index"]
+            seed = refresh[idx] if idx >= 0 else None
+            if seed is None:
+                continue
+            inputs = make_inputs(self.spec, workload, seed, self.tensor_device)
+            refs = truth(self.spec, self.bundle.folder / self.spec.reference, inputs)
+            v = check_outputs(self.spec, workload, got["outputs"], refs, inputs, inputs,
+                              f"{workload.label} timed call #{got['call']} (input set {idx})")
+            if v.status is not Status.PASSED:
+                return v.model_copy(update={"message": "timed call: " + v.message})
+        return None
+
+    def refresh_seeds(self, candidate: Candidate | None, workload: Workload) -> list[int]:
+        """Seeds of the input sets cycled behind the live buffers while timing."""
+        seed = derive_seed(self.secret, "bench", workload.id, candidate.id if candidate else "-")
+        return [derive_seed(self.secret, "refresh", workload.id, seed, k) for k in range(REFRESH_SETS)]
+
+    def _timed(self, candidate: Candidate, workload: Workload, job_dir: Path):
+        subjects = ["candidate", "eager", "copy"]
+        ms, notes, reply = self.bench(candidate, workload, subjects, self.policy, job_dir)
+        if reply.status != "ok":
+            return None, self._failure_verdict(reply, "benchmark"), reply
+        bad = self.check_timed(workload, reply, self.refresh_seeds(candidate, workload))
+        return ms, bad, reply
+
     def evaluate(self, candidate: Candidate, workload: Workload, job_dir: Path) -> Evaluation:
         t0 = time.perf_counter()
         job_dir.mkdir(parents=True, exist_ok=True)
@@ -161,15 +258,30 @@ class Evaluator:
                 return Evaluation(None, loaded, None, Costs(wall_s=time.perf_counter() - t0))
             build, verdict, verify_s = self.verify(candidate, workload, job_dir)
             compile_s = build.compile_s if build is not None else 0.0
+
+            def costs(bench_s: float = 0.0) -> Costs:
+                return Costs(compile_s=compile_s, verify_s=verify_s, bench_s=bench_s, wall_s=time.perf_counter() - t0)
+
             if verdict.status is not Status.PASSED:
-                return Evaluation(build, verdict, None, Costs(compile_s=compile_s, verify_s=verify_s,
-                                                              wall_s=time.perf_counter() - t0))
-            ms, _notes, reply = self.bench(candidate, workload, ["candidate", "eager", "copy"], self.policy)
-            if reply.status != "ok":
-                return Evaluation(build, self._failure_verdict(reply, "benchmark"), None,
-                                  Costs(compile_s=compile_s, verify_s=verify_s, wall_s=time.perf_counter() - t0))
-            return Evaluation(build, verdict, ms["candidate"],
-                              Costs(compile_s=compile_s, verify_s=verify_s, bench_s=reply.seconds,
-                                    wall_s=time.perf_counter() - t0))
+                return Evaluation(build, verdict, None, costs())
+            ms, bad, reply = self._timed(candidate, workload, job_dir)
+            if bad is not None:
+                return Evaluation(build, bad, None, costs(reply.seconds))
+            m = ms["candidate"]
+            if self.device == "cuda" and m.roofline_fraction is not None and m.roofline_fraction > 1 / PHYSICAL_FLOOR:
+                # Faster than physics allows: measure again in a fresh process before believing either way.
+                self.worker.kill()
+                if self.load(candidate) is None:
+                    ms, bad, reply = self._timed(candidate, workload, job_dir)
+                    if bad is not None:
+                        return Evaluation(build, bad, None, costs(reply.seconds))
+                    m = ms["candidate"]
+                if m.roofline_fraction is not None and m.roofline_fraction > 1 / PHYSICAL_FLOOR:
+                    return Evaluation(build, Verdict(
+                        status=Status.REJECTED,
+                        message=f"below-physical-floor: {m.kernel.median_us:.2f} µs is {m.roofline_fraction:.2f}x "
+                                f"faster than a device copy of the op's minimum bytes, twice in fresh processes"),
+                        None, costs(reply.seconds))
+            return Evaluation(build, verdict, m, costs(reply.seconds))
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)

@@ -97,43 +97,80 @@ def _load(state: _State, msg: dict) -> dict:
     return {"ok": True}
 
 
+def _reference(state: _State, path: str):
+    """The op's plain-PyTorch reference (eager and torch.compile baselines), imported once per file."""
+    if path not in state.refs:
+        state.refs[path] = _import_file(Path(path), f"kernelloop_worker_ref_{len(state.refs)}").reference
+    return state.refs[path]
+
+
 def _sync(device: str) -> None:
     if device == "cuda":
         import torch
         torch.cuda.synchronize()
 
 
+def _thread_count() -> int:
+    """OS threads of this process (native threads included), or Python threads where /proc is absent."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading
+        return threading.active_count()
+
+
+def _alias_problems(outputs, before: list, inputs) -> list[str]:
+    """Outputs must still be the buffers the harness allocated, and must not share memory with inputs."""
+    problems = []
+    for k, (o, (ptr, shape, stride)) in enumerate(zip(outputs, before)):
+        if o.data_ptr() != ptr or tuple(o.shape) != shape or o.stride() != stride:
+            problems.append(f"output {k} was replaced or re-strided (set_/resize_/as_strided)")
+        lo, hi = o.data_ptr(), o.data_ptr() + o.numel() * o.element_size()
+        for j, x in enumerate(inputs):
+            xlo, xhi = x.data_ptr(), x.data_ptr() + x.numel() * x.element_size()
+            if lo < xhi and xlo < hi:
+                problems.append(f"output {k} shares memory with input {j}")
+    return problems
+
+
 def _check(state: _State, msg: dict) -> dict:
+    """Run the candidate on each verification case; save outputs (all repeats) and inputs for the controller."""
     import torch
 
     from ..records import OpSpec, Workload
     from ..reference.inputs import alloc_outputs, make_inputs
     spec = OpSpec.model_validate_json(msg["spec"])
-    w = Workload.model_validate_json(msg["workload"])
     mod = state.modules[msg["source_hash"]]
-    files, build = [], None
-    for k, seed in enumerate(msg["seeds"]):
-        inputs = make_inputs(spec, w, seed, state.tensor_device)
-        outputs = alloc_outputs(spec, w, state.tensor_device)
-        t0 = time.perf_counter()
-        try:
-            mod.launch(*inputs, *outputs, **spec.scalars, **msg["config"])
-            _sync(state.device)
-        except BaseException as e:  # noqa: BLE001
-            text = traceback.format_exc()[-20000:]
-            stage = "compile" if build is None and _is_compile_error(e) else "runtime"
-            return {"ok": False, "stage": stage, "log": text, "error": f"{type(e).__name__}: {e}"[:2000],
-                    "cuda_fault": any(m in text for m in CUDA_FAULT_MARKERS), "build": build}
-        if build is None:
-            build = _build_info(mod, time.perf_counter() - t0, state.device)
+    files, build, threads_base, alias = [], None, None, []
+    for k, case in enumerate(msg["cases"]):
+        w = Workload.model_validate_json(case["workload"])
+        inputs = make_inputs(spec, w, case["seed"], state.tensor_device, case["distribution"])
+        runs = []
+        for _ in range(case.get("repeats", 1)):
+            outputs = alloc_outputs(spec, w, state.tensor_device)
+            before = [(o.data_ptr(), tuple(o.shape), o.stride()) for o in outputs]
+            t0 = time.perf_counter()
+            try:
+                mod.launch(*inputs, *outputs, **spec.scalars, **msg["config"])
+                _sync(state.device)
+            except BaseException as e:  # noqa: BLE001
+                text = traceback.format_exc()[-20000:]
+                stage = "compile" if build is None and _is_compile_error(e) else "runtime"
+                return {"ok": False, "stage": stage, "log": text, "error": f"{type(e).__name__}: {e}"[:2000],
+                        "cuda_fault": any(m in text for m in CUDA_FAULT_MARKERS), "build": build}
+            if build is None:
+                build = _build_info(mod, time.perf_counter() - t0, state.device)
+                threads_base = _thread_count()  # after the first call: lazily started runtime pools exist
+            alias += [f"case {k}: {p}" for p in _alias_problems(outputs, before, inputs)]
+            runs.append([o.detach().cpu() for o in outputs])
         path = Path(msg["job_dir"]) / f"check{k}.pt"
-        torch.save({"outputs": [o.detach().cpu() for o in outputs],
-                    "inputs_after": [i.detach().cpu() for i in inputs]}, path)
+        torch.save({"runs": runs, "inputs_after": [i.detach().cpu() for i in inputs]}, path)
         files.append(str(path))
-    return {"ok": True, "files": files, "build": build}
+    return {"ok": True, "files": files, "build": build, "alias": alias,
+            "threads": {"base": threads_base, "after": _thread_count()}}
 
 
-def _subjects(state: _State, msg: dict) -> tuple[dict, dict]:
+def _subjects(state: _State, msg: dict) -> tuple[dict, dict, dict]:
     """Callables for each subject requested; notes say why a requested baseline is unavailable."""
     import torch
 
@@ -145,19 +182,20 @@ def _subjects(state: _State, msg: dict) -> tuple[dict, dict]:
     inputs = make_inputs(spec, w, msg["seed"], dev)
     scalars = spec.scalars
     subjects, notes = {}, {}
+    live = {"inputs": inputs}
     for name in msg["subjects"]:
         try:
             if name == "candidate":
                 mod = state.modules[msg["source_hash"]]
                 outputs = alloc_outputs(spec, w, dev)
+                live["outputs"] = outputs
                 cfg = msg["config"]
                 subjects[name] = lambda mod=mod, outputs=outputs, cfg=cfg: mod.launch(*inputs, *outputs, **scalars, **cfg)
             elif name == "eager":
-                ref = state.refs.setdefault(msg["reference_file"], _import_file(
-                    Path(msg["reference_file"]), "kernelloop_worker_ref").reference)
+                ref = _reference(state, msg["reference_file"])
                 subjects[name] = lambda ref=ref: ref(*inputs, **scalars)
             elif name == "torch.compile":
-                ref = _import_file(Path(msg["reference_file"]), "kernelloop_worker_ref_c").reference
+                ref = _reference(state, msg["reference_file"])
                 key = msg["reference_file"] + w.id
                 if key not in state.compiled:
                     state.compiled[key] = torch.compile(ref, dynamic=False)
@@ -179,26 +217,73 @@ def _subjects(state: _State, msg: dict) -> tuple[dict, dict]:
                 subjects[name] = lambda fn=fn: fn(*inputs, **scalars)
         except BaseException as e:  # noqa: BLE001 - a missing optional baseline is a note
             notes[name] = f"unavailable: {type(e).__name__}: {e}"[:500]
-    return subjects, notes
+    return subjects, notes, live
 
 
 def _bench(state: _State, msg: dict) -> dict:
+    import torch
+
     from ..bench.timer import gpu_snapshot, sample
-    from ..records import TimingPolicy
+    from ..records import OpSpec, TimingPolicy, Workload
+    from ..reference.inputs import make_inputs
     policy = TimingPolicy.model_validate_json(msg["policy"])
-    subjects, notes = _subjects(state, msg)
-    before = gpu_snapshot() if state.device == "cuda" else {}
+    subjects, notes, live = _subjects(state, msg)
+    spec = OpSpec.model_validate_json(msg["spec"])
+    w = Workload.model_validate_json(msg["workload"])
+    refresh_seeds = msg.get("refresh_seeds") or []
+    snapshot_at = set(msg.get("snapshot_calls") or [])
+    counters = {"refresh": 0, "candidate_calls": 0}
+    snapshots = []
+
+    def before(name: str) -> None:
+        # New input values behind the same pointers before every timed call: caches keyed by pointer, id or
+        # content return stale answers, which the snapshot checks below expose.
+        if refresh_seeds:
+            seed = refresh_seeds[counters["refresh"] % len(refresh_seeds)]
+            counters["refresh"] += 1
+            for dst, src in zip(live["inputs"], make_inputs(spec, w, seed, state.tensor_device)):
+                dst.copy_(src)
+
+    def after(name: str) -> None:
+        if name != "candidate" or "outputs" not in live:
+            return
+        counters["candidate_calls"] += 1
+        if counters["candidate_calls"] in snapshot_at:
+            used = (counters["refresh"] - 1) % len(refresh_seeds) if refresh_seeds else -1
+            snapshots.append((counters["candidate_calls"], used, [o.detach().clone() for o in live["outputs"]]))
+
+    for fn in subjects.values():  # one untimed call each, so lazily started runtime pools exist before counting
+        fn()
+    _sync(state.device)
+    threads_before = _thread_count()
+    before_snap = gpu_snapshot() if state.device == "cuda" else {}
     try:
-        samples = sample(subjects, policy, msg["seed"])
+        samples = sample(subjects, policy, msg["seed"], before if refresh_seeds else None, after)
+        _sync(state.device)
     except BaseException as e:  # noqa: BLE001
         text = traceback.format_exc()[-20000:]
         return {"ok": False, "stage": "runtime", "log": text, "error": f"{type(e).__name__}: {e}"[:2000],
                 "cuda_fault": any(m in text for m in CUDA_FAULT_MARKERS)}
-    after = gpu_snapshot() if state.device == "cuda" else {}
-    return {"ok": True, "samples": samples, "notes": notes, "gpu_before": before, "gpu_after": after}
+    after_snap = gpu_snapshot() if state.device == "cuda" else {}
+    files = []
+    if snapshots and msg.get("job_dir"):
+        for call, used, outs in snapshots:
+            path = Path(msg["job_dir"]) / f"timed{call}.pt"
+            torch.save({"call": call, "refresh_seed_index": used, "outputs": [o.cpu() for o in outs]}, path)
+            files.append(str(path))
+    return {"ok": True, "samples": samples, "notes": notes, "gpu_before": before_snap, "gpu_after": after_snap,
+            "snapshots": files, "threads": {"base": threads_before, "after": _thread_count()}}
 
 
 HANDLERS = {"load": _load, "check": _check, "bench": _bench}
+
+
+def _warm_runtime(torch) -> None:
+    """Start torch's lazily created thread pools now, so the thread census around candidate calls is exact."""
+    import io
+    x = torch.randn(1 << 20)
+    (x * 2).sum().item()
+    torch.save(x[:16], io.BytesIO())
 
 
 def worker_main(conn, device: str, log_path: str, job_root: str) -> None:
@@ -217,6 +302,7 @@ def worker_main(conn, device: str, log_path: str, job_root: str) -> None:
     state = _State(device, Path(job_root))
     if device == "cuda":
         torch.cuda.init()
+    _warm_runtime(torch)
     conn.send({"ok": True, "ready": True, "pid": os.getpid()})
     while True:
         try:

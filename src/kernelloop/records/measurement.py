@@ -29,6 +29,11 @@ class TimingPolicy(Record):
     def id(self) -> str:
         return "p-" + content_hash(self.model_dump(mode="json"))
 
+    @property
+    def calls_per_sample(self) -> int:
+        """Timed calls of each subject per round: kernel time and call time on CUDA, one wall-clock call otherwise."""
+        return 2 if self.clock == "cuda-events" else 1
+
 
 class Stats(Record):
     """Summary of one sample set (microseconds)."""

@@ -82,11 +82,22 @@ class Tolerance(Record):
     rtol: float = Field(ge=0, description="Relative tolerance.")
 
 
+Distribution = Literal["normal", "large", "mixed", "near_zero", "heavy_tail"]
+ALL_DISTRIBUTIONS: tuple[str, ...] = ("normal", "large", "mixed", "near_zero", "heavy_tail")
+
+
 class InputPolicy(Record):
-    """How activations are drawn: normal(mean, std). Non-zero mean is deliberate (catches missing centering)."""
+    """How activations are drawn. Non-zero mean is deliberate (catches missing centering).
+
+    Verification cycles through `distributions` (all within the op's valid domain): normal(mean, std);
+    `large` = 64x that; `mixed` = rows scaled by 10^U(-2, 2); `near_zero` = 1e-3x; `heavy_tail` =
+    Student-t with 2 degrees of freedom (clipped at 1e3 std), shifted by the mean.
+    """
 
     mean: float = Field(0.5, description="Mean of generated activations.")
     std: float = Field(1.0, gt=0, description="Standard deviation of generated activations.")
+    distributions: list[Distribution] = Field(default_factory=lambda: list(ALL_DISTRIBUTIONS), min_length=1,
+                                              description="Value distributions the verifier may draw.")
 
 
 class ParamSpace(Record):
@@ -143,6 +154,8 @@ class OpSpec(Record):
     flops_formula: str = Field(description="Floating-point operations; names: axes, elem.")
     reference: str = Field(description="Reference file relative to the op folder, defining `reference`.")
     inputs_policy: InputPolicy = Field(default_factory=InputPolicy, description="Activation distribution.")
+    heldout_axes: list[str] | None = Field(
+        None, description="Axes the verifier varies for held-out shapes (default: the first axis of the first input).")
     templates: list[TemplateSpec] = Field(min_length=1, description="Triton templates.")
 
     @field_validator("bytes_formula", "flops_formula")
@@ -160,6 +173,9 @@ class OpSpec(Record):
         missing = [d.value for d in self.dtypes if d not in self.tolerance]
         if missing:
             raise ValueError(f"no tolerance for dtype(s) {missing}")
+        for ax in self.heldout_axes or []:
+            if ax not in self.axes:
+                raise ValueError(f"heldout_axes names unknown axis {ax!r}")
         names = [t.name for t in self.templates]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate template names {names}")

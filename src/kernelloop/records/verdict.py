@@ -19,6 +19,7 @@ class Status(str, Enum):
     WRONG_NONFINITE = "WRONG_NONFINITE"  # NaN/Inf where the reference is finite
     WRONG_INCOMPLETE = "WRONG_INCOMPLETE"  # poisoned output elements left unwritten
     WRONG_INPUT_MUTATED = "WRONG_INPUT_MUTATED"  # an input changed during the call
+    WRONG_NONDETERMINISTIC = "WRONG_NONDETERMINISTIC"  # repeated runs on the same inputs differ
     RUNTIME_ERROR = "RUNTIME_ERROR"      # raised, crashed, illegal memory access, worker died
     TIMEOUT = "TIMEOUT"                  # the job exceeded its deadline
     REJECTED = "REJECTED"                # a rule forbids it (physical floor, static rules)
@@ -36,6 +37,8 @@ class ErrorMetrics(Record):
     max_rel: float = Field(description="Largest |out - ref| / max(|ref|, tiny).")
     mismatched: int = Field(ge=0, description="Elements outside tolerance.")
     total: int = Field(ge=0, description="Elements compared.")
+    matched_ratio: float = Field(1.0, ge=0, le=1, description="Share of elements within tolerance.")
+    error_cap_ratio: float = Field(0.0, ge=0, description="Largest |out-ref| / (atol + rtol*|ref|).")
     worst_index: list[int] = Field(default_factory=list, description="Index of the worst element.")
 
 

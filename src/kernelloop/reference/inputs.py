@@ -24,8 +24,27 @@ def tensor_shape(t: TensorSpec, workload: Workload) -> tuple[int, ...]:
     return tuple(workload.axes[a] for a in t.shape)
 
 
-def make_inputs(spec: OpSpec, workload: Workload, seed: int, device: str = "cpu") -> list[torch.Tensor]:
-    """The op's inputs for one seed, in call order, in their spec dtypes."""
+def _activation(base: torch.Tensor, g: torch.Generator, distribution: str, mean: float, std: float) -> torch.Tensor:
+    if distribution == "normal":
+        return base * std + mean
+    if distribution == "large":
+        return (base * std + mean) * 64.0
+    if distribution == "near_zero":
+        return (base * std + mean) * 1e-3
+    if distribution == "mixed":
+        rows = base.shape[0] if base.dim() > 1 else 1
+        exps = torch.rand((rows,) + (1,) * (base.dim() - 1), generator=g, device=base.device) * 4.0 - 2.0
+        return (base * std + mean) * torch.pow(10.0, exps)
+    if distribution == "heavy_tail":
+        u = torch.rand(base.shape, generator=g, device=base.device).clamp_min(1e-12)
+        t = base / torch.sqrt(-torch.log(u))  # Student-t, 2 degrees of freedom
+        return (t * std).clamp(-1e3 * std, 1e3 * std) + mean
+    raise ValueError(f"unknown distribution {distribution!r}")
+
+
+def make_inputs(spec: OpSpec, workload: Workload, seed: int, device: str = "cpu",
+                distribution: str = "normal") -> list[torch.Tensor]:
+    """The op's inputs for one seed and value distribution, in call order, in their spec dtypes."""
     g = torch.Generator(device=device).manual_seed(seed)
     pol = spec.inputs_policy
     out = []
@@ -33,7 +52,7 @@ def make_inputs(spec: OpSpec, workload: Workload, seed: int, device: str = "cpu"
         shape = tensor_shape(t, workload)
         base = torch.randn(shape, generator=g, dtype=torch.float32, device=device)
         if t.init == "activation":
-            v = base * pol.std + pol.mean
+            v = _activation(base, g, distribution, pol.mean, pol.std)
         elif t.init == "weight":
             v = 1.0 + 0.1 * base
         else:  # bias

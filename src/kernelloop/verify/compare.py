@@ -1,7 +1,8 @@
 """Judge a candidate's outputs against the reference.
 
 Order of checks, first failure wins: output type/shape/dtype, unwritten (still poisoned) elements,
-non-finite values where the reference is finite, values outside `atol + rtol*|ref|`, mutated inputs.
+non-finite values where the reference is finite, degenerate (constant / all-zero) outputs where the reference
+varies, values outside `atol + rtol*|ref|` (every element: matched ratio 1.0), mutated inputs.
 """
 
 from __future__ import annotations
@@ -16,13 +17,29 @@ def error_metrics(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Toleranc
     o = out.to(ref.dtype)
     diff = (o - ref).abs()
     diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
-    bad = diff > (tol.atol + tol.rtol * ref.abs())
+    allowed = tol.atol + tol.rtol * ref.abs()
+    bad = diff > allowed
     rel = diff / ref.abs().clamp_min(torch.finfo(ref.dtype).tiny)
+    cap = diff / allowed.clamp_min(torch.finfo(ref.dtype).tiny)
     worst = int(torch.argmax(diff.flatten()).item()) if diff.numel() else 0
     idx = list(torch.unravel_index(torch.tensor(worst), diff.shape)) if diff.numel() else []
     return ErrorMetrics(output=name, max_abs=float(diff.max()) if diff.numel() else 0.0,
                         max_rel=float(rel.max()) if rel.numel() else 0.0,
-                        mismatched=int(bad.sum()), total=diff.numel(), worst_index=[int(i) for i in idx])
+                        mismatched=int(bad.sum()), total=diff.numel(), worst_index=[int(i) for i in idx],
+                        matched_ratio=1.0 - float(bad.sum()) / max(1, diff.numel()),
+                        error_cap_ratio=min(float(cap.max()) if cap.numel() else 0.0, 1e300))
+
+
+# An output whose spread is below this share of the reference's spread is "constant" (zeros included).
+DEGENERATE_SPREAD = 1e-3
+
+
+def is_degenerate(out: torch.Tensor, ref: torch.Tensor) -> bool:
+    """True when the reference varies but the output (almost) does not: constant or all-zero answers."""
+    if ref.numel() < 2:
+        return False
+    ref_spread = float(ref.double().std())
+    return ref_spread > 0 and float(out.double().std()) < DEGENERATE_SPREAD * ref_spread
 
 
 def check_outputs(spec: OpSpec, workload: Workload, outputs: list, references: list[torch.Tensor],
@@ -56,6 +73,9 @@ def check_outputs(spec: OpSpec, workload: Workload, outputs: list, references: l
                                    f"finite (first at {first})")
         m = error_metrics(t.name, out, ref, tol)
         metrics.append(m)
+        if is_degenerate(out, ref):
+            return Verdict(status=Status.WRONG_VALUES, case=case, metrics=metrics,
+                           message=f"{t.name}: degenerate output (constant or zero) where the reference varies")
         if m.mismatched:
             return Verdict(status=Status.WRONG_VALUES, case=case, metrics=metrics,
                            message=f"{t.name}: {m.mismatched} of {m.total} elements outside atol={tol.atol} "
@@ -69,3 +89,19 @@ def check_outputs(spec: OpSpec, workload: Workload, outputs: list, references: l
             return Verdict(status=Status.WRONG_INPUT_MUTATED, case=case, metrics=metrics,
                            message=f"input {t.name} changed during the call")
     return Verdict(status=Status.PASSED, case=case, metrics=metrics)
+
+
+def check_repeats(spec: OpSpec, first: list[torch.Tensor], repeats: list[list[torch.Tensor]], case: str
+                  ) -> Verdict | None:
+    """WRONG_NONDETERMINISTIC if any repeated run on the same inputs differs bitwise from the first run."""
+    for k, outs in enumerate(repeats, start=2):
+        for t, a, b in zip(spec.outputs, first, outs):
+            if type(b) is not torch.Tensor or a.shape != b.shape or a.dtype != b.dtype:
+                return Verdict(status=Status.WRONG_NONDETERMINISTIC, case=case,
+                               message=f"{t.name}: run {k} returned a different shape or dtype")
+            differ = a.contiguous().view(torch.uint8) != b.contiguous().view(torch.uint8)
+            if bool(differ.any()):
+                return Verdict(status=Status.WRONG_NONDETERMINISTIC, case=case,
+                               message=f"{t.name}: run {k} on identical inputs differs from run 1 in "
+                                       f"{int(differ.sum())} byte(s)")
+    return None

@@ -1,0 +1,159 @@
+"""The verification battery and the timed-call re-checks catch what a plain tolerance check misses."""
+
+import textwrap
+
+import pytest
+
+from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
+from kernelloop.execute.evaluate import Evaluator, Timeouts
+from kernelloop.execute.pool import Worker
+from kernelloop.records import Candidate, Status, Workload
+from kernelloop.reference.inputs import make_inputs
+
+W = Workload(op="layernorm", axes={"M": 6, "N": 200}, dtype="fp32")
+
+KERNEL = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _ln(X, W, B, Y, N, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    m = cols < N
+    x = tl.load(X + row * N + cols, mask=m, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / N
+    xc = tl.where(m, x - mean, 0.0)
+    rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / N + eps)
+    w = tl.load(W + cols, mask=m, other=0.0).to(tl.float32)
+    b = tl.load(B + cols, mask=m, other=0.0).to(tl.float32)
+    tl.store(Y + row * N + cols, (xc * rstd * w + b).to(Y.dtype.element_ty), mask=m)
+
+
+def honest(x, weight, bias, y, eps):
+    M, N = x.shape
+    _ln[(M,)](x, weight, bias, y, N, eps, BLOCK=triton.next_power_of_2(N))
+'''
+
+
+@pytest.fixture(scope="module")
+def evaluator(layernorm, tmp_path_factory):
+    worker = Worker("interpret", tmp_path_factory.mktemp("battery"))
+    ev = Evaluator(layernorm, "interpret", worker, INTERPRETER_WALLCLOCK.model_copy(update={"samples": 6}),
+                   secret="battery", checks=2, timeouts=Timeouts(check=30.0, bench=60.0))
+    yield ev
+    worker.close()
+
+
+def run(evaluator, tmp_path, launch_body: str, w: Workload = W):
+    src = KERNEL + "\n" + textwrap.dedent(launch_body)
+    return evaluator.evaluate(Candidate(op="layernorm", template="custom", source=src), w, tmp_path / "j")
+
+
+def test_honest_passes_and_sees_every_case(evaluator, tmp_path):
+    ev = run(evaluator, tmp_path, "def launch(x, weight, bias, y, *, eps):\n    honest(x, weight, bias, y, eps)\n")
+    assert ev.verdict.status is Status.PASSED, ev.verdict
+    assert ev.measurement is not None
+
+
+def test_cases_cover_distributions_heldout_and_repeats(evaluator):
+    cand = Candidate(op="layernorm", template="custom", source="x")
+    cases = evaluator.cases(cand, Workload(op="layernorm", axes={"M": 4096, "N": 4096}, dtype="fp16"))
+    assert cases[0]["repeats"] == 3
+    assert len({c["distribution"] for c in cases}) >= 2
+    held = [c["workload"].axes["M"] for c in cases if c["workload"].axes["M"] != 4096]
+    assert 1 in held and any(m % 2 == 1 and m > 1 for m in held)
+    assert all(c["workload"].axes["N"] == 4096 for c in cases)
+    assert len({c["seed"] for c in cases}) == len(cases)
+
+
+def test_constant_output_is_degenerate(evaluator, tmp_path):
+    ev = run(evaluator, tmp_path, "def launch(x, weight, bias, y, *, eps):\n    y.fill_(0.0)\n")
+    assert ev.verdict.status is Status.WRONG_VALUES and "degenerate" in ev.verdict.message
+
+
+def test_hard_coded_visible_shape_fails_on_heldout(evaluator, tmp_path):
+    ev = run(evaluator, tmp_path, """
+        def launch(x, weight, bias, y, *, eps):
+            if x.shape[0] == 6:
+                honest(x, weight, bias, y, eps)
+            else:
+                y.fill_(1.0)
+        """)
+    assert ev.verdict.status is Status.WRONG_VALUES
+    assert "[1x200]" in ev.verdict.case or "x200]" in ev.verdict.case
+
+
+def test_nondeterminism_across_repeats(evaluator, tmp_path):
+    ev = run(evaluator, tmp_path, """
+        _calls = [0]
+
+        def launch(x, weight, bias, y, *, eps):
+            honest(x, weight, bias, y, eps)
+            _calls[0] += 1
+            y[0, 0] += 1e-6 * _calls[0]
+        """)
+    assert ev.verdict.status is Status.WRONG_NONDETERMINISTIC, ev.verdict
+
+
+def test_cache_keyed_by_pointer_is_caught_on_timed_calls(evaluator, tmp_path):
+    ev = run(evaluator, tmp_path, """
+        _cache = {}
+
+        def launch(x, weight, bias, y, *, eps):
+            key = (x.data_ptr(), weight.data_ptr())
+            if key not in _cache:
+                honest(x, weight, bias, y, eps)
+                _cache[key] = y.clone()
+            else:
+                y.copy_(_cache[key])
+        """)
+    assert ev.verdict.status is Status.WRONG_VALUES, ev.verdict
+    assert ev.verdict.message.startswith("timed call")
+
+
+def test_behaviour_change_after_n_calls_is_caught(evaluator, tmp_path):
+    ev = run(evaluator, tmp_path, """
+        _n = [0]
+
+        def launch(x, weight, bias, y, *, eps):
+            _n[0] += 1
+            if _n[0] <= 12:
+                honest(x, weight, bias, y, eps)
+            else:
+                y.copy_(x)
+        """)
+    assert ev.verdict.status is Status.WRONG_VALUES and "timed call" in ev.verdict.message
+
+
+def test_output_replaced_by_an_input_alias(evaluator, tmp_path):
+    ev = run(evaluator, tmp_path, """
+        def launch(x, weight, bias, y, *, eps):
+            honest(x, weight, bias, y, eps)
+            x.copy_(y)
+            y.set_(x)
+        """)
+    assert ev.verdict.status is Status.WRONG_SHAPE and "replaced" in ev.verdict.message
+
+
+def test_background_thread_is_rejected(evaluator, tmp_path):
+    ev = run(evaluator, tmp_path, """
+        import threading
+        import time
+
+        def launch(x, weight, bias, y, *, eps):
+            honest(x, weight, bias, y, eps)
+            threading.Thread(target=time.sleep, args=(20,), daemon=True).start()
+        """)
+    assert ev.verdict.status is Status.REJECTED and "thread" in ev.verdict.message
+
+
+@pytest.mark.parametrize("dist", ["normal", "large", "mixed", "near_zero", "heavy_tail"])
+def test_distributions_are_finite_seeded_and_distinct(layernorm, dist):
+    w = Workload(op="layernorm", axes={"M": 64, "N": 128}, dtype="fp16")
+    a = make_inputs(layernorm.spec, w, 7, "cpu", dist)[0]
+    b = make_inputs(layernorm.spec, w, 7, "cpu", dist)[0]
+    assert a.isfinite().all() and a.equal(b)
+    if dist != "normal":
+        assert not a.equal(make_inputs(layernorm.spec, w, 7, "cpu", "normal")[0])
