@@ -64,8 +64,29 @@ def _time_cuda(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, 
     for name in names:
         kernel = [ev[name][2 * i][0].elapsed_time(ev[name][2 * i][1]) * 1e3 for i in range(n)]
         call = [ev[name][2 * i + 1][0].elapsed_time(ev[name][2 * i + 1][1]) * 1e3 for i in range(n)]
-        out[name] = {"kernel_us": kernel, "call_us": call}
+        out[name] = {"kernel_us": kernel, "call_us": call, "audit": _audit_batch(subjects[name], AUDIT_BATCH)}
     return out
+
+
+AUDIT_BATCH = 20
+
+
+def _audit_batch(fn: Callable[[], object], batch: int) -> dict:
+    """Events on the harness stream versus wall-clock up to a device-wide synchronize, over a batch of calls.
+
+    Work the call leaves on other streams is not bracketed by the harness events but is waited for by the
+    device-wide synchronize: when it outlasts the host's launch time it shows up as wall >> events.
+    """
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t0 = time.perf_counter()
+    a.record()
+    for _ in range(batch):
+        fn()
+    b.record()
+    torch.cuda.synchronize()
+    wall = (time.perf_counter() - t0) * 1e6
+    return {"batch": batch, "events_us": a.elapsed_time(b) * 1e3, "wall_us": wall}
 
 
 def _time_wallclock(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, seed: int,

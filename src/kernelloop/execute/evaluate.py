@@ -36,6 +36,10 @@ DETERMINISM_RUNS = 3
 # A kernel time below this share of a device copy of the same bytes is physically implausible for an op whose
 # bytes formula is a true minimum: it is re-measured in a fresh worker and rejected if it persists.
 PHYSICAL_FLOOR = 0.7
+# Batch audit: wall-clock to a device-wide synchronize may exceed the harness-stream events by sync latency;
+# more than this (absolute and relative) means work ran outside the harness stream.
+AUDIT_SLACK_US = 200.0
+AUDIT_SLACK_SHARE = 0.2
 SNAPSHOTS = 3        # timed candidate calls whose outputs are re-verified
 REFRESH_SETS = 4     # distinct input sets cycled behind the same buffers during timing
 
@@ -211,14 +215,31 @@ class Evaluator:
                 subject=candidate.id if name == "candidate" and candidate else name, workload_id=workload.id,
                 policy=policy, kernel_samples_us=s["kernel_us"], call_samples_us=s["call_us"], kernel=kstats,
                 call=cstats, bytes_moved=nbytes, gbps=nbytes / (kstats.median_us * 1e-6) / 1e9,
-                roofline_fraction=roof, ratios=ratios, environment=env)
+                roofline_fraction=roof, ratios=ratios,
+                environment={**env, **({"audit": s["audit"]} if s.get("audit") else {})})
         return out, notes, reply
+
+    @staticmethod
+    def audit_verdict(samples: dict) -> Verdict | None:
+        """REJECTED when a subject's batch ran much longer device-wide than on the harness stream."""
+        audit = (samples.get("candidate") or {}).get("audit")
+        if not audit:
+            return None
+        gap = audit["wall_us"] - audit["events_us"]
+        if gap > max(AUDIT_SLACK_US, AUDIT_SLACK_SHARE * audit["wall_us"]):
+            return Verdict(status=Status.REJECTED, message=(
+                f"work-outside-harness-stream: a batch of {audit['batch']} calls took {audit['wall_us']:.0f} µs to a "
+                f"device-wide synchronize but {audit['events_us']:.0f} µs on the harness stream"))
+        return None
 
     def check_timed(self, workload: Workload, reply: Reply, refresh: list[int]) -> Verdict | None:
         """Re-verify outputs of sampled timed calls against the inputs that were live for those calls."""
         threads = self._threads_verdict(reply.data.get("threads"), "the timed calls")
         if threads:
             return threads
+        audited = self.audit_verdict(reply.data.get("samples", {}))
+        if audited:
+            return audited
         for path in reply.data.get("snapshots", []):
             got = torch.load(path, weights_only=True, map_location=self.tensor_device)
             idx = got["refresh_seed_index"]
