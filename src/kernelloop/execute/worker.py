@@ -185,10 +185,11 @@ def _subjects(state: _State, msg: dict) -> tuple[dict, dict, dict]:
     live = {"inputs": inputs}
     for name in msg["subjects"]:
         try:
-            if name == "candidate":
+            if name in ("candidate", "candidate-twin"):  # the twin is the same kernel: A/A experiments
                 mod = state.modules[msg["source_hash"]]
                 outputs = alloc_outputs(spec, w, dev)
-                live["outputs"] = outputs
+                if name == "candidate":
+                    live["outputs"] = outputs
                 cfg = msg["config"]
                 subjects[name] = lambda mod=mod, outputs=outputs, cfg=cfg: mod.launch(*inputs, *outputs, **scalars, **cfg)
             elif name == "eager":
