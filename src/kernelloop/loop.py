@@ -16,7 +16,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 
 from .archive import Archive
 from .bench.policy import policies_for
@@ -62,9 +62,63 @@ class Progress:
     last: str = ""
 
 
+class Proposer(Protocol):
+    """What the controller asks for candidates: search over templates, a rule planner, an LLM, an agent.
+
+    A proposer only submits candidates; it never sees the verifier, the timer or the archive. `tell` hands it
+    the archived trial (verdict, measurement, build) so it can learn.
+    """
+
+    name: str
+
+    def size(self, workload: Workload) -> int | None:
+        """How many candidates it can ever propose for the workload (None = unbounded)."""
+
+    def ask(self, workload: Workload) -> Candidate | None:
+        """The next candidate for the workload, or None when it has nothing more."""
+
+    def tell(self, candidate: Candidate, workload: Workload, trial: Trial) -> None:
+        """The outcome of a candidate it proposed."""
+
+
+def trial_value(trial: Trial) -> float | None:
+    """The search objective: kernel median in µs of a PASSED, measured trial; None otherwise."""
+    if trial.verdict.status is Status.PASSED and trial.measurement is not None:
+        return trial.measurement.kernel.median_us
+    return None
+
+
+class TemplateSearch:
+    """Proposes template configurations from each workload's pruned space through an ask/tell strategy."""
+
+    def __init__(self, bundle: OpBundle, spaces: dict[str, list[dict]], strategy: str, seed: int):
+        self.bundle = bundle
+        self.spaces = spaces
+        self.name = f"search:{strategy}"
+        self.strategies = {wid: make_strategy(strategy, space, derive_seed(seed, wid)) for wid, space in spaces.items()}
+        self._configs: dict[tuple[str, str], dict] = {}
+
+    def size(self, workload: Workload) -> int | None:
+        return len(self.spaces[workload.id])
+
+    def ask(self, workload: Workload) -> Candidate | None:
+        cfg = self.strategies[workload.id].ask()
+        if cfg is None:
+            return None
+        template = cfg["template"]
+        cand = Candidate(op=self.bundle.spec.name, template=template, source=self.bundle.template_sources[template],
+                         config={k: v for k, v in cfg.items() if k != "template"}, proposer=self.name)
+        self._configs[(cand.id, workload.id)] = cfg
+        return cand
+
+    def tell(self, candidate: Candidate, workload: Workload, trial: Trial) -> None:
+        cfg = self._configs.pop((candidate.id, workload.id))
+        self.strategies[workload.id].tell(cfg, trial_value(trial))
+
+
 class Controller:
     def __init__(self, bundle: OpBundle, workloads: list[Workload], options: RunOptions, run_dir: Path,
-                 on_progress: Callable[[Progress], None] | None = None):
+                 on_progress: Callable[[Progress], None] | None = None, proposer: Proposer | None = None):
         self.bundle = bundle
         self.spec = bundle.spec
         self.workloads = workloads
@@ -72,6 +126,7 @@ class Controller:
         self.run_dir = Path(run_dir)
         self.on_progress = on_progress or (lambda p: None)
         self.progress = Progress()
+        self.proposer = proposer
 
     # -- freezing -------------------------------------------------------------------------------------------
     def _open(self, archive: Archive, resume: bool) -> tuple[str, dict, str, str]:
@@ -111,34 +166,40 @@ class Controller:
                             remove_work_dir=True)
             evaluator = Evaluator(self.bundle, opts.device, worker, policy, secret, opts.checks, opts.timeouts)
             try:
-                strategies, spaces = {}, {}
+                if self.proposer is None:
+                    spaces = {}
+                    for w in self.workloads:
+                        space = []
+                        for t in self.spec.templates:
+                            kept, report = prune(t, w, props)
+                            space += [{"template": t.name, **c} for c in kept]
+                            if not resume:
+                                archive.log_event(run_id, "prune", {"workload": w.id, "label": w.label,
+                                                                    "template": t.name, **report.as_dict()})
+                        spaces[w.id] = space
+                    self.proposer = TemplateSearch(self.bundle, spaces, opts.strategy, opts.seed)
+                proposer = self.proposer
+                limit = {}
                 for w in self.workloads:
-                    space = []
-                    for t in self.spec.templates:
-                        kept, report = prune(t, w, props)
-                        space += [{"template": t.name, **c} for c in kept]
-                        if not resume:
-                            archive.log_event(run_id, "prune", {"workload": w.id, "label": w.label,
-                                                                "template": t.name, **report.as_dict()})
-                    spaces[w.id] = space
-                    strategies[w.id] = make_strategy(opts.strategy, space, derive_seed(opts.seed, w.id))
-                limit = {w.id: min(len(spaces[w.id]), opts.budget_evals or len(spaces[w.id])) for w in self.workloads}
-                self.progress.total = sum(limit.values())
+                    size = proposer.size(w)
+                    limit[w.id] = min(x for x in (size, opts.budget_evals) if x is not None) \
+                        if (size is not None or opts.budget_evals) else None
+                self.progress.total = sum(v for v in limit.values() if v is not None)
                 used = {w.id: 0 for w in self.workloads}
                 t_start = time.monotonic()
-                active = [w for w in self.workloads if limit[w.id] > 0]
+                active = [w for w in self.workloads if limit[w.id] is None or limit[w.id] > 0]
                 while active:
                     if opts.budget_seconds is not None and time.monotonic() - t_start > opts.budget_seconds:
                         archive.log_event(run_id, "budget", {"reason": "wall time", "seconds": opts.budget_seconds})
                         break
                     for w in list(active):
-                        cfg = strategies[w.id].ask()
-                        if cfg is None or used[w.id] >= limit[w.id]:
+                        cand = proposer.ask(w) if (limit[w.id] is None or used[w.id] < limit[w.id]) else None
+                        if cand is None:
                             active.remove(w)
                             continue
                         used[w.id] += 1
-                        value = self._one(archive, evaluator, run_id, mhash, manifest, w, cfg)
-                        strategies[w.id].tell(cfg, value)
+                        trial = self._one(archive, evaluator, run_id, mhash, manifest, w, cand)
+                        proposer.tell(cand, w, trial)
                 self._select(archive, run_id)
                 if opts.confirm:
                     self._confirm(archive, evaluator, run_id, confirm_policy)
@@ -147,15 +208,8 @@ class Controller:
                 worker.close()
         return run_id
 
-    def _candidate(self, cfg: dict) -> Candidate:
-        template = cfg["template"]
-        config = {k: v for k, v in cfg.items() if k != "template"}
-        return Candidate(op=self.spec.name, template=template, source=self.bundle.template_sources[template],
-                         config=config, proposer=f"search:{self.options.strategy}")
-
     def _one(self, archive: Archive, evaluator: Evaluator, run_id: str, mhash: str, manifest: dict,
-             w: Workload, cfg: dict) -> float | None:
-        cand = self._candidate(cfg)
+             w: Workload, cand: Candidate) -> Trial:
         p = self.progress
         found = archive.find_trial(run_id, cand.id, w.id)
         if found is None:
@@ -169,14 +223,12 @@ class Controller:
         else:
             p.replayed += 1
         p.done += 1
-        value = None
         if found.verdict.status is Status.PASSED and found.measurement is not None:
             p.passed += 1
-            value = found.measurement.kernel.median_us
-            p.best_us[w.label] = min(p.best_us.get(w.label, float("inf")), value)
+            p.best_us[w.label] = min(p.best_us.get(w.label, float("inf")), found.measurement.kernel.median_us)
         p.last = f"{w.label} {cand.label}: {found.verdict.status.value}"
         self.on_progress(p)
-        return value
+        return found
 
     def _select(self, archive: Archive, run_id: str) -> None:
         trials = archive.trials(run_id)
