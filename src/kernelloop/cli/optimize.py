@@ -25,7 +25,9 @@ def optimize(
     spec: Annotated[str, typer.Argument(help="Op folder, its spec.toml, or an op name under ./ops.")],
     workloads: Annotated[Optional[Path], typer.Option(help="Workload file (default: the op's workloads.toml, "
                                                             "or workloads-interpret.toml without a GPU).")] = None,
-    budget: Annotated[str, typer.Option(help="N evaluations per workload, a duration (90s, 10m), or both '40,10m'.")] = "24",
+    budget: Annotated[Optional[str], typer.Option(
+        help="N evaluations per workload, a duration (90s, 10m), or both '40,10m' (default: 24 on cuda, 8 in "
+             "the interpreter).")] = None,
     device: Annotated[Optional[str], typer.Option(help="cuda or interpret (default: cuda when a GPU is present).")] = None,
     strategy: Annotated[str, typer.Option(help="Search strategy: random or exhaustive.")] = "random",
     seed: Annotated[int, typer.Option(help="Seed of the search.")] = 0,
@@ -46,7 +48,7 @@ def optimize(
             raise typer.BadParameter("--device cuda: no CUDA device is available here")
         wl_file = workloads or _default_workloads(bundle.folder, dev)
         wls = load_workloads(wl_file, bundle.spec)
-        evals, seconds = common.parse_budget(budget)
+        evals, seconds = common.parse_budget(budget or ("24" if dev == "cuda" else "8"))
     except SpecError as e:
         console.print(f"[red]spec error:[/red] {e}")
         raise typer.Exit(common.BAD_INPUT)
@@ -59,7 +61,7 @@ def optimize(
     run_dir = out or Path("runs") / f"{bundle.spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     if dev != "cuda":
         console.print(f"[yellow]{INTERPRETER_BANNER}[/yellow]")
-    opts = RunOptions(device=dev, budget_evals=evals if (evals or seconds) else 24, budget_seconds=seconds,
+    opts = RunOptions(device=dev, budget_evals=evals, budget_seconds=seconds,
                       strategy=strategy, seed=seed, checks=checks, confirm=not no_confirm)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("passed {task.fields[passed]}"), TextColumn("{task.fields[best]}"),
