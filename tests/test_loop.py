@@ -93,3 +93,33 @@ def test_run_survives_every_fault_and_confirms_the_honest_winner(faulty_op, tmp_
         assert finals[w.id][0] == by_mode["ok"].candidate_id
         assert {r.baseline for r in finals[w.id][1].ratios} == {"eager", "copy"}
         assert all(t.manifest_hash == run["manifest_hash"] for t in by_mode.values())
+
+
+def test_disk_full_on_archive_write_stops_cleanly_and_keeps_the_archive_consistent(layernorm, tmp_path, monkeypatch):
+    from kernelloop.archive import ArchiveError
+
+    real = Archive.record_trial
+    calls = {"n": 0}
+
+    def flaky(self, trial, candidate, workload):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise ArchiveError("record_trial failed: database or disk is full")
+        return real(self, trial, candidate, workload)
+
+    monkeypatch.setattr(Archive, "record_trial", flaky)
+    w = Workload(op="layernorm", axes={"M": 4, "N": 300}, dtype="fp32")
+    run_dir = tmp_path / "run"
+    opts = RunOptions(device="interpret", budget_evals=5, strategy="exhaustive", checks=1, confirm=False)
+    with pytest.raises(ArchiveError, match="disk is full"):
+        Controller(layernorm, [w], opts, run_dir).run()
+    monkeypatch.setattr(Archive, "record_trial", real)
+    with Archive(run_dir / "archive.sqlite") as a:
+        assert a.integrity_check() == "ok"
+        run = a.runs()[0]
+        assert len(a.trials(run["id"])) == 2 and run["status"] != "complete"
+    # The same run resumes and finishes once the disk has room again.
+    Controller(layernorm, [w], opts, run_dir).run(resume=True)
+    with Archive(run_dir / "archive.sqlite") as a:
+        run = a.runs()[0]
+        assert len(a.trials(run["id"])) == 5 and run["status"] == "complete"

@@ -177,6 +177,10 @@ class Controller:
                                 archive.log_event(run_id, "prune", {"workload": w.id, "label": w.label,
                                                                     "template": t.name, **report.as_dict()})
                         spaces[w.id] = space
+                        if not space and not resume:
+                            archive.log_event(run_id, "empty-space", {
+                                "workload": w.id, "label": w.label,
+                                "message": "every configuration was pruned for this workload: nothing to try"})
                     self.proposer = TemplateSearch(self.bundle, spaces, opts.strategy, opts.seed)
                 proposer = self.proposer
                 limit = {}

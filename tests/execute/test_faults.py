@@ -46,6 +46,8 @@ def _eval(evaluator, cand, tmp_path, dtype="fp32"):
     ("mutates_input", Status.WRONG_INPUT_MUTATED),
     ("segfault", Status.RUNTIME_ERROR),
     ("oob_write", Status.RUNTIME_ERROR),
+    ("sigkill", Status.RUNTIME_ERROR),
+    ("host_oom", Status.RUNTIME_ERROR),
 ])
 def test_bad_candidate_gets_its_verdict_and_the_next_one_passes(evaluator, layernorm, tmp_path, name, status):
     ev = _eval(evaluator, _fixture(name), tmp_path)
@@ -89,3 +91,14 @@ def test_template_passes_every_dtype_with_build_record(evaluator, layernorm, tmp
     assert ev.build.kind == "artifact" and "interpreter" in ev.build.toolchain
     ratios = {r.baseline for r in ev.measurement.ratios}
     assert ratios == {"eager", "copy"}
+
+
+def test_sigkilled_worker_names_the_signal(evaluator, tmp_path):
+    ev = _eval(evaluator, _fixture("sigkill"), tmp_path)
+    assert "SIGKILL" in ev.verdict.message
+
+
+def test_build_that_hangs_is_a_timeout(evaluator, layernorm, tmp_path):
+    ev = _eval(evaluator, _fixture("import_hangs"), tmp_path)
+    assert ev.verdict.status is Status.TIMEOUT and "import" in ev.verdict.message
+    assert _eval(evaluator, _honest(layernorm), tmp_path).verdict.status is Status.PASSED

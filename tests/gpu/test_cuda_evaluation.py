@@ -61,6 +61,8 @@ def test_non_divisible_shape_passes_looped_path(evaluator, layernorm, tmp_path):
     ("mutates_input", Status.WRONG_INPUT_MUTATED),
     ("raises", Status.RUNTIME_ERROR),
     ("syntax_error", Status.COMPILE_ERROR),
+    ("host_oom", Status.RUNTIME_ERROR),   # a CUDA out-of-memory error inside the call
+    ("sigkill", Status.RUNTIME_ERROR),
 ])
 def test_bad_candidates_on_gpu(evaluator, name, status, tmp_path):
     ev = evaluator.evaluate(fixture(name), W, tmp_path / "j")
