@@ -64,6 +64,20 @@ def _build_info(module, compile_s: float, device: str) -> dict:
     return info
 
 
+def _forget_compiled(module) -> None:
+    """Drop the in-memory kernel caches of the module's JIT functions.
+
+    Template candidates share one module (same source, different configs); without this, the build record of a
+    trial would mix in the kernels of earlier trials. Recompiling after the drop usually hits Triton's on-disk
+    cache, so the recorded compile time is the time of this trial's first call, not necessarily a cold compile.
+    """
+    from triton.runtime.jit import JITFunction
+    for fn in vars(module).values():
+        caches = getattr(fn, "device_caches", None) if isinstance(fn, JITFunction) else None
+        if caches is not None:
+            caches.clear()
+
+
 def _is_compile_error(exc: BaseException) -> bool:
     names = {c.__name__ for c in type(exc).__mro__}
     return bool(names & {"CompilationError", "CompileTimeAssertionFailure", "TritonError"}) and \
@@ -141,6 +155,7 @@ def _check(state: _State, msg: dict) -> dict:
     from ..reference.inputs import alloc_outputs, make_inputs
     spec = OpSpec.model_validate_json(msg["spec"])
     mod = state.modules[msg["source_hash"]]
+    _forget_compiled(mod)  # so the build record describes exactly the kernels this trial compiles
     files, build, threads_base, alias = [], None, None, []
     for k, case in enumerate(msg["cases"]):
         w = Workload.model_validate_json(case["workload"])
