@@ -43,7 +43,8 @@ def main() -> None:
     bare_honest = triton.testing.do_bench(lambda: hon.launch(x, wt, b, y, eps=1e-5, **cfg), return_mode="median")
     with tempfile.TemporaryDirectory() as tmp:
         worker = Worker("cuda", Path(tmp))
-        ev = Evaluator(bundle, "cuda", worker, COLD_L2_EVENTS, secret="side-stream")
+        # Static rules off: this shows the *timer* (audit + physical floor) catching it, not the source rules.
+        ev = Evaluator(bundle, "cuda", worker, COLD_L2_EVENTS, secret="side-stream", static_rules=False)
         res = ev.evaluate(Candidate(op="layernorm", template="custom", source=CHEAT.read_text()), w, Path(tmp) / "j")
         worker.close()
     out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,

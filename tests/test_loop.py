@@ -75,7 +75,7 @@ values = [4]
 def test_run_survives_every_fault_and_confirms_the_honest_winner(faulty_op, tmp_path):
     w = Workload(op="layernorm", axes={"M": 6, "N": 300}, dtype="fp16")
     opts = RunOptions(device="interpret", budget_evals=None, strategy="exhaustive", checks=1,
-                      timeouts=Timeouts(check=8.0, bench=60.0))
+                      timeouts=Timeouts(check=8.0, bench=60.0), static_rules=False)  # dynamic faults on purpose
     run_dir = tmp_path / "run"
     Controller(faulty_op, [w], opts, run_dir).run()
     with Archive(run_dir / "archive.sqlite") as a:

@@ -44,12 +44,13 @@ class RunOptions:
     checks: int = 2
     confirm: bool = True
     baselines: list[str] | None = None
+    static_rules: bool = True              # source rules screen every candidate before it runs
     timeouts: Timeouts = field(default_factory=Timeouts)
 
     def as_dict(self) -> dict:
         return {"device": self.device, "budget_evals": self.budget_evals, "budget_seconds": self.budget_seconds,
                 "strategy": self.strategy, "seed": self.seed, "checks": self.checks, "confirm": self.confirm,
-                "baselines": self.baselines}
+                "baselines": self.baselines, "static_rules": self.static_rules}
 
 
 @dataclass
@@ -132,7 +133,8 @@ class Controller:
     def _open(self, archive: Archive, resume: bool) -> tuple[str, dict, str, str]:
         env = environment(self.options.device)
         policy, confirm_policy = policies_for(self.options.device)
-        manifest = build_manifest(self.bundle, policy, confirm_policy, env, self.options.checks)
+        manifest = build_manifest(self.bundle, policy, confirm_policy, env, self.options.checks,
+                                  self.options.static_rules)
         mhash = manifest_hash(manifest)
         existing = archive.runs()
         if existing:
@@ -164,7 +166,8 @@ class Controller:
             policy, confirm_policy = policies_for(opts.device)
             worker = Worker(opts.device, job_root(self.run_dir), log_path=self.run_dir / "worker.log",
                             remove_work_dir=True)
-            evaluator = Evaluator(self.bundle, opts.device, worker, policy, secret, opts.checks, opts.timeouts)
+            evaluator = Evaluator(self.bundle, opts.device, worker, policy, secret, opts.checks, opts.timeouts,
+                                  static_rules=opts.static_rules)
             try:
                 if self.proposer is None:
                     spaces = {}

@@ -14,7 +14,8 @@ from .spec import OpBundle
 _PKG = Path(__file__).parent
 # The trusted code paths a verdict or a measurement depends on.
 VERIFIER_FILES = ["verify/compare.py", "reference/inputs.py", "reference/truth.py", "execute/evaluate.py",
-                  "execute/worker.py", "execute/pool.py", "bench/timer.py", "bench/stats.py", "bench/policy.py"]
+                  "execute/worker.py", "execute/pool.py", "bench/timer.py", "bench/stats.py", "bench/policy.py",
+                  "verify/rules.py"]
 
 
 class ManifestChanged(RuntimeError):
@@ -26,7 +27,7 @@ def verifier_hash() -> str:
 
 
 def build_manifest(bundle: OpBundle, policy: TimingPolicy, confirm_policy: TimingPolicy, env: Environment,
-                   checks: int) -> dict:
+                   checks: int, static_rules: bool = True) -> dict:
     spec_file = bundle.folder / "spec.toml"
     return {
         "op": bundle.spec.name,
@@ -37,6 +38,7 @@ def build_manifest(bundle: OpBundle, policy: TimingPolicy, confirm_policy: Timin
         "tolerances": {k.value: v.model_dump() for k, v in bundle.spec.tolerance.items()},
         "inputs_policy": bundle.spec.inputs_policy.model_dump(),
         "seed_policy": f"sha256(run secret|workload id|candidate id|k), k < {checks}; fresh per trial",
+        "static_rules": static_rules,
         "timing_policy": policy.model_dump(mode="json"),
         "confirm_policy": confirm_policy.model_dump(mode="json"),
         "environment": env.model_dump(mode="json", exclude={"host"}),

@@ -41,7 +41,8 @@ def honest(x, weight, bias, y, eps):
 def evaluator(layernorm, tmp_path_factory):
     worker = Worker("interpret", tmp_path_factory.mktemp("battery"))
     ev = Evaluator(layernorm, "interpret", worker, INTERPRETER_WALLCLOCK.model_copy(update={"samples": 6}),
-                   secret="battery", checks=2, timeouts=Timeouts(check=30.0, bench=60.0))
+                   secret="battery", checks=2, timeouts=Timeouts(check=30.0, bench=60.0),
+                   static_rules=False)  # the dynamic battery must hold even without the source rules
     yield ev
     worker.close()
 

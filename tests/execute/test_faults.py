@@ -18,7 +18,8 @@ SMALL = {"M": 5, "N": 200}
 def evaluator(layernorm, tmp_path_factory):
     worker = Worker("interpret", tmp_path_factory.mktemp("worker"))
     ev = Evaluator(layernorm, "interpret", worker, INTERPRETER_WALLCLOCK, secret="test", checks=2,
-                   timeouts=Timeouts(check=20.0, bench=60.0))
+                   timeouts=Timeouts(check=20.0, bench=60.0),
+                   static_rules=False)  # these fixtures test the dynamic defences
     yield ev
     worker.close()
 

@@ -18,7 +18,7 @@ POLICY = COLD_L2_EVENTS.model_copy(update={"samples": 30})
 def evaluator(layernorm, tmp_path_factory):
     worker = Worker("cuda", tmp_path_factory.mktemp("gpu-worker"))
     ev = Evaluator(layernorm, "cuda", worker, POLICY, secret="gpu-test", checks=2,
-                   timeouts=Timeouts(check=60.0, bench=120.0))
+                   timeouts=Timeouts(check=60.0, bench=120.0), static_rules=False)
     yield ev
     worker.close()
 
@@ -81,7 +81,8 @@ def test_illegal_memory_access_replaces_the_worker(evaluator, layernorm, tmp_pat
 
 def test_device_hang_is_a_timeout(layernorm, tmp_path):
     worker = Worker("cuda", tmp_path / "w")
-    ev = Evaluator(layernorm, "cuda", worker, POLICY, secret="hang", checks=1, timeouts=Timeouts(check=25.0))
+    ev = Evaluator(layernorm, "cuda", worker, POLICY, secret="hang", checks=1, timeouts=Timeouts(check=25.0),
+                   static_rules=False)
     try:
         res = ev.evaluate(fixture("hangs"), W, tmp_path / "j")
         assert res.verdict.status is Status.TIMEOUT

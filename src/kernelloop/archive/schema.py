@@ -148,9 +148,24 @@ _V1 = (
     "CREATE INDEX events_run ON events(run_id, seq)",
 )
 
+_V2 = (
+    # Profile reports (kernelloop.records.ProfileReport as JSON) of a run's trials: Nsight Compute metrics,
+    # bottleneck class, roofline position, build resources, hypotheses and outcomes. One per trial; a new
+    # profile of the same trial replaces the old one. The .ncu-rep file itself stays in the run folder.
+    """
+    CREATE TABLE profiles (
+        run_id   TEXT NOT NULL REFERENCES runs(id),
+        trial_id TEXT NOT NULL,
+        json     TEXT NOT NULL,
+        PRIMARY KEY (run_id, trial_id)
+    )
+    """,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema: runs, candidates, lineage, workloads, trials, baselines, finals, fronts, events",
               _V1),
+    Migration(2, "profiles: one ProfileReport per trial", _V2),
 )
 
 LATEST_VERSION: int = MIGRATIONS[-1].version

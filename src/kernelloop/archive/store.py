@@ -419,5 +419,31 @@ class Archive:
             rows = conn.execute(sql + " ORDER BY seq", args).fetchall()
         return [{"seq": r["seq"], "t": r["t"], "kind": r["kind"], "payload": json.loads(r["json"])} for r in rows]
 
+    # ------------------------------------------------------------------ profiles (schema version 2)
+
+    def put_profile(self, run_id: str, trial_id: str, report: "ProfileReport") -> None:
+        """Store (or replace) the profile report of one of the run's trials.
+
+        Raises ArchiveError if the run has no trial with this id, or if the report is about another trial.
+        """
+        if report.trial_id != trial_id:
+            raise ArchiveError(f"put profile of trial {trial_id}: the report is about trial {report.trial_id}")
+        what = f"put profile of trial {trial_id} in run {run_id!r}"
+        with self._tx(what) as conn:
+            if conn.execute("SELECT 1 FROM trials WHERE run_id = ? AND id = ?", (run_id, trial_id)).fetchone() is None:
+                raise ArchiveError(f"{what}: the run has no such trial")
+            conn.execute(
+                "INSERT INTO profiles(run_id, trial_id, json) VALUES (?, ?, ?)"
+                " ON CONFLICT(run_id, trial_id) DO UPDATE SET json = excluded.json",
+                (run_id, trial_id, report.to_json()))
+
+    def profile(self, run_id: str, trial_id: str) -> "ProfileReport | None":
+        """The stored profile report of a trial, or None."""
+        from ..records.profile import ProfileReport
+        with self._read(f"get profile of trial {trial_id} in run {run_id!r}") as conn:
+            row = conn.execute("SELECT json FROM profiles WHERE run_id = ? AND trial_id = ?",
+                               (run_id, trial_id)).fetchone()
+        return None if row is None else ProfileReport.from_json(row["json"])
+
 
 __all__ = ["Archive", "ArchiveError", "LATEST_VERSION"]

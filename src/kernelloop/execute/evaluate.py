@@ -68,7 +68,7 @@ def derive_seed(*parts: object) -> int:
 
 class Evaluator:
     def __init__(self, bundle: OpBundle, device: str, worker: Worker, policy: TimingPolicy, secret: str,
-                 checks: int = 2, timeouts: Timeouts | None = None):
+                 checks: int = 2, timeouts: Timeouts | None = None, static_rules: bool = True):
         self.bundle = bundle
         self.spec = bundle.spec
         self.device = device
@@ -77,6 +77,8 @@ class Evaluator:
         self.secret = secret
         self.checks = checks
         self.timeouts = timeouts or Timeouts()
+        self.static_rules = static_rules
+        self._rule_verdicts: dict[str, Verdict | None] = {}
         # The trusted parent recomputes inputs and the reference on the same kind of device as the worker.
         self.tensor_device = "cuda" if device == "cuda" else "cpu"
         self.toolchain = f"triton {__import__('triton').__version__}"
@@ -133,6 +135,19 @@ class Evaluator:
         return None
 
     # -- stages ---------------------------------------------------------------------------------------------
+    def screen(self, candidate: Candidate) -> Verdict | None:
+        """Static source rules, before any candidate code runs: a hit is REJECTED with the rule and line."""
+        if not self.static_rules:
+            return None
+        key = candidate.source_hash
+        if key not in self._rule_verdicts:
+            from ..verify.rules import check_source
+            hits = check_source(candidate.source, self.spec)
+            self._rule_verdicts[key] = None if not hits else Verdict(
+                status=Status.REJECTED, message=hits[0].message,
+                log="\n".join(f"{h.rule} at line {h.line}: {h.snippet}" for h in hits))
+        return self._rule_verdicts[key]
+
     def load(self, candidate: Candidate) -> BuildFailure | Verdict | None:
         reply = self.worker.request({"op": "load", "source": candidate.source, "source_hash": candidate.source_hash},
                                     timeout=self.timeouts.check)
@@ -271,6 +286,9 @@ class Evaluator:
         t0 = time.perf_counter()
         job_dir.mkdir(parents=True, exist_ok=True)
         try:
+            rejected = self.screen(candidate)
+            if rejected is not None:
+                return Evaluation(None, rejected, None, Costs(wall_s=time.perf_counter() - t0))
             loaded = self.load(candidate)
             if isinstance(loaded, BuildFailure):
                 return Evaluation(loaded, Verdict(status=Status.COMPILE_ERROR, message="candidate failed to import",

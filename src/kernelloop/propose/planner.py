@@ -1,0 +1,303 @@
+"""The rule planner: CUDAMaster's Planner role without an LLM.
+
+It reads the parent's evidence (bottleneck class, kept metrics, roofline numbers), its build resources and the
+knowledge base's experience entries, and proposes the next configurations of the same template, each with the
+hypotheses of the entry that produced it and the ids it relied on. The rules are data (knowledge/*.toml):
+an entry fires when its condition holds on the evidence, the parent's configuration and the workload's axes;
+its moves pick neighbours of the parent in the pruned space (`space`) only, nearest first.
+
+    planner = RulePlanner()
+    plan = planner.plan(parent_config, report, build, space, kb, axes={"M": 4096, "N": 4096}, elem=2)
+    plan.proposals  # [Proposal(config, hypotheses, cites, rule, rationale)]
+    plan.skipped    # {entry id: why it did not fire}
+
+`PlannerStrategy` wraps it as an ask/tell search strategy (kernelloop.search protocol): evidence about a
+told configuration comes from a callback, so the controller can plug the planner in like any strategy.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..knowledge import Experience, KnowledgeBase, load_knowledge
+from ..records import BuildResources, canonical_json, evaluate_expression
+from .base import Evidence, Proposal, flatten_evidence
+
+
+def _key(config: dict) -> str:
+    return canonical_json(config)
+
+
+@dataclass(frozen=True)
+class PlannerLimits:
+    """How much one plan may propose."""
+
+    per_rule: int = 2    # configurations per fired entry (nearest moves first)
+    total: int = 8       # configurations per plan
+
+
+@dataclass
+class Plan:
+    """What the planner proposed and why the other entries did not fire."""
+
+    proposals: list[Proposal] = field(default_factory=list)
+    fired: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    advice: list[str] = field(default_factory=list)   # fired entries without moves (a template change is needed)
+
+
+# -- conditions ---------------------------------------------------------------------------------------------
+
+def _names(expr: str) -> set[str]:
+    return {n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)}
+
+
+def condition_holds(expr: str, env: Mapping[str, Any]) -> tuple[bool, str]:
+    """(holds, why not). A top-level `or` holds when any evaluable branch holds; a branch naming something
+    the environment lacks is not evaluable (missing evidence never makes a rule fire)."""
+    tree = ast.parse(expr, mode="eval").body
+    branches = tree.values if isinstance(tree, ast.BoolOp) and isinstance(tree.op, ast.Or) else [tree]
+    missing: set[str] = set()
+    for b in branches:
+        src = ast.unparse(b)
+        need = _names(src) - {"min", "max", "cdiv", "next_pow2"}
+        lack = {n for n in need if n not in env}
+        if lack:
+            missing |= lack
+            continue
+        try:
+            if evaluate_expression(src, {n: env[n] for n in need}):
+                return True, ""
+        except (TypeError, ZeroDivisionError, ValueError) as e:
+            missing.add(f"<{type(e).__name__}: {e}>")
+    if missing:
+        return False, f"not evaluable without {sorted(missing)}"
+    return False, "condition false"
+
+
+# -- moves --------------------------------------------------------------------------------------------------
+
+def _value_order(space: list[dict], param: str) -> list:
+    """The distinct values of a parameter in the space: sorted if numeric, else in order of appearance."""
+    seen = list(dict.fromkeys(c[param] for c in space if param in c))
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in seen):
+        return sorted(seen)
+    return seen
+
+
+def neighbours(parent: dict, entry: Experience, space: list[dict]) -> list[tuple[int, dict]]:
+    """(distance, config) of every configuration in `space` that applies the entry's moves to `parent`:
+    moved parameters change in the stated direction (or may, for 'any'), all others keep the parent's value.
+    Distance = steps along each moved parameter's ordered values."""
+    moves = {m.param: m.step for m in entry.moves}
+    orders = {p: _value_order(space, p) for p in moves}
+    out = []
+    for c in space:
+        if c == parent or set(c) != set(parent):
+            continue
+        if any(c[k] != parent[k] for k in c if k not in moves):
+            continue
+        dist, ok, changed = 0, True, False
+        for p, step in moves.items():
+            order = orders[p]
+            if parent[p] not in order or c[p] not in order:
+                ok = False
+                break
+            i, j = order.index(parent[p]), order.index(c[p])
+            if step == "up" and j <= i or step == "down" and j >= i or step == "other" and j == i:
+                ok = False
+                break
+            changed |= j != i and step != "any"
+            dist += abs(j - i)
+        if ok and changed:
+            out.append((dist, c))
+    out.sort(key=lambda dc: (dc[0], _key(dc[1])))
+    return out
+
+
+def _describe(parent: dict, config: dict) -> str:
+    return ", ".join(f"{k} {parent[k]}->{config[k]}" for k in config if config[k] != parent.get(k)) or "no change"
+
+
+class RulePlanner:
+    """Proposes configurations from knowledge-base experience entries; deterministic."""
+
+    name = "rule-planner"
+
+    def __init__(self, kb: KnowledgeBase | None = None, limits: PlannerLimits = PlannerLimits()):
+        self.kb = kb
+        self.limits = limits
+
+    def _kb(self, kb: KnowledgeBase | None) -> KnowledgeBase:
+        if kb is not None:
+            return kb
+        if self.kb is None:
+            self.kb = load_knowledge()
+        return self.kb
+
+    def plan(self, parent_config: dict, evidence: Evidence, build: BuildResources | None, space: list[dict],
+             kb: KnowledgeBase | None = None, *, axes: Mapping[str, int] | None = None, elem: int | None = None,
+             exclude: set[str] | frozenset[str] = frozenset()) -> Plan:
+        """Every entry in priority order: condition on evidence + parent config + axes; moves inside `space`.
+
+        `exclude` holds canonical-JSON keys of configurations not to propose (already evaluated).
+        """
+        kb = self._kb(kb)
+        env: dict[str, Any] = {**flatten_evidence(evidence, build), **(axes or {}), **parent_config}
+        if elem is not None:
+            env["elem"] = elem
+        plan = Plan()
+        chosen: dict[str, Proposal] = {}
+        for entry in sorted(kb.experience.values(), key=lambda e: (-e.priority, e.id)):
+            lacking = [p for p in entry.requires if p not in env]
+            if lacking:
+                plan.skipped[entry.id] = f"the template/workload has no {lacking}"
+                continue
+            holds, why = condition_holds(entry.when, env)
+            if not holds:
+                plan.skipped[entry.id] = why
+                continue
+            plan.fired.append(entry.id)
+            if not entry.moves:
+                plan.advice.append(f"{entry.id}: {entry.statement}")
+                continue
+            found = [c for _, c in neighbours(parent_config, entry, space) if _key(c) not in exclude]
+            if not found:
+                plan.skipped[entry.id] = "fired, but no configuration of the pruned space applies its moves"
+                continue
+            taken = 0
+            for config in found:
+                if len(chosen) >= self.limits.total or taken >= self.limits.per_rule:
+                    break
+                k = _key(config)
+                if k in chosen:  # another entry proposed it first: it cites this one too
+                    p = chosen[k]
+                    if entry.id not in p.cites:
+                        chosen[k] = Proposal(p.config, p.hypotheses, p.cites + (entry.id, *entry.cites), p.rule,
+                                             p.rationale + f"; also {entry.id}", p.parent)
+                    continue
+                hyps = tuple(e.hypothesis(note=f"{entry.id}") for e in entry.expect)
+                chosen[k] = Proposal(dict(config), hyps, (entry.id, *entry.cites), entry.id,
+                                     f"{_describe(parent_config, config)}: {entry.statement}", dict(parent_config))
+                taken += 1
+        plan.proposals = list(chosen.values())
+        return plan
+
+    def propose(self, parent_config: dict, evidence: Evidence, build: BuildResources | None, space: list[dict],
+                kb: KnowledgeBase | None = None, **kw) -> list[Proposal]:
+        """The Proposer protocol: `plan(...).proposals`."""
+        return self.plan(parent_config, evidence, build, space, kb, **kw).proposals
+
+
+# -- ask/tell adapter ---------------------------------------------------------------------------------------
+
+EvidenceFn = Callable[[dict], Any]
+"""config -> None | evidence | (evidence, build): what is known about an evaluated configuration."""
+
+
+class PlannerStrategy:
+    """The rule planner as an ask/tell strategy over a finite space.
+
+    `ask()` proposes from the best configuration told so far (lowest value) whose evidence the callback can
+    provide and that has not been planned from yet; when no plan yields an unasked configuration it explores
+    a seeded random permutation of the space (and logs that in `events`). Never returns a configuration
+    twice; returns None when the space is exhausted. Same seed, callback answers and tells => same trajectory.
+    """
+
+    name = "planner"
+
+    def __init__(self, space: list[dict], seed: int = 0, *, evidence: EvidenceFn | None = None,
+                 kb: KnowledgeBase | None = None, planner: RulePlanner | None = None,
+                 axes: Mapping[str, int] | None = None, elem: int | None = None):
+        self.space = [dict(c) for c in space]
+        self._by_key = {_key(c): c for c in self.space}
+        self.seed = seed
+        self.evidence_fn = evidence
+        self.planner = planner or RulePlanner(kb)
+        self.kb = kb
+        self.axes = dict(axes or {})
+        self.elem = elem
+        order = list(range(len(self.space)))
+        random.Random(seed).shuffle(order)
+        self._explore = order
+        self._pos = 0
+        self._asked: set[str] = set()
+        self._queue: list[Proposal] = []
+        self._planned: set[str] = set()
+        self.values: dict[str, float] = {}
+        self.proposals: dict[str, Proposal] = {}
+        self.history: list[tuple[dict, float | None]] = []
+        self.events: list[dict] = []
+
+    def proposal_for(self, config: dict) -> Proposal | None:
+        """The proposal that produced `config` (None when it came from exploration)."""
+        return self.proposals.get(_key(config))
+
+    def _evidence(self, config: dict) -> tuple[Evidence, BuildResources | None] | None:
+        if self.evidence_fn is None:
+            return None
+        got = self.evidence_fn(dict(config))
+        if got is None:
+            return None
+        if isinstance(got, tuple):
+            return got[0], got[1]
+        return got, None
+
+    def _replan(self) -> None:
+        """Plan from the best told configuration not planned from yet that has evidence; queue what is new."""
+        ranked = sorted(self.values.items(), key=lambda kv: (kv[1], kv[0]))
+        for key, _value in ranked:
+            if key in self._planned or key not in self._by_key:
+                continue
+            got = self._evidence(self._config_of(key))
+            if got is None:
+                continue
+            self._planned.add(key)
+            plan = self.planner.plan(self._config_of(key), got[0], got[1], self.space, self.kb, axes=self.axes,
+                                     elem=self.elem, exclude=frozenset(self._asked))
+            fresh = [p for p in plan.proposals if _key(p.config) not in self._asked]
+            self.events.append({"kind": "plan", "parent": self._config_of(key), "fired": plan.fired,
+                                "proposed": len(fresh), "advice": plan.advice})
+            if fresh:
+                self._queue.extend(fresh)
+                return
+
+    def _config_of(self, key: str) -> dict:
+        return self._by_key[key]
+
+    def ask(self) -> dict | None:
+        if not self._queue:
+            self._replan()
+        while self._queue:
+            p = self._queue.pop(0)
+            k = _key(p.config)
+            if k not in self._asked and k in self._by_key:
+                self._asked.add(k)
+                self.proposals[k] = p
+                return dict(p.config)
+            if not self._queue:
+                self._replan()
+        while self._pos < len(self._explore):
+            c = self.space[self._explore[self._pos]]
+            self._pos += 1
+            k = _key(c)
+            if k not in self._asked:
+                self._asked.add(k)
+                if self.values:
+                    self.events.append({"kind": "explore", "config": dict(c),
+                                        "reason": "no evidence-backed proposal left"})
+                return dict(c)
+        return None
+
+    def tell(self, config: dict, value: float | None) -> None:
+        self.history.append((dict(config), value))
+        if value is not None and math.isfinite(value):
+            self.values[_key(config)] = float(value)
+
+
+__all__ = ["EvidenceFn", "Plan", "PlannerLimits", "PlannerStrategy", "RulePlanner", "condition_holds", "neighbours"]
