@@ -62,4 +62,12 @@ def run_summary(archive: Archive, run_id: str | None = None) -> dict:
                   "wall_s": sum(t.costs.wall_s for t in trials)},
         "pruning": [e["payload"] if "payload" in e else e for e in archive.events(rid, "prune")],
         "workloads": workloads,
+        "llm": _llm_section(archive, rid, trials),
     }
+
+
+def _llm_section(archive: Archive, run_id: str, trials: list) -> dict | None:
+    """LLM calls of the run (tokens, cached tokens, latency, price per call, trial and run); None without any."""
+    from ..propose.llm.costs import summarize_llm
+    events = [e for kind in ("llm-proposer", "llm-call", "llm-stop") for e in archive.events(run_id, kind)]
+    return summarize_llm(sorted(events, key=lambda e: e["seq"]), trials)

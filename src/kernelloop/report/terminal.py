@@ -48,3 +48,6 @@ def render(summary: dict, console: Console | None = None) -> None:
                   f"{m['call_us']:.2f}", f"{m['gbps']:.0f}", roof,
                   *[_speedup(m["speedups"].get(b)) for b in baselines])
     c.print(t)
+    if summary.get("llm"):
+        from ..propose.llm.costs import render_llm
+        render_llm(summary["llm"], c)

@@ -1,0 +1,66 @@
+"""`kernelloop agent status`: the workspace's run as an agent needs it: front, best, counts, recent submissions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..archive import Archive
+from ..records import Status
+from .workspace import Workspace
+
+
+def workspace_status(workspace: str | Path, device: str | None = None, recent: int = 10) -> dict:
+    """JSON-able status: per workload the Pareto front (with labels and lineage) and the best kernel time;
+    trial counts by verdict; the most recent submissions with their verdicts; the baseline figures."""
+    ws = Workspace.load(workspace)
+    device = device or ws.device
+    db = ws.run_dir(device) / "archive.sqlite"
+    baseline = json.loads((ws.root / "baseline.json").read_text()) if (ws.root / "baseline.json").is_file() else {}
+    out = {"workspace": str(ws.root), "op": ws.data["op"], "device": device, "interpreter": device != "cuda",
+           "baseline": baseline, "run": None, "counts": {}, "workloads": [], "recent": []}
+    if not db.is_file():
+        out["note"] = "nothing submitted yet"
+        out["workloads"] = [{"id": w.id, "label": w.label, "front": []} for w in ws.workloads]
+        return out
+    with Archive(db) as archive:
+        runs = archive.runs()
+        if not runs:
+            out["note"] = "nothing submitted yet"
+            return out
+        run_id = runs[0]["id"]
+        out["run"] = run_id
+        out["counts"] = archive.count(run_id)
+        trials = archive.trials(run_id)
+        cands = {}
+
+        def cand(cid):
+            if cid not in cands:
+                cands[cid] = archive.get_candidate(cid)
+            return cands[cid]
+
+        for w in ws.workloads:
+            front = []
+            for cid, obj in archive.front(run_id, w.id):
+                c = cand(cid)
+                front.append({"candidate": cid, "label": c.label if c else "", "proposer": c.proposer if c else "",
+                              "parent_ids": c.parent_ids if c else [], "hypothesis": c.hypothesis if c else "",
+                              **obj})
+            passed = [t for t in trials if t.workload_id == w.id and t.verdict.status is Status.PASSED
+                      and t.measurement is not None]
+            best = min(passed, key=lambda t: t.measurement.kernel.median_us) if passed else None
+            out["workloads"].append({
+                "id": w.id, "label": w.label, "trials": sum(1 for t in trials if t.workload_id == w.id),
+                "passed": len(passed), "front": front,
+                "best": {"candidate": best.candidate_id, "kernel_us": best.measurement.kernel.median_us,
+                         "call_us": best.measurement.call.median_us} if best else None})
+        for t in trials[-recent:][::-1]:
+            c = cand(t.candidate_id)
+            out["recent"].append({"trial": t.id, "index": t.index, "candidate": t.candidate_id,
+                                  "workload_id": t.workload_id, "status": t.verdict.status.value,
+                                  "message": t.verdict.message[:200], "proposer": c.proposer if c else "",
+                                  "kernel_us": t.measurement.kernel.median_us if t.measurement else None})
+    return out
+
+
+__all__ = ["workspace_status"]

@@ -1,0 +1,263 @@
+"""`kernelloop submit`: compile -> verify -> benchmark (-> profile) of an agent's kernel, answered in JSON.
+
+The submission runs through the same controller as `kernelloop optimize` (kernelloop.loop.Controller) with a
+one-shot proposer that hands it the submitted candidate for every workload of the workspace: the first submit
+creates the run archive with its frozen manifest, every later one resumes it (the controller refuses when the
+manifest changed). The same code path serves `--device interpret` and `--device cuda`; on CUDA, PASSED trials
+are profiled with Nsight Compute when kernelloop.profile and `ncu` are available.
+
+A submission is either a Python module (judged as it is: a syntax error is a COMPILE_ERROR trial, archived)
+or a KernelProposal JSON (validated first: an invalid proposal is answered with the validation error and
+nothing runs). Submissions are serialized per run folder by a file lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from ..archive import Archive
+from ..execute.evaluate import Timeouts, derive_seed
+from ..loop import Controller, RunOptions
+from ..records import Candidate, Status, Trial, Workload
+from .workspace import Workspace, WorkspaceError
+
+
+class SubmissionError(ValueError):
+    """The submission cannot be evaluated as given (unknown parent, invalid proposal, unreadable file)."""
+
+
+class SubmissionProposer:
+    """Hands the controller the submitted candidates, each once per workload (the Proposer protocol)."""
+
+    def __init__(self, candidates: list[Candidate], name: str = "agent"):
+        self.name = name
+        self.candidates = list(candidates)
+        self._next: dict[str, int] = {}
+        self.trials: list[tuple[Candidate, Workload, Trial]] = []
+
+    def size(self, workload: Workload) -> int | None:
+        return len(self.candidates)
+
+    def ask(self, workload: Workload) -> Candidate | None:
+        k = self._next.get(workload.id, 0)
+        if k >= len(self.candidates):
+            return None
+        self._next[workload.id] = k + 1
+        return self.candidates[k]
+
+    def tell(self, candidate: Candidate, workload: Workload, trial: Trial) -> None:
+        self.trials.append((candidate, workload, trial))
+
+
+@dataclass
+class Submission:
+    """What was submitted: code or a proposal, lineage, hypothesis, configuration."""
+
+    source: str | None = None
+    proposal: dict | None = None
+    parent: str | None = None
+    hypothesis: str = ""
+    config: dict = field(default_factory=dict)
+    agent: str = "agent"
+
+    @classmethod
+    def from_file(cls, path: str | Path, **kw) -> "Submission":
+        p = Path(path)
+        try:
+            text = p.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise SubmissionError(f"cannot read {p}: {e}") from None
+        if p.suffix == ".json":
+            try:
+                return cls(proposal=json.loads(text), **kw)
+            except json.JSONDecodeError as e:
+                raise SubmissionError(f"{p}: not valid JSON: {e}") from None
+        return cls(source=text, **kw)
+
+
+@contextmanager
+def _locked(run_dir: Path) -> Iterator[None]:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / ".submit.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _known(run_dir: Path, ids: list[str]) -> dict[str, Candidate]:
+    db = run_dir / "archive.sqlite"
+    out: dict[str, Candidate] = {}
+    if ids and db.is_file():
+        with Archive(db) as a:
+            for i in ids:
+                c = a.get_candidate(i)
+                if c is not None:
+                    out[i] = c
+    missing = [i for i in ids if i not in out]
+    if missing:
+        raise SubmissionError(f"unknown parent candidate(s) {missing}: a parent must be a candidate archived in this "
+                              f"workspace's run (see `kernelloop agent status`)")
+    return out
+
+
+def candidates_of(sub: Submission, ws: Workspace, bundle, run_dir: Path) -> list[Candidate]:
+    """The candidates a submission stands for, with lineage, proposer and hypothesis."""
+    proposer = f"agent:{sub.agent}"
+    if sub.proposal is not None:
+        from ..propose.proposal import ProposalInvalid, materialize, parse_proposal
+        value = dict(sub.proposal)
+        if sub.parent and sub.parent not in value.get("parent_ids", []):
+            value["parent_ids"] = [sub.parent, *value.get("parent_ids", [])]
+        try:
+            proposal = parse_proposal(value)
+            parents = _known(run_dir, list(proposal.parent_ids))
+            cands = materialize(proposal, bundle.spec, parents, proposer=proposer)
+        except ProposalInvalid as e:
+            raise SubmissionError(f"invalid proposal: {e}") from None
+        if sub.hypothesis:
+            cands = [c.model_copy(update={"hypothesis": sub.hypothesis}) for c in cands]
+        return [c.model_copy(update={"template": _template_name(bundle, c)}) for c in cands]
+    if not sub.source or not sub.source.strip():
+        raise SubmissionError("the submitted source is empty")
+    parents = [sub.parent] if sub.parent else []
+    _known(run_dir, parents)
+    cand = Candidate(op=bundle.spec.name, template="custom", source=sub.source, config=dict(sub.config),
+                     parent_ids=parents, proposer=proposer, hypothesis=sub.hypothesis)
+    return [cand.model_copy(update={"template": _template_name(bundle, cand)})]
+
+
+def _template_name(bundle, cand: Candidate) -> str:
+    """The op template whose source the candidate's is, byte for byte; else the candidate's own label."""
+    return next((name for name, src in bundle.template_sources.items() if src == cand.source), cand.template)
+
+
+def submit(workspace: str | Path, sub: Submission, *, device: str | None = None, confirm: bool = False,
+           timeouts: Timeouts | None = None, profile: bool = True) -> dict:
+    """Evaluate a submission on every workload of the workspace; the JSON-able verdict."""
+    ws = Workspace.load(workspace)
+    device = device or ws.device
+    if device == "cuda":
+        from ..device import cuda_available
+        if not cuda_available():
+            raise WorkspaceError("--device cuda: no CUDA device is available here")
+    bundle = ws.bundle()
+    run_dir = ws.run_dir(device)
+    with _locked(run_dir):
+        cands = candidates_of(sub, ws, bundle, run_dir)
+        db = run_dir / "archive.sqlite"
+        resume = db.is_file() and _has_run(db)
+        options = RunOptions(device=device, budget_evals=None, checks=ws.checks, confirm=confirm,
+                             timeouts=timeouts or Timeouts())
+        proposer = SubmissionProposer(cands, name=f"agent:{sub.agent}")
+        started = time.time()
+        run_id = Controller(bundle, ws.workloads, options, run_dir, proposer=proposer).run(resume=resume)
+        with Archive(db) as archive:
+            profiles = _profile(archive, run_dir, bundle, proposer.trials) if (profile and device == "cuda") else {}
+            answer = verdict(archive, ws, run_id, device, proposer.trials, profiles)
+    for r, (_, _, t) in zip(answer["results"], proposer.trials):
+        r["previously_archived"] = t.started < started   # the same code and config was judged before
+    return answer
+
+
+def _has_run(db: Path) -> bool:
+    with Archive(db) as a:
+        return bool(a.runs())
+
+
+def _profile(archive: Archive, run_dir: Path, bundle, trials) -> dict[str, dict]:
+    """Nsight Compute reports of the PASSED trials, when the profiler is importable and ncu is installed."""
+    try:
+        from ..profile.ncu_report_adapter import find_ncu
+        from ..profile.report import profile_trial
+    except ImportError as e:
+        return {t.id: {"status": "unavailable", "note": f"kernelloop.profile not importable: {e}"}
+                for _, _, t in trials}
+    if find_ncu() is None:
+        return {t.id: {"status": "unavailable", "note": "ncu not found ($KERNELLOOP_NCU, PATH)"} for _, _, t in trials}
+    out = {}
+    for cand, w, t in trials:
+        if t.verdict.status is not Status.PASSED or archive.profile(t.run_id, t.id) is not None:
+            continue
+        src = run_dir / "sources" / f"{cand.id}.py"
+        src.parent.mkdir(parents=True, exist_ok=True)
+        src.write_text(cand.source)
+        try:
+            report = profile_trial(archive, run_dir, t, op_dir=bundle.folder, source_file=src, config=cand.config,
+                                   workload=w, spec=bundle.spec, seed=derive_seed("profile", t.id))
+            out[t.id] = {"status": "ok", "report": report.model_dump(mode="json")}
+        except Exception as e:  # noqa: BLE001 - a profiler failure is a note on the verdict, never a crash
+            out[t.id] = {"status": "failed", "note": f"{type(e).__name__}: {e}"[:1000]}
+    return out
+
+
+def _measure(m) -> dict | None:
+    if m is None:
+        return None
+    return {"kernel_us": m.kernel.median_us, "kernel_ci_us": [m.kernel.ci_low_us, m.kernel.ci_high_us],
+            "call_us": m.call.median_us, "call_ci_us": [m.call.ci_low_us, m.call.ci_high_us], "gbps": m.gbps,
+            "copy_fraction": m.roofline_fraction, "policy": m.policy.name, "samples": m.kernel.n,
+            "speedups": {r.baseline: {"speedup": r.speedup, "ci": [r.ci_low, r.ci_high], "verdict": r.verdict.value}
+                         for r in m.ratios}}
+
+
+def trial_result(archive: Archive, run_id: str, cand: Candidate, w: Workload, t: Trial) -> dict:
+    """One workload's part of the verdict: status with its evidence, or the measurement and its context."""
+    v = t.verdict
+    build = t.build.model_dump(mode="json") if t.build is not None else None
+    if build and build.get("log"):
+        build["log"] = build["log"][-4000:]
+    out = {"workload": w.label, "workload_id": w.id, "trial": t.id, "index": t.index, "status": v.status.value,
+           "message": v.message, "build": build, "measurement": _measure(t.measurement),
+           "costs": t.costs.model_dump(mode="json")}
+    if v.status is not Status.PASSED:   # a passing verdict's cases stay the verifier's
+        out.update(failing_case=v.case, error_metrics=[m.model_dump(mode="json") for m in v.metrics],
+                   log_tail=v.log[-4000:])
+    front = [cid for cid, _ in archive.front(run_id, w.id)]
+    out["on_front"] = cand.id in front
+    passed = [x for x in archive.trials(run_id, w.id, Status.PASSED) if x.measurement is not None]
+    if passed and t.measurement is not None:
+        best = min(passed, key=lambda x: x.measurement.kernel.median_us)
+        out["best_on_workload"] = {"candidate": best.candidate_id, "kernel_us": best.measurement.kernel.median_us,
+                                   "is_this": best.id == t.id}
+    for pid in cand.parent_ids:
+        pt = archive.find_trial(run_id, pid, w.id)
+        if pt is not None:
+            entry = {"candidate": pid, "status": pt.verdict.status.value,
+                     "kernel_us": pt.measurement.kernel.median_us if pt.measurement else None}
+            if pt.measurement is not None and t.measurement is not None:
+                entry["speedup_over_parent"] = pt.measurement.kernel.median_us / t.measurement.kernel.median_us
+            out.setdefault("parents", []).append(entry)
+    return out
+
+
+def verdict(archive: Archive, ws: Workspace, run_id: str, device: str, trials, profiles: dict) -> dict:
+    """The JSON answer of a submission."""
+    results = []
+    for cand, w, t in trials:
+        r = trial_result(archive, run_id, cand, w, t)
+        if device == "cuda":
+            r["profile"] = profiles.get(t.id, {"status": "not profiled"})
+        results.append(r)
+    statuses = [r["status"] for r in results]
+    failing = next((s for s in statuses if s != Status.PASSED.value), None)
+    cands = {c.id: c for c, _, _ in trials}
+    return {
+        "workspace": str(ws.root), "run": run_id, "device": device, "interpreter": device != "cuda",
+        "verdict": failing or Status.PASSED.value,
+        "candidates": [{"id": c.id, "label": c.label, "template": c.template, "config": c.config,
+                        "parent_ids": c.parent_ids, "proposer": c.proposer, "hypothesis": c.hypothesis}
+                       for c in cands.values()],
+        "results": results,
+    }
+
+
+__all__ = ["Submission", "SubmissionError", "SubmissionProposer", "candidates_of", "submit", "trial_result",
+           "verdict"]

@@ -1,0 +1,130 @@
+"""`kernelloop agent init|status|llm`: workspaces for outside agents, and the LLM proposer's loop."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from . import common
+
+agent_app = typer.Typer(add_completion=False, no_args_is_help=True,
+                        help="Agents as proposers: workspaces for outside agents, the LLM proposer.")
+
+
+@agent_app.command("init")
+def init(
+    spec: Annotated[str, typer.Argument(help="Op folder, its spec.toml, or an op name under ./ops.")],
+    out: Annotated[Optional[Path], typer.Option(help="Workspace folder (default: agent-<op>-<time>).")] = None,
+    run: Annotated[Optional[Path], typer.Option(help="A run folder whose figures become the baseline.")] = None,
+    workloads: Annotated[Optional[Path], typer.Option(help="Workload file (default: the op's, by device).")] = None,
+    device: Annotated[Optional[str], typer.Option(help="cuda or interpret (default: cuda when present).")] = None,
+    checks: Annotated[int, typer.Option(min=1, help="Verification runs per trial.")] = 2,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the workspace manifest as JSON.")] = False,
+) -> None:
+    """Create a workspace: spec and reference copies for reading, the launch interface, baseline figures."""
+    from ..agent.workspace import WorkspaceError, init_workspace
+    from ..spec import SpecError
+    console = Console(stderr=True)
+    op = common.resolve_op(spec)
+    target = out or Path(f"agent-{op.name if op.is_dir() else op.parent.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    try:
+        ws = init_workspace(op, target, workloads_file=workloads, run=run, device=device, checks=checks)
+    except (SpecError, ValueError) as e:
+        console.print(f"[red]bad input:[/red] {e}")
+        raise typer.Exit(common.BAD_INPUT)
+    except WorkspaceError as e:
+        console.print(f"[red]{e}[/red]")
+        raise typer.Exit(common.BAD_INPUT)
+    if as_json:
+        print(json.dumps({"workspace": str(ws.root), **ws.data}, indent=2))
+    else:
+        console.print(f"workspace {ws.root} for {ws.data['op']} on {ws.device}: read {ws.root / 'README.md'}")
+
+
+@agent_app.command("status")
+def status(
+    workspace: Annotated[Path, typer.Option(help="Workspace folder.")] = Path("."),
+    device: Annotated[Optional[str], typer.Option(help="Which device's run (default: the workspace's).")] = None,
+) -> None:
+    """The workspace run's front, best kernel time per workload, counts and recent submissions (JSON)."""
+    from ..agent.status import workspace_status
+    from ..agent.workspace import WorkspaceError
+    try:
+        print(json.dumps(workspace_status(workspace, device), indent=2))
+    except WorkspaceError as e:
+        Console(stderr=True).print(f"[red]{e}[/red]")
+        raise typer.Exit(common.BAD_INPUT)
+
+
+@agent_app.command("llm")
+def llm(
+    spec: Annotated[str, typer.Argument(help="Op folder, its spec.toml, or an op name under ./ops.")],
+    config: Annotated[Optional[Path], typer.Option(help="LLM config TOML ([llm], [prices.MODEL]); "
+                                                         "KERNELLOOP_LLM_* variables override it.")] = None,
+    replay: Annotated[Optional[Path], typer.Option(help="Replay the calls recorded in this folder (a run's "
+                                                         "llm/ folder): no network.")] = None,
+    workloads: Annotated[Optional[Path], typer.Option(help="Workload file.")] = None,
+    budget: Annotated[int, typer.Option(min=1, help="Candidates per workload.")] = 8,
+    calls: Annotated[int, typer.Option(min=1, help="LLM calls per workload.")] = 40,
+    device: Annotated[Optional[str], typer.Option(help="cuda or interpret.")] = None,
+    checks: Annotated[int, typer.Option(min=1, help="Verification runs per trial.")] = 2,
+    prompts: Annotated[str, typer.Option(help="Prompt set version under prompts/.")] = "v1",
+    out: Annotated[Optional[Path], typer.Option(help="Run folder (default: runs/<op>-llm-<time>).")] = None,
+    resume: Annotated[bool, typer.Option(help="Continue the run in --out (recorded calls are reused).")] = False,
+    no_confirm: Annotated[bool, typer.Option("--no-confirm",
+                                             help="Skip re-measuring winners beside baselines.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
+) -> None:
+    """Run the loop with the LLM proposer (planner, coder, debugger); every call is recorded under RUN/llm."""
+    from ..archive import Archive, ArchiveError
+    from ..device import cuda_available
+    from ..loop import RunOptions
+    from ..manifest import ManifestChanged
+    from ..propose.llm import LLMBudget, LLMConfigError, ReplayMiss, load_llm_config, render_llm, run_llm
+    from ..report.summary import run_summary
+    from ..report.terminal import render
+    from ..spec import SpecError, load_op, load_workloads
+    console = Console(stderr=as_json)
+    try:
+        bundle = load_op(common.resolve_op(spec))
+        dev = device or ("cuda" if cuda_available() else "interpret")
+        wl = workloads or _default_workloads(bundle.folder, dev)
+        wls = load_workloads(wl, bundle.spec)
+        cfg = load_llm_config(config)
+    except (SpecError, LLMConfigError) as e:
+        console.print(f"[red]bad input:[/red] {e}")
+        raise typer.Exit(common.BAD_INPUT)
+    run_dir = out or Path("runs") / f"{bundle.spec.name}-llm-{time.strftime('%Y%m%d-%H%M%S')}"
+    opts = RunOptions(device=dev, budget_evals=None, checks=checks, confirm=not no_confirm)
+    try:
+        run_llm(bundle, wls, opts, run_dir, cfg, mode="replay" if replay else "record", cassette_dir=replay,
+                prompts_version=prompts, budget=LLMBudget(candidates=budget, calls=calls), resume=resume)
+    except (FileExistsError, ManifestChanged, ArchiveError, ReplayMiss, LLMConfigError, RuntimeError) as e:
+        console.print(f"[red]run stopped:[/red] {e}")
+        raise typer.Exit(common.STOPPED)
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted; continue with --resume --out {run_dir}[/yellow]")
+        raise typer.Exit(common.INTERRUPTED)
+    with Archive(run_dir / "archive.sqlite") as archive:
+        summary = run_summary(archive)
+    summary["run_dir"] = str(run_dir)
+    if as_json:
+        print(json.dumps(summary, indent=2))
+    else:
+        render(summary, console)
+        render_llm(summary.get("llm"), console)
+    if any("best" not in w for w in summary["workloads"]):
+        raise typer.Exit(common.FAILED)
+
+
+def _default_workloads(folder: Path, device: str) -> Path:
+    interp = folder / "workloads-interpret.toml"
+    return interp if device != "cuda" and interp.is_file() else folder / "workloads.toml"
+
+
+__all__ = ["agent_app"]

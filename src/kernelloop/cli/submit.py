@@ -1,0 +1,62 @@
+"""`kernelloop submit FILE`: judge an agent's kernel in a workspace; print the JSON verdict.
+
+Exit codes: 0 PASSED on every workload; 1 judged, but some workload did not pass; 2 bad input (no workspace,
+unreadable file, invalid proposal, unknown parent, bad --config); 3 the evaluation could not run (the op
+folder or the run's manifest changed, archive error, worker failed to start).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from . import common
+
+
+def submit(
+    file: Annotated[Path, typer.Argument(help="A Python module defining `launch`, or a KernelProposal .json.")],
+    parent: Annotated[Optional[str], typer.Option(help="Candidate id this one derives from.")] = None,
+    hypothesis: Annotated[str, typer.Option(help="What you expect to move, e.g. "
+                                                 "'registers down; latency_us down -10%'.")] = "",
+    config: Annotated[Optional[str], typer.Option(help="Keyword arguments of launch, as a JSON object.")] = None,
+    workspace: Annotated[Path, typer.Option(help="Workspace folder (from `kernelloop agent init`).")] = Path("."),
+    device: Annotated[Optional[str], typer.Option(help="cuda or interpret (default: the workspace's).")] = None,
+    agent: Annotated[str, typer.Option(help="Name recorded as the proposer (agent:NAME).")] = "agent",
+    confirm: Annotated[bool, typer.Option(help="Also re-measure each workload's best beside the baselines.")] = False,
+) -> None:
+    """Compile, verify, benchmark (and profile on CUDA) a kernel through the workspace's run; JSON verdict."""
+    from ..agent.submit import Submission, SubmissionError
+    from ..agent.submit import submit as run_submit
+    from ..agent.workspace import WorkspaceError
+    from ..archive import ArchiveError
+    from ..manifest import ManifestChanged
+    err = Console(stderr=True)
+    try:
+        cfg = json.loads(config) if config else {}
+        if not isinstance(cfg, dict):
+            raise ValueError("not a JSON object")
+    except (json.JSONDecodeError, ValueError) as e:
+        err.print(f"[red]bad argument:[/red] --config: {e}")
+        raise typer.Exit(common.BAD_INPUT)
+    if device not in (None, "cuda", "interpret"):
+        err.print(f"[red]bad argument:[/red] --device {device!r}: use cuda or interpret")
+        raise typer.Exit(common.BAD_INPUT)
+    try:
+        sub = Submission.from_file(file, parent=parent, hypothesis=hypothesis, config=cfg, agent=agent)
+        answer = run_submit(workspace, sub, device=device, confirm=confirm)
+    except SubmissionError as e:
+        print(json.dumps({"verdict": "INVALID", "error": str(e)}, indent=2))
+        raise typer.Exit(common.BAD_INPUT)
+    except WorkspaceError as e:
+        print(json.dumps({"verdict": "NOT_EVALUATED", "error": str(e)}, indent=2))
+        raise typer.Exit(common.BAD_INPUT if "not a kernelloop workspace" in str(e) else common.STOPPED)
+    except (ManifestChanged, ArchiveError, FileExistsError, RuntimeError) as e:
+        print(json.dumps({"verdict": "NOT_EVALUATED", "error": str(e)}, indent=2))
+        raise typer.Exit(common.STOPPED)
+    print(json.dumps(answer, indent=2))
+    if answer["verdict"] != "PASSED":
+        raise typer.Exit(common.FAILED)

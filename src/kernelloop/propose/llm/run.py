@@ -1,0 +1,71 @@
+"""Run the controller with the LLM proposer: record (live provider) or replay (cassette only, no network).
+
+    run_id = run_llm(bundle, workloads, RunOptions(device="interpret", checks=1), run_dir,
+                     load_llm_config("llm.toml"), mode="record")
+    # later, anywhere, offline:
+    run_llm(bundle, workloads, options, other_dir, config, mode="replay", cassette_dir=run_dir / "llm")
+
+The controller (kernelloop.loop.Controller) is the one that freezes the manifest, evaluates and archives; this
+module only builds the proposer, its client and cassette, and the sink that appends the proposer's events to
+the run's archive (notes only: it never reads or writes trials).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Literal
+
+from ...archive import Archive
+from ...loop import Controller, Progress, RunOptions
+from ...records import Workload
+from ...spec import OpBundle
+from .config import LLMConfig
+from .prompts import DEFAULT_VERSION, load_prompts
+from .proposer import LLMBudget, LLMProposer
+from .providers import Provider, make_provider
+from .recorder import Cassette, LLMClient
+from .roles import Limits
+
+
+class ArchiveSink:
+    """Appends proposer events to the run's archive, one transaction per event, through its own connection."""
+
+    def __init__(self, archive_path: str | Path):
+        self.path = Path(archive_path)
+
+    def __call__(self, run_id: str, events: list[tuple[str, dict]]) -> None:
+        with Archive(self.path) as archive:
+            for kind, payload in events:
+                archive.log_event(run_id, kind, payload)
+
+
+def default_knowledge():
+    """The repository's knowledge base, or None when it cannot be loaded."""
+    try:
+        from ...knowledge import load_knowledge
+        return load_knowledge()
+    except Exception:  # noqa: BLE001 - the proposer works without a knowledge base
+        return None
+
+
+def run_llm(bundle: OpBundle, workloads: list[Workload], options: RunOptions, run_dir: str | Path,
+            config: LLMConfig, *, mode: Literal["record", "replay"] = "record", cassette_dir: str | Path | None = None,
+            prompts_version: str = DEFAULT_VERSION, prompts_root: str | Path | None = None,
+            budget: LLMBudget = LLMBudget(), limits: Limits = Limits(), kb="default", resume: bool = False,
+            provider: Provider | None = None, on_progress: Callable[[Progress], None] | None = None) -> str:
+    """One run of the loop with the LLM proposer; returns the run id. Calls are stored in `cassette_dir`
+    (default: RUN_DIR/llm); replay mode reads them from there and opens no connection."""
+    run_dir = Path(run_dir)
+    cassette = Cassette(cassette_dir or run_dir / "llm", mode)
+    if mode == "record" and provider is None:
+        provider = make_provider(config)
+    client = LLMClient(config, cassette, provider if mode == "record" else None)
+    proposer = LLMProposer(bundle, workloads, client, load_prompts(prompts_version, prompts_root),
+                           device=options.device, kb=default_knowledge() if kb == "default" else kb, budget=budget,
+                           limits=limits, sink=ArchiveSink(run_dir / "archive.sqlite"))
+    run_id = Controller(bundle, workloads, options, run_dir, on_progress, proposer=proposer).run(resume=resume)
+    proposer.finish(run_id)
+    return run_id
+
+
+__all__ = ["ArchiveSink", "default_knowledge", "run_llm"]

@@ -1,0 +1,188 @@
+"""Outside agents: `agent init` workspaces, `submit` through the real controller and archive, `agent status`.
+
+Kernels are the op's own row-wise template (correct), and edits of it (wrong: no bias; zeros: writes 0).
+"""
+
+import json
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+
+from kernelloop.agent import (Submission, SubmissionError, Workspace, WorkspaceError, init_workspace, submit,
+                              workspace_status)
+from kernelloop.archive import Archive
+from kernelloop.execute.evaluate import Timeouts
+from kernelloop.records import Candidate
+
+ROOT = Path(__file__).resolve().parents[2]
+OP = ROOT / "ops" / "layernorm"
+TEMPLATE = (OP / "kernel.py").read_text()
+CONFIG = {"BLOCK_N": 64, "ROWS": 1, "num_warps": 1}
+WRONG = TEMPLATE.replace("y = xc * rstd * w + b", "y = xc * rstd * w")
+ZEROS = TEMPLATE.replace("y = xc * rstd * w + b", "y = xc * 0.0")
+CHEAT = TEMPLATE.replace("    M, N = x.shape\n", "    import torch.nn.functional as F\n"
+                         "    y.copy_(F.layer_norm(x, (x.shape[-1],), weight, bias, eps))\n    return\n", 1)
+FAST = dict(timeouts=Timeouts(check=60.0, bench=60.0))
+
+
+def workloads_file(folder: Path) -> Path:
+    f = folder / "wl.toml"
+    f.write_text('op = "layernorm"\n[[workload]]\naxes = { M = 4, N = 64 }\ndtype = "fp16"\n')
+    return f
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory):
+    base = tmp_path_factory.mktemp("agent")
+    return init_workspace(OP, base / "ws", workloads_file=workloads_file(base), checks=1, device="interpret")
+
+
+@pytest.fixture(scope="module")
+def good(ws):
+    return submit(ws.root, Submission(source=TEMPLATE, config=CONFIG, hypothesis="latency_us down -5%",
+                                      agent="test"), **FAST)
+
+
+def test_init_shows_the_interface_not_the_verifier(ws):
+    iface = json.loads((ws.root / "interface.json").read_text())
+    assert iface["launch"] == "launch(x, weight, bias, y, *, eps, **config)"
+    assert iface["workloads"][0]["tensors"]["x"] == {"shape": [4, 64], "dtype": "fp16"}
+    assert iface["templates"]["rowwise"]["params"]["BLOCK_N"][0] == 256
+    text = (ws.root / "interface.json").read_text() + (ws.root / "README.md").read_text()
+    for hidden in ("seed", "secret", "heavy_tail", "near_zero", "inputs_policy", "heldout"):
+        assert hidden not in text, hidden
+    assert json.loads((ws.root / "baseline.json").read_text())["status"] == "not measured"
+    assert json.loads((ws.root / "proposal.schema.json").read_text())["title"] == "KernelProposal"
+    copy = ws.root / "reference" / "reference.py"
+    assert copy.read_text() == (OP / "reference.py").read_text()
+    assert not copy.stat().st_mode & stat.S_IWUSR, "copies are for reading"
+    assert not ws.run_dir().exists(), "the archive is created by the first submit"
+    with pytest.raises(WorkspaceError, match="already is a workspace"):
+        init_workspace(OP, ws.root, workloads_file=ws.data["workloads_file"])
+
+
+def test_submit_judges_and_archives_with_the_frozen_manifest(ws, good):
+    assert good["verdict"] == "PASSED" and good["interpreter"] is True
+    (r,) = good["results"]
+    assert r["status"] == "PASSED" and r["on_front"] and r["best_on_workload"]["is_this"]
+    assert r["measurement"]["kernel_us"] > 0 and r["measurement"]["policy"] == "interpreter-wallclock"
+    assert "eager" in r["measurement"]["speedups"]
+    assert "failing_case" not in r, "a passing verdict does not reveal the verifier's cases"
+    cand = good["candidates"][0]
+    assert cand["proposer"] == "agent:test" and cand["hypothesis"] == "latency_us down -5%"
+    assert cand["template"] == "rowwise", "the template's own source keeps its name"
+    with Archive(ws.run_dir() / "archive.sqlite") as a:
+        (run,) = a.runs()
+        assert run["id"] == good["run"]
+        assert run["manifest"]["reference_sha256"] == ws.data["op_files"]["reference.py"]
+        assert a.get_candidate(cand["id"]).source == TEMPLATE
+
+
+def test_wrong_kernel_gets_the_verifier_report_and_lineage(ws, good):
+    parent = good["candidates"][0]["id"]
+    ans = submit(ws.root, Submission(source=WRONG, config=CONFIG, parent=parent, agent="test"), **FAST)
+    (r,) = ans["results"]
+    assert ans["verdict"] == "WRONG_VALUES" and r["status"] == "WRONG_VALUES"
+    assert r["failing_case"] and r["error_metrics"][0]["mismatched"] > 0 and r["measurement"] is None
+    assert ans["run"] == good["run"], "later submits resume the same run"
+    with Archive(ws.run_dir() / "archive.sqlite") as a:
+        assert a.ancestors(ans["candidates"][0]["id"]) == [parent]
+    st = workspace_status(ws.root)
+    assert st["counts"] == {"PASSED": 1, "WRONG_VALUES": 1}
+    (w,) = st["workloads"]
+    assert [f["candidate"] for f in w["front"]] == [parent] and w["best"]["candidate"] == parent
+    assert st["recent"][0]["status"] == "WRONG_VALUES"
+
+
+def test_resubmitting_the_same_kernel_is_not_judged_again(ws, good):
+    again = submit(ws.root, Submission(source=TEMPLATE, config=CONFIG, agent="test"), **FAST)
+    assert again["results"][0]["trial"] == good["results"][0]["trial"]
+    assert again["results"][0]["previously_archived"] is True
+
+
+def test_proposal_patch_space_and_invalid_proposals(ws, good):
+    parent = good["candidates"][0]["id"]
+    patch = ("@@ -1,1 +1,1 @@\n-\"\"\"LayerNorm forward, one program per ROWS rows.\n"
+             "+\"\"\"LayerNorm forward, one program per ROWS rows (agent's copy).\n")
+    proposal = {"patch": patch, "parent_ids": [parent], "space": {"BLOCK_N": [64], "ROWS": [1, 2], "num_warps": [1]},
+                "rationale": "two rows per program", "hypothesis": {"metrics": [{"metric": "registers",
+                                                                                  "direction": "up"}],
+                                                                     "latency_change_pct": -5}}
+    ans = submit(ws.root, Submission(proposal=proposal, agent="test"), **FAST)
+    assert [r["status"] for r in ans["results"]] == ["PASSED", "PASSED"]
+    assert [c["config"]["ROWS"] for c in ans["candidates"]] == [1, 2]
+    assert all(c["parent_ids"] == [parent] and c["hypothesis"] == "registers up; latency_us down -5%"
+               for c in ans["candidates"])
+    assert all(r["parents"][0]["speedup_over_parent"] > 0 for r in ans["results"])
+    with Archive(ws.run_dir() / "archive.sqlite") as a:
+        before = a.next_index(good["run"])
+    bad = [({**proposal, "patch": patch.replace("forward", "backward")}, "does not apply"),
+           ({**proposal, "hypothesis": {"metrics": []}}, "hypothesis"),
+           ({**proposal, "parent_ids": ["c-0000000000000000"]}, "unknown parent"),
+           ({**proposal, "space": {"NOT_A_PARAM": [1]}}, "does not accept keyword")]
+    for value, why in bad:
+        with pytest.raises(SubmissionError, match=why):
+            submit(ws.root, Submission(proposal=value), **FAST)
+    with Archive(ws.run_dir() / "archive.sqlite") as a:
+        assert a.next_index(good["run"]) == before, "invalid proposals run nothing"
+
+
+def test_editing_the_workspace_copies_changes_nothing(ws, good):
+    """The agent rewrites its copy of the reference to expect zeros; evaluation still uses the op folder."""
+    copy = ws.root / "reference" / "reference.py"
+    copy.chmod(0o644)
+    copy.write_text("def reference(x, weight, bias, eps):\n    return x * 0\n")
+    ans = submit(ws.root, Submission(source=ZEROS, config=CONFIG, agent="test"), **FAST)
+    assert ans["verdict"].startswith("WRONG_")
+
+
+def test_calling_the_library_is_rejected_and_archived(ws, good):
+    ans = submit(ws.root, Submission(source=CHEAT, config=CONFIG, parent=good["candidates"][0]["id"],
+                                     agent="test"), **FAST)
+    (r,) = ans["results"]
+    assert ans["verdict"] == "REJECTED" and "library-op" in r["log_tail"] and r["measurement"] is None
+    with Archive(ws.run_dir() / "archive.sqlite") as a:
+        assert a.find_trial(ans["run"], ans["candidates"][0]["id"], r["workload_id"]).verdict.status.value == "REJECTED"
+
+
+def test_changed_op_folder_is_refused(tmp_path):
+    op = tmp_path / "layernorm"
+    shutil.copytree(OP, op)
+    w = init_workspace(op, tmp_path / "ws", workloads_file=workloads_file(tmp_path), checks=1, device="interpret")
+    (op / "reference.py").write_text((op / "reference.py").read_text() + "\n# changed\n")
+    with pytest.raises(WorkspaceError, match="changed since `agent init` .*reference.py"):
+        submit(w.root, Submission(source=TEMPLATE, config=CONFIG))
+    assert not (w.run_dir() / "archive.sqlite").exists()
+
+
+def test_baseline_from_a_run_archive(ws, good, tmp_path):
+    other = init_workspace(OP, tmp_path / "ws2", workloads_file=ws.data["workloads_file"], run=ws.run_dir(),
+                           device="interpret")
+    base = json.loads((other.root / "baseline.json").read_text())
+    assert base["status"] == "measured" and base["run"] == good["run"]
+    best = base["workloads"][0]["best"]
+    assert best["kernel_us"] == pytest.approx(workspace_status(ws.root)["workloads"][0]["best"]["kernel_us"])
+
+
+def test_cuda_needs_a_gpu_and_no_workspace_is_an_error(ws, tmp_path):
+    from kernelloop.device import cuda_available
+    if not cuda_available():
+        with pytest.raises(WorkspaceError, match="no CUDA device"):
+            submit(ws.root, Submission(source=TEMPLATE, config=CONFIG), device="cuda")
+    with pytest.raises(WorkspaceError, match="not a kernelloop workspace"):
+        Workspace.load(tmp_path)
+
+
+@pytest.mark.gpu
+def test_submit_on_cuda_through_the_same_path(tmp_path):
+    (tmp_path / "wl.toml").write_text('op = "layernorm"\n[[workload]]\naxes = { M = 4096, N = 4096 }\ndtype = "fp16"\n')
+    w = init_workspace(OP, tmp_path / "ws", workloads_file=tmp_path / "wl.toml", device="cuda")
+    ans = submit(w.root, Submission(source=TEMPLATE, config={"BLOCK_N": 4096, "ROWS": 1, "num_warps": 8}))
+    (r,) = ans["results"]
+    assert ans["verdict"] == "PASSED" and ans["interpreter"] is False
+    assert r["measurement"]["policy"] == "cold-l2-events" and r["build"]["registers"] is not None
+    assert r["profile"]["status"] in {"ok", "unavailable", "failed"}
+    assert ans["candidates"][0]["id"] == Candidate(op="layernorm", template="rowwise", source=TEMPLATE,
+                                                   config={"BLOCK_N": 4096, "ROWS": 1, "num_warps": 8}).id
