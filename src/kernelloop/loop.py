@@ -25,7 +25,7 @@ from .execute.evaluate import Evaluator, Timeouts, derive_seed
 from .execute.pool import Worker, job_root
 from .manifest import build_manifest, check_unchanged, manifest_hash
 from .records import Candidate, Status, Trial, Workload, content_hash
-from .search import make_strategy
+from .search import DEFAULT_STRATEGY, make_strategy
 from .select.pareto import best_per_workload, front_for_workload
 from .spec import OpBundle
 from .spec.space import prune
@@ -39,7 +39,7 @@ class RunOptions:
     device: str
     budget_evals: int | None = 24          # per workload
     budget_seconds: float | None = None    # whole run (this invocation)
-    strategy: str = "random"
+    strategy: str = DEFAULT_STRATEGY
     seed: int = 0
     checks: int = 2
     confirm: bool = True
@@ -98,6 +98,7 @@ class TemplateSearch:
         self.name = f"search:{strategy}"
         self.strategies = {wid: make_strategy(strategy, space, derive_seed(seed, wid)) for wid, space in spaces.items()}
         self._configs: dict[tuple[str, str], dict] = {}
+        self._seen: dict[str, int] = {}
 
     def size(self, workload: Workload) -> int | None:
         return len(self.spaces[workload.id])
@@ -115,6 +116,16 @@ class TemplateSearch:
     def tell(self, candidate: Candidate, workload: Workload, trial: Trial) -> None:
         cfg = self._configs.pop((candidate.id, workload.id))
         self.strategies[workload.id].tell(cfg, trial_value(trial))
+
+    def drain_events(self) -> list[dict]:
+        """Strategy events (supervisor interventions, stage changes) not yet archived."""
+        out = []
+        for wid, strat in self.strategies.items():
+            events = getattr(strat, "events", None) or []
+            seen = self._seen.get(wid, 0)
+            out += [{"workload": wid, **e} for e in events[seen:]]
+            self._seen[wid] = len(events)
+        return out
 
 
 class Controller:
@@ -205,8 +216,13 @@ class Controller:
                             active.remove(w)
                             continue
                         used[w.id] += 1
+                        replayed = self.progress.replayed
                         trial = self._one(archive, evaluator, run_id, mhash, manifest, w, cand)
                         proposer.tell(cand, w, trial)
+                        events = getattr(proposer, "drain_events", lambda: [])()
+                        if self.progress.replayed == replayed:  # a resumed run archived these already
+                            for event in events:
+                                archive.log_event(run_id, "search", event)
                 self._select(archive, run_id)
                 if opts.confirm:
                     self._confirm(archive, evaluator, run_id, confirm_policy)

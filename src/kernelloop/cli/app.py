@@ -5,12 +5,24 @@ from __future__ import annotations
 import typer
 
 from .optimize import optimize
+from .record import record
+from .replay import replay
+from .profile import profile
 from .show import show
+from .agent import agent_app  # issue 6 (agents as proposers)
+from .mcp import mcp  # issue 6
+from .submit import submit  # issue 6
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="kernelloop: a closed loop that makes GPU kernels faster and proves it.")
 app.command()(optimize)
 app.command()(show)
+app.command()(replay)
+app.command()(record)
+app.command()(profile)
+app.add_typer(agent_app, name="agent")  # issue 6
+app.command()(submit)  # issue 6
+app.command()(mcp)  # issue 6
 
 
 def main() -> None:

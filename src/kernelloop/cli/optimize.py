@@ -16,6 +16,7 @@ from ..device import cuda_available
 from ..loop import Controller, RunOptions
 from ..manifest import ManifestChanged
 from ..report.summary import run_summary
+from ..search import DEFAULT_STRATEGY, STRATEGIES
 from ..report.terminal import INTERPRETER_BANNER, render
 from ..spec import SpecError, load_op, load_workloads
 from . import common
@@ -29,7 +30,8 @@ def optimize(
         help="N evaluations per workload, a duration (90s, 10m), or both '40,10m' (default: 24 on cuda, 8 in "
              "the interpreter).")] = None,
     device: Annotated[Optional[str], typer.Option(help="cuda or interpret (default: cuda when a GPU is present).")] = None,
-    strategy: Annotated[str, typer.Option(help="Search strategy: random or exhaustive.")] = "random",
+    strategy: Annotated[str, typer.Option(help=f"Search strategy: {', '.join(sorted(STRATEGIES))} "
+                                               f"(default {DEFAULT_STRATEGY}).")] = DEFAULT_STRATEGY,
     seed: Annotated[int, typer.Option(help="Seed of the search.")] = 0,
     checks: Annotated[int, typer.Option(min=1, help="Verification runs (fresh seeded inputs) per trial.")] = 2,
     out: Annotated[Optional[Path], typer.Option(help="Run folder (default: runs/<op>-<time>).")] = None,

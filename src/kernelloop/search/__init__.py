@@ -1,5 +1,18 @@
 """Ask/tell search strategies. They see configurations and numbers only: never the GPU, compiler or archive."""
 
-from .base import Exhaustive, RandomSearch, Strategy, make_strategy, STRATEGIES
+from .base import Exhaustive, RandomSearch, SearchStrategy, Strategy, make_strategy, STRATEGIES
+from .encoding import SpaceEncoding, config_key
+from .optuna_strategies import OptunaCmaEs, OptunaRandom, OptunaTPE
+from .annealing import Annealing
+from .evolution import Evolution
+from .mcts import MCTS
+from .staged import Staged
 
-__all__ = ["Exhaustive", "RandomSearch", "Strategy", "make_strategy", "STRATEGIES"]
+for _cls in (Staged, Evolution, Annealing, MCTS, OptunaTPE, OptunaCmaEs, OptunaRandom):
+    STRATEGIES[_cls.name] = _cls
+
+DEFAULT_STRATEGY = Staged.name
+
+__all__ = ["Annealing", "DEFAULT_STRATEGY", "Evolution", "Exhaustive", "MCTS", "OptunaCmaEs", "OptunaRandom",
+           "OptunaTPE", "RandomSearch", "SearchStrategy", "SpaceEncoding", "Staged", "Strategy", "config_key",
+           "make_strategy", "STRATEGIES"]

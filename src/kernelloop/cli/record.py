@@ -1,0 +1,97 @@
+"""`kernelloop record SPEC`: measure a whole pruned configuration space on a GPU into a space file.
+
+Every configuration that survives pruning is built, verified and timed on every workload by the same
+Evaluator and worker process as `optimize` (so the recording carries the same verdicts and timing policy);
+the result is a `kernelloop-space/1` file that `kernelloop replay` serves without a GPU.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from ..device import cuda_available, device_properties, environment
+from ..records import Candidate, Status
+from ..replay.space_file import FORMAT, write_space_file
+from ..search.encoding import config_key
+from ..spec import SpecError, load_op, load_workloads
+from ..spec.space import prune
+from . import common
+
+
+def record(
+    spec: Annotated[str, typer.Argument(help="Op folder, its spec.toml, or an op name under ./ops.")],
+    out: Annotated[Path, typer.Option(help="Space file to write (.json or .json.gz).")],
+    workloads: Annotated[Optional[Path], typer.Option(help="Workload file (default: the op's workloads.toml).")] = None,
+    device: Annotated[str, typer.Option(help="cuda (interpret only for testing the command).")] = "cuda",
+    limit: Annotated[Optional[int], typer.Option(min=1, help="Measure only the first N configurations.")] = None,
+    checks: Annotated[int, typer.Option(min=1, help="Verification runs per configuration.")] = 1,
+) -> None:
+    """Build, verify and time every configuration of the pruned space on every workload; write a space file."""
+    from ..bench.policy import policies_for
+    from ..execute.evaluate import Evaluator
+    from ..execute.pool import Worker, job_root
+
+    console = Console()
+    if device == "cuda" and not cuda_available():
+        console.print("[red]bad argument:[/red] --device cuda: no CUDA device is available here")
+        raise typer.Exit(common.BAD_INPUT)
+    try:
+        bundle = load_op(common.resolve_op(spec))
+        wl_file = workloads or bundle.folder / ("workloads.toml" if device == "cuda" else "workloads-interpret.toml")
+        wls = load_workloads(wl_file, bundle.spec)
+    except SpecError as e:
+        console.print(f"[red]spec error:[/red] {e}")
+        raise typer.Exit(common.BAD_INPUT)
+    props = device_properties(device)
+    valid: dict[str, set[str]] = {}
+    configs: dict[str, dict] = {}
+    for w in wls:
+        valid[w.id] = set()
+        for t in bundle.spec.templates:
+            kept, _ = prune(t, w, props)
+            for c in kept:
+                cfg = {"template": t.name, **c}
+                configs.setdefault(config_key(cfg), cfg)
+                valid[w.id].add(config_key(cfg))
+    keys = list(configs)[:limit] if limit else list(configs)
+    policy, _ = policies_for(device)
+    work = out.parent / f".record-{int(time.time())}"
+    worker = Worker(device, job_root(work), log_path=work / "worker.log", remove_work_dir=True)
+    evaluator = Evaluator(bundle, device, worker, policy, secrets.token_hex(16), checks)
+    records = []
+    try:
+        for i, key in enumerate(keys):
+            cfg = configs[key]
+            cand = Candidate(op=bundle.spec.name, template=cfg["template"],
+                             source=bundle.template_sources[cfg["template"]],
+                             config={k: v for k, v in cfg.items() if k != "template"}, proposer="record")
+            results = {}
+            for w in wls:
+                if key not in valid[w.id]:
+                    results[w.id] = {"value": None, "status": "PRUNED", "ci": None}
+                    continue
+                ev = evaluator.evaluate(cand, w, worker.work_dir / f"{cand.id}-{w.id}")
+                m = ev.measurement
+                ok = ev.verdict.status is Status.PASSED and m is not None
+                results[w.id] = {"value": m.kernel.median_us if ok else None, "status": ev.verdict.status.value,
+                                 "ci": [m.kernel.ci_low_us, m.kernel.ci_high_us] if ok else None}
+            records.append({"config": cfg, "results": results})
+            console.print(f"[{i + 1}/{len(keys)}] {key}: " + ", ".join(
+                f"{r['value']:.2f}µs" if r["value"] else r["status"] for r in results.values()))
+    finally:
+        worker.close()
+    env = environment(device)
+    doc = {"format": FORMAT, "name": f"{bundle.spec.name}-{device}", "op": bundle.spec.name, "objective": "kernel_us",
+           "device": props, "environment": env.model_dump(mode="json"), "timing_policy": policy.model_dump(mode="json"),
+           "params": sorted({k for c in configs.values() for k in c}),
+           "workloads": [{"id": w.id, "label": w.label, "axes": w.axes, "dtype": w.dtype.value, "weight": w.weight}
+                         for w in wls],
+           "records": records}
+    write_space_file(out, doc)
+    console.print(f"wrote {out}: {len(records)} configurations x {len(wls)} workloads")

@@ -1,0 +1,72 @@
+"""Public tuners replayed on the same recorded spaces: Kernel Tuner's strategies through its simulation mode.
+
+`kernel_tuner.tune_cache(path, strategy=..., strategy_options={"max_fevals": B})` replays a Kernel Tuner cache
+(its restrictions are inferred from the cache, so it searches the configurations that did not fail: compare
+against our strategies on `RecordedSpace.valid_only()`). Kernel Tuner serves repeated configurations from its
+cache without counting them, so the trajectory is the first occurrence of each configuration, in order, capped
+at the budget. Its strategies draw from numpy's and Python's global generators, which are seeded per run.
+Kernel Tuner is optional (`pip install kernelloop[search-bench]`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import random
+import shutil
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from .runner import Trajectory
+from .space import RecordedSpace
+
+SKIPPED_KT = {"brute_force": "exhaustive enumeration in declaration order, not a search strategy"}
+
+
+def kernel_tuner_strategies() -> list[str]:
+    """Names of Kernel Tuner's strategies (ImportError if Kernel Tuner is not installed)."""
+    from kernel_tuner.interface import strategy_map
+
+    return [s for s in strategy_map if s not in SKIPPED_KT]
+
+
+@contextlib.contextmanager
+def plain_cache(path: str | Path):
+    """Kernel Tuner reads only uncompressed caches: a temporary plain copy of a (maybe gzipped) cache."""
+    path = Path(path)
+    with tempfile.TemporaryDirectory(prefix="kl-kt-") as tmp:
+        out = Path(tmp) / (path.name[:-3] if path.name.endswith(".gz") else path.name)
+        with (gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")) as src, open(out, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        yield out
+
+
+def kernel_tuner_run(cache_path: str | Path, space: RecordedSpace, strategy: str, seed: int, budget: int) -> Trajectory:
+    """One seeded Kernel Tuner run on a plain cache file; values are looked up in `space` (same recording)."""
+    import kernel_tuner
+
+    np.random.seed(seed % 2**32)
+    random.seed(seed)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        results, _env = kernel_tuner.tune_cache(str(cache_path), strategy=strategy,
+                                                strategy_options={"max_fevals": budget}, verbose=False, quiet=True)
+    seconds = time.perf_counter() - t0
+    names = space.params or list(space.configs[0])
+    seen, values = set(), []
+    for r in results:
+        cfg = {k: r[k] for k in names}
+        key = tuple(cfg[k] for k in names)
+        if key in seen:
+            continue
+        seen.add(key)
+        values.append(space.lookup(cfg))
+        if len(values) >= budget:
+            break
+    return Trajectory(space.name, f"kt:{strategy}", seed, budget, values, strategy_seconds=seconds)

@@ -1,0 +1,28 @@
+"""Open a recorded space whatever its format: kernelloop's own or a Kernel Tuner cache (gzipped or not)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .kt_cache import from_kernel_tuner_dict, is_kernel_tuner_cache, parse_cache_text, read_text, _stem
+from .space import RecordedSpace
+from .space_file import from_space_document, is_space_document, validate
+
+
+def load_space(path: str | Path, workload: str | None = None, valid_only: bool = False,
+               min_speedup: float | None = None, objective: str | None = None) -> RecordedSpace:
+    """Read `path`; `valid_only` drops failed configurations (as Kernel Tuner's tune_cache does), `workload`
+    selects one workload of a multi-workload kernelloop space, `objective` picks a Kernel Tuner cache's key."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no recorded space at {path}")
+    data = parse_cache_text(read_text(path))
+    if is_space_document(data):
+        validate(data, str(path))
+        space = from_space_document(data, workload=workload, min_speedup=min_speedup)
+    elif is_kernel_tuner_cache(data):
+        space = from_kernel_tuner_dict(data, objective=objective, name=_stem(path))
+    else:
+        raise ValueError(f"{path}: neither a kernelloop space file nor a Kernel Tuner cache")
+    space.meta["path"] = str(path)
+    return space.valid_only() if valid_only else space

@@ -1,0 +1,100 @@
+"""History pruning: regions learnt to be bad during a run, and a transfer prior from earlier runs.
+
+- `BadRegions` watches a run: a parameter value whose evaluated configurations all failed, or all sit in
+  the worst part of what was seen, after at least `min_count` of them, is marked bad; `mask()` says which
+  rows of the space avoid every bad value. Strategies use it softly (prefer rows outside bad regions while any
+  are left), so a wrong judgement costs ordering, never reachability.
+- `TransferPrior` learns from another recording of the same kernel (another shape or GPU): an additive model
+  of log(objective) over parameter values (ridge regression on one-hot levels), fitted on the configurations
+  the other recording measured; `scores(space)` predicts every configuration of the new space, and `top(k)`
+  gives the k most promising as a warm start. Values it never saw fall back to the mean.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .encoding import SpaceEncoding
+
+
+class BadRegions:
+    """Parameter values that, on the evidence of this run, only lead to failures or poor results."""
+
+    def __init__(self, enc: SpaceEncoding, min_count: int = 4, quantile: float = 0.5):
+        self.enc = enc
+        self.min_count = min_count
+        self.quantile = quantile
+        self.bad: set[tuple[int, int]] = set()      # (column, level)
+
+    def update(self, rows: np.ndarray, values: np.ndarray) -> set[tuple[int, int]]:
+        """Re-judge from all told rows (`values` inf for failures); return the newly marked (column, level)s."""
+        ok = np.isfinite(values)
+        cut = np.quantile(values[ok], self.quantile) if ok.sum() >= 2 * self.min_count else None
+        newly = set()
+        for j in np.flatnonzero(self.enc.varying):
+            lv = self.enc.X[rows, j]
+            for level in np.unique(lv):
+                sel = lv == level
+                if sel.sum() < self.min_count:
+                    continue
+                v = values[sel]
+                if np.all(~np.isfinite(v)) or (cut is not None and np.all(v > cut)):
+                    if (int(j), int(level)) not in self.bad:
+                        newly.add((int(j), int(level)))
+        self.bad |= newly
+        return newly
+
+    def mask(self) -> np.ndarray:
+        """True for rows that use no bad value."""
+        keep = np.ones(len(self.enc), dtype=bool)
+        for j, level in self.bad:
+            keep &= self.enc.X[:, j] != level
+        return keep
+
+    def describe(self) -> list[dict]:
+        return [{"param": self.enc.params[j].name, "value": self.enc.params[j].levels[lv]}
+                for j, lv in sorted(self.bad)]
+
+
+class TransferPrior:
+    """An additive model of log(objective) over parameter values, learnt from another recording."""
+
+    def __init__(self, configs: list[dict], values: list[float | None], ridge: float = 1.0):
+        pairs = [(c, v) for c, v in zip(configs, values) if v is not None and v > 0 and math.isfinite(v)]
+        if len(pairs) < 2:
+            raise ValueError("a transfer prior needs at least two measured configurations")
+        self.names = sorted({k for c, _ in pairs for k in c})
+        self.levels = {n: sorted({_key(c.get(n)) for c, _ in pairs}) for n in self.names}
+        cols = [(n, lv) for n in self.names for lv in self.levels[n]]
+        self.col_of = {c: i for i, c in enumerate(cols)}
+        A = np.zeros((len(pairs), len(cols)))
+        for i, (c, _) in enumerate(pairs):
+            for n in self.names:
+                A[i, self.col_of[(n, _key(c.get(n)))]] = 1.0
+        y = np.log([v for _, v in pairs])
+        self.mean = float(y.mean())
+        self.w = np.linalg.solve(A.T @ A + ridge * np.eye(len(cols)), A.T @ (y - self.mean))
+
+    @classmethod
+    def from_space(cls, space) -> "TransferPrior":
+        """From a RecordedSpace (kernelloop.replay) of another shape or GPU."""
+        return cls(space.configs, space.values)
+
+    def predict(self, config: dict) -> float:
+        """Predicted log(objective); unseen values contribute nothing."""
+        return self.mean + sum(float(self.w[self.col_of[(n, _key(config.get(n)))]])
+                               for n in self.names if (n, _key(config.get(n))) in self.col_of)
+
+    def scores(self, space: list[dict]) -> np.ndarray:
+        return np.array([self.predict(c) for c in space])
+
+    def top(self, space: list[dict], k: int) -> list[int]:
+        """Rows of `space` with the k lowest predicted objectives (ties by row)."""
+        s = self.scores(space)
+        return np.lexsort((np.arange(len(s)), s))[:k].tolist()
+
+
+def _key(v):
+    return tuple(v) if isinstance(v, list) else v

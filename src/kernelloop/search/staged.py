@@ -1,0 +1,208 @@
+"""The default strategy: staged search, coarse -> fine -> polish, with a stagnation supervisor.
+
+- coarse: a space-filling design (greedy max-min distance over a random sample of the space);
+- fine: a Gaussian-process surrogate of log(objective) ranks the candidates by expected improvement; the
+  candidates are the neighbourhoods (one or two parameters changed) of the best configurations so far plus a
+  random sample of the rest of the space, so the model both refines good regions and looks elsewhere;
+- polish: when the supervisor sees no improvement beyond noise for `patience` evaluations, the incumbent's
+  one-step neighbourhood is swept; if that also stalls, the search jumps to the most promising region far
+  from everything tried (the surrogate's best among distant configurations). Each intervention is an event.
+
+Failed configurations are given the worst value seen so far, so the surrogate learns to avoid their region.
+History pruning: parameter values that only gave failures or poor results in this run are avoided in the
+random part of the candidates (`BadRegions`), and an optional `prior` (a `TransferPrior` learnt from another
+shape or GPU of the same kernel) supplies half of the coarse design.
+
+Numerical work runs with one BLAS thread: the matrices are small, and extra threads only contend.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .base import SearchStrategy
+from .encoding import SpaceEncoding
+from .history import BadRegions, TransferPrior
+from .supervisor import Supervisor
+from .surrogate import GaussianProcess, expected_improvement, gp_features
+
+
+class Staged(SearchStrategy):
+    name = "staged"
+
+    def __init__(self, space: list[dict], seed: int = 0, encoding: SpaceEncoding | None = None,
+                 n_init: int | None = None, pool: int = 500, elites: int = 4, near_cap: int = 150, patience: int = 20,
+                 max_model_points: int = 400, prior=None):
+        super().__init__(space, seed, encoding)
+        self.cols = np.flatnonzero(self.enc.varying)
+        self.Z = self.enc.pos[:, self.cols]
+        d = max(1, self.cols.size)
+        self.n_init = n_init if n_init is not None else int(min(max(5, d + 2), 12))
+        self.pool = pool
+        self.near_cap = near_cap
+        self.elites = elites
+        self.max_model_points = max_model_points
+        self.F, groups, self.groups = gp_features(self.enc)
+        init = np.array([0.5 if kind == "ordinal" else 3.0 for _, kind in self.groups])
+        self.gp = GaussianProcess(groups, init)
+        self._gp_rows: list[int] = []
+        self._hyper_at = 0
+        self.supervisor = Supervisor(patience=patience)
+        self.queue: list[int] = []
+        self.phase = "coarse"
+        self._fitted_at = -1
+        self.prior = prior
+        self.bad = BadRegions(self.enc)
+        self._bad_mask: np.ndarray | None = None
+        self._warm: list[int] = []
+        if prior is not None:
+            if not isinstance(prior, TransferPrior):
+                prior = TransferPrior.from_space(prior)
+            self._warm = prior.top(self.space, max(1, self.n_init // 2))
+            self.log_event("prior", action="warm start", rows=len(self._warm))
+        try:
+            from threadpoolctl import ThreadpoolController
+            self._threads = ThreadpoolController()
+        except ImportError:  # optional: without it BLAS uses its default threads
+            self._threads = None
+
+    def ask(self) -> dict | None:
+        if self._threads is None:
+            return super().ask()
+        with self._threads.limit(limits=1, user_api="blas"):
+            return super().ask()
+
+    # -- stages -------------------------------------------------------------------------------------------
+    def _propose(self) -> int | None:
+        while self.queue:
+            row = self.queue.pop(0)
+            if not self.asked[row]:
+                return row
+        while self._warm:
+            row = self._warm.pop(0)
+            if not self.asked[row]:
+                return row
+        if len(self.order) < self.n_init or not np.isfinite(self.values).any() or self.cols.size == 0:
+            return self._space_filling()
+        if self.supervisor.stagnating:
+            self._intervene()
+            while self.queue:
+                row = self.queue.pop(0)
+                if not self.asked[row]:
+                    return row
+        self.phase = "fine"
+        return self._by_surrogate(self._candidates())
+
+    def _space_filling(self) -> int:
+        free = self.unasked()
+        sample = free if free.size <= 256 else self.rng.choice(free, 256, replace=False)
+        done = np.flatnonzero(self.asked)
+        if done.size == 0:
+            return int(sample[self.rng.integers(sample.size)])
+        Zs, Zd = self.Z[sample], self.Z[done]
+        dmin = np.min(np.abs(Zs[:, None, :] - Zd[None, :, :]).sum(-1), axis=1)
+        return int(sample[np.argmax(dmin)])
+
+    def _candidates(self) -> np.ndarray:
+        free = self.unasked()
+        if free.size <= self.pool * 2:
+            return free
+        told = np.array(self.order)
+        ok = told[~self.failed[told]]
+        top = ok[np.argsort(self.values[ok], kind="stable")[: self.elites]]
+        near = []
+        for r in top:                      # the nearest unasked neighbours of each elite, at most `near_cap`
+            nb = self.enc.neighbours(int(r), radius=2)
+            near.append(nb[~self.asked[nb]][: self.near_cap])
+        near = np.unique(np.concatenate(near)) if near else np.array([], dtype=np.int64)
+        if self._bad_mask is not None:
+            good = free[self._bad_mask[free]]
+            if good.size >= self.pool:
+                free = good
+        far = self.rng.choice(free, self.pool, replace=False)
+        return np.unique(np.concatenate([near, far]))
+
+    def _targets(self, rows: np.ndarray) -> np.ndarray:
+        """log(objective) of told rows; a failure gets the worst log value seen."""
+        vals = self.values[rows]
+        ok = np.isfinite(vals)
+        logv = np.log(np.where(ok, vals, 1.0))
+        if (~ok).any():
+            logv[~ok] = logv[ok].max() if ok.any() else 0.0
+        return logv
+
+    def _fit(self) -> None:
+        n = len(self.order)
+        if self._fitted_at == n:
+            return
+        told = np.array(self.order)
+        if not self._gp_rows or n - self._hyper_at >= max(4, n // 6) or n > self.max_model_points:
+            rows = told
+            if rows.size > self.max_model_points:    # the best half and a spread of the rest
+                logv = self._targets(rows)
+                keep = np.argsort(logv, kind="stable")
+                half = self.max_model_points // 2
+                rest = keep[half:]
+                rows = rows[np.concatenate([keep[:half],
+                                            rest[np.linspace(0, rest.size - 1, self.max_model_points - half).astype(int)]])]
+            y = self._targets(rows)
+            self.gp.fit_hyper(self.F[rows], y, steps=20 if self._hyper_at == 0 else 6)
+            self.gp.condition(self.F[rows], y)
+            self._gp_rows = rows.tolist()
+            self._hyper_at = n
+        else:
+            have = set(self._gp_rows)
+            new = [r for r in self.order if r not in have]
+            for r in new:
+                self._gp_rows.append(r)
+                self.gp.add(self.F[r], self._targets(np.array(self._gp_rows)))
+        self._fitted_at = n
+
+    def _by_surrogate(self, cands: np.ndarray) -> int:
+        self._fit()
+        mu, sd = self.gp.predict(self.F[cands])
+        best = (math.log(self.best_value) - self.gp.y_mean) / self.gp.y_std
+        ei = expected_improvement(mu, sd, best)
+        return int(cands[np.argmax(ei)])
+
+    # -- the supervisor's interventions ---------------------------------------------------------------------
+    def _observe(self, row: int, value: float | None) -> None:
+        self.supervisor.observe(value)
+        if len(self.order) >= self.n_init and len(self.order) % 5 == 0:
+            told = np.array(self.order)
+            newly = self.bad.update(told, np.where(self.failed[told], np.inf, self.values[told]))
+            if newly:
+                self._bad_mask = self.bad.mask()
+                self.log_event("history", action="avoid", values=[
+                    {"param": self.enc.params[j].name, "value": self.enc.params[j].levels[lv]} for j, lv in sorted(newly)])
+
+    def _intervene(self) -> None:
+        inc = self.best_row
+        steps = self.enc.step_neighbours(inc) if inc is not None else np.array([], dtype=np.int64)
+        steps = steps[~self.asked[steps]] if steps.size else steps
+        if self.phase != "polish" and steps.size:
+            self.phase = "polish"
+            self.queue = [int(r) for r in steps]
+            self.log_event("supervisor", action="polish", reason=f"no gain > {self.supervisor.min_improvement:.0%} "
+                           f"in {self.supervisor.patience} evaluations", incumbent=int(inc),
+                           best=self.best_value, queued=len(self.queue))
+        else:
+            self.phase = "explore"
+            row = self._far_region()
+            self.queue = [row]
+            self.log_event("supervisor", action="explore", reason="polish did not help", incumbent=int(inc),
+                           best=self.best_value, target=row)
+        self.supervisor.intervened()
+
+    def _far_region(self) -> int:
+        free = self.unasked()
+        told = np.array(self.order)
+        sample = free if free.size <= 1000 else self.rng.choice(free, 1000, replace=False)
+        Zs, Zt = self.Z[sample], self.Z[told]
+        dmin = np.min(np.abs(Zs[:, None, :] - Zt[None, :, :]).sum(-1), axis=1) if told.size else np.ones(sample.size)
+        far = sample[dmin >= np.quantile(dmin, 0.75)]
+        self._fit()
+        mu, sd = self.gp.predict(self.F[far])
+        return int(far[np.argmin(mu - 2.0 * sd)])

@@ -1,0 +1,181 @@
+"""A small Gaussian-process surrogate in numpy, for ranking configurations not measured yet.
+
+Features: for every varying parameter, its scaled level position (when the parameter is numeric, so "nearby
+values behave alike" can be learnt) and its one-hot level (so "this particular value is special" can be
+learnt too: on an AMD GPU a block of 64 or 128 threads is good, 48 and 80 are not, which no smooth function
+of the block size says). Each of these groups of columns has its own length scale (ARD): a group with a long
+length scale is a parameter the model found irrelevant in that sense. The kernel is Matérn-5/2 on the
+scaled Euclidean distance over all groups; outputs are standardised log(objective).
+
+Hyperparameters (length scales, noise) are fitted by Adam steps on the log marginal likelihood, warm-started
+from the previous fit; between refits a new observation is added to the Cholesky factor in O(n^2).
+Expected improvement is the acquisition; `norm_cdf` avoids a scipy dependency.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .encoding import SpaceEncoding
+
+_SQRT5 = math.sqrt(5.0)
+
+
+def norm_pdf(z: np.ndarray) -> np.ndarray:
+    return np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+
+
+def norm_cdf(z: np.ndarray) -> np.ndarray:
+    """Standard normal CDF via erf (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7)."""
+    x = np.abs(z) / math.sqrt(2.0)
+    t = 1.0 / (1.0 + 0.3275911 * x)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    erf = 1.0 - poly * np.exp(-x * x)
+    return 0.5 * (1.0 + np.sign(z) * erf)
+
+
+def expected_improvement(mu: np.ndarray, sigma: np.ndarray, best: float, xi: float = 0.0) -> np.ndarray:
+    """EI for minimisation below `best` (same units as mu)."""
+    sigma = np.maximum(sigma, 1e-12)
+    z = (best - mu - xi) / sigma
+    return sigma * (z * norm_cdf(z) + norm_pdf(z))
+
+
+def gp_features(enc: SpaceEncoding) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str]]]:
+    """Feature matrix of every row, the group of each column, and (parameter, 'ordinal'|'level') per group."""
+    cols, groups, names = [], [], []
+    for j, p in enumerate(enc.params):
+        if not enc.varying[j]:
+            continue
+        if p.ordinal and len(p.levels) > 2:
+            cols.append(enc.pos[:, j:j + 1])
+            groups.append(len(names))
+            names.append((p.name, "ordinal"))
+        onehot = (enc.X[:, j:j + 1] == np.arange(len(p.levels))[None, :]).astype(np.float64) / math.sqrt(2.0)
+        cols.append(onehot)
+        groups.extend([len(names)] * onehot.shape[1])
+        names.append((p.name, "level"))
+    if not cols:
+        return np.zeros((len(enc), 0)), np.zeros(0, dtype=np.int64), []
+    return np.hstack(cols), np.array(groups, dtype=np.int64), names
+
+
+def _sqdist(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    d2 = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2.0 * A @ B.T
+    return np.maximum(d2, 0.0)
+
+
+class GaussianProcess:
+    """GP regression with a grouped-ARD Matérn-5/2 kernel, constant mean and fitted noise.
+
+    `init_scales` sets each group's starting length scale (a one-hot group starts long: a parameter's
+    individual values are assumed alike until the data say otherwise).
+    """
+
+    def __init__(self, groups: np.ndarray, init_scales: np.ndarray, noise: float = 1e-2):
+        self.groups = np.asarray(groups)
+        self.n_groups = int(self.groups.max()) + 1 if self.groups.size else 0
+        self.log_ls = np.log(np.asarray(init_scales, dtype=np.float64))
+        self.log_noise = math.log(noise)
+        self._m = np.zeros(self.n_groups + 1)
+        self._v = np.zeros(self.n_groups + 1)
+        self._t = 0
+        self.F: np.ndarray | None = None
+
+    def _scaled(self, F: np.ndarray) -> np.ndarray:
+        return F / np.exp(self.log_ls)[self.groups]
+
+    @staticmethod
+    def _matern(r2: np.ndarray) -> np.ndarray:
+        s = _SQRT5 * np.sqrt(r2)
+        return (1.0 + s + s * s / 3.0) * np.exp(-s)
+
+    # -- hyperparameters ----------------------------------------------------------------------------------
+    def fit_hyper(self, F: np.ndarray, y: np.ndarray, steps: int = 8, lr: float = 0.1) -> None:
+        """Adam ascent on the log marginal likelihood of standardised y."""
+        if len(y) < 4 or self.n_groups == 0:
+            return
+        yn = (y - y.mean()) / (y.std() or 1.0)
+        n = len(y)
+        D = np.stack([_sqdist(F[:, self.groups == g], F[:, self.groups == g]) for g in range(self.n_groups)])
+        eye = np.eye(n)
+        for _ in range(steps):
+            ls2 = np.exp(2 * self.log_ls)
+            r2 = np.tensordot(1.0 / ls2, D, axes=1)
+            s = _SQRT5 * np.sqrt(r2)
+            e = np.exp(-s)
+            K = (1.0 + s + s * s / 3.0) * e
+            noise = math.exp(self.log_noise)
+            try:
+                L = np.linalg.cholesky(K + (noise + 1e-8) * eye)
+            except np.linalg.LinAlgError:
+                self.log_noise = min(self.log_noise + 1.0, math.log(0.5))
+                continue
+            Linv = np.linalg.inv(L)
+            Kinv = Linv.T @ Linv
+            alpha = Kinv @ yn
+            W = np.outer(alpha, alpha) - Kinv                   # dLML/dK = W / 2
+            common = W * ((5.0 / 6.0) * (1.0 + s) * e)          # 0.5 * dk/d(log ls_g) / (D_g / ls_g^2)
+            g_ls = np.tensordot(D, common, axes=([1, 2], [0, 1])) / ls2
+            grad = np.append(g_ls, 0.5 * np.trace(W) * noise)
+            self._t += 1
+            self._m = 0.9 * self._m + 0.1 * grad
+            self._v = 0.999 * self._v + 0.001 * grad * grad
+            step = lr * (self._m / (1 - 0.9 ** self._t)) / (np.sqrt(self._v / (1 - 0.999 ** self._t)) + 1e-8)
+            self.log_ls = np.clip(self.log_ls + step[:-1], math.log(0.02), math.log(50.0))
+            self.log_noise = float(np.clip(self.log_noise + step[-1], math.log(1e-6), math.log(0.5)))
+
+    # -- conditioning -------------------------------------------------------------------------------------
+    def condition(self, F: np.ndarray, y: np.ndarray) -> None:
+        """Condition on all of (F, y) from scratch (after a hyperparameter change)."""
+        self.F = np.asarray(F, dtype=np.float64)
+        self._Fs = self._scaled(self.F)
+        n = len(self.F)
+        K = self._matern(_sqdist(self._Fs, self._Fs)) + (math.exp(self.log_noise) + 1e-8) * np.eye(n)
+        jitter = 0.0
+        for _ in range(8):
+            try:
+                L = np.linalg.cholesky(K + jitter * np.eye(n))
+                break
+            except np.linalg.LinAlgError:
+                jitter = max(jitter * 10, 1e-6)
+        self.Linv = np.linalg.inv(L)
+        self._set_y(y)
+
+    def add(self, f: np.ndarray, y: np.ndarray) -> None:
+        """Append one observation (its features `f`), keeping the hyperparameters: an O(n^2) update."""
+        fs = self._scaled(f[None, :])
+        k = self._matern(_sqdist(fs, self._Fs))[0]
+        l = self.Linv @ k
+        d2 = 1.0 + math.exp(self.log_noise) + 1e-8 - float(l @ l)
+        if d2 <= 1e-10:
+            self.condition(np.vstack([self.F, f]), y)
+            return
+        d = math.sqrt(d2)
+        n = self.Linv.shape[0]
+        Linv = np.zeros((n + 1, n + 1))
+        Linv[:n, :n] = self.Linv
+        Linv[n, :n] = -(l @ self.Linv) / d
+        Linv[n, n] = 1.0 / d
+        self.Linv = Linv
+        self.F = np.vstack([self.F, f])
+        self._Fs = np.vstack([self._Fs, fs])
+        self._set_y(y)
+
+    def _set_y(self, y: np.ndarray) -> None:
+        y = np.asarray(y, dtype=np.float64)
+        self.y_mean = float(y.mean())
+        self.y_std = float(y.std()) or 1.0
+        yn = (y - self.y_mean) / self.y_std
+        self.alpha = self.Linv.T @ (self.Linv @ yn)
+
+    # -- prediction ---------------------------------------------------------------------------------------
+    def predict(self, F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and standard deviation in standardised units (see `y_mean`, `y_std`)."""
+        Ks = self._matern(_sqdist(self._scaled(F), self._Fs))
+        mu = Ks @ self.alpha
+        v = Ks @ self.Linv.T
+        var = np.maximum(1.0 - (v * v).sum(1), 1e-12)
+        return mu, np.sqrt(var)

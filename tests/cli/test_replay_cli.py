@@ -1,0 +1,59 @@
+"""`kernelloop replay` end to end on a small Kernel Tuner cache, and `kernelloop record` on a GPU."""
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kernelloop.cli import common
+from kernelloop.cli.app import app
+
+runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cache(tmp_path: Path) -> Path:
+    entries = {}
+    for bx in (16, 32, 64, 128, 256):
+        for t in (1, 2, 3, 4):
+            time = None if (bx, t) == (256, 4) else 1.0 + abs(bx - 64) / 64 + abs(t - 3) * 0.5
+            entries[f"{bx},{t}"] = {"bx": bx, "t": t, "time": time if time else "CompilationFailedConfig"}
+    data = {"tune_params_keys": ["bx", "t"], "tune_params": {"bx": [16, 32, 64, 128, 256], "t": [1, 2, 3, 4]},
+            "objective": "time", "kernel_name": "toy", "problem_size": [8], "cache": entries}
+    p = tmp_path / "toy.json.gz"
+    p.write_bytes(gzip.compress(json.dumps(data).encode()))
+    return p
+
+
+def test_replay_json_reports_curves_and_metrics(tmp_path):
+    r = runner.invoke(app, ["replay", str(cache(tmp_path)), "--strategy", "staged", "--strategy", "random",
+                            "--seeds", "3", "--budget", "19", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout[r.stdout.index("["):])
+    assert [o["strategy"] for o in out] == ["staged", "random"]
+    for o in out:
+        assert o["configurations"] == 20 and o["failed"] == 1 and o["optimum"] == 1.0
+        assert len(o["mean_fraction_of_optimum"]) == 19 and len(o["runs"]) == 3
+        assert all(r["evaluations"] == 19 for r in o["runs"])
+        # 19 of 20 configurations with 1 failure: every run has seen the optimum by the end
+        assert o["mean_fraction_of_optimum"][-1] == 1.0 and o["reached_5pct"] == 1.0
+
+
+def test_replay_table_and_bad_input(tmp_path):
+    r = runner.invoke(app, ["replay", str(cache(tmp_path)), "--seeds", "2", "--budget", "5"])
+    assert r.exit_code == 0 and "staged" in r.output and "P@50" in r.output
+    bad = runner.invoke(app, ["replay", str(cache(tmp_path)), "--strategy", "nope"])
+    assert bad.exit_code == common.BAD_INPUT and "unknown strategy" in bad.output
+    missing = runner.invoke(app, ["replay", str(tmp_path / "nothing.json")])
+    assert missing.exit_code == common.BAD_INPUT
+
+
+@pytest.mark.gpu
+def test_record_then_replay_on_a_gpu(tmp_path):
+    out = tmp_path / "rmsnorm.json.gz"
+    r = runner.invoke(app, ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(out), "--limit", "4"])
+    assert r.exit_code == 0, r.output
+    rep = runner.invoke(app, ["replay", str(out), "--seeds", "2", "--budget", "4", "--json"])
+    assert rep.exit_code == 0, rep.output
