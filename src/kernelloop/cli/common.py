@@ -37,3 +37,12 @@ def resolve_op(spec: str) -> Path:
     if (Path("ops") / spec).is_dir():
         return Path("ops") / spec
     return p  # load_op reports 'file not found' naming it
+
+
+def archive_path(run: Path, console) -> Path:
+    """The archive of a run folder (or the file itself); exits with BAD_INPUT, saying so, when there is none."""
+    path = run / "archive.sqlite" if run.is_dir() else run
+    if not path.is_file():
+        console.print(f"[red]no archive at {path}[/red]")
+        raise typer.Exit(BAD_INPUT)
+    return path

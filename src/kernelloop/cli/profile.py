@@ -207,11 +207,8 @@ def profile(
     as_json: Annotated[bool, typer.Option("--json", help="Print the records as JSON.")] = False,
 ) -> None:
     """Explain trials: bottleneck class, kept evidence, roofline position, hypotheses."""
-    path = run / "archive.sqlite" if run.is_dir() else run
     console = Console()
-    if not path.is_file():
-        console.print(f"[red]no archive at {path}[/red]")
-        raise typer.Exit(common.BAD_INPUT)
+    path = common.archive_path(run, console)
     try:
         with Archive(path) as archive:
             summary = profile_summary(archive, trial)

@@ -20,11 +20,8 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Summarise an archived run."""
-    path = run / "archive.sqlite" if run.is_dir() else run
     console = Console()
-    if not path.is_file():
-        console.print(f"[red]no archive at {path}[/red]")
-        raise typer.Exit(common.BAD_INPUT)
+    path = common.archive_path(run, console)
     try:
         with Archive(path) as archive:
             summary = run_summary(archive)
