@@ -50,3 +50,13 @@ def test_trial_round_trip_with_discriminated_build():
     back = Trial.from_json(t.to_json())
     assert back == t and back.build.kind == "artifact"
     assert t.id.startswith("t-") and t.id == back.id
+
+
+def test_tolerance_scales_atol_with_the_reduction_length():
+    from kernelloop.records import Tolerance
+    t = Tolerance(atol=1e-3, rtol=1e-2, atol_scale="sqrt_(K)")
+    assert t.resolve({"K": 4096}).atol == pytest.approx(0.064)
+    assert t.resolve({"K": 4096}).rtol == 1e-2
+    assert Tolerance(atol=1e-3, rtol=0).resolve({"K": 9}).atol == 1e-3
+    with pytest.raises(ValidationError):
+        Tolerance(atol=1e-3, rtol=0, atol_scale="__import__('os')")

@@ -33,7 +33,7 @@ _ALLOWED_FORMULA_NODES = (
     ast.Call, ast.Compare, ast.BoolOp, ast.And, ast.Or, ast.Not, ast.IfExp,
     ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
 )
-_FORMULA_FUNCS = {"min": min, "max": max, "cdiv": lambda a, b: -(-a // b),
+_FORMULA_FUNCS = {"min": min, "max": max, "cdiv": lambda a, b: -(-a // b), "sqrt_": lambda x: x ** 0.5,
                   "next_pow2": lambda n: 1 << max(0, int(n - 1).bit_length())}
 
 
@@ -76,10 +76,29 @@ class TensorSpec(Record):
 
 
 class Tolerance(Record):
-    """Pass if |out - ref| <= atol + rtol * |ref| elementwise."""
+    """Pass if |out - ref| <= atol + rtol * |ref| elementwise.
+
+    `atol_scale` (an expression over the axes, e.g. "sqrt_(K)" for a length-K accumulation) multiplies atol for
+    each workload, so a reduction's error bound can grow with its length while zero outputs still fail.
+    """
 
     atol: float = Field(ge=0, description="Absolute tolerance.")
     rtol: float = Field(ge=0, description="Relative tolerance.")
+    atol_scale: str | None = Field(None, description="Expression over axes multiplying atol (e.g. 'sqrt_(K)').")
+
+    @field_validator("atol_scale")
+    @classmethod
+    def _scale(cls, v: str | None) -> str | None:
+        if v is not None:
+            check_expression(v)
+        return v
+
+    def resolve(self, axes: dict[str, int]) -> "Tolerance":
+        """This tolerance with atol scaled for concrete axis values."""
+        if self.atol_scale is None:
+            return self
+        scale = float(evaluate_expression(self.atol_scale, axes))
+        return Tolerance(atol=self.atol * scale, rtol=self.rtol)
 
 
 Distribution = Literal["normal", "large", "mixed", "near_zero", "heavy_tail"]
@@ -192,6 +211,10 @@ class OpSpec(Record):
 
     def flops(self, axes: dict[str, int], dtype: DType) -> float:
         return float(evaluate_expression(self.flops_formula, {**axes, "elem": dtype.itemsize}))
+
+    def tolerance_for(self, workload: "Workload") -> Tolerance:
+        """The workload's tolerance: its dtype's, with atol scaled by the workload's axes where the spec says so."""
+        return self.tolerance[workload.dtype].resolve(workload.axes)
 
     def tensor_dtype(self, t: TensorSpec, dtype: DType) -> DType:
         return dtype if t.dtype == "op" else DType(t.dtype)

@@ -54,7 +54,10 @@ def hardware_violation(template: TemplateSpec, config: dict, names: dict, props:
 
 def prune(template: TemplateSpec, workload: Workload, props: dict) -> tuple[list[dict], PruneReport]:
     """Configurations of `template` that can launch on `props` and satisfy its constraints for `workload`."""
-    names = {**workload.axes, "elem": workload.dtype.itemsize}
+    names = {**workload.axes, "elem": workload.dtype.itemsize,
+             # device facts constraints may use, e.g. "TMA == 0 or (cc_major >= 9 and not interpreter)"
+             "cc_major": props.get("capability", [0, 0])[0], "sm_count": props.get("sm_count", 0),
+             "interpreter": bool(props.get("virtual", False))}
     report = PruneReport()
     kept = []
     for config in expand(template):
