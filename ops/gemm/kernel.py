@@ -1,0 +1,190 @@
+"""GEMM with a fused epilogue: C = act(A @ B [+ bias]), fp32 accumulation. Shared by every ops/gemm* folder.
+
+One template, pinned per op by two single-valued parameters of its spec:
+- EPILOGUE: "none" | "bias" | "bias_gelu" (exact erf GELU, as F.gelu) | "bias_silu" (x * sigmoid(x));
+- TRANS_B: 0 when b is [K, N] (row-major B), 1 when b is [N, K] (an nn.Linear weight: C = A @ B.T).
+
+Scheduling: one output tile per program (PERSISTENT=0), or a grid of one program per SM looping over the
+tiles (PERSISTENT=1); tiles are visited in GROUP_M-row super-groups so neighbouring programs share the same
+B columns and A rows in L2. TMA=1 loads A/B tiles (and stores C) through host-built tensor descriptors
+(Hopper's tensor memory accelerator; no device-side scratch allocator is needed, unlike
+`tl.make_tensor_descriptor`). SPLIT_K>1 splits the reduction across programs that add their fp32 partial tiles
+into the (zeroed) fp32 output with atomics: only for an fp32 output without an epilogue, and only SPLIT_K=2 is
+bitwise deterministic (two addends commute; three do not associate).
+"""
+
+import torch
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+_ACTIVATIONS = {"none": 0, "bias": 0, "bias_gelu": 1, "bias_silu": 2}
+
+
+@triton.jit
+def _tile_of(tile, num_m, num_n, GROUP_M: tl.constexpr):
+    """(pid_m, pid_n) of a linear tile index, GROUP_M tile-rows at a time (L2 reuse of B's columns)."""
+    per_group = GROUP_M * num_n
+    first_m = (tile // per_group) * GROUP_M
+    rows = tl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % per_group) % rows
+    pid_n = (tile % per_group) // rows
+    return pid_m, pid_n
+
+
+@triton.jit
+def _mma(a, b, acc, INTERPRETER: tl.constexpr):
+    """acc + a @ b with fp32 accumulation. In the CPU interpreter (never on a GPU) the operands are widened to fp32
+    first, exactly: triton 3.9's interpreter multiplies bf16 operands as their uint16 bit patterns."""
+    if INTERPRETER:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+    else:
+        return tl.dot(a, b, acc)
+
+
+@triton.jit
+def _to_out(acc, dtype: tl.constexpr, INTERPRETER: tl.constexpr):
+    """The fp32 tile in the output's dtype, rounded to nearest even as a GPU does. The CPU interpreter truncates
+    fp32 -> bf16, so there the rounding increment is added to the bits first (acc is finite)."""
+    if dtype == tl.float32:
+        return acc
+    else:
+        if INTERPRETER and dtype == tl.bfloat16:
+            bits = acc.to(tl.uint32, bitcast=True)
+            acc = (bits + 0x7FFF + ((bits >> 16) & 1)).to(tl.float32, bitcast=True)
+        return acc.to(dtype)
+
+
+@triton.jit
+def _gemm_work(work, A, B, Bias, C, M, N, K, k_span, num_m, num_n,
+               stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+               SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, TMA: tl.constexpr, TRANS_B: tl.constexpr,
+               HAS_BIAS: tl.constexpr, ACT: tl.constexpr, INTERPRETER: tl.constexpr):
+    """One unit of work: the k-range `split` of output tile `tile` (work = split * tiles + tile)."""
+    num_tiles = num_m * num_n
+    tile = work % num_tiles
+    split = work // num_tiles
+    pid_m, pid_n = _tile_of(tile, num_m, num_n, GROUP_M)
+    off_m = pid_m * BLOCK_M
+    off_n = pid_n * BLOCK_N
+    # k-range [k_lo, k_lo + k_span): k_span is a multiple of BLOCK_K, so only the end of K needs masking
+    k_lo = split * k_span
+    offs_m = off_m + tl.arange(0, BLOCK_M)
+    offs_n = off_n + tl.arange(0, BLOCK_N)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if TMA:
+        # Out-of-bounds rows, columns and k are zero-filled by the copy engine: no masks.
+        for k in range(k_lo, k_lo + k_span, BLOCK_K):
+            a = A.load([off_m, k])
+            if TRANS_B:
+                b = B.load([off_n, k]).T
+            else:
+                b = B.load([k, off_n])
+            acc = _mma(a, b, acc, INTERPRETER)
+    else:
+        # Rows past M / columns past N wrap onto valid ones (never stored), so only k needs a mask.
+        rm = offs_m % M
+        rn = offs_n % N
+        offs_k = k_lo + tl.arange(0, BLOCK_K)
+        a_ptrs = A + rm[:, None] * stride_am + offs_k[None, :] * stride_ak
+        b_ptrs = B + offs_k[:, None] * stride_bk + rn[None, :] * stride_bn
+        for k in range(k_lo, k_lo + k_span, BLOCK_K):
+            if EVEN_K:
+                a = tl.load(a_ptrs)
+                b = tl.load(b_ptrs)
+            else:
+                kk = k + tl.arange(0, BLOCK_K)
+                a = tl.load(a_ptrs, mask=kk[None, :] < K, other=0.0)
+                b = tl.load(b_ptrs, mask=kk[:, None] < K, other=0.0)
+            acc = _mma(a, b, acc, INTERPRETER)
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
+    if HAS_BIAS:
+        bias = tl.load(Bias + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)
+        acc += bias[None, :]
+    if ACT == 1:  # exact GELU: 0.5 x (1 + erf(x / sqrt(2)))
+        acc = 0.5 * acc * (1.0 + tl.math.erf(acc * 0.7071067811865476))
+    elif ACT == 2:  # SiLU: x * sigmoid(x); exp overflow to inf gives -0.0 for very negative x, never NaN
+        acc = acc / (1.0 + tl.exp(-acc))
+    if SPLIT_K > 1:
+        c_ptrs = C + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+        tl.atomic_add(c_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N), sem="relaxed")
+    elif TMA:
+        C.store([off_m, off_n], _to_out(acc, C.dtype, INTERPRETER))
+    else:
+        c_ptrs = C + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+        out = _to_out(acc, C.dtype.element_ty, INTERPRETER)
+        tl.store(c_ptrs, out, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+@triton.jit
+def _gemm_kernel(A, B, Bias, C, M, N, K, k_span, num_programs,
+                 stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                 SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, PERSISTENT: tl.constexpr, TMA: tl.constexpr,
+                 TRANS_B: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr, INTERPRETER: tl.constexpr):
+    pid = tl.program_id(0)
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    if PERSISTENT:
+        for work in range(pid, num_m * num_n * SPLIT_K, num_programs):
+            _gemm_work(work, A, B, Bias, C, M, N, K, k_span, num_m, num_n,
+                       stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                       BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, EVEN_K, TMA, TRANS_B, HAS_BIAS, ACT, INTERPRETER)
+    else:
+        _gemm_work(pid, A, B, Bias, C, M, N, K, k_span, num_m, num_n,
+                   stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                   BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, EVEN_K, TMA, TRANS_B, HAS_BIAS, ACT, INTERPRETER)
+
+
+@triton.jit
+def _zero_kernel(C, M, N, stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    zeros = tl.zeros((BLOCK_M, BLOCK_N), dtype=C.dtype.element_ty)
+    tl.store(C + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, zeros,
+             mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def _program_count(t, work):
+    """Programs of a persistent launch: one per SM (at most one per unit of work)."""
+    if t.is_cuda:
+        sms = torch.cuda.get_device_properties(t.device).multi_processor_count
+    else:
+        sms = 4  # the interpreter: few programs, so each one loops over several tiles
+    return max(1, min(work, sms))
+
+
+def launch(a, b, x, y=None, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages,
+           PERSISTENT=0, TMA=0, SPLIT_K=1, EPILOGUE="none", TRANS_B=0):
+    """c = act(a @ b [+ bias]) (b.T when TRANS_B): called as launch(a, b, c) or launch(a, b, bias, c)."""
+    bias, c = (None, x) if y is None else (x, y)
+    if (bias is None) != (EPILOGUE == "none"):
+        raise ValueError(f"EPILOGUE={EPILOGUE!r} does not match the {'absence' if bias is None else 'presence'} "
+                         "of a bias tensor")
+    if SPLIT_K > 1 and (EPILOGUE != "none" or c.element_size() != 4):
+        raise ValueError("SPLIT_K > 1 needs an fp32 output and no epilogue (partial tiles are summed by atomics)")
+    M, K = a.shape
+    N = b.shape[0] if TRANS_B else b.shape[1]
+    stride_bk, stride_bn = (b.stride(1), b.stride(0)) if TRANS_B else (b.stride(0), b.stride(1))
+    k_span = triton.cdiv(triton.cdiv(K, BLOCK_K), SPLIT_K) * BLOCK_K
+    even_k = K % (BLOCK_K * SPLIT_K) == 0
+    work = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N) * SPLIT_K
+    programs = _program_count(a, work) if PERSISTENT else work
+    if TMA:
+        a_arg = TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K])
+        b_arg = TensorDescriptor.from_tensor(b, [BLOCK_N, BLOCK_K] if TRANS_B else [BLOCK_K, BLOCK_N])
+        c_arg = c if SPLIT_K > 1 else TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N])
+    else:
+        a_arg, b_arg, c_arg = a, b, c
+    if SPLIT_K > 1:
+        _zero_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 128))](c, M, N, c.stride(0), c.stride(1),
+                                                                 BLOCK_M=32, BLOCK_N=128, num_warps=4)
+    _gemm_kernel[(programs,)](
+        a_arg, b_arg, c if bias is None else bias, c_arg, M, N, K, k_span, programs,
+        a.stride(0), a.stride(1), stride_bk, stride_bn, c.stride(0), c.stride(1),
+        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, SPLIT_K=SPLIT_K, EVEN_K=even_k,
+        PERSISTENT=PERSISTENT, TMA=TMA, TRANS_B=TRANS_B, HAS_BIAS=bias is not None, ACT=_ACTIVATIONS[EPILOGUE],
+        INTERPRETER=not a.is_cuda,
+        num_warps=num_warps, num_stages=num_stages)
