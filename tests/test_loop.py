@@ -123,3 +123,11 @@ def test_disk_full_on_archive_write_stops_cleanly_and_keeps_the_archive_consiste
     with Archive(run_dir / "archive.sqlite") as a:
         run = a.runs()[0]
         assert len(a.trials(run["id"])) == 5 and run["status"] == "complete"
+
+
+def test_confirmation_baselines_come_from_the_op_folder():
+    from kernelloop.loop import op_baseline_names
+    from kernelloop.spec import load_op
+    assert op_baseline_names(load_op(OPS / "layernorm")) == ["liger"]
+    assert "cublas" in op_baseline_names(load_op(OPS / "gemm"))
+    assert "sdpa-cudnn" in op_baseline_names(load_op(OPS / "attention"))

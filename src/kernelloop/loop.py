@@ -30,8 +30,21 @@ from .select.pareto import best_per_workload, front_for_workload
 from .spec import OpBundle
 from .spec.space import prune
 
-CUDA_BASELINES = ["eager", "torch.compile", "liger", "copy"]
+CUDA_BASELINES = ["eager", "torch.compile", "copy"]  # plus the names in the op's baselines.py
 INTERPRET_BASELINES = ["eager", "copy"]
+
+
+def op_baseline_names(bundle: OpBundle) -> list[str]:
+    """Keys of the op's `BASELINES` table in baselines.py, read without importing it."""
+    import ast
+    path = bundle.folder / "baselines.py"
+    if not path.is_file():
+        return []
+    for node in ast.parse(path.read_text()).body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (node.targets[0] if isinstance(node, ast.Assign) else None)
+        if isinstance(target, ast.Name) and target.id == "BASELINES" and isinstance(node.value, ast.Dict):
+            return [k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+    return []
 
 
 @dataclass
@@ -262,7 +275,9 @@ class Controller:
         """Re-measure each workload's winner beside every baseline, interleaved in random order."""
         best = best_per_workload(archive.trials(run_id))
         done = archive.finals(run_id)
-        baselines = self.options.baselines or (CUDA_BASELINES if self.options.device == "cuda" else INTERPRET_BASELINES)
+        baselines = self.options.baselines or (
+            [*CUDA_BASELINES[:-1], *op_baseline_names(self.bundle), CUDA_BASELINES[-1]]
+            if self.options.device == "cuda" else INTERPRET_BASELINES)
         for w in self.workloads:
             if w.id not in best or w.id in done:
                 continue

@@ -31,8 +31,8 @@ def render(summary: dict, console: Console | None = None) -> None:
     c.print(counts)
     rows = [w for w in summary["workloads"]]
     measured = [w.get("confirmed") or (w.get("best") or {}).get("search") for w in rows]
-    baselines = [b for b in ("eager", "torch.compile", "liger")
-                 if any(m and b in m["speedups"] for m in measured)]
+    baselines = sorted({b for m in measured if m for b in m["speedups"] if b != "copy"},
+                       key=lambda b: (b != "eager", b != "torch.compile", b))
     t = Table(title="best per workload (confirmed beside the baselines when available)")
     for col in ("workload", "passed", "config", "kernel µs", "call µs", "GB/s", "% copy",
                 *[f"vs {b}" for b in baselines]):
