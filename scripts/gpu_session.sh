@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# One device call of a GPU session: named steps in lanes, one lane per GPU (lanes run one after the other
+# when the host has a single GPU). Every step runs under `timeout`, logs to $OUT/<step>.log, and appends
+# "step rc seconds" to $OUT/steps.tsv, so a hung or failed step costs its own time only.
+#
+#   bash scripts/gpu_session.sh PHASE          # PHASE: memory | evidence | variants (see the case below)
+#
+# The H200 image lacks pydantic and liger-kernel: carry ./.whl (docs/gpu-runbook.md says how to build it).
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || exit 1
+fi
+export PYTHONPATH="$PWD/src:/tmp/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+KL="python3 -m kernelloop.cli.app"
+phase=${1:?phase: memory | evidence | variants}
+{
+  date -u +"date: %Y-%m-%dT%H:%M:%SZ"
+  nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
+  python3 -c 'import torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
+  python3 -c 'import liger_kernel, pydantic; print("liger-kernel", __import__("importlib.metadata").metadata.version("liger-kernel"), "pydantic", pydantic.VERSION)'
+  command -v ncu && ncu --version | tail -1
+} > "$OUT/env-$phase.txt" 2>&1
+cat "$OUT/env-$phase.txt"
+
+step() {  # step NAME SECONDS command...
+  local name=$1 secs=$2; shift 2
+  local t0=$SECONDS
+  timeout --kill-after=10 "$secs" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  printf '%s\t%s\t%s\tgpu=%s\n' "$name" "$rc" "$((SECONDS - t0))" "${CUDA_VISIBLE_DEVICES:-}" | tee -a "$OUT/steps.tsv"
+  return 0
+}
+
+optimize() {  # optimize NAME SECONDS OP [options...]: a run folder runs/NAME, its JSON summary and archive in $OUT
+  local name=$1 secs=$2 op=$3; shift 3
+  rm -rf "runs/$name"
+  step "$name" "$secs" sh -c 'out=$1; shift; "$@" > "$out"' _ "$OUT/$name.json" \
+    $KL optimize "ops/$op" --device cuda --out "runs/$name" --json "$@"
+  cp "runs/$name/archive.sqlite" "$OUT/$name.sqlite" 2>/dev/null
+  python3 benchmarks/render.py "$OUT/$name.json" > "$OUT/$name.md" 2>&1
+}
+
+gpu_tests() {
+  step gpu-tests "$1" python3 -m pytest -m gpu tests -v --tb=short -p no:cacheprovider --timeout 150
+}
+
+lane_a() { :; }
+lane_b() { :; }
+case "$phase" in
+  memory)  # issue 2: the three memory-bound ops, current manifest; the GPU test tier
+    lane_a() {
+      gpu_tests 300
+      optimize layernorm 230 layernorm --budget 12,130s
+    }
+    lane_b() {
+      optimize softmax-4096 200 softmax --strategy exhaustive --budget 128,150s --workloads benchmarks/workloads/softmax-4096.toml
+      optimize rmsnorm 170 rmsnorm --budget 10,80s
+      optimize softmax 170 softmax --budget 10,80s
+    }
+    ;;
+  evidence)  # issues 3, 4, 5: A/A, side stream, profiles, planner; a recorded LayerNorm space; GEMM
+    lane_a() {
+      step aa 240 python3 benchmarks/aa_experiment.py --device cuda --comparisons 240 --out "$OUT/aa.json"
+      step side-stream 90 python3 benchmarks/side_stream.py --out "$OUT/side_stream.json"
+      step profile-classes 240 python3 benchmarks/profile_classes.py benchmarks/results/2026-11-30-h200-s2/*.sqlite \
+        --out "$OUT/profile_classes.json"
+    }
+    lane_b() {
+      step record-layernorm 260 $KL record ops/layernorm --device cuda --workloads benchmarks/workloads/layernorm-4096.toml \
+        --out "$OUT/layernorm-4096.space.json.gz"
+      optimize gemm-4096 300 gemm --budget 40 --workloads benchmarks/workloads/gemm-4096.toml
+    }
+    ;;
+  *) echo "unknown phase $phase"; exit 2 ;;
+esac
+
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+if [ "$ngpu" -ge 2 ]; then
+  ( export CUDA_VISIBLE_DEVICES=0; lane_a ) &
+  ( export CUDA_VISIBLE_DEVICES=1; lane_b ) &
+  wait
+else
+  lane_a; lane_b
+fi
+cat "$OUT/steps.tsv"
