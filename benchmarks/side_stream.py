@@ -1,6 +1,6 @@
 """The side-stream attack against a bare `triton.testing.do_bench` and against kernelloop's evaluator.
 
-    python benchmarks/side_stream.py            # on a GPU host; prints both and writes side_stream.json
+    python benchmarks/side_stream.py [--out side_stream.json]   # on a GPU host; prints both, writes the JSON
 
 The cheat (tests/fixtures/cuda_cheats/side_stream_layernorm.py) computes a correct LayerNorm on a private
 stream. do_bench records its events on the current stream, so it reports the launch gap, not the kernel.
@@ -8,6 +8,7 @@ stream. do_bench records its events on the current stream, so it reports the lau
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import tempfile
@@ -28,6 +29,9 @@ CHEAT = ROOT / "tests" / "fixtures" / "cuda_cheats" / "side_stream_layernorm.py"
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="side_stream.json")
+    args = ap.parse_args()
     bundle = load_op(ROOT / "ops" / "layernorm")
     w = Workload(op="layernorm", axes={"M": 4096, "N": 4096}, dtype="fp16")
     spec = importlib.util.spec_from_file_location("cheat", CHEAT)
@@ -51,7 +55,7 @@ def main() -> None:
            "do_bench_cheat_us": bare_cheat * 1e3, "do_bench_honest_us": bare_honest * 1e3,
            "kernelloop_verdict": res.verdict.status.value, "kernelloop_message": res.verdict.message}
     print(json.dumps(out, indent=2))
-    Path("side_stream.json").write_text(json.dumps(out, indent=2))
+    Path(args.out).write_text(json.dumps(out, indent=2))
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ gpu_tests() {
 lane_a() { :; }
 lane_b() { :; }
 case "$phase" in
-  memory)  # issue 2: the three memory-bound ops, current manifest; the GPU test tier
+  memory)  # issue 2: the three memory-bound ops over six shapes, current manifest; the GPU test tier
     lane_a() {
       gpu_tests 300
       optimize layernorm 230 layernorm --budget 12,130s
@@ -61,17 +61,15 @@ case "$phase" in
       optimize softmax 170 softmax --budget 10,80s
     }
     ;;
-  evidence)  # issues 3, 4, 5: A/A, side stream, profiles, planner; a recorded LayerNorm space; GEMM
+  headline)  # issue 2's fp16 [4096, 4096] figures (wider searches), issue 3's side stream and A/A experiment
     lane_a() {
-      step aa 240 python3 benchmarks/aa_experiment.py --device cuda --comparisons 240 --out "$OUT/aa.json"
+      optimize layernorm-4096 210 layernorm --strategy random --budget 64,150s --workloads benchmarks/workloads/layernorm-4096.toml
+      optimize rmsnorm-4096 210 rmsnorm --strategy random --budget 64,150s --workloads benchmarks/workloads/rmsnorm-4096.toml
       step side-stream 90 python3 benchmarks/side_stream.py --out "$OUT/side_stream.json"
-      step profile-classes 240 python3 benchmarks/profile_classes.py benchmarks/results/2026-11-30-h200-s2/*.sqlite \
-        --out "$OUT/profile_classes.json"
     }
     lane_b() {
-      step record-layernorm 260 $KL record ops/layernorm --device cuda --workloads benchmarks/workloads/layernorm-4096.toml \
-        --out "$OUT/layernorm-4096.space.json.gz"
-      optimize gemm-4096 300 gemm --budget 40 --workloads benchmarks/workloads/gemm-4096.toml
+      optimize softmax-4096 320 softmax --strategy exhaustive --budget 128,260s --workloads benchmarks/workloads/softmax-4096.toml
+      step aa 240 python3 benchmarks/aa_experiment.py --device cuda --comparisons 240 --out "$OUT/aa.json"
     }
     ;;
   *) echo "unknown phase $phase"; exit 2 ;;
@@ -86,3 +84,7 @@ else
   lane_a; lane_b
 fi
 cat "$OUT/steps.tsv"
+# Only a handful of files come back from a device call: pack everything into one archive.
+( cd "$OUT" && tar czf "/tmp/session-$phase.tgz" . && mv "/tmp/session-$phase.tgz" . && \
+  find . -type f ! -name "session-$phase.tgz" ! -name steps.tsv ! -name "env-$phase.txt" -delete )
+ls -la "$OUT"

@@ -13,6 +13,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Callable
 
 CUDA_FAULT_MARKERS = ("illegal memory access", "unspecified launch failure", "CUDA error", "cudaError",
                       "misaligned address", "device-side assert", "an illegal instruction")
@@ -133,6 +134,18 @@ def _thread_count() -> int:
         return threading.active_count()
 
 
+def _settled_thread_count(poll_s: float = 0.2, stable_polls: int = 3, limit_s: float = 5.0) -> int:
+    """The thread count once it has not changed for `stable_polls` consecutive polls (or after `limit_s`)."""
+    import time
+    last, same, deadline = _thread_count(), 0, time.monotonic() + limit_s
+    while same < stable_polls and time.monotonic() < deadline:
+        time.sleep(poll_s)
+        now = _thread_count()
+        same = same + 1 if now == last else 0
+        last = now
+    return last
+
+
 def _alias_problems(outputs, before: list, inputs) -> list[str]:
     """Outputs must still be the buffers the harness allocated, and must not share memory with inputs."""
     problems = []
@@ -185,10 +198,57 @@ def _check(state: _State, msg: dict) -> dict:
             "threads": {"base": threads_base, "after": _thread_count()}}
 
 
+BUILTIN_BASELINES = ("eager", "torch.compile", "copy")
+"""Baselines every op has: its reference on op-dtype inputs, that reference under torch.compile, and a device copy
+of the op's minimum bytes. Other names come from the op's `baselines.py` (its BASELINES table)."""
+
+
+def make_baseline(name: str, inputs: list, scalars: dict, *, reference_file: str | None = None,
+                  baselines_file: str | None = None, bytes_moved: float = 0.0, device: str = "cpu",
+                  load_reference: Callable[[str], Callable] | None = None, compiled: dict | None = None,
+                  compile_key: str = "") -> Callable[[], object]:
+    """A zero-argument callable running baseline `name` on `inputs`: what the worker times, and what the
+    profiling harness (`kernelloop.profile.harness`, baseline mode) runs under Nsight Compute.
+
+    `eager` calls the op's reference, `torch.compile` the compiled reference (compiled and called once here, so a
+    failure raises now), `copy` copies half of `bytes_moved` bytes on the device (the same bytes read + written),
+    any other name is a factory of the op's `baselines.py` BASELINES table (called once here). Raises when the
+    baseline is unavailable (no reference file, no baselines.py, library missing, unknown name).
+    """
+    import torch
+    load = load_reference or (lambda path: _import_file(Path(path), "kernelloop_baseline_ref").reference)
+    if name == "eager":
+        if not reference_file:
+            raise ValueError("no reference file given for the eager baseline")
+        ref = load(reference_file)
+        return lambda: ref(*inputs, **scalars)
+    if name == "torch.compile":
+        if not reference_file:
+            raise ValueError("no reference file given for the torch.compile baseline")
+        ref = load(reference_file)
+        cache = compiled if compiled is not None else {}
+        key = compile_key or reference_file
+        if key not in cache:
+            cache[key] = torch.compile(ref, dynamic=False)
+        fn = cache[key]
+        fn(*inputs, **scalars)  # compile now so a failure is a note, not a crash mid-sampling
+        return lambda: fn(*inputs, **scalars)
+    if name == "copy":
+        nbytes = int(bytes_moved // 2)
+        src = torch.empty(nbytes, dtype=torch.uint8, device=device).random_(0, 255)
+        dst = torch.empty_like(src)
+        return lambda: dst.copy_(src)
+    base_file = Path(baselines_file) if baselines_file else None
+    if base_file is None or not base_file.is_file():
+        raise ImportError("the op has no baselines.py")
+    factory = _import_file(base_file, "kernelloop_worker_baselines").BASELINES[name]
+    fn = factory()
+    fn(*inputs, **scalars)
+    return lambda: fn(*inputs, **scalars)
+
+
 def _subjects(state: _State, msg: dict) -> tuple[dict, dict, dict]:
     """Callables for each subject requested; notes say why a requested baseline is unavailable."""
-    import torch
-
     from ..records import OpSpec, Workload
     from ..reference.inputs import alloc_outputs, make_inputs
     spec = OpSpec.model_validate_json(msg["spec"])
@@ -207,30 +267,13 @@ def _subjects(state: _State, msg: dict) -> tuple[dict, dict, dict]:
                     live["outputs"] = outputs
                 cfg = msg["config"]
                 subjects[name] = lambda mod=mod, outputs=outputs, cfg=cfg: mod.launch(*inputs, *outputs, **scalars, **cfg)
-            elif name == "eager":
-                ref = _reference(state, msg["reference_file"])
-                subjects[name] = lambda ref=ref: ref(*inputs, **scalars)
-            elif name == "torch.compile":
-                ref = _reference(state, msg["reference_file"])
-                key = msg["reference_file"] + w.id
-                if key not in state.compiled:
-                    state.compiled[key] = torch.compile(ref, dynamic=False)
-                fn = state.compiled[key]
-                fn(*inputs, **scalars)  # compile now so a failure is a note, not a crash mid-sampling
-                subjects[name] = lambda fn=fn: fn(*inputs, **scalars)
-            elif name == "copy":
-                nbytes = int(msg["bytes_moved"] // 2)
-                src = torch.empty(nbytes, dtype=torch.uint8, device=dev).random_(0, 255)
-                dst = torch.empty_like(src)
-                subjects[name] = lambda src=src, dst=dst: dst.copy_(src)
             else:
-                base_file = Path(msg["baselines_file"]) if msg.get("baselines_file") else None
-                if base_file is None or not base_file.is_file():
-                    raise ImportError("the op has no baselines.py")
-                factory = _import_file(base_file, "kernelloop_worker_baselines").BASELINES[name]
-                fn = factory()
-                fn(*inputs, **scalars)
-                subjects[name] = lambda fn=fn: fn(*inputs, **scalars)
+                ref_file = msg.get("reference_file")
+                subjects[name] = make_baseline(
+                    name, inputs, scalars, reference_file=ref_file, baselines_file=msg.get("baselines_file"),
+                    bytes_moved=msg.get("bytes_moved", 0.0), device=dev,
+                    load_reference=lambda path: _reference(state, path), compiled=state.compiled,
+                    compile_key=(ref_file or "") + w.id)
         except BaseException as e:  # noqa: BLE001 - a missing optional baseline is a note
             notes[name] = f"unavailable: {type(e).__name__}: {e}"[:500]
     return subjects, notes, live
@@ -268,10 +311,15 @@ def _bench(state: _State, msg: dict) -> dict:
             used = (counters["refresh"] - 1) % len(refresh_seeds) if refresh_seeds else -1
             snapshots.append((counters["candidate_calls"], used, [o.detach().clone() for o in live["outputs"]]))
 
+    threads_cold = _thread_count()
     for fn in subjects.values():  # one untimed call each, so lazily started runtime pools exist before counting
         fn()
     _sync(state.device)
     threads_before = _thread_count()
+    if threads_before != threads_cold or any(n not in ("candidate", "candidate-twin", "eager", "copy") for n in subjects):
+        # torch.compile and library baselines start pools asynchronously (inductor's compile workers): count only
+        # once the number of threads has stopped moving, so the census after the timed calls is not confounded
+        threads_before = _settled_thread_count()
     before_snap = gpu_snapshot() if state.device == "cuda" else {}
     try:
         samples = sample(subjects, policy, msg["seed"], before if refresh_seeds else None, after)
