@@ -54,14 +54,20 @@ def main() -> None:
             worker = Worker(args.device, Path(tmp) / op)
             ev = Evaluator(bundle, args.device, worker, policy, secret=f"aa-{time.time()}")
             assert ev.load(cand) is None, "the library template failed to load"
-            medians, verdicts = [], []
+            medians, verdicts, ratios = [], [], []
             for i in range(per_kernel):
                 ev.secret = f"aa-{i}"
-                ms, _, reply = ev.bench(cand, w, ["candidate", "candidate-twin"], policy)
+                # Odd comparisons list the twin first: its output buffers are then allocated (and it is warmed up)
+                # before the candidate's, so a bias that follows the position flips sign, one that follows the
+                # name does not.
+                subjects = ["candidate", "candidate-twin"] if i % 2 == 0 else ["candidate-twin", "candidate"]
+                ms, _, reply = ev.bench(cand, w, subjects, policy)
                 if reply.status != "ok":
                     raise SystemExit(f"bench failed: {reply.status} {reply.data.get('error')}")
                 r = next(x for x in ms["candidate"].ratios if x.baseline == "candidate-twin")
                 verdicts.append(r.verdict.value)
+                ratios.append({"order": subjects, "speedup": r.speedup, "ci": [r.ci_low, r.ci_high],
+                               "verdict": r.verdict.value, "candidate_us": ms["candidate"].kernel.median_us})
                 medians.append(ms["candidate"].kernel.median_us)
             worker.close()
             med = statistics.median(medians)
@@ -69,7 +75,8 @@ def main() -> None:
                             "median_of_medians_us": med,
                             "spread_of_medians_pct": 100 * (max(medians) - min(medians)) / med,
                             "stdev_of_medians_pct": 100 * statistics.pstdev(medians) / med,
-                            "non_same": sum(v != "SAME" for v in verdicts), "verdicts": verdicts})
+                            "non_same": sum(v != "SAME" for v in verdicts), "verdicts": verdicts,
+                            "ratios": ratios})
             print(f"{op} {axes}: median {med:.2f} µs, spread {results[-1]['spread_of_medians_pct']:.2f} %, "
                   f"non-SAME {results[-1]['non_same']}/{per_kernel}", flush=True)
     total = sum(r["comparisons"] for r in results)

@@ -16,6 +16,14 @@ def has_cuda() -> bool:
         return False
 
 
+def pytest_configure(config):
+    # The GPU tier (`pytest -m gpu`): test modules that interpret Triton on the CPU set TRITON_INTERPRET=1 at import,
+    # which would make every kernel imported after them run in the interpreter on the GPU host too.
+    if (config.getoption("markexpr", "") or "").strip() == "gpu":
+        os.environ["KERNELLOOP_GPU_TIER"] = "1"
+        os.environ.pop("TRITON_INTERPRET", None)
+
+
 def pytest_collection_modifyitems(config, items):
     if has_cuda():
         return

@@ -29,7 +29,7 @@ def test_shipped_knowledge_loads(kb):
 
 H200 = {"name": "NVIDIA H200", "virtual": False, "sm_count": 132, "capability": [9, 0], "shared_per_sm": 233472,
         "shared_per_block_optin": 232448, "regs_per_sm": 65536, "max_threads_per_sm": 2048,
-        "max_threads_per_block": 1024, "max_regs_per_thread": 255, "warp_size": 32, "l2_bytes": 52428800,
+        "max_threads_per_block": 1024, "max_regs_per_thread": 255, "warp_size": 32, "l2_bytes": 62914560,
         "total_memory": 150_000_000_000}
 
 
@@ -44,7 +44,7 @@ def test_fact_checks(kb):
     assert check_fact(kb.facts["F-H200-SM-COUNT"], a100).status == "not-applicable"
     assert check_fact(kb.facts["F-SM90-REGS-PER-SM"], a100).status == "not-applicable"
     assert check_fact(kb.facts["F-H200-SM-COUNT"], VIRTUAL_HOPPER).status == "unknown"
-    assert check_fact(kb.facts["F-H200-L2"], {**H200, "l2_bytes": 60 << 20}).status == "violated"
+    assert check_fact(kb.facts["F-H200-L2"], {**H200, "l2_bytes": 50 << 20}).status == "violated"
 
 
 GOOD_FACT = """

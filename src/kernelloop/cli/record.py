@@ -62,6 +62,7 @@ def record(
     keys = list(configs)[:limit] if limit else list(configs)
     policy, _ = policies_for(device)
     work = out.parent / f".record-{int(time.time())}"
+    work.mkdir(parents=True, exist_ok=True)  # the worker's log lives here; the worker opens it at start
     worker = Worker(device, job_root(work), log_path=work / "worker.log", remove_work_dir=True)
     evaluator = Evaluator(bundle, device, worker, policy, secrets.token_hex(16), checks)
     records = []

@@ -69,7 +69,8 @@ def dram_check(formula_bytes: float, profiled_bytes: float | None,
                                    f"data (or the formula undercounts)")
     if ratio < tol.below_ratio:
         return ratio, "below-formula", (f"DRAM traffic is {ratio:.2f}x the formula's minimum: the formula "
-                                        f"overcounts, or the data was L2-resident (warm cache)")
+                                        f"overcounts, the data was L2-resident (warm cache), or written data was still "
+                                        f"in L2 when the kernel ended (write-back: outputs smaller than the L2)")
     return ratio, "ok", f"DRAM traffic is {ratio:.2f}x the formula's minimum"
 
 
