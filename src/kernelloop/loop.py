@@ -5,7 +5,9 @@
     while budget left (round-robin over workloads):
         config  = strategy.ask()                            -> a trial already in the archive is replayed
         result  = evaluate(candidate, workload)             -> build, verdict, measurement (PASSED only)
-        archive(trial); strategy.tell(config, kernel time)
+        archive(trial)
+        evidence (proposers that plan from it, PASSED only) -> profile or timing report, archived
+        strategy.tell(config, kernel time)
     front per workload; confirm each winner against every baseline, interleaved
 """
 
@@ -25,13 +27,19 @@ from .execute.evaluate import Evaluator, Timeouts, derive_seed
 from .execute.pool import Worker, job_root
 from .manifest import build_manifest, check_unchanged, manifest_hash
 from .records import Candidate, Status, Trial, Workload, content_hash
-from .search import DEFAULT_STRATEGY, make_strategy
+from .search import DEFAULT_STRATEGY, STRATEGIES, make_strategy
 from .select.pareto import best_per_workload, front_for_workload
 from .spec import OpBundle
 from .spec.space import prune
 
 CUDA_BASELINES = ["eager", "torch.compile", "copy"]  # plus the names in the op's baselines.py
 INTERPRET_BASELINES = ["eager", "copy"]
+PLANNER = "planner"   # `--strategy planner`: the rule planner proposes (kernelloop.propose.planner_proposer)
+
+
+def strategy_names() -> list[str]:
+    """Every `--strategy` choice: the ask/tell search strategies and the rule planner."""
+    return sorted([*STRATEGIES, PLANNER])
 
 
 def op_baseline_names(bundle: OpBundle) -> list[str]:
@@ -59,11 +67,16 @@ class RunOptions:
     baselines: list[str] | None = None
     static_rules: bool = True              # source rules screen every candidate before it runs
     timeouts: Timeouts = field(default_factory=Timeouts)
+    start: dict[str, str] | None = None    # planner: first configuration ("NAME": "VALUE"), see spec.start
+    profile_timeout_s: float = 300.0       # planner: deadline of one Nsight Compute run
 
     def as_dict(self) -> dict:
-        return {"device": self.device, "budget_evals": self.budget_evals, "budget_seconds": self.budget_seconds,
-                "strategy": self.strategy, "seed": self.seed, "checks": self.checks, "confirm": self.confirm,
-                "baselines": self.baselines, "static_rules": self.static_rules}
+        out = {"device": self.device, "budget_evals": self.budget_evals, "budget_seconds": self.budget_seconds,
+               "strategy": self.strategy, "seed": self.seed, "checks": self.checks, "confirm": self.confirm,
+               "baselines": self.baselines, "static_rules": self.static_rules}
+        if self.strategy == PLANNER:
+            out.update(start=self.start, profile_timeout_s=self.profile_timeout_s)
+        return out
 
 
 @dataclass
@@ -81,6 +94,11 @@ class Proposer(Protocol):
 
     A proposer only submits candidates; it never sees the verifier, the timer or the archive. `tell` hands it
     the archived trial (verdict, measurement, build) so it can learn.
+
+    A proposer that plans from evidence (the rule planner) also has `wants_evidence = True`,
+    `evidence_request(candidate, workload) -> kernelloop.profile.evidence.EvidenceRequest` (what it predicted)
+    and `give_evidence(candidate, workload, report)`: after a PASSED trial the controller's evidence source
+    builds and archives a ProfileReport and hands it over before `tell`.
     """
 
     name: str
@@ -143,7 +161,8 @@ class TemplateSearch:
 
 class Controller:
     def __init__(self, bundle: OpBundle, workloads: list[Workload], options: RunOptions, run_dir: Path,
-                 on_progress: Callable[[Progress], None] | None = None, proposer: Proposer | None = None):
+                 on_progress: Callable[[Progress], None] | None = None, proposer: Proposer | None = None,
+                 evidence=None):
         self.bundle = bundle
         self.spec = bundle.spec
         self.workloads = workloads
@@ -152,6 +171,7 @@ class Controller:
         self.on_progress = on_progress or (lambda p: None)
         self.progress = Progress()
         self.proposer = proposer
+        self.evidence = evidence   # an EvidenceSource (kernelloop.profile.evidence); default: by device
 
     # -- freezing -------------------------------------------------------------------------------------------
     def _open(self, archive: Archive, resume: bool) -> tuple[str, dict, str, str]:
@@ -187,6 +207,8 @@ class Controller:
         props = device_properties(opts.device)
         with Archive(self.run_dir / "archive.sqlite") as archive:
             run_id, manifest, mhash, secret = self._open(archive, resume)
+            if resume and opts.strategy == PLANNER and opts.start is None:   # the same first ask as before
+                opts.start = archive.get_run(run_id)["options"].get("start")
             policy, confirm_policy = policies_for(opts.device)
             worker = Worker(opts.device, job_root(self.run_dir), log_path=self.run_dir / "worker.log",
                             remove_work_dir=True)
@@ -208,8 +230,9 @@ class Controller:
                             archive.log_event(run_id, "empty-space", {
                                 "workload": w.id, "label": w.label,
                                 "message": "every configuration was pruned for this workload: nothing to try"})
-                    self.proposer = TemplateSearch(self.bundle, spaces, opts.strategy, opts.seed)
+                    self.proposer = self._make_proposer(spaces, props)
                 proposer = self.proposer
+                evidence = self._evidence_source(archive, run_id, proposer)
                 limit = {}
                 for w in self.workloads:
                     size = proposer.size(w)
@@ -231,6 +254,8 @@ class Controller:
                         used[w.id] += 1
                         replayed = self.progress.replayed
                         trial = self._one(archive, evaluator, run_id, mhash, manifest, w, cand)
+                        if evidence is not None:
+                            self._evidence(archive, run_id, evidence, proposer, w, cand, trial)
                         proposer.tell(cand, w, trial)
                         events = getattr(proposer, "drain_events", lambda: [])()
                         if self.progress.replayed == replayed:  # a resumed run archived these already
@@ -243,6 +268,64 @@ class Controller:
             finally:
                 worker.close()
         return run_id
+
+    def _make_proposer(self, spaces: dict[str, list[dict]], props: dict) -> Proposer:
+        opts = self.options
+        if opts.strategy != PLANNER:
+            return TemplateSearch(self.bundle, spaces, opts.strategy, opts.seed)
+        from .propose.planner_proposer import PlannerProposer
+        from .spec.start import resolve_start
+        start = resolve_start(self.spec, self.workloads, opts.start, props) if opts.start else None
+        return PlannerProposer(self.spec.name, self.bundle.template_sources, self.workloads, spaces,
+                               {w.id: derive_seed(opts.seed, w.id) for w in self.workloads}, start=start)
+
+    # -- evidence for proposers that plan from it ---------------------------------------------------------------
+    def _evidence_source(self, archive: Archive, run_id: str, proposer: Proposer):
+        if not getattr(proposer, "wants_evidence", False):
+            return None
+        from .profile.evidence import default_evidence
+        if self.evidence is None:
+            self.evidence = default_evidence(self.options.device, self.options.profile_timeout_s)
+        archive.log_event(run_id, "evidence-source", {
+            "source": self.evidence.name, "note": getattr(self.evidence, "reason", "")})
+        return self.evidence
+
+    def _evidence(self, archive: Archive, run_id: str, source, proposer, w: Workload, cand: Candidate,
+                  trial: Trial) -> None:
+        """The trial's report (archived, or built and archived now) handed to the proposer. Profile time is
+        logged as an `evidence` event; it is never part of the trial's costs or kernel time."""
+        from .archive import ArchiveError
+        from .profile.evidence import EvidenceContext, TimingEvidence, outcome_counts
+        from .profile.hypothesis import format_hypotheses
+        if trial.verdict.status is not Status.PASSED or trial.measurement is None:
+            return
+        report = archive.profile(run_id, trial.id)
+        if report is None:
+            request = proposer.evidence_request(cand, w)
+            run = archive.get_run(run_id)
+            ctx = EvidenceContext(archive=archive, run_id=run_id, run_dir=self.run_dir, op_dir=self.bundle.folder,
+                                  spec=self.spec, device=self.options.device, environment=run["environment"],
+                                  workload=w, candidate=cand, trial=trial, request=request)
+            used, error = source.name, ""
+            self.progress.last = f"evidence ({source.name}) for {w.label} {cand.label}"
+            self.on_progress(self.progress)
+            t0 = time.monotonic()
+            try:
+                report = source.collect(ctx)
+            except ArchiveError:
+                raise
+            except Exception as e:  # noqa: BLE001 - a profiler failure is noted; the search goes on
+                error = f"{type(e).__name__}: {e}"[:2000]
+                used = "timing"
+                report = TimingEvidence(f"{source.name} failed: {error}").collect(ctx)
+            seconds = time.monotonic() - t0
+            archive.log_event(run_id, "evidence", {
+                "workload": w.id, "trial": trial.id, "candidate": cand.id, "source": used, "error": error,
+                "seconds": seconds, "profiled": report.kernel is not None,
+                "bottleneck": report.classification.bottleneck.value if report.classification else None,
+                "parent": request.parent_id, "hypotheses": format_hypotheses(list(request.hypotheses)),
+                "outcomes": outcome_counts(report)})
+        proposer.give_evidence(cand, w, report)
 
     def _one(self, archive: Archive, evaluator: Evaluator, run_id: str, mhash: str, manifest: dict,
              w: Workload, cand: Candidate) -> Trial:

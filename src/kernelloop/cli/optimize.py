@@ -13,12 +13,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..archive import Archive, ArchiveError
 from ..device import cuda_available
-from ..loop import Controller, RunOptions
+from ..loop import PLANNER, Controller, RunOptions, strategy_names
 from ..manifest import ManifestChanged
 from ..report.summary import run_summary
-from ..search import DEFAULT_STRATEGY, STRATEGIES
+from ..search import DEFAULT_STRATEGY
 from ..report.terminal import INTERPRETER_BANNER, render
 from ..spec import SpecError, load_op, load_workloads
+from ..spec.start import StartError, parse_assignments, resolve_start
 from . import common
 
 
@@ -30,8 +31,17 @@ def optimize(
         help="N evaluations per workload, a duration (90s, 10m), or both '40,10m' (default: 24 on cuda, 8 in "
              "the interpreter).")] = None,
     device: Annotated[Optional[str], typer.Option(help="cuda or interpret (default: cuda when a GPU is present).")] = None,
-    strategy: Annotated[str, typer.Option(help=f"Search strategy: {', '.join(sorted(STRATEGIES))} "
-                                               f"(default {DEFAULT_STRATEGY}).")] = DEFAULT_STRATEGY,
+    strategy: Annotated[str, typer.Option(help=f"Search strategy: {', '.join(strategy_names())} "
+                                               f"(default {DEFAULT_STRATEGY}). '{PLANNER}': the rule planner "
+                                               f"proposes from profiles (Nsight Compute on cuda when ncu is "
+                                               f"found, else timing-only reports) and the knowledge base.")
+    ] = DEFAULT_STRATEGY,
+    start: Annotated[Optional[str], typer.Option(
+        help="Planner only: the first configuration, e.g. 'BLOCK_N=1024,ROWS=1,num_warps=1,EVICT_FIRST=0' "
+             "(unnamed parameters take their first value in the pruned space; must be in every workload's "
+             "pruned space).")] = None,
+    profile_timeout: Annotated[float, typer.Option(
+        min=1, help="Planner only: seconds one Nsight Compute run may take.")] = 300.0,
     seed: Annotated[int, typer.Option(help="Seed of the search.")] = 0,
     checks: Annotated[int, typer.Option(min=1, help="Verification runs (fresh seeded inputs) per trial.")] = 2,
     out: Annotated[Optional[Path], typer.Option(help="Run folder (default: runs/<op>-<time>).")] = None,
@@ -48,13 +58,16 @@ def optimize(
             raise typer.BadParameter(f"--device {dev!r}: use cuda or interpret")
         if dev == "cuda" and not cuda_available():
             raise typer.BadParameter("--device cuda: no CUDA device is available here")
+        if strategy not in strategy_names():
+            raise typer.BadParameter(f"--strategy {strategy!r}: choose from {', '.join(strategy_names())}")
         wl_file = workloads or _default_workloads(bundle.folder, dev)
         wls = load_workloads(wl_file, bundle.spec)
         evals, seconds = common.parse_budget(budget or ("24" if dev == "cuda" else "8"))
+        start_config = _start(start, strategy, bundle, wls, dev)
     except SpecError as e:
         console.print(f"[red]spec error:[/red] {e}")
         raise typer.Exit(common.BAD_INPUT)
-    except typer.BadParameter as e:
+    except (typer.BadParameter, StartError) as e:
         console.print(f"[red]bad argument:[/red] {e}")
         raise typer.Exit(common.BAD_INPUT)
     if resume and out is None:
@@ -64,7 +77,8 @@ def optimize(
     if dev != "cuda":
         console.print(f"[yellow]{INTERPRETER_BANNER}[/yellow]")
     opts = RunOptions(device=dev, budget_evals=evals, budget_seconds=seconds,
-                      strategy=strategy, seed=seed, checks=checks, confirm=not no_confirm)
+                      strategy=strategy, seed=seed, checks=checks, confirm=not no_confirm, start=start_config,
+                      profile_timeout_s=profile_timeout)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("passed {task.fields[passed]}"), TextColumn("{task.fields[best]}"),
                   TimeElapsedColumn(), console=console, transient=as_json) as bar:
@@ -92,6 +106,18 @@ def optimize(
         console.print(f"run folder: {run_dir}  (kernelloop show {run_dir})")
     if any("best" not in w for w in summary["workloads"]):
         raise typer.Exit(common.FAILED)
+
+
+def _start(text: str | None, strategy: str, bundle, wls, device: str) -> dict[str, str] | None:
+    """The parsed --start, checked against every workload's pruned space (StartError says what is wrong)."""
+    if text is None:
+        return None
+    if strategy != PLANNER:
+        raise typer.BadParameter(f"--start is only used by --strategy {PLANNER} (got --strategy {strategy})")
+    from ..device import device_properties
+    start = parse_assignments(text)
+    resolve_start(bundle.spec, wls, start, device_properties(device))
+    return start
 
 
 def _default_workloads(folder: Path, device: str) -> Path:

@@ -205,15 +205,16 @@ class PlannerStrategy:
 
     `ask()` proposes from the best configuration told so far (lowest value) whose evidence the callback can
     provide and that has not been planned from yet; when no plan yields an unasked configuration it explores
-    a seeded random permutation of the space (and logs that in `events`). Never returns a configuration
-    twice; returns None when the space is exhausted. Same seed, callback answers and tells => same trajectory.
+    a seeded random permutation of the space (and logs that in `events`). `start` (a configuration of the
+    space) is the first one asked. Never returns a configuration twice; returns None when the space is
+    exhausted. Same seed, start, callback answers and tells => same trajectory.
     """
 
     name = "planner"
 
     def __init__(self, space: list[dict], seed: int = 0, *, evidence: EvidenceFn | None = None,
                  kb: KnowledgeBase | None = None, planner: RulePlanner | None = None,
-                 axes: Mapping[str, int] | None = None, elem: int | None = None):
+                 axes: Mapping[str, int] | None = None, elem: int | None = None, start: dict | None = None):
         self.space = [dict(c) for c in space]
         self._by_key = {_key(c): c for c in self.space}
         self.seed = seed
@@ -233,6 +234,11 @@ class PlannerStrategy:
         self.proposals: dict[str, Proposal] = {}
         self.history: list[tuple[dict, float | None]] = []
         self.events: list[dict] = []
+        self._start: dict | None = None
+        if start is not None:
+            if _key(start) not in self._by_key:
+                raise ValueError(f"start configuration {_key(start)} is not in the space")
+            self._start = dict(self._by_key[_key(start)])
 
     def proposal_for(self, config: dict) -> Proposal | None:
         """The proposal that produced `config` (None when it came from exploration)."""
@@ -262,7 +268,9 @@ class PlannerStrategy:
                                      elem=self.elem, exclude=frozenset(self._asked))
             fresh = [p for p in plan.proposals if _key(p.config) not in self._asked]
             self.events.append({"kind": "plan", "parent": self._config_of(key), "fired": plan.fired,
-                                "proposed": len(fresh), "advice": plan.advice})
+                                "proposed": len(fresh), "advice": plan.advice,
+                                "not_evaluable": sorted(k for k, why in plan.skipped.items()
+                                                        if why.startswith("not evaluable"))})
             if fresh:
                 self._queue.extend(fresh)
                 return
@@ -271,6 +279,11 @@ class PlannerStrategy:
         return self._by_key[key]
 
     def ask(self) -> dict | None:
+        if self._start is not None:
+            start, self._start = self._start, None
+            if _key(start) not in self._asked:
+                self._asked.add(_key(start))
+                return dict(start)
         if not self._queue:
             self._replan()
         while self._queue:

@@ -28,6 +28,7 @@ def run_summary(archive: Archive, run_id: str | None = None) -> dict:
     rid = run["id"]
     trials = archive.trials(rid)
     best = best_per_workload(trials)
+    planner = run["options"].get("strategy") == "planner"
     finals = archive.finals(rid)
     workloads = []
     for wd in run["options"].get("workloads", []):
@@ -49,8 +50,11 @@ def run_summary(archive: Archive, run_id: str | None = None) -> dict:
                                   "baselines": {name: ({**_measure_dict(bm), "note": note} if bm else {"note": note})
                                                 for name, (bm, note) in archive.baselines(rid, w.id).items()}}
         entry["front"] = [{"candidate": cid, **obj} for cid, obj in archive.front(rid, w.id)]
+        if planner:
+            entry["hypotheses"] = hypothesis_record(archive, rid, [t for t in trials if t.workload_id == w.id])
         workloads.append(entry)
     env = run["environment"]
+    evidence = [e["payload"] for e in archive.events(rid, "evidence")] if planner else []
     return {
         "run": rid, "op": run["op"], "status": run["status"], "manifest_hash": run["manifest_hash"],
         "device": env.get("device"), "gpu": env.get("gpu"), "torch": env.get("torch"), "triton": env.get("triton"),
@@ -59,11 +63,34 @@ def run_summary(archive: Archive, run_id: str | None = None) -> dict:
         "costs": {"compile_s": sum(t.costs.compile_s for t in trials),
                   "verify_s": sum(t.costs.verify_s for t in trials),
                   "bench_s": sum(t.costs.bench_s for t in trials),
-                  "wall_s": sum(t.costs.wall_s for t in trials)},
+                  "wall_s": sum(t.costs.wall_s for t in trials),
+                  **({"profile_s": sum(e.get("seconds", 0.0) for e in evidence)} if planner else {})},
         "pruning": [e["payload"] if "payload" in e else e for e in archive.events(rid, "prune")],
         "workloads": workloads,
         "llm": _llm_section(archive, rid, trials),
     }
+
+
+def hypothesis_record(archive: Archive, run_id: str, trials: list) -> dict:
+    """How the planner's predictions fared on a workload's trials: outcome counts over every archived report
+    (overall and by metric), trials with hypotheses, and the hit rate confirmed / (confirmed + refuted)."""
+    counts = {"confirmed": 0, "refuted": 0, "inconclusive": 0}
+    by_metric: dict[str, dict[str, int]] = {}
+    with_hyp = profiled = reports = 0
+    for t in trials:
+        rep = archive.profile(run_id, t.id)
+        if rep is None:
+            continue
+        reports += 1
+        profiled += rep.kernel is not None
+        with_hyp += bool(rep.hypotheses)
+        for o in rep.outcomes:
+            counts[o.status] += 1
+            m = by_metric.setdefault(o.hypothesis.metric, {"confirmed": 0, "refuted": 0, "inconclusive": 0})
+            m[o.status] += 1
+    decided = counts["confirmed"] + counts["refuted"]
+    return {**counts, "hit_rate": counts["confirmed"] / decided if decided else None, "trials": with_hyp,
+            "reports": reports, "profiled": profiled, "by_metric": by_metric}
 
 
 def _llm_section(archive: Archive, run_id: str, trials: list) -> dict | None:

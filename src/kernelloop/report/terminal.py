@@ -48,6 +48,20 @@ def render(summary: dict, console: Console | None = None) -> None:
                   f"{m['call_us']:.2f}", f"{m['gbps']:.0f}", roof,
                   *[_speedup(m["speedups"].get(b)) for b in baselines])
     c.print(t)
+    hyp = [(w["label"], w["hypotheses"]) for w in rows if "hypotheses" in w]
+    if hyp:
+        h = Table(title="planner hypotheses (outcome against the parent)")
+        for col in ("workload", "with hypotheses", "confirmed", "refuted", "inconclusive", "hit rate",
+                    "Nsight Compute profiles"):
+            h.add_column(col)
+        for label, r in hyp:
+            rate = f"{100 * r['hit_rate']:.0f} %" if r["hit_rate"] is not None else "-"
+            h.add_row(label, str(r["trials"]), str(r["confirmed"]), str(r["refuted"]), str(r["inconclusive"]), rate,
+                      f"{r['profiled']}/{r['reports']}")
+        c.print(h)
+        if "profile_s" in summary["costs"]:
+            c.print(f"[dim]evidence (profiling) time: {summary['costs']['profile_s']:.1f} s, not part of any "
+                    f"kernel time[/dim]")
     if summary.get("llm"):
         from ..propose.llm.costs import render_llm
         render_llm(summary["llm"], c)

@@ -52,24 +52,45 @@ def hardware_violation(template: TemplateSpec, config: dict, names: dict, props:
     return None
 
 
+def _names(workload: Workload, props: dict) -> dict:
+    return {**workload.axes, "elem": workload.dtype.itemsize,
+            # device facts constraints may use, e.g. "TMA == 0 or (cc_major >= 9 and not interpreter)"
+            "cc_major": props.get("capability", [0, 0])[0], "sm_count": props.get("sm_count", 0),
+            "interpreter": bool(props.get("virtual", False))}
+
+
+def _violation(template: TemplateSpec, config: dict, names: dict, props: dict) -> str | None:
+    """'semantic: REASON' or 'hardware: LIMIT' for the first rule a configuration breaks, or None."""
+    env = {**names, **config}
+    failed = next((c for c in template.constraints if not evaluate_expression(c.expr, env)), None)
+    if failed is not None:
+        return f"semantic: {failed.reason}"
+    hw = hardware_violation(template, config, names, props)
+    return None if hw is None else f"hardware: {hw}"
+
+
+def why_pruned(template: TemplateSpec, workload: Workload, props: dict, config: dict) -> str | None:
+    """Why pruning removes `config` for `workload` on `props` (the constraint's expression and reason, or the
+    device limit), or None when pruning keeps it."""
+    names = _names(workload, props)
+    env = {**names, **config}
+    failed = next((c for c in template.constraints if not evaluate_expression(c.expr, env)), None)
+    if failed is not None:
+        return f"constraint '{failed.expr}' ({failed.reason})"
+    hw = hardware_violation(template, config, names, props)
+    return None if hw is None else f"device limit: {hw}"
+
+
 def prune(template: TemplateSpec, workload: Workload, props: dict) -> tuple[list[dict], PruneReport]:
     """Configurations of `template` that can launch on `props` and satisfy its constraints for `workload`."""
-    names = {**workload.axes, "elem": workload.dtype.itemsize,
-             # device facts constraints may use, e.g. "TMA == 0 or (cc_major >= 9 and not interpreter)"
-             "cc_major": props.get("capability", [0, 0])[0], "sm_count": props.get("sm_count", 0),
-             "interpreter": bool(props.get("virtual", False))}
+    names = _names(workload, props)
     report = PruneReport()
     kept = []
     for config in expand(template):
         report.total += 1
-        env = {**names, **config}
-        failed = next((c for c in template.constraints if not evaluate_expression(c.expr, env)), None)
-        if failed is not None:
-            report.reasons[f"semantic: {failed.reason}"] += 1
-            continue
-        hw = hardware_violation(template, config, names, props)
-        if hw is not None:
-            report.reasons[f"hardware: {hw}"] += 1
+        why = _violation(template, config, names, props)
+        if why is not None:
+            report.reasons[why] += 1
             continue
         kept.append(config)
     report.kept = len(kept)
