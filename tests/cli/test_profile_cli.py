@@ -131,3 +131,117 @@ def test_trial_selection_and_errors(run, tmp_path):
     bad = runner.invoke(app, ["profile", str(folder), "--trial", "99"])
     assert bad.exit_code == common.BAD_INPUT and "99" in bad.output
     assert runner.invoke(app, ["profile", str(tmp_path / "nothing")]).exit_code == common.BAD_INPUT
+
+
+# -- issue 4: --ncu (profile now) and --baseline -----------------------------------------------------------------
+
+def test_ncu_without_nsight_compute_is_a_clear_error(run, monkeypatch):
+    from kernelloop.profile import ncu_report_adapter
+    folder, _ = run
+    monkeypatch.setattr(ncu_report_adapter, "find_ncu", lambda ncu=None: None)
+    r = runner.invoke(app, ["profile", str(folder), "--ncu"])
+    assert r.exit_code == common.STOPPED
+    assert "--ncu cannot run here" in r.output and "ncu" in r.output and "KERNELLOOP_NCU" in r.output
+    with Archive(folder / "archive.sqlite") as a:                      # nothing was written
+        assert all(a.profile("r-1", t.id) is None for t in a.trials("r-1"))
+
+
+def test_ncu_without_a_gpu_is_a_clear_error(run, monkeypatch, tmp_path):
+    import torch
+
+    from kernelloop.profile import ncu_report_adapter
+    folder, _ = run
+    monkeypatch.setattr(ncu_report_adapter, "find_ncu", lambda ncu=None: tmp_path / "ncu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    r = runner.invoke(app, ["profile", str(folder), "--ncu", "--baseline", "eager", "--json"])
+    assert r.exit_code == common.STOPPED and "no CUDA GPU" in r.output and r.stdout == ""
+
+
+def test_unknown_baseline_is_bad_input(run):
+    folder, _ = run
+    r = runner.invoke(app, ["profile", str(folder), "--baseline", "nope"])
+    assert r.exit_code == common.BAD_INPUT and "nope" in r.output and "eager" in r.output
+
+
+def test_baseline_without_profile_shows_its_timing_roofline(run):
+    folder, (parent, child) = run
+    with Archive(folder / "archive.sqlite") as a:
+        a.put_baseline("r-1", W.id, "eager", _measure("eager", 32.7))
+    out = _json([str(folder), "--baseline", "eager", "--baseline", "copy"])
+    eager, copy = out["baselines"]
+    assert eager["baseline"] == "eager" and eager["kernel_us"] == 32.7 and eager["profiled"] is False
+    assert "no Nsight Compute profile is archived for this baseline" in eager["notes"]
+    assert eager["roofline"]["fraction"] == pytest.approx(20.40 / 32.7)
+    assert copy["roofline"]["fraction"] == pytest.approx(1.0) and out["ncu"] == {"ran": False, "failed": []}
+
+
+@pytest.fixture
+def fake_gpu(tmp_path, monkeypatch):
+    """A host that looks like a GPU host to `--ncu`: a stand-in ncu that writes the recorded H200 CSV as its report
+    (7 launches: random-number kernels, three layer_norms, a GEMM) and torch reporting a CUDA device."""
+    import torch
+
+    from kernelloop.profile import ncu_report_adapter
+    from tests.profile.test_ncu_runner import FAKE_NCU
+    exe = tmp_path / "tools" / "ncu"
+    exe.parent.mkdir()
+    exe.write_text(FAKE_NCU)
+    exe.chmod(0o755)
+    monkeypatch.setenv("KERNELLOOP_NCU", str(exe))
+    monkeypatch.setenv("FAKE_NCU_LOG", str(tmp_path / "calls.jsonl"))
+    monkeypatch.setattr(ncu_report_adapter, "load_ncu_report_module", lambda ncu=None: None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    return tmp_path / "calls.jsonl"
+
+
+def test_ncu_profiles_trial_and_baseline_archives_and_prints(run, fake_gpu, monkeypatch):
+    folder, (parent, child) = run
+    monkeypatch.chdir(ROOT)                                            # ops/layernorm: the default op folder
+    with Archive(folder / "archive.sqlite") as a:
+        a.put_baseline("r-1", W.id, "eager", _measure("eager", 32.7))
+    r = runner.invoke(app, ["profile", str(folder), "--ncu", "--baseline", "eager", "--timeout", "60", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    (rec,) = out["trials"]
+    assert rec["trial"] == child.id and rec["profiled"] is True and out["ncu"] == {"ran": True, "failed": []}
+    # Every launch of the report is summed; the class is the longest launch's (the GEMM of the recording).
+    agg = rec["aggregate"]
+    assert agg["launches"] == 7 and agg["kernels"][agg["dominant"]]["kernel"].startswith("nvjet_sm90")
+    assert rec["classification"]["bottleneck"] == "balanced-near-limit"
+    assert rec["artifact"] == f"profiles/{child.id}.ncu-rep" and (folder / rec["artifact"]).is_file()
+    agree = rec["agreement"]
+    assert agree["timing_us"] == 21.79 and agree["timing_fraction"] == pytest.approx(20.40 / 21.79)
+    assert agree["profile_bytes"] is None and agree["agrees"] is None          # the recording has no DRAM bytes
+    (base,) = out["baselines"]
+    assert base["baseline"] == "eager" and base["profiled"] is True and base["aggregate"]["launches"] == 7
+    assert base["artifact"] == f"profiles/baseline-eager-{W.id}.ncu-rep" and (folder / base["artifact"]).is_file()
+    assert base["agreement"]["timing_us"] == 32.7
+    # The jobs the harness got: the archived candidate source and config; the eager baseline on the same inputs.
+    calls = [json.loads(line) for line in fake_gpu.read_text().splitlines()]
+    assert len(calls) == 2 and all("--launch-count" not in c and "--kernel-name" not in c for c in calls)
+    jobs = [json.loads(Path(c[-1]).read_text()) for c in calls]
+    assert jobs[0]["mode"] == "candidate" and jobs[0]["config"]["num_warps"] == 4
+    assert Path(jobs[0]["source_file"]).read_text() == (ROOT / "ops" / "layernorm" / "kernel.py").read_text()
+    assert jobs[1]["mode"] == "baseline" and jobs[1]["baseline"] == "eager" and jobs[1]["seed"] == jobs[0]["seed"]
+    # Archived: a later plain `profile` reads both back.
+    again = _json([str(folder), "--baseline", "eager"])
+    assert again["trials"][0]["aggregate"] == agg and again["baselines"][0]["profiled"] is True
+    table = runner.invoke(app, ["profile", str(folder), "--baseline", "eager"])
+    assert table.exit_code == 0 and "7 in the profiled call" in table.stdout and "baseline eager" in table.stdout
+
+
+def test_ncu_failure_of_a_subject_exits_1(run, fake_gpu, monkeypatch):
+    folder, _ = run
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("FAKE_NCU_NOKERNEL", "1")
+    r = runner.invoke(app, ["profile", str(folder), "--ncu"])
+    assert r.exit_code == common.FAILED and "not profiled" in r.output
+
+
+def test_ncu_needs_the_runs_op_folder(run, fake_gpu, tmp_path):
+    folder, _ = run
+    r = runner.invoke(app, ["profile", str(folder), "--ncu", "--op", str(tmp_path / "nowhere")])
+    assert r.exit_code == common.BAD_INPUT and "--op" in r.output
+    r = runner.invoke(app, ["profile", str(folder), "--ncu", "--op", str(ROOT / "ops" / "rmsnorm")])
+    assert r.exit_code == common.BAD_INPUT

@@ -162,10 +162,26 @@ _V2 = (
     """,
 )
 
+_V3 = (
+    # Profile reports of a run's baselines (eager, torch.compile, copy, liger, ...) on one workload: the same
+    # ProfileReport JSON as `profiles`, with `baseline` set and no trial. One per (workload, baseline); a new profile
+    # replaces the old one. The .ncu-rep stays in the run folder (profiles/baseline-<name>-<workload>.ncu-rep).
+    """
+    CREATE TABLE baseline_profiles (
+        run_id      TEXT NOT NULL REFERENCES runs(id),
+        workload_id TEXT NOT NULL,
+        name        TEXT NOT NULL,
+        json        TEXT NOT NULL,
+        PRIMARY KEY (run_id, workload_id, name)
+    )
+    """,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema: runs, candidates, lineage, workloads, trials, baselines, finals, fronts, events",
               _V1),
     Migration(2, "profiles: one ProfileReport per trial", _V2),
+    Migration(3, "baseline_profiles: one ProfileReport per (workload, baseline)", _V3),
 )
 
 LATEST_VERSION: int = MIGRATIONS[-1].version

@@ -445,5 +445,42 @@ class Archive:
                                (run_id, trial_id)).fetchone()
         return None if row is None else ProfileReport.from_json(row["json"])
 
+    # ------------------------------------------------------------------ baseline profiles (schema version 3)
+
+    def put_baseline_profile(self, run_id: str, workload_id: str, name: str, report: "ProfileReport") -> None:
+        """Store (or replace) the profile report of baseline `name` on one of the run's workloads.
+
+        Raises ArchiveError if the run does not exist, or if the report is about another baseline or workload.
+        """
+        what = f"put profile of baseline {name!r} on {workload_id} in run {run_id!r}"
+        if report.baseline != name or report.workload_id != workload_id:
+            raise ArchiveError(f"{what}: the report is about baseline {report.baseline!r} on {report.workload_id}")
+        with self._tx(what) as conn:
+            if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+                raise ArchiveError(f"{what}: no such run")
+            conn.execute(
+                "INSERT INTO baseline_profiles(run_id, workload_id, name, json) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT(run_id, workload_id, name) DO UPDATE SET json = excluded.json",
+                (run_id, workload_id, name, report.to_json()))
+
+    def baseline_profile(self, run_id: str, workload_id: str, name: str) -> "ProfileReport | None":
+        """The stored profile report of a baseline on a workload, or None."""
+        from ..records.profile import ProfileReport
+        with self._read(f"get profile of baseline {name!r} on {workload_id} in run {run_id!r}") as conn:
+            row = conn.execute("SELECT json FROM baseline_profiles WHERE run_id = ? AND workload_id = ? AND name = ?",
+                               (run_id, workload_id, name)).fetchone()
+        return None if row is None else ProfileReport.from_json(row["json"])
+
+    def baseline_profiles(self, run_id: str, workload_id: str | None = None) -> list["ProfileReport"]:
+        """Every stored baseline profile of the run (of one workload), by workload and name."""
+        from ..records.profile import ProfileReport
+        sql, args = "SELECT json FROM baseline_profiles WHERE run_id = ?", [run_id]
+        if workload_id is not None:
+            sql += " AND workload_id = ?"
+            args.append(workload_id)
+        with self._read(f"list baseline profiles of run {run_id!r}") as conn:
+            rows = conn.execute(sql + " ORDER BY workload_id, name", args).fetchall()
+        return [ProfileReport.from_json(r["json"]) for r in rows]
+
 
 __all__ = ["Archive", "ArchiveError", "LATEST_VERSION"]

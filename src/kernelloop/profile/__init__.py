@@ -4,10 +4,12 @@
 - `ncu_report_adapter` / `ncu_csv`: read the `.ncu-rep` with NVIDIA's module, or its CSV export;
 - `metrics`: canonical metric keys and units;
 - `classify`: compute / memory-bandwidth / memory-latency / near-limit, with the evidence each keeps;
+- `aggregate`: several launches of one profiled call summed; profile-vs-timing roof-fraction agreement;
 - `roofline` / `ceilings`: arithmetic intensity from the spec, measured and cached roofs, DRAM-bytes check;
 - `sass`: registers, spills, local memory and global access widths from the cubin's SASS;
 - `hypothesis`: expected moves of metrics and their outcomes parent -> child;
-- `report`: the ProfileReport of a trial, and profile-and-archive.
+- `report`: the ProfileReport of a trial or a baseline, and profile-and-archive;
+- `harness`: the process ncu profiles (a candidate's `launch`, or a baseline, inside an NVTX range).
 """
 
 from .classify import DEFAULT_THRESHOLDS, Thresholds, classify

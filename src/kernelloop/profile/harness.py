@@ -1,9 +1,13 @@
 """The process Nsight Compute profiles: `python -m kernelloop.profile.harness JOB.json` (CUDA only).
 
-It loads the op, imports the candidate's source, builds the workload's seeded inputs on the GPU, calls
-`launch` `warmup` times (JIT compilation and caches) and then once inside the NVTX range the ncu command
-filters on. It prints one JSON line with what it did; it never judges correctness (the verifier did that
-before the candidate was profiled).
+It loads the op, builds the workload's seeded inputs on the GPU and then, by the job's `mode`:
+- `candidate` (the default): imports the candidate's source and calls its `launch` on fresh outputs;
+- `baseline`: builds the baseline callable named by `baseline` (eager, torch.compile, copy, or a name of the op's
+  `baselines.py`) with `kernelloop.execute.worker.make_baseline`, the same code the worker times, and calls it.
+It makes `warmup` calls (JIT compilation, torch.compile, caches, the caching allocator) and then one more inside
+the NVTX range the ncu command filters on. Every kernel the call launches falls inside the range (a baseline may
+launch several). It prints one JSON line with what it did; it never judges correctness (the verifier did that
+before the candidate was profiled; baselines are not verified).
 """
 
 from __future__ import annotations
@@ -13,30 +17,49 @@ import json
 import sys
 from pathlib import Path
 
+MODES = ("candidate", "baseline")
+
+
+def build_call(job: dict, device: str = "cuda"):
+    """(zero-argument callable, description) of the job's subject on its seeded inputs."""
+    from ..records import Workload
+    from ..reference.inputs import alloc_outputs, make_inputs
+    from ..spec import load_op
+
+    mode = job.get("mode", "candidate")
+    if mode not in MODES:
+        raise ValueError(f"unknown harness mode {mode!r}; expected one of {MODES}")
+    bundle = load_op(job["op_dir"])
+    spec = bundle.spec
+    workload = Workload.model_validate_json(job["workload"])
+    inputs = make_inputs(spec, workload, int(job["seed"]), device)
+    if mode == "baseline":
+        from ..execute.worker import make_baseline
+        name = job["baseline"]
+        fn = make_baseline(name, inputs, spec.scalars, reference_file=job.get("reference_file"),
+                           baselines_file=job.get("baselines_file"), bytes_moved=float(job.get("bytes_moved", 0.0)),
+                           device=device)
+        return fn, {"mode": mode, "baseline": name, "workload": workload.label}
+    mod_spec = importlib.util.spec_from_file_location("kernelloop_profiled_candidate", job["source_file"])
+    module = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(module)
+    outputs = alloc_outputs(spec, workload, device)
+    config = job["config"]
+
+    def call() -> None:
+        module.launch(*inputs, *outputs, **spec.scalars, **config)
+
+    return call, {"mode": mode, "workload": workload.label, "config": config}
+
 
 def main(argv: list[str]) -> int:
     job = json.loads(Path(argv[0]).read_text())
     import torch
 
-    from ..records import Workload
-    from ..reference.inputs import alloc_outputs, make_inputs
-    from ..spec import load_op
-
     if not torch.cuda.is_available():
         print(json.dumps({"ok": False, "error": "the profiling harness needs CUDA"}))
         return 2
-    bundle = load_op(job["op_dir"])
-    spec = bundle.spec
-    workload = Workload.model_validate_json(job["workload"])
-    mod_spec = importlib.util.spec_from_file_location("kernelloop_profiled_candidate", job["source_file"])
-    module = importlib.util.module_from_spec(mod_spec)
-    mod_spec.loader.exec_module(module)
-    inputs = make_inputs(spec, workload, int(job["seed"]), "cuda")
-    outputs = alloc_outputs(spec, workload, "cuda")
-
-    def call() -> None:
-        module.launch(*inputs, *outputs, **spec.scalars, **job["config"])
-
+    call, what = build_call(job, "cuda")
     for _ in range(int(job.get("warmup", 3))):
         call()
     torch.cuda.synchronize()
@@ -44,7 +67,7 @@ def main(argv: list[str]) -> int:
     call()
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_pop()
-    print(json.dumps({"ok": True, "workload": workload.label, "config": job["config"]}))
+    print(json.dumps({"ok": True, **what}))
     return 0
 
 

@@ -1,11 +1,13 @@
 """Run Nsight Compute on one candidate's kernel, in a subprocess, with a deadline; read the report back.
 
 The profiled process is `python -m kernelloop.profile.harness JOB.json`, which builds the workload's
-seeded inputs, calls the candidate's `launch` a few times (JIT compile, warm-up) and then once more inside
-an NVTX range. ncu is told to profile only launches inside that range (`--nvtx --nvtx-include RANGE/`) and,
-when the kernel name is known, only that kernel (`--kernel-name regex:NAME`), one launch
-(`--launch-count 1`). `--clock-control none` keeps the clocks the timer saw (ncu would otherwise lock them
-at base clock, so its durations would not be comparable with kernelloop's timings).
+seeded inputs, calls the candidate's `launch` (or, in baseline mode, a baseline such as eager PyTorch) a few
+times (JIT compile, warm-up) and then once more inside an NVTX range. ncu is told to profile only launches inside
+that range (`--nvtx --nvtx-include RANGE/`) and, when the kernel name is known, only that kernel
+(`--kernel-name regex:NAME`, `--launch-count 1`); with no kernel name, every launch in the range
+(`launch_count=None`: no `--launch-count`), which the caller sums (`aggregate.py`). `--clock-control none`
+keeps the clocks the timer saw (ncu would otherwise lock them at base clock, so its durations would not be
+comparable with kernelloop's timings).
 
 Failures are data: `NcuRun.status` is `ok`, `not-found` (no ncu), `timeout`, `failed` or `no-kernel`.
 When ncu rejects a requested raw metric (names differ between GPU generations and ncu versions), the
@@ -51,7 +53,7 @@ class NcuOptions:
     kernel_regex: str | None = None   # e.g. the Triton kernel's name; None = any kernel in the NVTX range
     nvtx_range: str | None = NVTX_RANGE
     launch_skip: int = 0
-    launch_count: int = 1
+    launch_count: int | None = 1      # None: every launch the filters let through (all kernels of the NVTX range)
     timeout_s: float = 600.0
 
 
@@ -84,7 +86,8 @@ def ncu_command(ncu: str | os.PathLike, target: list[str], out_stem: str | os.Pa
         cmd += ["--kernel-name", f"regex:{options.kernel_regex}"]
     if options.launch_skip:
         cmd += ["--launch-skip", str(options.launch_skip)]
-    cmd += ["--launch-count", str(options.launch_count)]
+    if options.launch_count is not None:
+        cmd += ["--launch-count", str(options.launch_count)]
     return cmd + ["--", *target]
 
 
@@ -166,23 +169,46 @@ def load_profiles(report: str | os.PathLike, *, ncu: str | os.PathLike | None = 
 
 @dataclass
 class CandidateProfile:
-    """The outcome of profiling one candidate: the kernel's profile (None on failure) and how it went."""
+    """The outcome of profiling one subject: the kept launches (empty on failure) and how it went.
+
+    `kernel` is the first kept launch (the one launch when `launch_count` is 1); `kernels` are all the launches
+    of the report that match the kernel filter, in report order.
+    """
 
     run: NcuRun
     kernel: KernelProfile | None
     notes: list[str]
+    kernels: list[KernelProfile] = field(default_factory=list)
 
 
 def harness_job(op_dir: str | os.PathLike, source_file: str | os.PathLike, config: dict, workload_json: str,
                 seed: int, warmup: int = 3, nvtx_range: str = NVTX_RANGE) -> dict:
-    """The job description `kernelloop.profile.harness` reads."""
-    return {"op_dir": str(op_dir), "source_file": str(source_file), "config": config, "workload": workload_json,
-            "seed": seed, "warmup": warmup, "nvtx_range": nvtx_range}
+    """The job description `kernelloop.profile.harness` reads (candidate mode)."""
+    return {"mode": "candidate", "op_dir": str(op_dir), "source_file": str(source_file), "config": config,
+            "workload": workload_json, "seed": seed, "warmup": warmup, "nvtx_range": nvtx_range}
+
+
+def baseline_job(op_dir: str | os.PathLike, name: str, workload, seed: int, warmup: int = 3,
+                 nvtx_range: str = NVTX_RANGE) -> dict:
+    """The harness job (baseline mode) that runs baseline `name` on `workload`'s seeded inputs.
+
+    It carries what the controller's bench message gives the worker for baselines (`Evaluator.bench`): the op's
+    reference file (eager, torch.compile), its `baselines.py` ('' when the op has none) and the formula's bytes
+    (copy); the harness builds the callable with the worker's own `make_baseline`.
+    """
+    from ..spec import load_op
+    bundle = load_op(op_dir)
+    baselines_file = bundle.folder / "baselines.py"
+    return {"mode": "baseline", "baseline": name, "op_dir": str(op_dir), "workload": workload.model_dump_json(),
+            "seed": seed, "warmup": warmup, "nvtx_range": nvtx_range,
+            "reference_file": str(bundle.folder / bundle.spec.reference),
+            "baselines_file": str(baselines_file) if baselines_file.is_file() else "",
+            "bytes_moved": bundle.spec.bytes_moved(workload.axes, workload.dtype)}
 
 
 def profile_candidate(job: dict, work_dir: str | os.PathLike, options: NcuOptions = NcuOptions(), *,
                       ncu: str | os.PathLike | None = None, python: str = sys.executable) -> CandidateProfile:
-    """Write `job`, run the harness under ncu, read back the one profiled kernel."""
+    """Write `job`, run the harness under ncu, read back the profiled launch(es) (see CandidateProfile)."""
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
     job_file = work / "profile-job.json"
@@ -200,10 +226,13 @@ def profile_candidate(job: dict, work_dir: str | os.PathLike, options: NcuOption
         kernel = select_kernel(profiles, options.kernel_regex)
     except LookupError as e:
         return CandidateProfile(run, None, notes + [str(e)])
-    if len(profiles) > 1:
-        notes.append(f"the report holds {len(profiles)} launches; kept the first matching one")
-    return CandidateProfile(run, kernel, notes)
+    matching = [p for p in profiles if options.kernel_regex is None or re.search(options.kernel_regex, p.kernel)]
+    if options.launch_count == 1:
+        if len(profiles) > 1:
+            notes.append(f"the report holds {len(profiles)} launches; kept the first matching one")
+        return CandidateProfile(run, kernel, notes, [kernel])
+    return CandidateProfile(run, kernel, notes, matching)
 
 
-__all__ = ["CandidateProfile", "NVTX_RANGE", "NcuOptions", "NcuRun", "export_csv", "harness_job", "load_profiles",
-           "ncu_command", "profile_candidate", "run_ncu"]
+__all__ = ["CandidateProfile", "NVTX_RANGE", "NcuOptions", "NcuRun", "baseline_job", "export_csv", "harness_job",
+           "load_profiles", "ncu_command", "profile_candidate", "run_ncu"]

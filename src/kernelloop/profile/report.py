@@ -1,18 +1,22 @@
 """Assemble a ProfileReport for a trial, and profile-and-archive one trial (the controller's hook).
 
-`make_report` is pure: it combines whatever is known (a kernel profile, build resources, ceilings or a copy
-baseline, the parent's observations) into one record. `profile_trial` runs Nsight Compute on the trial's
-candidate (GPU host only), keeps the `.ncu-rep` in the run folder under `profiles/`, and stores the report
-in the archive next to the trial.
+`make_report` is pure: it combines whatever is known (the profiled launches, build resources, ceilings or a copy
+baseline, the timing, the parent's observations) into one record; several launches are summed (`aggregate.py`)
+and the class is the longest launch's. `make_baseline_report` does the same for a baseline (eager, copy, ...).
+`profile_trial` / `profile_baseline` run Nsight Compute on the trial's candidate / on the baseline (GPU host
+only), keep the `.ncu-rep` in the run folder under `profiles/`, and store the report in the archive (tables
+`profiles` and `baseline_profiles`).
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 from ..records import (BuildResources, Ceilings, Hypothesis, KernelProfile, Measurement, OpSpec, ProfileReport,
                        Roofline, Trial, Workload)
+from .aggregate import aggregate, agreement
 from .classify import DEFAULT_THRESHOLDS, Thresholds, classify
 from .hypothesis import DEFAULT_NOISE, Noise, Observation, evaluate_hypotheses, observations
 from .roofline import roofline_from_ceilings, roofline_from_copy, roofline_position
@@ -37,29 +41,57 @@ def cross_check(report: ProfileReport) -> str | None:
     return None
 
 
+def _timing_label(m: Measurement, what: str) -> str:
+    return f"{what} ({m.policy.name}, {m.kernel.n} samples)"
+
+
+def _assemble(spec: OpSpec, workload: Workload, launches: list[KernelProfile], *, measurement: Measurement | None,
+              timing_source: str, build: BuildResources | None, ceilings: Ceilings | None, copy_us: float | None,
+              thresholds: Thresholds, notes: list[str]) -> dict:
+    """The fields a report derives from its launches and its timing: kernel, aggregate, class, roofline, agreement."""
+    agg = aggregate(launches, thresholds) if launches else None
+    kernel = launches[agg.dominant] if agg is not None else None
+    kernel_us = measurement.kernel.median_us if measurement is not None else None
+    if kernel_us is None and agg is not None and agg.duration_ns is not None:
+        kernel_us = agg.duration_ns / 1e3
+        notes.append("no timing measurement: the roofline uses Nsight Compute's duration")
+    if agg is not None and agg.launches > 1:
+        top = agg.kernels[agg.dominant]
+        share = f", {top.share:.0%} of the time" if top.share is not None else ""
+        notes.append(f"{agg.launches} launches in the profiled call: durations and DRAM bytes are their sums; "
+                     f"the class is the longest launch's ({top.kernel[:80]}{share})")
+    dram = agg.dram_bytes if agg is not None else None
+    roof = roofline_for(spec, workload, kernel_us, ceilings=ceilings, copy_us=copy_us, dram_bytes=dram)
+    klass = classify(kernel, thresholds, build) if kernel is not None else None
+    agree = None
+    if agg is not None:
+        agree = agreement(spec, workload, roof, profile_bytes=agg.dram_bytes, profile_ns=agg.duration_ns,
+                          timing_us=measurement.kernel.median_us if measurement is not None else None,
+                          timing_source=timing_source)
+    return {"kernel": kernel, "aggregate": agg, "classification": klass, "roofline": roof, "agreement": agree}
+
+
 def make_report(trial: Trial, spec: OpSpec, workload: Workload, *, kernel: KernelProfile | None = None,
-                build: BuildResources | None = None, ceilings: Ceilings | None = None, copy_us: float | None = None,
+                kernels: list[KernelProfile] | None = None, build: BuildResources | None = None,
+                ceilings: Ceilings | None = None, copy_us: float | None = None,
                 hypotheses: list[Hypothesis] | None = None, parent: dict[str, Observation] | None = None,
                 cites: list[str] | None = None, thresholds: Thresholds = DEFAULT_THRESHOLDS,
                 noise: Noise = DEFAULT_NOISE, artifact: str = "", command: list[str] | None = None,
-                notes: list[str] | None = None) -> ProfileReport:
-    """One trial's report. Kernel time: the trial's measured median, else the profiled duration."""
+                notes: list[str] | None = None, timed: Measurement | None = None,
+                timing_source: str = "") -> ProfileReport:
+    """One trial's report. `kernels`: every launch profiled in the call (summed, class of the longest); `kernel`:
+    the one launch when there is only one. Kernel time: `timed` (e.g. the run's confirmation measurement of the
+    candidate), else the trial's measured median, else the profiled duration."""
     notes = list(notes or [])
     m: Measurement | None = trial.measurement
-    kernel_us = m.kernel.median_us if m is not None else None
-    if kernel_us is None and kernel is not None and kernel.number("duration_ns") is not None:
-        kernel_us = kernel.number("duration_ns") / 1e3
-        notes.append("no timing measurement: the roofline uses Nsight Compute's duration")
-    dram = kernel.number("dram_bytes") if kernel is not None else None
-    if dram is None and kernel is not None:
-        r, w = kernel.number("dram_read_bytes"), kernel.number("dram_write_bytes")
-        dram = r + w if r is not None and w is not None else None
-    roof = roofline_for(spec, workload, kernel_us, ceilings=ceilings, copy_us=copy_us, dram_bytes=dram)
-    klass = classify(kernel, thresholds, build) if kernel is not None else None
+    t = timed if timed is not None else m
+    source = timing_source or (_timing_label(t, "trial measurement") if t is not None and timed is None else "")
+    launches = list(kernels) if kernels else ([kernel] if kernel is not None else [])
+    parts = _assemble(spec, workload, launches, measurement=t, timing_source=source, build=build, ceilings=ceilings,
+                      copy_us=copy_us, thresholds=thresholds, notes=notes)
     report = ProfileReport(trial_id=trial.id, candidate_id=trial.candidate_id, workload_id=trial.workload_id,
-                           kernel=kernel, classification=klass, roofline=roof, build=build,
-                           hypotheses=list(hypotheses or []), cites=list(cites or []), artifact=artifact,
-                           command=list(command or []), notes=notes)
+                           build=build, hypotheses=list(hypotheses or []), cites=list(cites or []), artifact=artifact,
+                           command=list(command or []), notes=notes, **parts)
     note = cross_check(report)
     if note is not None:
         report = report.model_copy(update={"notes": [*report.notes, note]})
@@ -69,28 +101,83 @@ def make_report(trial: Trial, spec: OpSpec, workload: Workload, *, kernel: Kerne
     return ProfileReport.model_validate(report.model_dump())
 
 
+def make_baseline_report(name: str, spec: OpSpec, workload: Workload, *, kernels: list[KernelProfile] | None = None,
+                         measurement: Measurement | None = None, ceilings: Ceilings | None = None,
+                         copy_us: float | None = None, thresholds: Thresholds = DEFAULT_THRESHOLDS,
+                         artifact: str = "", command: list[str] | None = None,
+                         notes: list[str] | None = None) -> ProfileReport:
+    """A baseline's report (eager, copy, liger, ...): no trial; `measurement` is the run's timing of it."""
+    notes = list(notes or [])
+    source = _timing_label(measurement, f"run's {name} baseline measurement") if measurement is not None else ""
+    parts = _assemble(spec, workload, list(kernels or []), measurement=measurement, timing_source=source, build=None,
+                      ceilings=ceilings, copy_us=copy_us, thresholds=thresholds, notes=notes)
+    report = ProfileReport(trial_id="", workload_id=workload.id, baseline=name, artifact=artifact,
+                           command=list(command or []), notes=notes, **parts)
+    note = cross_check(report)
+    if note is not None:
+        report = report.model_copy(update={"notes": [*report.notes, note]})
+    return ProfileReport.model_validate(report.model_dump())
+
+
+def _keep_report(result, run_dir: Path, stem: str) -> str:
+    """Copy the .ncu-rep into RUN/profiles/STEM.ncu-rep; its path relative to the run folder ('' if none)."""
+    if result.run.report is not None and result.run.report.exists():
+        kept = run_dir / "profiles" / f"{stem}.ncu-rep"
+        shutil.copyfile(result.run.report, kept)
+        return str(kept.relative_to(run_dir))
+    return ""
+
+
 def profile_trial(archive, run_dir: str | Path, trial: Trial, *, op_dir: str | Path, source_file: str | Path,
                   config: dict, workload: Workload, spec: OpSpec, seed: int, kernel_regex: str | None = None,
                   build: BuildResources | None = None, ceilings: Ceilings | None = None,
                   copy_us: float | None = None, hypotheses: list[Hypothesis] | None = None,
                   parent: dict[str, Observation] | None = None, cites: list[str] | None = None,
-                  timeout_s: float = 600.0) -> ProfileReport:
-    """Profile one trial's candidate with ncu (GPU), keep the .ncu-rep, archive the report, return it."""
+                  timeout_s: float = 600.0, timed: Measurement | None = None,
+                  timing_source: str = "") -> ProfileReport:
+    """Profile one trial's candidate with ncu (GPU), keep the .ncu-rep, archive the report, return it.
+
+    With `kernel_regex`, the first launch of that kernel alone; without, every launch of the candidate's call
+    (summed, class of the longest).
+    """
     from .ncu import NcuOptions, harness_job, profile_candidate
     run_dir = Path(run_dir)
     work = run_dir / "profiles" / trial.id
     job = harness_job(op_dir, source_file, config, workload.model_dump_json(), seed)
-    result = profile_candidate(job, work, NcuOptions(kernel_regex=kernel_regex, timeout_s=timeout_s))
-    artifact = ""
-    if result.run.report is not None and result.run.report.exists():
-        kept = run_dir / "profiles" / f"{trial.id}.ncu-rep"
-        shutil.copyfile(result.run.report, kept)
-        artifact = str(kept.relative_to(run_dir))
-    report = make_report(trial, spec, workload, kernel=result.kernel, build=build, ceilings=ceilings,
+    options = NcuOptions(kernel_regex=kernel_regex, timeout_s=timeout_s,
+                         launch_count=1 if kernel_regex else None)
+    result = profile_candidate(job, work, options)
+    artifact = _keep_report(result, run_dir, trial.id)
+    report = make_report(trial, spec, workload, kernels=result.kernels, build=build, ceilings=ceilings,
                          copy_us=copy_us, hypotheses=hypotheses, parent=parent, cites=cites, artifact=artifact,
-                         command=result.run.command, notes=result.notes)
+                         command=result.run.command, notes=result.notes, timed=timed, timing_source=timing_source)
     archive.put_profile(trial.run_id, trial.id, report)
     return report
 
 
-__all__ = ["cross_check", "make_report", "profile_trial", "roofline_for"]
+def baseline_stem(name: str, workload: Workload) -> str:
+    """File stem of a baseline's profile in RUN/profiles/: baseline-<name>-<workload id>."""
+    return "baseline-" + re.sub(r"[^A-Za-z0-9_.-]", "_", name) + "-" + workload.id
+
+
+def profile_baseline(archive, run_dir: str | Path, run_id: str, name: str, *, op_dir: str | Path,
+                     workload: Workload, spec: OpSpec, seed: int, measurement: Measurement | None = None,
+                     ceilings: Ceilings | None = None, copy_us: float | None = None,
+                     timeout_s: float = 600.0) -> ProfileReport:
+    """Profile baseline `name` on `workload` with ncu (every launch of its call), keep the .ncu-rep as
+    RUN/profiles/baseline-<name>-<workload>.ncu-rep, archive the report (table baseline_profiles), return it."""
+    from .ncu import NcuOptions, baseline_job, profile_candidate
+    run_dir = Path(run_dir)
+    stem = baseline_stem(name, workload)
+    job = baseline_job(op_dir, name, workload, seed)
+    result = profile_candidate(job, run_dir / "profiles" / stem, NcuOptions(timeout_s=timeout_s, launch_count=None))
+    artifact = _keep_report(result, run_dir, stem)
+    report = make_baseline_report(name, spec, workload, kernels=result.kernels, measurement=measurement,
+                                  ceilings=ceilings, copy_us=copy_us, artifact=artifact, command=result.run.command,
+                                  notes=result.notes)
+    archive.put_baseline_profile(run_id, workload.id, name, report)
+    return report
+
+
+__all__ = ["baseline_stem", "cross_check", "make_baseline_report", "make_report", "profile_baseline",
+           "profile_trial", "roofline_for"]

@@ -15,5 +15,5 @@ __all__ = [
     "Stats", "Status", "TemplateSpec", "TensorSpec", "TimingPolicy", "Tolerance", "Trial", "Verdict",
     "Workload", "canonical_json", "content_hash", "sha256_hex",
 ]
-from .profile import BottleneckClass, BuildResources, Ceilings, Classification, Direction, EvidenceItem, Hypothesis, HypothesisOutcome, KernelProfile, ProfileReport, Roofline, RuleHit, ceilings_key; __all__ += ["BottleneckClass", "BuildResources", "Ceilings", "Classification", "Direction", "EvidenceItem", "Hypothesis", "HypothesisOutcome", "KernelProfile", "ProfileReport", "Roofline", "RuleHit", "ceilings_key"]  # noqa: E402,E501 - issue 4 (profile records)
+from .profile import BottleneckClass, BuildResources, Ceilings, Classification, Direction, EvidenceItem, Hypothesis, HypothesisOutcome, KernelProfile, KernelShare, ProfileAggregate, ProfileReport, Roofline, RooflineAgreement, RuleHit, ceilings_key; __all__ += ["BottleneckClass", "BuildResources", "Ceilings", "Classification", "Direction", "EvidenceItem", "Hypothesis", "HypothesisOutcome", "KernelProfile", "KernelShare", "ProfileAggregate", "ProfileReport", "Roofline", "RooflineAgreement", "RuleHit", "ceilings_key"]  # noqa: E402,E501 - issue 4 (profile records)
 from .rules import StaticRuleHit; __all__ += ["StaticRuleHit"]  # noqa: E402 - issue 3 (static source rules)

@@ -220,10 +220,61 @@ class HypothesisOutcome(Record):
     note: str = Field("", description="How the decision was made (noise band, intervals).")
 
 
+class KernelShare(Record):
+    """One launch of a profile that holds several (a baseline such as eager RMSNorm may launch a few kernels)."""
+
+    kernel: str = Field(description="Kernel name as Nsight Compute reports it.")
+    launch_id: int = Field(0, ge=0, description="Launch index in the report.")
+    duration_ns: float | None = Field(None, description="Nsight Compute's duration of this launch.")
+    dram_bytes: float | None = Field(None, description="DRAM bytes read + written by this launch.")
+    share: float | None = Field(None, description="This launch's share of the summed duration.")
+    bottleneck: BottleneckClass = Field(BottleneckClass.UNKNOWN, description="This launch's class.")
+    reason: str = Field("", description="The comparison that decided the class.")
+    compute_pct: float | None = Field(None, description="Compute (SM) throughput, % of peak.")
+    memory_pct: float | None = Field(None, description="Memory throughput, % of peak.")
+    dram_pct: float | None = Field(None, description="DRAM throughput, % of peak.")
+
+
+class ProfileAggregate(Record):
+    """Every launch profiled inside the NVTX range, summed: what one call of the subject costs."""
+
+    launches: int = Field(ge=0, description="Launches profiled.")
+    duration_ns: float | None = Field(None, description="Sum of the launches' durations (None if one lacks it).")
+    dram_bytes: float | None = Field(None, description="Sum of the launches' DRAM bytes (None if one lacks it).")
+    dram_pct: float | None = Field(None, description="Duration-weighted mean of the launches' DRAM throughput %.")
+    dominant: int = Field(0, ge=0, description="Index in `kernels` of the longest launch (its class is the class).")
+    kernels: list[KernelShare] = Field(default_factory=list, description="Every launch, in report order.")
+
+
+class RooflineAgreement(Record):
+    """The fraction of the bandwidth roof seen by Nsight Compute and by the timer, under one and the same roof.
+
+    profile fraction = (profiled DRAM bytes / profiled duration) / roof;
+    timing fraction  = (the spec's bytes formula / timed kernel median) / roof;
+    difference       = |profile - timing| / timing.
+    """
+
+    bandwidth_gbps: float | None = Field(None, description="The bandwidth roof both fractions use, GB/s.")
+    ceiling_source: str = Field("", description="Where the roof comes from.")
+    profile_bytes: float | None = Field(None, description="DRAM bytes Nsight Compute counted (all launches).")
+    profile_us: float | None = Field(None, description="Nsight Compute's duration (all launches), us.")
+    profile_gbps: float | None = Field(None, description="profile_bytes / profile_us, GB/s.")
+    profile_fraction: float | None = Field(None, description="profile_gbps / bandwidth_gbps.")
+    timing_bytes: float = Field(0.0, ge=0, description="Bytes from the spec's formula.")
+    timing_us: float | None = Field(None, description="Timed kernel median, us.")
+    timing_source: str = Field("", description="Which measurement the timed median comes from.")
+    timing_gbps: float | None = Field(None, description="timing_bytes / timing_us, GB/s.")
+    timing_fraction: float | None = Field(None, description="timing_gbps / bandwidth_gbps.")
+    difference: float | None = Field(None, description="|profile_fraction - timing_fraction| / timing_fraction.")
+    tolerance: float = Field(0.05, ge=0, description="Largest difference that counts as agreement.")
+    agrees: bool | None = Field(None, description="difference <= tolerance; None when a fraction is unknown.")
+    note: str = Field("", description="What is missing, or what the two numbers say.")
+
+
 class ProfileReport(Record):
     """Everything issue 4 knows about one trial's kernel. Archived in table `profiles`."""
 
-    trial_id: str = Field(description="Trial the profile belongs to.")
+    trial_id: str = Field(description="Trial the profile belongs to ('' for a baseline's profile).")
     candidate_id: str = Field("", description="Candidate profiled.")
     workload_id: str = Field("", description="Workload profiled.")
     kernel: KernelProfile | None = Field(None, description="The Nsight Compute profile; None when none was taken.")
@@ -236,6 +287,11 @@ class ProfileReport(Record):
     artifact: str = Field("", description="The .ncu-rep file, relative to the run folder ('' if none).")
     command: list[str] = Field(default_factory=list, description="The ncu command line that produced it.")
     notes: list[str] = Field(default_factory=list, description="Anything a reader must know (fallbacks, errors).")
+    baseline: str = Field("", description="The baseline profiled (eager, copy, liger, ...); '' for a trial.")
+    aggregate: ProfileAggregate | None = Field(
+        None, description="All launches of the profiled call summed; `kernel` is the longest (dominant) one.")
+    agreement: RooflineAgreement | None = Field(
+        None, description="Fraction of the bandwidth roof from the profile vs from the timing.")
 
     @property
     def id(self) -> str:

@@ -1,0 +1,163 @@
+"""Do Nsight Compute's bottleneck class and its roofline fraction agree with what the timer measured?
+
+For each run archive given (e.g. the layernorm, rmsnorm and softmax runs of benchmarks/results/2026-11-30-h200 and a
+gemm run), on a CUDA host with Nsight Compute:
+- picks one workload: the one whose label contains --workload, by default the fp16 workload whose axes are all
+  4096 ([4096, 4096], or [4096, 4096, 4096] for a GEMM);
+- profiles the run's best passing trial on it and each --baseline (default: eager) with `kernelloop profile --ncu`
+  (the same API: `kernelloop.cli.profile.run_ncu_profiles`), which archives the reports;
+- prints a markdown table: subject, class (of the longest launch; launches profiled), DRAM % (duration-weighted
+  over the launches), the fraction of the bandwidth roof from the profile (DRAM bytes / ncu duration / roof) and
+  from the timing (the spec's bytes / timed kernel median / the same roof), their relative difference and whether
+  it is <= 5 %, and for matrix ops (gemm, ...) whether the class is compute-bound;
+- writes every record (class, kept evidence, launches, roofline, agreement, notes) to --out as JSON.
+
+The archives are not modified: each is copied (SQLite backup API) to --work/<name>/archive.sqlite first, where the
+reports, the .ncu-rep files (profiles/) and the candidate sources (sources/) land. --in-place profiles into the
+given run folders instead.
+
+    python3 benchmarks/profile_classes.py benchmarks/results/2026-11-30-h200/{layernorm,rmsnorm,softmax}.sqlite \\
+        runs/gpu-gemm --out profile-classes.json [--baseline eager --baseline liger] [--timeout 600]
+
+Exit codes: 0 every subject was profiled; 1 some subject could not be profiled; 2 bad input; 3 no ncu / no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "src") not in sys.path:
+    sys.path.insert(0, str(ROOT / "src"))
+
+from kernelloop.archive import Archive  # noqa: E402
+from kernelloop.cli.profile import NcuUnavailable, profile_summary, run_ncu_profiles  # noqa: E402
+from kernelloop.profile.roofline import default_pipe  # noqa: E402
+from kernelloop.select.pareto import best_per_workload  # noqa: E402
+
+
+def archive_file(path: Path) -> Path:
+    return path / "archive.sqlite" if path.is_dir() else path
+
+
+def work_copy(src: Path, dst_dir: Path) -> Path:
+    """A consistent copy of a (possibly WAL-mode) SQLite archive, made with SQLite's backup API."""
+    dst_dir.mkdir(parents=True, exist_ok=True)
+    dst = dst_dir / "archive.sqlite"
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(dst) + suffix).unlink(missing_ok=True)
+    with sqlite3.connect(f"file:{src}?mode=ro", uri=True) as s, sqlite3.connect(dst) as d:
+        s.backup(d)
+    return dst
+
+
+def pick_workload(archive: Archive, run: dict, wanted: str | None):
+    """(workload, best trial) of the run's workload matching `wanted` (label substring), else all-4096 fp16."""
+    best = best_per_workload(archive.trials(run["id"]))
+    workloads = [archive.get_workload(wid) for wid in best]
+    if wanted:
+        hits = [w for w in workloads if wanted in w.label]
+    else:
+        hits = [w for w in workloads if w.dtype.value == "fp16" and all(v == 4096 for v in w.axes.values())]
+    if not hits:
+        labels = sorted(w.label for w in workloads)
+        raise LookupError(f"run {run['id']} ({run['op']}): no passing workload matches "
+                          f"{wanted or 'fp16 with every axis 4096'}; it has {labels}")
+    w = sorted(hits, key=lambda w: w.label)[0]
+    return w, best[w.id]
+
+
+def _f(v, fmt="{:.3f}") -> str:
+    return fmt.format(v) if v is not None else "n/a"
+
+
+def row_of(op: str, rec: dict, subject: str) -> dict:
+    c, agg, a = rec["classification"], rec["aggregate"], rec["agreement"] or {}
+    matrix = default_pipe(op) == "matrix"
+    klass = c["bottleneck"] if c is not None else None
+    return {
+        "op": op, "workload": rec["workload"], "subject": subject, "profiled": rec["profiled"], "class": klass,
+        "launches": agg["launches"] if agg else 0, "dram_pct": agg["dram_pct"] if agg else None,
+        "compute_pct": c["compute_pct"] if c else None, "memory_pct": c["memory_pct"] if c else None,
+        "profile_fraction": a.get("profile_fraction"), "timing_fraction": a.get("timing_fraction"),
+        "difference": a.get("difference"), "agrees": a.get("agrees"),
+        "dram_ratio": (rec["roofline"] or {}).get("dram_ratio"), "timing_us": a.get("timing_us"),
+        "profile_us": a.get("profile_us"), "matrix_op": matrix,
+        "compute_bound": (klass == "compute-bound") if matrix and klass is not None else None,
+    }
+
+
+def markdown(rows: list[dict]) -> str:
+    out = ["| subject | class (launches) | DRAM % | profile fraction | timing fraction | diff | <= 5 % | "
+           "ncu us / timed us | gemm: compute-bound? |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        yes = {True: "yes", False: "**no**", None: "n/a"}
+        out.append(
+            f"| {r['op']} {r['workload']} {r['subject']} | {r['class'] or 'not profiled'} ({r['launches']}) | "
+            f"{_f(r['dram_pct'], '{:.1f}')} | {_f(r['profile_fraction'])} | {_f(r['timing_fraction'])} | "
+            f"{_f(r['difference'], '{:.1%}')} | {yes[r['agrees']]} | "
+            f"{_f(r['profile_us'], '{:.2f}')} / {_f(r['timing_us'], '{:.2f}')} | "
+            f"{yes[r['compute_bound']] if r['matrix_op'] else ''} |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("archives", nargs="+", type=Path, help="run folders or archive.sqlite files")
+    ap.add_argument("--out", type=Path, required=True, help="JSON file for every record and row")
+    ap.add_argument("--workload", help="label substring of the workload to profile (default: fp16, all axes 4096)")
+    ap.add_argument("--baseline", action="append", help="baseline(s) to profile too (default: eager)")
+    ap.add_argument("--work", type=Path, default=Path("runs/profile-classes"), help="where the archive copies go")
+    ap.add_argument("--in-place", action="store_true", help="profile into the given run folders, no copies")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per Nsight Compute run")
+    args = ap.parse_args(argv)
+    baselines = tuple(dict.fromkeys(args.baseline or ["eager"]))
+    rows, records, failed = [], [], []
+    for src in args.archives:
+        db = archive_file(src)
+        if not db.is_file():
+            print(f"no archive at {db}", file=sys.stderr)
+            return 2
+        if not args.in_place:
+            db = work_copy(db, args.work / src.name.removesuffix(".sqlite"))
+        t0 = time.monotonic()
+        try:
+            with Archive(db) as archive:
+                run = archive.runs()[0]
+                w, best = pick_workload(archive, run, args.workload)
+                print(f"{run['op']} {w.label}: trial {best.index} and {', '.join(baselines)} ...", file=sys.stderr)
+                op_dir = ROOT / "ops" / run["op"]
+                done = run_ncu_profiles(archive, db.parent, best.id, baselines, timeout_s=args.timeout,
+                                        op_dir=op_dir if op_dir.is_dir() else None,
+                                        say=lambda m: print(m, file=sys.stderr))
+                summary = profile_summary(archive, best.id, baselines)
+        except NcuUnavailable as e:
+            print(f"cannot profile here: {e}", file=sys.stderr)
+            return 3
+        except LookupError as e:
+            print(str(e), file=sys.stderr)
+            return 2
+        failed += done["failed"]
+        summary["notes"], summary["archive"], summary["seconds"] = done["notes"], str(db), time.monotonic() - t0
+        records.append(summary)
+        for t in summary["trials"]:
+            rows.append(row_of(run["op"], t, f"trial {t['index']}"))
+        for b in summary["baselines"]:
+            rows.append(row_of(run["op"], b, b["baseline"]))
+    table = markdown(rows)
+    print(table)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"rows": rows, "table": table, "runs": records, "failed": failed}, indent=2))
+    if failed:
+        print(f"not profiled: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
