@@ -186,3 +186,51 @@ def test_submit_on_cuda_through_the_same_path(tmp_path):
     assert r["profile"]["status"] in {"ok", "unavailable", "failed"}
     assert ans["candidates"][0]["id"] == Candidate(op="layernorm", template="rowwise", source=TEMPLATE,
                                                    config={"BLOCK_N": 4096, "ROWS": 1, "num_warps": 8}).id
+
+
+def test_a_space_of_configurations_in_one_submission(ws, good):
+    ans = submit(ws.root, Submission(source=TEMPLATE, config={"ROWS": 1, "num_warps": 1},
+                                     space={"BLOCK_N": [64, 128], "EVICT_FIRST": [0, 1]}, agent="test"), **FAST)
+    assert ans["verdict"] == "PASSED"
+    assert [(c["config"]["BLOCK_N"], c["config"]["EVICT_FIRST"]) for c in ans["candidates"]] == \
+        [(64, 0), (64, 1), (128, 0), (128, 1)]
+    assert all(c["config"]["ROWS"] == 1 and c["template"] == "rowwise" for c in ans["candidates"])
+    by_id = {c["id"]: c["label"] for c in ans["candidates"]}
+    assert [r["candidate"] for r in ans["results"]] == list(by_id), "each result names its candidate"
+    assert all(r["label"] == by_id[r["candidate"]] for r in ans["results"])
+    assert ans["results"][0]["previously_archived"] is False
+    st = workspace_status(ws.root)
+    (w,) = st["workloads"]
+    best = w["best"]
+    assert best["config"] and best["label"] and best["kernel_us"] > 0
+    assert set(best["speedups"]) >= {"eager"} and best["copy_fraction"] is not None
+    assert "confirmed" not in w
+
+
+def test_malformed_spaces_and_proposals_with_a_config_run_nothing(ws, good):
+    with Archive(ws.run_dir() / "archive.sqlite") as a:
+        before = a.next_index(good["run"])
+    bad = [(dict(space={"BLOCK_N": []}), "non-empty list"),
+           (dict(space={"BLOCK_N": 64}), "non-empty list"),
+           (dict(space={"BLOCK_N": [{"a": 1}]}), "numbers, strings or booleans"),
+           (dict(config={"BLOCK_N": 64}, space={"BLOCK_N": [64, 128]}), "both in the config and in the space"),
+           (dict(space={"BLOCK_N": [64, 128, 256], "ROWS": [1, 2, 4], "num_warps": [1, 2]}), "at most 16")]
+    for kw, why in bad:
+        with pytest.raises(SubmissionError, match=why):
+            submit(ws.root, Submission(source=TEMPLATE, **kw), **FAST)
+    proposal = {"source": TEMPLATE, "config": CONFIG, "rationale": "r",
+                "hypothesis": {"metrics": [{"metric": "registers", "direction": "up"}], "latency_change_pct": -1}}
+    with pytest.raises(SubmissionError, match="its own configuration"):
+        submit(ws.root, Submission(proposal=proposal, config={"ROWS": 2}), **FAST)
+    with Archive(ws.run_dir() / "archive.sqlite") as a:
+        assert a.next_index(good["run"]) == before, "nothing ran"
+
+
+def test_status_shows_the_confirmed_baselines(tmp_path):
+    w = init_workspace(OP, tmp_path / "ws", workloads_file=workloads_file(tmp_path), checks=1, device="interpret")
+    ans = submit(w.root, Submission(source=TEMPLATE, config=CONFIG), confirm=True, **FAST)
+    assert ans["verdict"] == "PASSED"
+    (st,) = workspace_status(w.root)["workloads"]
+    conf = st["confirmed"]
+    assert conf["candidate"] == ans["candidates"][0]["id"] and conf["kernel_us"] > 0
+    assert {"eager", "copy"} <= set(conf["baselines"]) and conf["baselines"]["copy"]["kernel_us"] > 0

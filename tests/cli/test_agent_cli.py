@@ -62,3 +62,44 @@ def test_llm_command_needs_a_config(tmp_path, monkeypatch):
     (tmp_path / "bad.toml").write_text('[llm]\nprovider = "nope"\nmodel = "m"\n')
     r = runner.invoke(app, ["agent", "llm", str(OP), "--config", str(tmp_path / "bad.toml"), "--device", "interpret"])
     assert r.exit_code == common.BAD_INPUT and "bad.toml" in r.output
+
+
+def test_submit_space_and_no_profile(tmp_path):
+    (tmp_path / "wl.toml").write_text('op = "layernorm"\n[[workload]]\naxes = { M = 4, N = 64 }\ndtype = "fp16"\n')
+    ws = tmp_path / "ws"
+    assert runner.invoke(app, ["agent", "init", str(OP), "--out", str(ws), "--workloads", str(tmp_path / "wl.toml"),
+                               "--device", "interpret", "--checks", "1"]).exit_code == 0
+    assert "--space" in (ws / "README.md").read_text()
+    kernel = tmp_path / "k.py"
+    kernel.write_text((OP / "kernel.py").read_text())
+    for bad in ("[1]", "{nope", '{"BLOCK_N": []}'):
+        r = runner.invoke(app, ["submit", str(kernel), "--workspace", str(ws), "--space", bad])
+        assert r.exit_code == common.BAD_INPUT, (bad, r.output)
+    r = runner.invoke(app, ["submit", str(kernel), "--workspace", str(ws), "--config", '{"ROWS": 1, "num_warps": 1}',
+                            "--space", '{"BLOCK_N": [32, 64]}', "--no-profile"])
+    assert r.exit_code == 0, r.output
+    ans = _json(r.stdout)
+    assert [c["config"]["BLOCK_N"] for c in ans["candidates"]] == [32, 64] and ans["verdict"] == "PASSED"
+
+
+def test_a_changed_manifest_says_how_to_continue(tmp_path, monkeypatch):
+    import importlib
+
+    agent_submit = importlib.import_module("kernelloop.agent.submit")   # the module; the package exports a function
+
+    (tmp_path / "wl.toml").write_text('op = "layernorm"\n[[workload]]\naxes = { M = 4, N = 64 }\ndtype = "fp16"\n')
+    ws = tmp_path / "ws"
+    assert runner.invoke(app, ["agent", "init", str(OP), "--out", str(ws), "--workloads", str(tmp_path / "wl.toml"),
+                               "--device", "interpret"]).exit_code == 0
+    kernel = tmp_path / "k.py"
+    kernel.write_text(WRONG)
+
+    def refuse(*a, **k):   # what the controller raises when a kernelloop update changed the verifier's hash
+        raise RuntimeError("cannot resume: the manifest changed (verifier_sha256); results are only comparable "
+                           "within one manifest")
+
+    monkeypatch.setattr(agent_submit, "submit", refuse)
+    r = runner.invoke(app, ["submit", str(kernel), "--workspace", str(ws)])
+    assert r.exit_code == common.STOPPED
+    ans = _json(r.stdout)
+    assert ans["verdict"] == "NOT_EVALUATED" and "agent init" in ans["hint"]

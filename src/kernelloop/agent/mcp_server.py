@@ -74,13 +74,17 @@ def build_server(workspace: str | Path | None = None, device: str | None = None)
 
     @server.tool()
     def submit_kernel(source: str, config: dict[str, Any] | None = None, parent: str | None = None,
-                      hypothesis: str = "", agent: str = "mcp", workspace: str | None = None) -> dict:
+                      hypothesis: str = "", agent: str = "mcp", workspace: str | None = None,
+                      space: dict[str, list[Any]] | None = None, profile: bool = True) -> dict:
         """Compile, verify, benchmark (and on CUDA profile) a Triton module defining `launch`, on every workload.
-        `config`: keyword arguments for launch. `parent`: the candidate id it derives from. `hypothesis`: what you
-        expect to move, e.g. 'registers down; latency_us down -10%'. Returns the verdict with its evidence."""
+        `config`: keyword arguments for launch. `space`: several configurations at once, parameter -> values,
+        every combination (at most 16), `config` holding the fixed keys. `parent`: the candidate id it derives
+        from. `hypothesis`: what you expect to move, e.g. 'registers down; latency_us down -10%'. `profile`:
+        false skips Nsight Compute on CUDA. Returns the verdict with its evidence."""
         from .submit import Submission, submit
-        sub = Submission(source=source, config=dict(config or {}), parent=parent, hypothesis=hypothesis, agent=agent)
-        return guarded(submit, ws_of(workspace), sub, device=device)
+        sub = Submission(source=source, config=dict(config or {}), space=dict(space) if space else None,
+                         parent=parent, hypothesis=hypothesis, agent=agent)
+        return guarded(submit, ws_of(workspace), sub, device=device, profile=profile)
 
     @server.tool()
     def submit_proposal(proposal: dict[str, Any], parent: str | None = None, hypothesis: str = "",

@@ -10,9 +10,19 @@ from ..records import Status
 from .workspace import Workspace
 
 
+def _figures(m) -> dict:
+    """Kernel and call medians, bandwidth, fraction of the device copy's speed, speed-ups over the baselines."""
+    return {"kernel_us": m.kernel.median_us, "call_us": m.call.median_us, "gbps": m.gbps,
+            "copy_fraction": m.roofline_fraction,
+            "speedups": {r.baseline: {"speedup": r.speedup, "ci": [r.ci_low, r.ci_high], "verdict": r.verdict.value}
+                         for r in m.ratios}}
+
+
 def workspace_status(workspace: str | Path, device: str | None = None, recent: int = 10) -> dict:
-    """JSON-able status: per workload the Pareto front (with labels and lineage) and the best kernel time;
-    trial counts by verdict; the most recent submissions with their verdicts; the baseline figures."""
+    """JSON-able status: per workload the Pareto front (with labels and lineage), the best trial (configuration,
+    kernel and call time, copy fraction, speed-ups) and, after `submit --confirm`, the best re-measured beside
+    every baseline; trial counts by verdict; the most recent submissions with their verdicts; the baseline
+    figures."""
     ws = Workspace.load(workspace)
     device = device or ws.device
     db = ws.run_dir(device) / "archive.sqlite"
@@ -32,6 +42,7 @@ def workspace_status(workspace: str | Path, device: str | None = None, recent: i
         out["run"] = run_id
         out["counts"] = archive.count(run_id)
         trials = archive.trials(run_id)
+        finals = archive.finals(run_id)
         cands = {}
 
         def cand(cid):
@@ -49,11 +60,18 @@ def workspace_status(workspace: str | Path, device: str | None = None, recent: i
             passed = [t for t in trials if t.workload_id == w.id and t.verdict.status is Status.PASSED
                       and t.measurement is not None]
             best = min(passed, key=lambda t: t.measurement.kernel.median_us) if passed else None
-            out["workloads"].append({
+            bc = cand(best.candidate_id) if best else None
+            entry = {
                 "id": w.id, "label": w.label, "trials": sum(1 for t in trials if t.workload_id == w.id),
                 "passed": len(passed), "front": front,
-                "best": {"candidate": best.candidate_id, "kernel_us": best.measurement.kernel.median_us,
-                         "call_us": best.measurement.call.median_us} if best else None})
+                "best": {"candidate": best.candidate_id, "label": bc.label if bc else "",
+                         "config": bc.config if bc else {}, **_figures(best.measurement)} if best else None}
+            if w.id in finals:   # `submit --confirm`: the best re-measured beside every baseline
+                cid, m = finals[w.id]
+                entry["confirmed"] = {"candidate": cid, **_figures(m), "baselines": {
+                    name: ({"kernel_us": bm.kernel.median_us, "call_us": bm.call.median_us} if bm else {"note": note})
+                    for name, (bm, note) in archive.baselines(run_id, w.id).items()}}
+            out["workloads"].append(entry)
         for t in trials[-recent:][::-1]:
             c = cand(t.candidate_id)
             out["recent"].append({"trial": t.id, "index": t.index, "candidate": t.candidate_id,

@@ -8,12 +8,15 @@ are profiled with Nsight Compute when kernelloop.profile and `ncu` are available
 
 A submission is either a Python module (judged as it is: a syntax error is a COMPILE_ERROR trial, archived)
 or a KernelProposal JSON (validated first: an invalid proposal is answered with the validation error and
-nothing runs). Submissions are serialized per run folder by a file lock.
+nothing runs). A module comes with one configuration (`config`) or a small space of them (`space`: parameter ->
+values, every combination, `config` holding the fixed keys; at most MAX_CONFIGS), judged in one submission.
+Submissions are serialized per run folder by a file lock.
 """
 
 from __future__ import annotations
 
 import fcntl
+import itertools
 import json
 import time
 from contextlib import contextmanager
@@ -64,7 +67,32 @@ class Submission:
     parent: str | None = None
     hypothesis: str = ""
     config: dict = field(default_factory=dict)
+    space: dict | None = None
     agent: str = "agent"
+
+    def configs(self) -> list[dict]:
+        """The configurations of a module submission: `config`, or `config` merged into every combination of
+        `space` (in the order given). A malformed space is a SubmissionError; nothing runs."""
+        if not self.space:
+            return [dict(self.config)]
+        from ..propose.proposal import MAX_CONFIGS
+        if not isinstance(self.space, dict):
+            raise SubmissionError("the space must be an object: parameter -> list of values")
+        for name, values in self.space.items():
+            if not isinstance(values, list) or not values:
+                raise SubmissionError(f"space[{name!r}] must be a non-empty list of values")
+            if any(isinstance(v, (dict, list)) or v is None for v in values):
+                raise SubmissionError(f"space[{name!r}]: values must be numbers, strings or booleans")
+        both = sorted(set(self.space) & set(self.config))
+        if both:
+            raise SubmissionError(f"{both} given both in the config and in the space")
+        keys = list(self.space)
+        combos = [{**self.config, **dict(zip(keys, vals))}
+                  for vals in itertools.product(*(self.space[k] for k in keys))]
+        if len(combos) > MAX_CONFIGS:
+            raise SubmissionError(f"the space expands to {len(combos)} configurations; at most {MAX_CONFIGS} "
+                                  f"per submission")
+        return combos
 
     @classmethod
     def from_file(cls, path: str | Path, **kw) -> "Submission":
@@ -112,6 +140,9 @@ def candidates_of(sub: Submission, ws: Workspace, bundle, run_dir: Path) -> list
     """The candidates a submission stands for, with lineage, proposer and hypothesis."""
     proposer = f"agent:{sub.agent}"
     if sub.proposal is not None:
+        if sub.config or sub.space:
+            raise SubmissionError("a proposal names its own configuration ('config' or 'space' in the JSON); "
+                                  "--config/--space apply to a kernel module")
         from ..propose.proposal import ProposalInvalid, materialize, parse_proposal
         value = dict(sub.proposal)
         if sub.parent and sub.parent not in value.get("parent_ids", []):
@@ -127,11 +158,12 @@ def candidates_of(sub: Submission, ws: Workspace, bundle, run_dir: Path) -> list
         return [c.model_copy(update={"template": _template_name(bundle, c)}) for c in cands]
     if not sub.source or not sub.source.strip():
         raise SubmissionError("the submitted source is empty")
+    configs = sub.configs()
     parents = [sub.parent] if sub.parent else []
     _known(run_dir, parents)
-    cand = Candidate(op=bundle.spec.name, template="custom", source=sub.source, config=dict(sub.config),
-                     parent_ids=parents, proposer=proposer, hypothesis=sub.hypothesis)
-    return [cand.model_copy(update={"template": _template_name(bundle, cand)})]
+    cands = [Candidate(op=bundle.spec.name, template="custom", source=sub.source, config=cfg,
+                       parent_ids=parents, proposer=proposer, hypothesis=sub.hypothesis) for cfg in configs]
+    return [c.model_copy(update={"template": _template_name(bundle, c)}) for c in cands]
 
 
 def _template_name(bundle, cand: Candidate) -> str:
@@ -214,7 +246,8 @@ def trial_result(archive: Archive, run_id: str, cand: Candidate, w: Workload, t:
     build = t.build.model_dump(mode="json") if t.build is not None else None
     if build and build.get("log"):
         build["log"] = build["log"][-4000:]
-    out = {"workload": w.label, "workload_id": w.id, "trial": t.id, "index": t.index, "status": v.status.value,
+    out = {"workload": w.label, "workload_id": w.id, "candidate": cand.id, "label": cand.label, "trial": t.id,
+           "index": t.index, "status": v.status.value,
            "message": v.message, "build": build, "measurement": _measure(t.measurement),
            "costs": t.costs.model_dump(mode="json")}
     if v.status is not Status.PASSED:   # a passing verdict's cases stay the verifier's

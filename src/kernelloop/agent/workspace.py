@@ -130,14 +130,25 @@ Write a faster Triton kernel for `{op}`; kernelloop judges it. Read `interface.j
 tensor shapes and dtypes of every workload, the rules) and, for reading only, `reference/` (the spec, the
 reference and the starting templates). `baseline.json` holds the figures to beat.
 
-Submit a kernel module (its `launch` must match `{launch}`):
+Submit a kernel module (its `launch` must match `{launch}`; the configuration arrives as keyword arguments):
 
     kernelloop submit my_kernel.py --workspace {root} [--config '{{"BLOCK": 1024}}'] [--parent CANDIDATE_ID] \\
         [--hypothesis "registers down; latency_us down -10%"]
 
-or a proposal (JSON matching `proposal.schema.json`, full source or a unified diff against a parent):
+Several configurations of one module in one submission (every combination, at most 16; `--config` holds the
+keys that stay fixed):
+
+    kernelloop submit my_kernel.py --workspace {root} --space '{{"BLOCK": [512, 1024], "num_warps": [4, 8]}}'
+
+or a proposal (JSON matching `proposal.schema.json`, full source or a unified diff against a parent, with its
+own `config` or `space`):
 
     kernelloop submit proposal.json --workspace {root}
+
+A module is judged as it is: a `launch` that rejects a configuration key fails at run time, archived as such.
+`--workspace` defaults to the current folder. On CUDA each passing trial is also profiled with Nsight Compute
+when `ncu` is installed (`--no-profile` skips it); `--confirm` re-measures each workload's best beside the
+baselines (eager, torch.compile, the op's library kernels, a device copy of the same bytes).
 
 Every submission is compiled, verified against the reference on fresh inputs and held-out shapes you are not
 shown, timed beside eager PyTorch when it passes, and archived with its lineage. The answer is JSON: the

@@ -1,8 +1,9 @@
 """`kernelloop submit FILE`: judge an agent's kernel in a workspace; print the JSON verdict.
 
-Exit codes: 0 PASSED on every workload; 1 judged, but some workload did not pass; 2 bad input (no workspace,
-unreadable file, invalid proposal, unknown parent, bad --config); 3 the evaluation could not run (the op
-folder or the run's manifest changed, archive error, worker failed to start).
+Exit codes: 0 PASSED on every workload (and every configuration); 1 judged, but some workload or configuration
+did not pass; 2 bad input (no workspace, unreadable file, invalid proposal, unknown parent, bad --config or
+--space); 3 the evaluation could not run (the op folder or the run's manifest changed, archive error, worker
+failed to start).
 """
 
 from __future__ import annotations
@@ -23,10 +24,15 @@ def submit(
     hypothesis: Annotated[str, typer.Option(help="What you expect to move, e.g. "
                                                  "'registers down; latency_us down -10%'.")] = "",
     config: Annotated[Optional[str], typer.Option(help="Keyword arguments of launch, as a JSON object.")] = None,
+    space: Annotated[Optional[str], typer.Option(
+        help="Several configurations in one submission: a JSON object parameter -> list of values; every "
+             "combination is judged (at most 16), --config holding the fixed keys.")] = None,
     workspace: Annotated[Path, typer.Option(help="Workspace folder (from `kernelloop agent init`).")] = Path("."),
     device: Annotated[Optional[str], typer.Option(help="cuda or interpret (default: the workspace's).")] = None,
     agent: Annotated[str, typer.Option(help="Name recorded as the proposer (agent:NAME).")] = "agent",
     confirm: Annotated[bool, typer.Option(help="Also re-measure each workload's best beside the baselines.")] = False,
+    profile: Annotated[bool, typer.Option(help="On CUDA, profile PASSED trials with Nsight Compute when ncu is "
+                                               "installed (--no-profile: verdicts and timings only).")] = True,
 ) -> None:
     """Compile, verify, benchmark (and profile on CUDA) a kernel through the workspace's run; JSON verdict."""
     from ..agent.submit import Submission, SubmissionError
@@ -35,19 +41,23 @@ def submit(
     from ..archive import ArchiveError
     from ..manifest import ManifestChanged
     err = Console(stderr=True)
-    try:
-        cfg = json.loads(config) if config else {}
-        if not isinstance(cfg, dict):
-            raise ValueError("not a JSON object")
-    except (json.JSONDecodeError, ValueError) as e:
-        err.print(f"[red]bad argument:[/red] --config: {e}")
-        raise typer.Exit(common.BAD_INPUT)
+    parsed = {}
+    for name, text in (("--config", config), ("--space", space)):
+        try:
+            value = json.loads(text) if text else {}
+            if not isinstance(value, dict):
+                raise ValueError("not a JSON object")
+        except (json.JSONDecodeError, ValueError) as e:
+            err.print(f"[red]bad argument:[/red] {name}: {e}")
+            raise typer.Exit(common.BAD_INPUT)
+        parsed[name] = value
+    cfg, spc = parsed["--config"], parsed["--space"] or None
     if device not in (None, "cuda", "interpret"):
         err.print(f"[red]bad argument:[/red] --device {device!r}: use cuda or interpret")
         raise typer.Exit(common.BAD_INPUT)
     try:
-        sub = Submission.from_file(file, parent=parent, hypothesis=hypothesis, config=cfg, agent=agent)
-        answer = run_submit(workspace, sub, device=device, confirm=confirm)
+        sub = Submission.from_file(file, parent=parent, hypothesis=hypothesis, config=cfg, space=spc, agent=agent)
+        answer = run_submit(workspace, sub, device=device, confirm=confirm, profile=profile)
     except SubmissionError as e:
         print(json.dumps({"verdict": "INVALID", "error": str(e)}, indent=2))
         raise typer.Exit(common.BAD_INPUT)
@@ -55,7 +65,14 @@ def submit(
         print(json.dumps({"verdict": "NOT_EVALUATED", "error": str(e)}, indent=2))
         raise typer.Exit(common.BAD_INPUT if "not a kernelloop workspace" in str(e) else common.STOPPED)
     except (ManifestChanged, ArchiveError, FileExistsError, RuntimeError) as e:
-        print(json.dumps({"verdict": "NOT_EVALUATED", "error": str(e)}, indent=2))
+        answer = {"verdict": "NOT_EVALUATED", "error": str(e)}
+        # the controller refuses to resume a run whose frozen manifest differs (raised as ManifestChanged, or as
+        # RuntimeError "cannot resume: the manifest changed ...")
+        if isinstance(e, ManifestChanged) or "manifest changed" in str(e):
+            answer["hint"] = ("this workspace's run was frozen under another reference, verifier, timer or "
+                              "environment: start a new workspace (`kernelloop agent init SPEC --out NEW`) and "
+                              "submit there")
+        print(json.dumps(answer, indent=2))
         raise typer.Exit(common.STOPPED)
     print(json.dumps(answer, indent=2))
     if answer["verdict"] != "PASSED":
