@@ -3,7 +3,7 @@
 # when the host has a single GPU). Every step runs under `timeout`, logs to $OUT/<step>.log, and appends
 # "step rc seconds" to $OUT/steps.tsv, so a hung or failed step costs its own time only.
 #
-#   bash scripts/gpu_session.sh PHASE          # PHASE: memory | evidence | variants (see the case below)
+#   bash scripts/gpu_session.sh PHASE          # PHASE: memory | headline | evidence | profiles (see the case below)
 #
 # The H200 image lacks pydantic and liger-kernel: carry ./.whl (docs/gpu-runbook.md says how to build it).
 set -uo pipefail
@@ -15,7 +15,7 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH="$PWD/src:/tmp/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 KL="python3 -m kernelloop.cli.app"
-phase=${1:?phase: memory | evidence | variants}
+phase=${1:?phase: memory | headline | evidence | profiles}
 {
   date -u +"date: %Y-%m-%dT%H:%M:%SZ"
   nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
@@ -70,6 +70,32 @@ case "$phase" in
     lane_b() {
       optimize softmax-4096 320 softmax --strategy exhaustive --budget 128,260s --workloads benchmarks/workloads/softmax-4096.toml
       step aa 240 python3 benchmarks/aa_experiment.py --device cuda --comparisons 240 --out "$OUT/aa.json"
+    }
+    ;;
+  evidence)  # issues 3, 4, 5: GPU tier (now with ncu tests), side stream, A/A; a recorded LayerNorm space and the planner
+    lane_a() {
+      gpu_tests 380
+      step side-stream 60 python3 benchmarks/side_stream.py --out "$OUT/side_stream.json"
+      step aa 150 python3 benchmarks/aa_experiment.py --device cuda --comparisons 100 --samples 40 --out "$OUT/aa.json"
+    }
+    lane_b() {
+      step record-layernorm 270 $KL record ops/layernorm --device cuda --workloads benchmarks/workloads/layernorm-4096.toml \
+        --out "$OUT/layernorm-4096.space.json.gz"
+      optimize planner-layernorm 200 layernorm --strategy planner --start "BLOCK_N=1024,ROWS=1,num_warps=1,EVICT_FIRST=0" \
+        --budget 15 --no-confirm --workloads benchmarks/workloads/layernorm-4096.toml
+      step planner-vs-exhaustive 60 python3 benchmarks/planner_vs_exhaustive.py \
+        --exhaustive "$OUT/layernorm-4096.space.json.gz" --planner runs/planner-layernorm --out "$OUT/planner_vs_exhaustive.json"
+    }
+    ;;
+  profiles)  # issue 4's classes and roofline agreement (ncu), a GEMM run for the compute-bound class; issue 6's dogfood
+    lane_a() {
+      optimize gemm-4096 240 gemm --strategy random --budget 24,180s --workloads benchmarks/workloads/gemm-4096.toml
+      step profile-classes 300 python3 benchmarks/profile_classes.py benchmarks/results/2026-11-30-h200-s2/layernorm-4096.sqlite \
+        benchmarks/results/2026-11-30-h200-s2/rmsnorm-4096.sqlite benchmarks/results/2026-11-30-h200-s2/softmax-4096.sqlite \
+        runs/gemm-4096 --out "$OUT/profile_classes.json"
+    }
+    lane_b() {
+      step dogfood 420 env OUT="$OUT/dogfood" bash scripts/dogfood_agent.sh
     }
     ;;
   *) echo "unknown phase $phase"; exit 2 ;;

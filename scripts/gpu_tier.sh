@@ -21,7 +21,7 @@ BUDGET=${BUDGET:-12}
 } 2>&1 | tee "$OUT/env.txt"
 rc=0
 if [ "$what" = tests ] || [ "$what" = all ]; then
-  timeout 300 python3 -m pytest -m gpu tests -v --tb=short -p no:cacheprovider --timeout 120 2>&1 | tee "$OUT/gpu-tests.log"
+  timeout 450 python3 -m pytest -m gpu tests -v --tb=short -p no:cacheprovider --timeout 150 2>&1 | tee "$OUT/gpu-tests.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 fi
 if [ "$what" = ops ] || [ "$what" = all ]; then
