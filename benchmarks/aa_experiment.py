@@ -42,6 +42,8 @@ def main() -> None:
     ap.add_argument("--comparisons", type=int, default=240)
     ap.add_argument("--samples", type=int, default=60)
     ap.add_argument("--out", default="aa.json")
+    ap.add_argument("--twin", default="candidate-twin", choices=["candidate-twin", "candidate-same"],
+                    help="candidate-twin: own output buffers; candidate-same: the candidate's very buffers")
     args = ap.parse_args()
     policy = policies_for(args.device)[0].model_copy(update={"samples": args.samples})
     per_kernel = max(1, args.comparisons // len(KERNELS))
@@ -60,11 +62,11 @@ def main() -> None:
                 # Odd comparisons list the twin first: its output buffers are then allocated (and it is warmed up)
                 # before the candidate's, so a bias that follows the position flips sign, one that follows the
                 # name does not.
-                subjects = ["candidate", "candidate-twin"] if i % 2 == 0 else ["candidate-twin", "candidate"]
+                subjects = ["candidate", args.twin] if i % 2 == 0 else [args.twin, "candidate"]
                 ms, _, reply = ev.bench(cand, w, subjects, policy)
                 if reply.status != "ok":
                     raise SystemExit(f"bench failed: {reply.status} {reply.data.get('error')}")
-                r = next(x for x in ms["candidate"].ratios if x.baseline == "candidate-twin")
+                r = next(x for x in ms["candidate"].ratios if x.baseline == args.twin)
                 verdicts.append(r.verdict.value)
                 ratios.append({"order": subjects, "speedup": r.speedup, "ci": [r.ci_low, r.ci_high],
                                "verdict": r.verdict.value, "candidate_us": ms["candidate"].kernel.median_us})
@@ -81,7 +83,7 @@ def main() -> None:
                   f"non-SAME {results[-1]['non_same']}/{per_kernel}", flush=True)
     total = sum(r["comparisons"] for r in results)
     non_same = sum(r["non_same"] for r in results)
-    summary = {"environment": environment(args.device).model_dump(mode="json"), "policy": policy.model_dump(mode="json"),
+    summary = {"twin": args.twin, "environment": environment(args.device).model_dump(mode="json"), "policy": policy.model_dump(mode="json"),
                "date": time.strftime("%Y-%m-%d"), "comparisons": total, "non_same": non_same,
                "non_same_rate": non_same / total, "kernels": results}
     Path(args.out).write_text(json.dumps(summary, indent=2))

@@ -13,6 +13,9 @@ import anyio  # noqa: E402
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
+CHEATS = ROOT / "tests" / "fixtures" / "cheats"
+# Gallery cheats an agent might submit: caught by a source rule, by the value check, by the poisoned output.
+GALLERY = {"library_functional.py": "REJECTED", "zeros_output.py": "WRONG_VALUES", "no_op.py": "WRONG_INCOMPLETE"}
 OP = ROOT / "ops" / "layernorm"
 TEMPLATE = (OP / "kernel.py").read_text()
 CONFIG = {"BLOCK_N": 64, "ROWS": 1, "num_warps": 1}
@@ -47,6 +50,11 @@ async def _session(tmp_path: Path) -> dict:
                 out["invalid"] = await session.call_tool("submit_proposal", {"proposal": bad, "workspace": ws})
                 out["no_ws"] = await session.call_tool("status", {})
                 out["status"] = _json(await session.call_tool("status", {"workspace": ws}))
+                out["cheats"] = {}
+                for name in GALLERY:
+                    out["cheats"][name] = _json(await session.call_tool("submit_kernel", {
+                        "source": (CHEATS / name).read_text(), "config": {}, "agent": "mcp-cheater",
+                        "workspace": ws, "profile": False}))
     return out
 
 
@@ -75,3 +83,25 @@ def test_submit_over_mcp_is_judged_and_archived(session):
 def test_invalid_proposal_and_missing_workspace_are_tool_errors(session):
     assert session["invalid"].is_error and "does not apply" in session["invalid"].content[0].text
     assert session["no_ws"].is_error and "no workspace" in session["no_ws"].content[0].text
+
+
+def test_gallery_cheats_get_the_same_verdict_over_mcp_as_through_the_cli(session, tmp_path):
+    """The MCP path judges exactly as `kernelloop submit` does: same status and same message, cheat by cheat."""
+    from typer.testing import CliRunner
+
+    from kernelloop.cli.app import app
+    (tmp_path / "wl.toml").write_text('op = "layernorm"\n[[workload]]\naxes = { M = 4, N = 64 }\ndtype = "fp16"\n')
+    ws = tmp_path / "ws"
+    r = CliRunner().invoke(app, ["agent", "init", str(OP), "--out", str(ws), "--workloads", str(tmp_path / "wl.toml"),
+                                 "--device", "interpret"])
+    assert r.exit_code == 0, r.output
+    for name, status in GALLERY.items():
+        over_mcp = session["cheats"][name]
+        r = CliRunner().invoke(app, ["submit", str(CHEATS / name), "--workspace", str(ws), "--agent", "cli-cheater",
+                                     "--no-profile"])
+        through_cli = json.loads(r.stdout)
+        assert over_mcp["verdict"] == through_cli["verdict"] == status, (name, over_mcp, through_cli)
+        # statuses and messages per workload (the failing case's seed differs: each workspace has its own secret)
+        mcp = [(x["status"], x["message"]) for x in over_mcp["results"]]
+        cli = [(x["status"], x["message"]) for x in through_cli["results"]]
+        assert mcp == cli and all(m for _, m in mcp), name

@@ -260,10 +260,14 @@ def _subjects(state: _State, msg: dict) -> tuple[dict, dict, dict]:
     live = {"inputs": inputs}
     for name in msg["subjects"]:
         try:
-            if name in ("candidate", "candidate-twin"):  # the twin is the same kernel: A/A experiments
+            if name in ("candidate", "candidate-twin", "candidate-same"):
+                # A/A experiments: the twin is the same kernel with its own output buffers; "candidate-same" is the
+                # same kernel writing the candidate's very buffers (only the subject's name differs)
                 mod = state.modules[msg["source_hash"]]
-                outputs = alloc_outputs(spec, w, dev)
-                if name == "candidate":
+                if name == "candidate-twin":
+                    outputs = alloc_outputs(spec, w, dev)
+                else:
+                    outputs = live.get("outputs") or alloc_outputs(spec, w, dev)
                     live["outputs"] = outputs
                 cfg = msg["config"]
                 subjects[name] = lambda mod=mod, outputs=outputs, cfg=cfg: mod.launch(*inputs, *outputs, **scalars, **cfg)
@@ -316,7 +320,7 @@ def _bench(state: _State, msg: dict) -> dict:
         fn()
     _sync(state.device)
     threads_before = _thread_count()
-    if threads_before != threads_cold or any(n not in ("candidate", "candidate-twin", "eager", "copy") for n in subjects):
+    if threads_before != threads_cold or any(n not in ("candidate", "candidate-twin", "candidate-same", "eager", "copy") for n in subjects):
         # torch.compile and library baselines start pools asynchronously (inductor's compile workers): count only
         # once the number of threads has stopped moving, so the census after the timed calls is not confounded
         threads_before = _settled_thread_count()

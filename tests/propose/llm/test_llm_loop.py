@@ -177,3 +177,16 @@ def test_replay_that_diverges_stops_with_replay_miss(recorded, layernorm, tmp_pa
     with pytest.raises(ReplayMiss):
         run_llm(layernorm, [other], options(), tmp_path / "diverged", config("http://127.0.0.1:9/v1"),
                 mode="replay", cassette_dir=run_dir / "llm", budget=LLMBudget(candidates=1))
+
+
+def test_show_prints_the_costs(recorded):
+    """`kernelloop show RUN` renders the LLM section: calls per role, tokens, cached tokens and the price."""
+    from typer.testing import CliRunner
+
+    from kernelloop.cli.app import app
+    run_dir, _, _ = recorded
+    r = CliRunner().invoke(app, ["show", str(run_dir)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "LLM calls (tokens, latency, price)" in r.output
+    total = next(line for line in r.output.splitlines() if "total" in line and "9,000" in line)
+    assert "3,600" in total and "1,800" in total and f"{9 * CALL_USD:.4f}" in total
