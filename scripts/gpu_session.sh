@@ -3,7 +3,7 @@
 # when the host has a single GPU). Every step runs under `timeout`, logs to $OUT/<step>.log, and appends
 # "step rc seconds" to $OUT/steps.tsv, so a hung or failed step costs its own time only.
 #
-#   bash scripts/gpu_session.sh PHASE          # PHASE: memory | headline | evidence | profiles (see the case below)
+#   bash scripts/gpu_session.sh PHASE          # PHASE: memory | headline | evidence | profiles | matmul (see the case below)
 #
 # The H200 image lacks pydantic and liger-kernel: carry ./.whl (docs/gpu-runbook.md says how to build it).
 set -uo pipefail
@@ -15,7 +15,7 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH="$PWD/src:/tmp/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 KL="python3 -m kernelloop.cli.app"
-phase=${1:?phase: memory | headline | evidence | profiles}
+phase=${1:?phase: memory | headline | evidence | profiles | matmul}
 {
   date -u +"date: %Y-%m-%dT%H:%M:%SZ"
   nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
@@ -96,6 +96,17 @@ case "$phase" in
     }
     lane_b() {
       step dogfood 420 env OUT="$OUT/dogfood" bash scripts/dogfood_agent.sh
+    }
+    ;;
+  matmul)  # issue 7: GEMM fp16 4096^3 against cuBLAS, attention (seed shape) against the SDPA backends
+    lane_a() {
+      optimize gemm-4096 280 gemm --budget 40,220s --workloads benchmarks/workloads/gemm-4096.toml
+      optimize attention-seed 280 attention --budget 30,220s --workloads benchmarks/workloads/attention-seed.toml
+    }
+    lane_b() {
+      optimize attention_causal-seed 280 attention_causal --budget 30,220s \
+        --workloads benchmarks/workloads/attention_causal-seed.toml
+      optimize gemm-prefill 290 gemm --budget 3,230s --workloads ops/gemm/workloads-prefill.toml
     }
     ;;
   *) echo "unknown phase $phase"; exit 2 ;;
