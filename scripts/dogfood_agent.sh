@@ -3,7 +3,7 @@
 #   bash scripts/dogfood_agent.sh
 # What an outside agent does, through the CLI only: `agent init` a fresh workspace on
 # benchmarks/workloads/layernorm-dogfood.toml (fp16 [4096,5000], [3001,12288], [4096,4096]), `submit`
-# examples/agent-dogfood/layernorm_chunked.py (a best-guess config, profiled when ncu is there; then a config
+# ops/layernorm/chunked.py (a best-guess config, profiled when ncu is there; then a config
 # space), the op's own row template as the reference point, and a last submit with --confirm that re-measures each
 # workload's best beside eager, torch.compile, Liger-Kernel and a device copy; then `agent status` (JSON).
 # Writes at most 8 files to $OUT (default ./gpu-out): dogfood.log, submit-{guess,space,template,confirm}.json,
@@ -25,7 +25,7 @@ KL=(python3 -m kernelloop.cli.app)
 DEVICE=${DEVICE:-cuda}
 WS=${WS:-runs/dogfood-agent-$(date -u +%Y%m%d-%H%M%S)}
 WL=${WL:-benchmarks/workloads/layernorm-dogfood.toml}
-KERNEL=examples/agent-dogfood/layernorm_chunked.py
+KERNEL=ops/layernorm/chunked.py
 TEMPLATE=ops/layernorm/kernel.py
 GUESS=${GUESS:-'{"CHUNK": 1024, "ROWS": 1, "num_warps": 8, "WB_FIRST": 0}'}
 SPACE=${SPACE:-'{"CHUNK": [512, 1024, 2048, 4096], "num_warps": [4, 8, 16]}'}

@@ -1,7 +1,7 @@
 """LayerNorm forward, "chunk-resident": the row is held in registers as NCHUNK statically unrolled chunks.
 
-(Written through the outside-agent mode as examples/agent-dogfood/layernorm_chunked.py and measured there on the
-H200; adopted as this op's second template.)
+(Written through the outside-agent mode and measured on the H200 there -- examples/agent-dogfood/ -- then adopted
+as this op's second template.)
 
 The row template (ops/layernorm/kernel.py) rounds the row up to one power-of-two block: N=5000 becomes an
 8192-lane block, 39 % of it masked off and 8192 fp32 values held per row. Here the row is cut into

@@ -32,9 +32,10 @@ from ..archive import Archive, ArchiveError
 from ..profile.aggregate import aggregate, agreement
 from ..profile.ceilings import CeilingsCacheError, cached_ceilings
 from ..profile.classify import classify
+from ..profile.evidence import build_resources, parent_observations
 from ..profile.hypothesis import evaluate_hypotheses, observations, parse_hypotheses
 from ..profile.report import cross_check, roofline_for
-from ..records import BuildArtifact, BuildResources, Measurement, OpSpec, ProfileReport, Trial, Workload
+from ..records import Measurement, OpSpec, ProfileReport, Trial, Workload
 from ..select.pareto import best_per_workload
 from . import common
 
@@ -60,14 +61,6 @@ def _find_trials(trials: list[Trial], wanted: str | None) -> list[Trial]:
     return hit
 
 
-def _build_of(trial: Trial) -> BuildResources | None:
-    b = trial.build
-    if isinstance(b, BuildArtifact) and any(v is not None for v in (b.registers, b.spills, b.shared_bytes)):
-        return BuildResources(kernel=",".join(b.kernel_names), registers=b.registers, spills=b.spills,
-                              shared_bytes=b.shared_bytes, source="trial build artifact (Triton counters)")
-    return None
-
-
 def _roofs(archive: Archive, run: dict, workload_id: str) -> tuple[Any, float | None, list[str]]:
     env, notes = run["environment"], []
     ceilings = None
@@ -82,9 +75,9 @@ def _roofs(archive: Archive, run: dict, workload_id: str) -> tuple[Any, float | 
 
 def _parent_observations(archive: Archive, run_id: str, trial: Trial, candidate) -> tuple[dict | None, str]:
     for pid in candidate.parent_ids if candidate else []:
-        pt = archive.find_trial(run_id, pid, trial.workload_id)
-        if pt is not None:
-            return observations(archive.profile(run_id, pt.id), pt.measurement, _build_of(pt)), pt.id
+        got = parent_observations(archive, run_id, pid, trial.workload_id)
+        if got[0] is not None:
+            return got
     return None, ""
 
 
@@ -127,7 +120,7 @@ def trial_record(archive: Archive, run: dict, trial: Trial) -> dict:
         kernel_us = trial.measurement.kernel.median_us if trial.measurement is not None else None
         roof = roofline_for(spec, workload, kernel_us, ceilings=ceilings, copy_us=copy_us)
         report = ProfileReport(trial_id=trial.id, candidate_id=trial.candidate_id, workload_id=trial.workload_id,
-                               roofline=roof, build=_build_of(trial))
+                               roofline=roof, build=build_resources(trial))
     elif report.classification is None and report.kernel is not None:
         report = report.model_copy(update={"classification": classify(report.kernel, build=report.build)})
     hypotheses = list(report.hypotheses)
@@ -321,7 +314,7 @@ def run_ncu_profiles(archive: Archive, run_dir: Path, trial: str | None = None, 
         timed, source = _timed(archive, run, t)
         say(f"ncu: trial {t.index} ({t.id}) on {w.label} ...")
         report = profile_trial(archive, run_dir, t, op_dir=op_dir_abs, source_file=src.resolve(), config=cand.config,
-                               workload=w, spec=spec, seed=_seed(run, w, cand.id), build=_build_of(t),
+                               workload=w, spec=spec, seed=_seed(run, w, cand.id), build=build_resources(t),
                                ceilings=ceilings, copy_us=copy_us, timeout_s=timeout_s, timed=timed,
                                timing_source=source)
         if report.kernel is None:
