@@ -20,7 +20,7 @@ from kernelloop.execute.evaluate import Timeouts
 
 ROOT = Path(__file__).resolve().parents[2]
 OP = ROOT / "ops" / "layernorm"
-EXAMPLE = ROOT / "ops" / "layernorm" / "chunked.py"  
+EXAMPLE = ROOT / "ops" / "layernorm" / "chunked.py"  # written in the agent-mode dogfood, now the op's second template
 SOURCE = EXAMPLE.read_text()
 TAIL_MASK = """            if TAIL and c == NCHUNK - 1:
                 d = tl.where(tmask, d, 0.0)
