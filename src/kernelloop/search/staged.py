@@ -2,8 +2,13 @@
 
 - coarse: a space-filling design (greedy max-min distance over a random sample of the space);
 - fine: a Gaussian-process surrogate of log(objective) ranks the candidates by expected improvement; the
-  candidates are the neighbourhoods (one or two parameters changed) of the best configurations so far plus a
-  random sample of the rest of the space, so the model both refines good regions and looks elsewhere;
+  candidates are the whole neighbourhoods (one or two parameters changed, up to `near_cap` each) of the two
+  best configurations so far plus a random sample of the rest of the space, so the model both refines good
+  regions (including two-parameter moves such as swapping tile sizes) and looks elsewhere. Besides each
+  parameter's rank and one-hot levels, the surrogate sees whether a numeric size is a power of two (where a
+  parameter mixes both: 16, 32, 48, ...), which hardware often cares about. EI is maximised lazily (an upper
+  bound of each candidate's EI skips most posterior variances), and beyond `max_model_points` the model keeps
+  the best half and a spread of the rest, so a proposal stays within a few ms at 400 evaluations;
 - polish: when the supervisor sees no improvement beyond noise for `patience` evaluations, the incumbent's
   one-step neighbourhood is swept; if that also stalls, the search jumps to the most promising region far
   from everything tried (the surrogate's best among distant configurations). Each intervention is an event.
@@ -26,15 +31,16 @@ from .base import SearchStrategy
 from .encoding import SpaceEncoding
 from .history import BadRegions, TransferPrior
 from .supervisor import Supervisor
-from .surrogate import GaussianProcess, expected_improvement, gp_features
+from .surrogate import GaussianProcess, best_by_expected_improvement, gp_features
 
 
 class Staged(SearchStrategy):
     name = "staged"
 
     def __init__(self, space: list[dict], seed: int = 0, encoding: SpaceEncoding | None = None,
-                 n_init: int | None = None, pool: int = 500, elites: int = 4, near_cap: int = 150, patience: int = 20,
-                 max_model_points: int = 400, prior=None):
+                 n_init: int | None = None, pool: int = 500, elites: int = 2, near_cap: int = 1000, patience: int = 20,
+                 max_model_points: int = 250, prior=None, xi: float = 0.0,
+                 level_scale: float = 1.5, pow2_scale: float = 1.0):
         super().__init__(space, seed, encoding)
         self.cols = np.flatnonzero(self.enc.varying)
         self.Z = self.enc.pos[:, self.cols]
@@ -45,7 +51,8 @@ class Staged(SearchStrategy):
         self.elites = elites
         self.max_model_points = max_model_points
         self.F, groups, self.groups = gp_features(self.enc)
-        init = np.array([0.5 if kind == "ordinal" else 3.0 for _, kind in self.groups])
+        init = np.array([{"ordinal": 0.5, "pow2": pow2_scale}.get(kind, level_scale) for _, kind in self.groups])
+        self.xi = xi
         self.gp = GaussianProcess(groups, init)
         self._gp_rows: list[int] = []
         self._hyper_at = 0
@@ -138,7 +145,8 @@ class Staged(SearchStrategy):
         if self._fitted_at == n:
             return
         told = np.array(self.order)
-        if not self._gp_rows or n - self._hyper_at >= max(4, n // 6) or n > self.max_model_points:
+        if (not self._gp_rows or n - self._hyper_at >= max(4, n // 6)
+                or len(self._gp_rows) >= self.max_model_points + max(4, self.max_model_points // 6)):
             rows = told
             if rows.size > self.max_model_points:    # the best half and a spread of the rest
                 logv = self._targets(rows)
@@ -153,19 +161,22 @@ class Staged(SearchStrategy):
             self._gp_rows = rows.tolist()
             self._hyper_at = n
         else:
-            have = set(self._gp_rows)
-            new = [r for r in self.order if r not in have]
+            new = self.order[max(self._fitted_at, 0):]   # told since the last fit (the model may hold a subset)
             for r in new:
                 self._gp_rows.append(r)
                 self.gp.add(self.F[r], self._targets(np.array(self._gp_rows)))
         self._fitted_at = n
 
+    def _predict(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Predicted log(objective) and its standard deviation at `rows`."""
+        mu, sd = self.gp.predict(self.F[rows])
+        return self.gp.y_mean + self.gp.y_std * mu, self.gp.y_std * sd
+
     def _by_surrogate(self, cands: np.ndarray) -> int:
         self._fit()
-        mu, sd = self.gp.predict(self.F[cands])
         best = (math.log(self.best_value) - self.gp.y_mean) / self.gp.y_std
-        ei = expected_improvement(mu, sd, best)
-        return int(cands[np.argmax(ei)])
+        k, _ = best_by_expected_improvement(self.gp, self.F[cands], best, self.xi / self.gp.y_std)
+        return int(cands[k])
 
     # -- the supervisor's interventions ---------------------------------------------------------------------
     def _observe(self, row: int, value: float | None) -> None:
@@ -204,5 +215,5 @@ class Staged(SearchStrategy):
         dmin = np.min(np.abs(Zs[:, None, :] - Zt[None, :, :]).sum(-1), axis=1) if told.size else np.ones(sample.size)
         far = sample[dmin >= np.quantile(dmin, 0.75)]
         self._fit()
-        mu, sd = self.gp.predict(self.F[far])
+        mu, sd = self._predict(far)
         return int(far[np.argmin(mu - 2.0 * sd)])

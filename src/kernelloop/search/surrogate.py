@@ -43,6 +43,18 @@ def expected_improvement(mu: np.ndarray, sigma: np.ndarray, best: float, xi: flo
     return sigma * (z * norm_cdf(z) + norm_pdf(z))
 
 
+def power_of_two_levels(p) -> np.ndarray | None:
+    """For a numeric parameter whose levels mix powers of two with other positive integers (block sizes such as
+    16, 32, 48, ...), 1.0 per power-of-two level and 0.0 otherwise; None when that says nothing (all or none).
+    Hardware favours power-of-two sizes (warps, wavefronts, vector widths), so this is a feature worth a scale."""
+    if not p.ordinal or len(p.levels) < 3:
+        return None
+    if not all(float(v).is_integer() and v > 0 for v in p.levels):
+        return None
+    flag = np.array([float(int(v) & (int(v) - 1) == 0) for v in p.levels])
+    return flag if 0 < flag.sum() < flag.size else None
+
+
 def gp_features(enc: SpaceEncoding) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str]]]:
     """Feature matrix of every row, the group of each column, and (parameter, 'ordinal'|'level') per group."""
     cols, groups, names = [], [], []
@@ -53,6 +65,11 @@ def gp_features(enc: SpaceEncoding) -> tuple[np.ndarray, np.ndarray, list[tuple[
             cols.append(enc.pos[:, j:j + 1])
             groups.append(len(names))
             names.append((p.name, "ordinal"))
+        pow2 = power_of_two_levels(p)
+        if pow2 is not None:
+            cols.append(pow2[enc.X[:, j]][:, None])
+            groups.append(len(names))
+            names.append((p.name, "pow2"))
         onehot = (enc.X[:, j:j + 1] == np.arange(len(p.levels))[None, :]).astype(np.float64) / math.sqrt(2.0)
         cols.append(onehot)
         groups.extend([len(names)] * onehot.shape[1])
@@ -174,8 +191,46 @@ class GaussianProcess:
     # -- prediction ---------------------------------------------------------------------------------------
     def predict(self, F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Mean and standard deviation in standardised units (see `y_mean`, `y_std`)."""
-        Ks = self._matern(_sqdist(self._scaled(F), self._Fs))
-        mu = Ks @ self.alpha
+        Ks = self.cross(F)
+        return Ks @ self.alpha, self.sd_from_cross(Ks)
+
+    @property
+    def noise(self) -> float:
+        return math.exp(self.log_noise)
+
+    def cross(self, F: np.ndarray) -> np.ndarray:
+        """Kernel between the rows of F and the conditioning points; `Ks @ alpha` is the mean."""
+        return self._matern(_sqdist(self._scaled(F), self._Fs))
+
+    def sd_from_cross(self, Ks: np.ndarray) -> np.ndarray:
+        """Standard deviation (standardised units, at most 1: the prior's) from `cross(F)`; the costly part."""
         v = Ks @ self.Linv.T
-        var = np.maximum(1.0 - (v * v).sum(1), 1e-12)
-        return mu, np.sqrt(var)
+        return np.sqrt(np.maximum(1.0 - (v * v).sum(1), 1e-12))
+
+
+def best_by_expected_improvement(gp: GaussianProcess, F: np.ndarray, best: float, xi: float = 0.0,
+                                 chunk: int = 128) -> tuple[int, float]:
+    """Index of the row of F with the largest EI below `best` (standardised units) and that EI.
+
+    Exact, but lazy: EI grows with sd, so EI(mu, an upper bound of sd) bounds each row's EI from above; rows are visited in decreasing bound and their sd computed in chunks until no remaining bound can
+    beat the best EI found. The bound uses the variance left by the single most correlated observation, which
+    the full posterior variance never exceeds. Only the promising rows pay the O(n^2) variance.
+    """
+    Ks = gp.cross(F)
+    mu = Ks @ gp.alpha
+    # Conditioning on more points never raises the variance, so the variance given the single most correlated
+    # observation (1 - k^2 / (1 + noise)) bounds it from above; a little slack covers rounding.
+    near = Ks.max(axis=1) if Ks.shape[1] else np.zeros(len(F))
+    sd_max = np.sqrt(np.clip(1.0 - near * near / (1.0 + gp.noise + 1e-8), 1e-12, 1.0)) * (1 + 1e-6) + 1e-9
+    bound = expected_improvement(mu, sd_max, best, xi)
+    order = np.argsort(-bound, kind="stable")
+    top, top_ei = -1, -np.inf
+    for start in range(0, order.size, chunk):
+        if bound[order[start]] <= top_ei:
+            break
+        idx = order[start:start + chunk]
+        ei = expected_improvement(mu[idx], gp.sd_from_cross(Ks[idx]), best, xi)
+        k = int(np.argmax(ei))
+        if ei[k] > top_ei:
+            top, top_ei = int(idx[k]), float(ei[k])
+    return top, top_ei
