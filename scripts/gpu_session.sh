@@ -68,8 +68,8 @@ case "$phase" in
       step side-stream 90 python3 benchmarks/side_stream.py --out "$OUT/side_stream.json"
     }
     lane_b() {
-      optimize softmax-4096 320 softmax --strategy exhaustive --budget 128,260s --workloads benchmarks/workloads/softmax-4096.toml
-      step aa 240 python3 benchmarks/aa_experiment.py --device cuda --comparisons 240 --out "$OUT/aa.json"
+      optimize softmax-4096 340 softmax --strategy exhaustive --budget 200,290s --workloads benchmarks/workloads/softmax-4096.toml
+      step aa 200 python3 benchmarks/aa_experiment.py --device cuda --comparisons 100 --samples 40 --out "$OUT/aa.json"
     }
     ;;
   evidence)  # issues 3, 4, 5: GPU tier (now with ncu tests), side stream, A/A; a recorded LayerNorm space and the planner
