@@ -163,6 +163,26 @@ def test_later_migration_is_applied_once(db_path: Path):
         Archive(db_path)
 
 
+def test_readonly_open_never_changes_the_file(db_path: Path, tmp_path: Path):
+    """An archive written by older code is read through a migrated in-memory snapshot: the file keeps its bytes
+    and its schema version; writes through the read-only handle stay in the snapshot."""
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    assert migrate(conn, MIGRATIONS[:1]) == 1  # as version-1 code left it
+    conn.close()
+    before = db_path.read_bytes()
+    with Archive(db_path, readonly=True) as a:
+        assert a.schema_version == LATEST_VERSION and a.runs() == []
+        a.log_event("r-x", "note", {"written": "to the snapshot"})
+        assert [e["payload"] for e in a.events("r-x", "note")] == [{"written": "to the snapshot"}]
+    assert db_path.read_bytes() == before
+    conn = sqlite3.connect(db_path)
+    assert [r[0] for r in conn.execute("SELECT version FROM schema_version")] == [1]
+    conn.close()
+    with pytest.raises(ArchiveError, match="no such file"):
+        Archive(tmp_path / "missing.sqlite", readonly=True)
+
+
 # ---------------------------------------------------------------- runs
 
 def test_run_round_trip_and_conflict(arch: Archive):

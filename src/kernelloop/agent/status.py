@@ -33,7 +33,7 @@ def workspace_status(workspace: str | Path, device: str | None = None, recent: i
         out["note"] = "nothing submitted yet"
         out["workloads"] = [{"id": w.id, "label": w.label, "front": []} for w in ws.workloads]
         return out
-    with Archive(db) as archive:
+    with Archive(db, readonly=True) as archive:
         runs = archive.runs()
         if not runs:
             out["note"] = "nothing submitted yet"

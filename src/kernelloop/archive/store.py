@@ -51,22 +51,38 @@ class Archive:
     processes may open the same file (WAL: readers never block the writer).
     """
 
-    def __init__(self, path: str | Path, *, timeout_s: float = 30.0) -> None:
+    def __init__(self, path: str | Path, *, timeout_s: float = 30.0, readonly: bool = False) -> None:
+        """`readonly=True`: read a snapshot of the file in memory (migrated there when it is older than this
+        code), so that reading an archive — `show`, `profile` without `--ncu`, committed results — never
+        changes it. Writes then go to the snapshot only."""
         self.path = Path(path)
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
-        if str(path) != ":memory:":
+        if readonly:
+            if not self.path.is_file():
+                raise ArchiveError(f"cannot open archive {path}: no such file")
+            try:
+                src = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=timeout_s)
+                conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+                try:
+                    src.backup(conn)
+                finally:
+                    src.close()
+            except sqlite3.Error as e:
+                raise ArchiveError(f"cannot open archive {path}: {e}") from e
+        elif str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             # isolation_level=None: autocommit mode; every transaction below is explicit.
-            conn = sqlite3.connect(str(path), timeout=timeout_s, isolation_level=None, check_same_thread=False)
+            if not readonly:
+                conn = sqlite3.connect(str(path), timeout=timeout_s, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as e:
             raise ArchiveError(f"cannot open archive {path}: {e}") from e
         try:
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if mode.lower() != "wal" and str(path) != ":memory:":
+            if mode.lower() != "wal" and str(path) != ":memory:" and not readonly:
                 raise ArchiveError(f"archive {path}: cannot enable WAL journal mode (got {mode!r}); "
                                    "is the run folder on a filesystem without shared-memory support?")
             # synchronous=FULL: in WAL mode, NORMAL only fsyncs the WAL at checkpoints, so after a power

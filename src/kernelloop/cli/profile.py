@@ -483,7 +483,7 @@ def profile(
             raise typer.Exit(common.STOPPED)
     done: dict = {"notes": [], "failed": []}
     try:
-        with Archive(path) as archive:
+        with Archive(path, readonly=not ncu) as archive:  # only --ncu writes (the reports it archives)
             if ncu:
                 done = run_ncu_profiles(archive, path.parent, trial, baselines, op_dir=op, timeout_s=timeout,
                                         say=lambda m: console.print(f"[dim]{m}[/dim]"))

@@ -23,7 +23,7 @@ def show(
     console = Console()
     path = common.archive_path(run, console)
     try:
-        with Archive(path) as archive:
+        with Archive(path, readonly=True) as archive:  # reading never changes the file
             summary = run_summary(archive)
     except (ArchiveError, LookupError) as e:
         console.print(f"[red]cannot read {path}:[/red] {e}")
