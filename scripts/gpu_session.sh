@@ -66,6 +66,7 @@ case "$phase" in
       optimize layernorm-4096 210 layernorm --strategy random --budget 64,150s --workloads benchmarks/workloads/layernorm-4096.toml
       optimize rmsnorm-4096 210 rmsnorm --strategy random --budget 64,150s --workloads benchmarks/workloads/rmsnorm-4096.toml
       step side-stream 90 python3 benchmarks/side_stream.py --out "$OUT/side_stream.json"
+      step flush-modes 80 python3 benchmarks/flush_modes.py --out "$OUT/flush_modes.json"
     }
     lane_b() {
       optimize softmax-4096 340 softmax --strategy exhaustive --budget 200,290s --workloads benchmarks/workloads/softmax-4096.toml

@@ -19,10 +19,26 @@ from ..records import TimingPolicy
 Hook = Callable[[str], None] | None
 
 
+class _Flush:
+    """Evicts the L2 before a sample: zero the buffer ('write': the L2 is left holding dirty lines that the next
+    kernel's misses write back) or reduce over it ('read': the L2 is left holding clean lines)."""
+
+    def __init__(self, nbytes: int, mode: str):
+        self.buf = torch.zeros(nbytes, dtype=torch.uint8, device="cuda")
+        self.mode = mode
+        self.sink = torch.zeros((), dtype=torch.int64, device="cuda")
+
+    def __call__(self) -> None:
+        if self.mode == "read":
+            torch.sum(self.buf, dtype=torch.int64, out=self.sink)
+        else:
+            self.buf.zero_()
+
+
 def _time_cuda(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, seed: int,
                before: Hook = None, after: Hook = None) -> dict:
     names = list(subjects)
-    flush = torch.empty(policy.flush_bytes, dtype=torch.uint8, device="cuda") if policy.flush_bytes else None
+    flush = _Flush(policy.flush_bytes, policy.flush_mode) if policy.flush_bytes else None
     for name in names:
         for _ in range(policy.warmup):
             subjects[name]()
@@ -39,7 +55,7 @@ def _time_cuda(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, 
             if before:
                 before(name)
             if flush is not None:
-                flush.zero_()
+                flush()
             if policy.sleep_cycles:
                 torch.cuda._sleep(policy.sleep_cycles)
             a, b = ev[name][2 * i]
@@ -51,7 +67,7 @@ def _time_cuda(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, 
             if before:
                 before(name)
             if flush is not None:
-                flush.zero_()
+                flush()
             torch.cuda.synchronize()
             a, b = ev[name][2 * i + 1]
             a.record()

@@ -18,6 +18,9 @@ class TimingPolicy(Record):
     warmup: int = Field(ge=0, description="Untimed calls before sampling.")
     samples: int = Field(ge=3, description="Timed samples per subject.")
     flush_bytes: int = Field(ge=0, description="L2 flush buffer written before every sample (0 = none).")
+    flush_mode: Literal["write", "read"] = Field(
+        "write", description="How the flush buffer evicts L2: 'write' zeroes it (L2 left full of dirty lines), "
+                             "'read' reduces over it (L2 left full of clean lines).")
     sleep_cycles: int = Field(ge=0, description="Device-side sleep before kernel-time samples to hide the launch.")
     interleave: Literal["random-rounds"] = Field(
         "random-rounds", description="Subjects sampled in rounds, in a fresh random order each round.")

@@ -1,0 +1,35 @@
+"""Timing policies: the shipped ones, and the flush mode a policy records."""
+
+import pytest
+from pydantic import ValidationError
+
+from kernelloop.bench.policy import COLD_L2_EVENTS, COLD_L2_EVENTS_CONFIRM, policies_for
+
+
+def test_cuda_policies_flush_by_writing_and_confirm_with_more_samples():
+    search, confirm = policies_for("cuda")
+    assert (search, confirm) == (COLD_L2_EVENTS, COLD_L2_EVENTS_CONFIRM)
+    assert search.flush_mode == confirm.flush_mode == "write" and search.flush_bytes == 256 << 20
+    assert confirm.samples > search.samples
+
+
+def test_flush_mode_is_part_of_the_policy_identity():
+    read = COLD_L2_EVENTS.model_copy(update={"flush_mode": "read"})
+    assert read.id != COLD_L2_EVENTS.id
+    assert type(COLD_L2_EVENTS).model_validate_json(read.model_dump_json()).flush_mode == "read"
+    with pytest.raises(ValidationError):
+        type(COLD_L2_EVENTS).model_validate({**COLD_L2_EVENTS.model_dump(), "flush_mode": "memset"})
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["write", "read"])
+def test_both_flush_modes_time_a_copy_on_the_gpu(mode):
+    import torch
+
+    from kernelloop.bench.timer import sample
+    src = torch.ones(16 << 20, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    policy = COLD_L2_EVENTS.model_copy(update={"samples": 5, "warmup": 2, "flush_mode": mode})
+    out = sample({"copy": lambda: dst.copy_(src)}, policy, seed=1)
+    assert len(out["copy"]["kernel_us"]) == 5 and min(out["copy"]["kernel_us"]) > 0
+    assert torch.equal(dst, src)
