@@ -76,6 +76,7 @@ def test_command_line():
     assert cmd[cmd.index("--nvtx-include") + 1] == f"{NVTX_RANGE}/" and "--nvtx" in cmd
     assert cmd[cmd.index("--kernel-name") + 1] == "regex:_layernorm_fwd"
     assert cmd[cmd.index("--launch-count") + 1] == "1" and "--launch-skip" not in cmd
+    assert cmd[cmd.index("--config-file") + 1] == "off"
     assert cmd[cmd.index("--metrics") + 1] == "dram__bytes.sum"
     assert cmd[cmd.index("--") + 1:] == ["python", "-m", "h", "job.json"]
 
@@ -200,9 +201,11 @@ def test_adapter_converts_raw_metrics():
         "device__attribute_compute_capability_major": FakeMetric(9),
         "device__attribute_compute_capability_minor": FakeMetric(0),
         "smsp__something_unmapped.sum": FakeMetric(5.0),
-    }, rules=[{"rule_identifier": "SOLBottleneck", "section_identifier": "SpeedOfLight", "type": "OPT",
-               "rule_messages": [{"message": "Memory is more heavily utilized"}],
-               "speedup_estimation": {"type": "global", "speedup": 12.5}}])
+        "sm__no_value.sum": FakeMetric(None, "%"),                # value() None: no value, not 0
+    }, rules=[{"rule_identifier": "SOLBottleneck", "name": "Bottleneck", "section_identifier": "SpeedOfLight",
+               # ncu_report's documented shape (MsgType 2 = OPTIMIZATION, SpeedupType 2 = GLOBAL)
+               "rule_message": {"title": "Memory", "message": "Memory is more heavily utilized", "type": 2},
+               "speedup_estimation": {"type": 2, "speedup": 12.5}}])
     module = SimpleNamespace(load_report=lambda path: _context([action]))
     (p,) = adapter.read_report("x.ncu-rep", module)
     assert p.source == "ncu_report" and p.kernel == "_layernorm_fwd"
@@ -211,6 +214,10 @@ def test_adapter_converts_raw_metrics():
     assert p.block == [128, 1, 1] and p.grid == [4096, 1, 1] and p.device == "NVIDIA H200" and p.cc == "9.0"
     assert "smsp__something_unmapped.sum" not in p.extra and "launch__block_dim_x" not in p.metrics
     assert p.rules[0].name == "SOLBottleneck" and p.rules[0].speedup_pct == 12.5
+    assert (p.rules[0].type, p.rules[0].speedup_type) == ("OPT", "global")
+    assert p.rules[0].message == "Memory: Memory is more heavily utilized"
+    (kept_all,) = adapter.read_report("x", module, keep=lambda n: n == "sm__no_value.sum")
+    assert "sm__no_value.sum" not in kept_all.extra  # None stays None (as_double would have said 0)
     (kept,) = adapter.read_report("x", module, keep=lambda n: n.startswith("smsp__"))
     assert kept.extra == {"smsp__something_unmapped.sum": 5.0}
 
@@ -279,6 +286,29 @@ def test_profile_trial_archives_report_and_ncu_rep(tmp_path, fake_ncu, monkeypat
         assert a.profile("r", trial.id) == rep
     assert rep.artifact == f"profiles/{trial.id}.ncu-rep" and (run_dir / rep.artifact).is_file()
     assert rep.kernel.launch_id == 2 and rep.classification.bottleneck.value == "compute-bound"
-    assert rep.roofline.fraction == pytest.approx(20.4 / 29.568)   # no measurement: ncu's duration
+    # No measurement: ncu's duration. The stand-in report holds the three layer_norm launches of the recorded
+    # script; every matching launch of the profiled call is summed (a real NVTX range holds one call).
+    assert rep.roofline.fraction == pytest.approx(20.4 / (29.568 + 29.216 + 29.472))
+    assert rep.command[rep.command.index("--kernel-name") + 1] == "regex:layer_norm" and "--launch-count" not in rep.command
     assert rep.command[rep.command.index("--clock-control") + 1] == "none" and rep.cites == ["E-X"]
     assert rep.build.ldg128_fraction == 1.0 and rep.hypotheses[0].metric == "sol_dram_pct"
+
+
+def test_rejected_metric_names_are_found_in_ncu_messages():
+    from kernelloop.profile.ncu import _rejected
+    requested = ("sm__pipe_fp16_cycles_active.avg.pct_of_peak_sustained_active", "dram__bytes.sum",
+                 "bogus__metric.sum")
+    log = ("==ERROR== Failed to find metric regex:^sm__pipe_fp16_cycles_active\\.avg\\.pct_of_peak_sustained_active$\n"
+           "==ERROR== Failed to find metric bogus__metric\n")
+    assert _rejected(log, requested) == ["bogus__metric.sum",
+                                         "sm__pipe_fp16_cycles_active.avg.pct_of_peak_sustained_active"]
+    assert _rejected("==PROF== Disconnected", requested) == []
+
+
+def test_missing_counter_permission_is_said_plainly(tmp_path):
+    exe = tmp_path / "ncu"
+    exe.write_text("#!/bin/sh\necho '==ERROR== ERR_NVGPUCTRPERM - The user does not have permission'\n"
+                   "echo '==WARNING== No kernels were profiled.'\nexit 1\n")
+    exe.chmod(0o755)
+    run = run_ncu(["true"], tmp_path / "p", NcuOptions(timeout_s=30), ncu=exe)
+    assert run.status == "failed" and run.log.startswith("no permission to read the GPU's performance counters")

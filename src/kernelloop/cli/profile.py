@@ -32,7 +32,7 @@ from ..archive import Archive, ArchiveError
 from ..profile.aggregate import aggregate, agreement
 from ..profile.ceilings import CeilingsCacheError, cached_ceilings
 from ..profile.classify import classify
-from ..profile.evidence import build_resources, parent_observations
+from ..profile.evidence import bench_seed, build_resources, parent_observations
 from ..profile.hypothesis import evaluate_hypotheses, observations, parse_hypotheses
 from ..profile.report import cross_check, roofline_for
 from ..records import Measurement, OpSpec, ProfileReport, Trial, Workload
@@ -268,14 +268,7 @@ def _op_folder(run: dict, op_dir: Path | None):
 
 
 def _seed(run: dict, workload: Workload, candidate_id: str) -> int:
-    """The bench seed the run timed the candidate and the baselines with (`Evaluator.bench`): the same initial
-    inputs (while timing, the worker also cycled refreshed inputs behind the same buffers; values do not change the
-    work these ops do)."""
-    from ..execute.evaluate import derive_seed
-    secret = (run.get("options") or {}).get("secret")
-    if secret is None:
-        return derive_seed("profile", run["id"], workload.id, candidate_id)
-    return derive_seed(secret, "bench", workload.id, candidate_id)
+    return bench_seed(run, workload, candidate_id)
 
 
 def run_ncu_profiles(archive: Archive, run_dir: Path, trial: str | None = None, baselines: tuple[str, ...] = (),

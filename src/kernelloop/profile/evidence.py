@@ -65,6 +65,17 @@ class EvidenceSource(Protocol):
 
 # -- what every source needs -------------------------------------------------------------------------------
 
+def bench_seed(run: dict, workload: Workload, candidate_id: str, run_id: str = "") -> int:
+    """The seed the run timed the candidate (and the baselines) with (`Evaluator.bench`), so a profile sees the
+    inputs the timer saw (while timing, the worker also cycled refreshed inputs behind the same buffers; values
+    do not change the work these ops do). Without the run's secret: a seed of its own."""
+    from ..execute.evaluate import derive_seed
+    secret = (run.get("options") or {}).get("secret")
+    if secret is None:
+        return derive_seed("profile", run.get("id", run_id), workload.id, candidate_id)
+    return derive_seed(secret, "bench", workload.id, candidate_id)
+
+
 def build_resources(trial: Trial) -> BuildResources | None:
     """Registers, spills and shared memory of the trial's build (Triton counters), when the build has any."""
     b = trial.build
@@ -170,7 +181,6 @@ class NcuEvidence:
         self.ncu = ncu
 
     def collect(self, ctx: EvidenceContext) -> ProfileReport:
-        from ..execute.evaluate import derive_seed
         from .report import profile_trial
         src = ctx.run_dir / "sources" / f"{ctx.candidate.id}.py"
         src.parent.mkdir(parents=True, exist_ok=True)
@@ -179,7 +189,8 @@ class NcuEvidence:
         parent, _ = parent_observations(ctx.archive, ctx.run_id, ctx.request.parent_id, ctx.workload.id)
         return profile_trial(ctx.archive, ctx.run_dir, ctx.trial, op_dir=ctx.op_dir, source_file=src,
                              config=ctx.candidate.config, workload=ctx.workload, spec=ctx.spec,
-                             seed=derive_seed("profile", ctx.trial.id),
+                             seed=bench_seed(next((r for r in ctx.archive.runs() if r["id"] == ctx.run_id), {}),
+                                             ctx.workload, ctx.candidate.id, ctx.run_id),
                              kernel_regex=kernel_regex(ctx.candidate, ctx.trial),
                              build=build_resources(ctx.trial), ceilings=ceilings, copy_us=copy_us,
                              hypotheses=list(ctx.request.hypotheses), parent=parent, cites=list(ctx.request.cites),
@@ -204,5 +215,6 @@ def outcome_counts(report: ProfileReport | None) -> dict[str, int]:
     return out
 
 
-__all__ = ["EvidenceContext", "EvidenceRequest", "EvidenceSource", "NcuEvidence", "TimingEvidence", "build_resources",
+__all__ = ["EvidenceContext", "EvidenceRequest", "EvidenceSource", "NcuEvidence", "TimingEvidence", "bench_seed",
+           "build_resources",
            "default_evidence", "kernel_regex", "outcome_counts", "parent_observations", "report_for", "roofs"]

@@ -59,16 +59,33 @@ def main(argv: list[str]) -> int:
     if not torch.cuda.is_available():
         print(json.dumps({"ok": False, "error": "the profiling harness needs CUDA"}))
         return 2
+    if not nvtx_available(torch):
+        # without NVTX ncu's range filter sees nothing: say so instead of a confusing "no kernels were profiled"
+        print(json.dumps({"ok": False, "error": "torch has no NVTX support here (torch.cuda.nvtx): the profiled "
+                                                "launch cannot be marked"}))
+        return 2
     call, what = build_call(job, "cuda")
     for _ in range(int(job.get("warmup", 3))):
         call()
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_push(job.get("nvtx_range", "kernelloop-profile"))
-    call()
-    torch.cuda.synchronize()
-    torch.cuda.nvtx.range_pop()
+    try:
+        call()
+        torch.cuda.synchronize()
+    finally:
+        torch.cuda.nvtx.range_pop()
     print(json.dumps({"ok": True, **what}))
     return 0
+
+
+def nvtx_available(torch) -> bool:
+    """Whether torch.cuda.nvtx can push ranges (a CPU-only or NVTX-less build raises on the first push)."""
+    try:
+        torch.cuda.nvtx.range_push("kernelloop-nvtx-check")
+        torch.cuda.nvtx.range_pop()
+        return True
+    except Exception:  # noqa: BLE001 - "NVTX functions not installed" and kin
+        return False
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ def _m(key: str, unit: str, raw: str | tuple[str, ...] = (), labels: tuple[tuple
 STALL_REASONS: tuple[str, ...] = (
     "long_scoreboard", "short_scoreboard", "barrier", "membar", "mio_throttle", "lg_throttle",
     "math_pipe_throttle", "wait", "not_selected", "selected", "no_instruction", "dispatch_stall", "drain",
-    "branch_resolving", "imc_miss", "tex_throttle", "sleeping", "misc",
+    "branch_resolving", "imc_miss", "tex_throttle", "sleeping", "misc", "gmma",
 )
 
 
@@ -104,10 +104,14 @@ METRICS: tuple[MetricDef, ...] = (
     _m("sm_busy_pct", "%", "sm__instruction_throughput.avg.pct_of_peak_sustained_active", ((CWA, "SM Busy"),)),
     _m("pipe_fma_pct", "%", "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"),
     _m("pipe_alu_pct", "%", "sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active"),
-    _m("pipe_fp16_pct", "%", "sm__pipe_fp16_cycles_active.avg.pct_of_peak_sustained_active"),
+    # fp16 arithmetic runs on the FMA pipe since GA10x; its executed instructions are counted separately
+    _m("pipe_fp16_pct", "%", "sm__inst_executed_pipe_fp16.avg.pct_of_peak_sustained_active"),
     _m("pipe_lsu_pct", "%", "sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active"),
     _m("pipe_tensor_pct", "%", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
        (), "Tensor-core (HMMA) pipe activity"),
+    # sm_90's tl.dot compiles to wgmma (GMMA), which the HMMA counter does not see: the aggregate tensor pipe does
+    _m("pipe_tensor_all_pct", "%", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+       (), "Tensor-core pipe activity, every kind of MMA (HMMA and Hopper's GMMA)"),
     # -- Occupancy
     _m("occupancy_theoretical_pct", "%", "sm__maximum_warps_per_active_cycle_pct", ((OCC, "Theoretical Occupancy"),)),
     _m("occupancy_achieved_pct", "%", "sm__warps_active.avg.pct_of_peak_sustained_active",

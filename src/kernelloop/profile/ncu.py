@@ -3,11 +3,11 @@
 The profiled process is `python -m kernelloop.profile.harness JOB.json`, which builds the workload's
 seeded inputs, calls the candidate's `launch` (or, in baseline mode, a baseline such as eager PyTorch) a few
 times (JIT compile, warm-up) and then once more inside an NVTX range. ncu is told to profile only launches inside
-that range (`--nvtx --nvtx-include RANGE/`) and, when the kernel name is known, only that kernel
-(`--kernel-name regex:NAME`, `--launch-count 1`); with no kernel name, every launch in the range
-(`launch_count=None`: no `--launch-count`), which the caller sums (`aggregate.py`). `--clock-control none`
-keeps the clocks the timer saw (ncu would otherwise lock them at base clock, so its durations would not be
-comparable with kernelloop's timings).
+that range (`--nvtx --nvtx-include RANGE/`) and, when the kernel names are known, only those kernels
+(`--kernel-name regex:NAMES`); every matching launch of the one profiled call is kept (no `--launch-count`) and
+the caller sums them (`aggregate.py`). `--clock-control none` keeps the clocks the timer saw (ncu would otherwise
+lock them), `--cache-control all` flushes caches before each replay pass, `--config-file off` keeps a stray
+config.ncu-cfg from adding options.
 
 Failures are data: `NcuRun.status` is `ok`, `not-found` (no ncu), `timeout`, `failed` or `no-kernel`.
 When ncu rejects a requested raw metric (names differ between GPU generations and ncu versions), the
@@ -37,7 +37,18 @@ NVTX_RANGE = "kernelloop-profile"
 
 # ncu's messages when a requested metric does not exist on this GPU / in this version.
 _BAD_METRIC = re.compile(r"(?:Failed to find metric|Unknown metric|Invalid metric(?: name)?)[^A-Za-z0-9_]*"
-                         r"([A-Za-z0-9_.]+)", re.IGNORECASE)
+                         r"(?:regex:\^?)?([A-Za-z0-9_.\\]+)", re.IGNORECASE)
+_NO_PERMISSION = "ERR_NVGPUCTRPERM"
+
+
+def _rejected(log: str, requested: tuple[str, ...]) -> list[str]:
+    """Requested metrics ncu said it cannot find. ncu may quote a name as a regex (`regex:^name\\.avg...`)
+    or name only its base: a requested metric is rejected when it equals the name or extends it."""
+    out = set()
+    for raw in _BAD_METRIC.findall(log):
+        name = re.split(r"\\?\.\(|\$", raw)[0].replace("\\.", ".").rstrip(".")
+        out |= {m for m in requested if m == name or m.startswith(name + ".")}
+    return sorted(out)
 _NO_KERNEL = ("No kernels were profiled", "no kernels were profiled")
 
 
@@ -73,7 +84,8 @@ class NcuRun:
 def ncu_command(ncu: str | os.PathLike, target: list[str], out_stem: str | os.PathLike,
                 options: NcuOptions) -> list[str]:
     """The ncu command line profiling `target` into `out_stem`.ncu-rep."""
-    cmd = [str(ncu), "--clock-control", options.clock_control, "--cache-control", options.cache_control,
+    cmd = [str(ncu), "--config-file", "off",  # no stray config.ncu-cfg may add options
+           "--clock-control", options.clock_control, "--cache-control", options.cache_control,
            "--replay-mode", options.replay_mode, "--target-processes", "all", "--force-overwrite",
            "--export", str(out_stem)]
     for s in options.sections:
@@ -126,7 +138,10 @@ def run_ncu(target: list[str], out_stem: str | os.PathLike, options: NcuOptions 
         code, log, seconds, timed_out = _run(cmd, opts.timeout_s, env, cwd)
         if timed_out:
             return NcuRun("timeout", cmd, None, seconds, log, None, dropped)
-        bad = [m for m in _BAD_METRIC.findall(log) if m in opts.metrics]
+        if _NO_PERMISSION in log:
+            return NcuRun("failed", cmd, code, seconds, "no permission to read the GPU's performance counters "
+                          "(ERR_NVGPUCTRPERM: see NVIDIA's ERR_NVGPUCTRPERM page)\n" + log, None, dropped)
+        bad = _rejected(log, opts.metrics)
         if code != 0 and bad and not dropped:
             dropped = sorted(set(bad))
             opts = NcuOptions(**{**opts.__dict__, "metrics": tuple(m for m in opts.metrics if m not in dropped)})

@@ -83,12 +83,20 @@ def load_ncu_report_module(ncu: str | os.PathLike | None = None) -> ModuleType |
 
 
 def _metric_value(metric: Any) -> float | str | None:
-    """A metric's aggregate value as float or str (instanced values are not read)."""
-    try:
-        v = metric.value() if hasattr(metric, "value") else None
-    except Exception:  # noqa: BLE001 - some metric kinds refuse value(); fall back to the typed getters
-        v = None
-    if v is None:
+    """A metric's aggregate value as float or str (instanced values are not read). `value()` returns None for a
+    metric without a value, and that stays None: the typed getters would turn it into 0 (as_double documents
+    0. when it cannot convert), inventing a measurement."""
+    refused = False
+    v = None
+    if hasattr(metric, "value"):
+        try:
+            v = metric.value()
+        except Exception:  # noqa: BLE001 - a metric kind that refuses value(): the typed getters below
+            refused = True
+    if refused or not hasattr(metric, "value"):
+        has = getattr(metric, "has_value", None)
+        if callable(has) and not has():
+            return None
         for getter in ("as_double", "as_uint64", "as_string"):
             fn = getattr(metric, getter, None)
             if fn is None:
@@ -119,6 +127,17 @@ def _metric_unit(metric: Any, canonical: str) -> str:
     return RAW_BASE_UNITS.get(canonical, canonical)
 
 
+_MSG_TYPES = {1: "INF", 2: "OPT", 3: "WRN", 4: "ERR"}
+_SPEEDUP_TYPES = {1: "local", 2: "global"}
+
+
+def _as_int(v: Any) -> int | None:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
 def _rules(action: Any) -> list[RuleHit]:
     """Rule results where the module offers them (`rule_results_as_dicts`, newer versions)."""
     fn = getattr(action, "rule_results_as_dicts", None)
@@ -132,14 +151,20 @@ def _rules(action: Any) -> list[RuleHit]:
     for r in results or []:
         if not isinstance(r, dict):
             continue
-        msgs = r.get("rule_messages") or r.get("messages") or []
-        text = " ".join(str(m.get("message", m)) if isinstance(m, dict) else str(m) for m in msgs)
+        # ncu_report's documented shape: rule_identifier, name, section_identifier, rule_message = {title, message,
+        # type (MsgType: 1 OK, 2 OPTIMIZATION, 3 WARNING, 4 ERROR)}, speedup_estimation = {type (1 LOCAL,
+        # 2 GLOBAL), speedup}. Named as the CSV export names them (OPT/INF/WRN/ERR, local/global).
+        msg = r.get("rule_message") or {}
+        if not isinstance(msg, dict):
+            msg = {"message": str(msg)}
+        text = ": ".join(x for x in (str(msg.get("title", "")).strip(), str(msg.get("message", "")).strip()) if x)
         speed = r.get("speedup_estimation") or {}
         value = speed.get("speedup") if isinstance(speed, dict) else None
         out.append(RuleHit(section=str(r.get("section_identifier", "")),
                            name=str(r.get("rule_identifier") or r.get("name") or ""),
-                           type=str(r.get("type", "")), message=text,
-                           speedup_type=str(speed.get("type", "")) if isinstance(speed, dict) else "",
+                           type=_MSG_TYPES.get(_as_int(msg.get("type")), ""), message=text,
+                           speedup_type=_SPEEDUP_TYPES.get(_as_int(speed.get("type")), "")
+                           if isinstance(speed, dict) else "",
                            speedup_pct=float(value) if isinstance(value, (int, float)) else None))
     return out
 

@@ -137,15 +137,16 @@ def profile_trial(archive, run_dir: str | Path, trial: Trial, *, op_dir: str | P
                   timing_source: str = "") -> ProfileReport:
     """Profile one trial's candidate with ncu (GPU), keep the .ncu-rep, archive the report, return it.
 
-    With `kernel_regex`, the first launch of that kernel alone; without, every launch of the candidate's call
-    (summed, class of the longest).
+    Every launch of the candidate's call that matches `kernel_regex` (all of them without one): summed, class of
+    the longest.
     """
     from .ncu import NcuOptions, harness_job, profile_candidate
     run_dir = Path(run_dir)
     work = run_dir / "profiles" / trial.id
     job = harness_job(op_dir, source_file, config, workload.model_dump_json(), seed)
-    options = NcuOptions(kernel_regex=kernel_regex, timeout_s=timeout_s,
-                         launch_count=1 if kernel_regex else None)
+    # Every matching launch of the one profiled call (the NVTX range holds exactly one call): a candidate that
+    # launches several kernels is summed like a baseline, so the profile covers what the timer timed.
+    options = NcuOptions(kernel_regex=kernel_regex, timeout_s=timeout_s, launch_count=None)
     result = profile_candidate(job, work, options)
     artifact = _keep_report(result, run_dir, trial.id)
     report = make_report(trial, spec, workload, kernels=result.kernels, build=build, ceilings=ceilings,
