@@ -44,12 +44,20 @@ def main() -> None:
     ap.add_argument("--out", default="aa.json")
     ap.add_argument("--twin", default="candidate-twin", choices=["candidate-twin", "candidate-same"],
                     help="candidate-twin: own output buffers; candidate-same: the candidate's very buffers")
+    ap.add_argument("--kernels", default="",
+                    help="comma-separated indices into KERNELS (0 = the ~7 µs one ... 4 = the ~2 ms one); default all")
+    ap.add_argument("--output-sets", type=int, default=None,
+                    help="the timing policy's output_sets (default: the policy's own)")
     args = ap.parse_args()
-    policy = policies_for(args.device)[0].model_copy(update={"samples": args.samples})
-    per_kernel = max(1, args.comparisons // len(KERNELS))
+    update = {"samples": args.samples}
+    if args.output_sets is not None:
+        update["output_sets"] = args.output_sets
+    policy = policies_for(args.device)[0].model_copy(update=update)
+    kernels = [KERNELS[int(i)] for i in args.kernels.split(",")] if args.kernels else KERNELS
+    per_kernel = max(1, args.comparisons // len(kernels))
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        for op, axes, config in KERNELS:
+        for op, axes, config in kernels:
             bundle = load_op(ROOT / "ops" / op)
             w = Workload(op=op, axes=axes, dtype="fp16")
             cand = Candidate(op=op, template="rowwise", source=bundle.template_sources["rowwise"], config=config)
@@ -69,7 +77,8 @@ def main() -> None:
                 r = next(x for x in ms["candidate"].ratios if x.baseline == args.twin)
                 verdicts.append(r.verdict.value)
                 ratios.append({"order": subjects, "speedup": r.speedup, "ci": [r.ci_low, r.ci_high],
-                               "verdict": r.verdict.value, "candidate_us": ms["candidate"].kernel.median_us})
+                               "verdict": r.verdict.value, "candidate_us": ms["candidate"].kernel.median_us,
+                               "twin_us": ms[args.twin].kernel.median_us})
                 medians.append(ms["candidate"].kernel.median_us)
             worker.close()
             med = statistics.median(medians)
@@ -79,11 +88,14 @@ def main() -> None:
                             "stdev_of_medians_pct": 100 * statistics.pstdev(medians) / med,
                             "non_same": sum(v != "SAME" for v in verdicts), "verdicts": verdicts,
                             "ratios": ratios})
+            speedups = sorted(x["speedup"] for x in ratios)
+            results[-1]["median_speedup"] = statistics.median(speedups)
             print(f"{op} {axes}: median {med:.2f} µs, spread {results[-1]['spread_of_medians_pct']:.2f} %, "
-                  f"non-SAME {results[-1]['non_same']}/{per_kernel}", flush=True)
+                  f"non-SAME {results[-1]['non_same']}/{per_kernel}, candidate/twin speed-up median "
+                  f"{results[-1]['median_speedup']:.4f} (min {speedups[0]:.4f}, max {speedups[-1]:.4f})", flush=True)
     total = sum(r["comparisons"] for r in results)
     non_same = sum(r["non_same"] for r in results)
-    summary = {"twin": args.twin, "environment": environment(args.device).model_dump(mode="json"), "policy": policy.model_dump(mode="json"),
+    summary = {"twin": args.twin, "output_sets": policy.output_sets, "environment": environment(args.device).model_dump(mode="json"), "policy": policy.model_dump(mode="json"),
                "date": time.strftime("%Y-%m-%d"), "comparisons": total, "non_same": non_same,
                "non_same_rate": non_same / total, "kernels": results}
     Path(args.out).write_text(json.dumps(summary, indent=2))

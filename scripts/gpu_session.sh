@@ -75,9 +75,15 @@ case "$phase" in
     ;;
   evidence)  # issues 3, 4, 5: GPU tier (now with ncu tests), side stream, A/A; a recorded LayerNorm space and the planner
     lane_a() {
-      gpu_tests 380
+      gpu_tests 330
       step side-stream 60 python3 benchmarks/side_stream.py --out "$OUT/side_stream.json"
-      step aa 150 python3 benchmarks/aa_experiment.py --device cuda --comparisons 100 --samples 40 --out "$OUT/aa.json"
+      # the ~7 µs A/A bias: own buffers (twin), the very same buffers (same), shared rotating output sets
+      step aa-twin 45 python3 benchmarks/aa_experiment.py --device cuda --kernels 0 --comparisons 40 --samples 40 \
+        --out "$OUT/aa-twin.json"
+      step aa-same 45 python3 benchmarks/aa_experiment.py --device cuda --kernels 0 --comparisons 40 --samples 40 \
+        --twin candidate-same --out "$OUT/aa-same.json"
+      step aa-sets3 45 python3 benchmarks/aa_experiment.py --device cuda --kernels 0 --comparisons 40 --samples 40 \
+        --output-sets 3 --out "$OUT/aa-sets3.json"
     }
     lane_b() {
       step record-layernorm 270 $KL record ops/layernorm --device cuda --workloads benchmarks/workloads/layernorm-4096.toml \

@@ -208,7 +208,7 @@ def test_ncu_profiles_trial_and_baseline_archives_and_prints(run, fake_gpu, monk
     # Every launch of the report is summed; the class is the longest launch's (the GEMM of the recording).
     agg = rec["aggregate"]
     assert agg["launches"] == 7 and agg["kernels"][agg["dominant"]]["kernel"].startswith("nvjet_sm90")
-    assert rec["classification"]["bottleneck"] == "balanced-near-limit"
+    assert rec["classification"]["bottleneck"] == "compute-bound"
     assert rec["artifact"] == f"profiles/{child.id}.ncu-rep" and (folder / rec["artifact"]).is_file()
     agree = rec["agreement"]
     assert agree["timing_us"] == 21.79 and agree["timing_fraction"] == pytest.approx(20.40 / 21.79)

@@ -4,18 +4,20 @@
 import pytest
 
 from kernelloop.bench.policy import policies_for
+from kernelloop.execute import worker
 from kernelloop.execute.evaluate import Evaluator
 from kernelloop.execute.pool import Worker
 from kernelloop.records import Candidate, Workload
 
 
+@pytest.mark.parametrize("sets", [1, 3])
 @pytest.mark.parametrize("subjects", [["candidate", "candidate-twin", "candidate-same"],
                                       ["candidate-same", "candidate-twin", "candidate"]])
-def test_twin_and_same_are_timed_beside_the_candidate(layernorm, tmp_path, subjects):
+def test_twin_and_same_are_timed_beside_the_candidate(layernorm, tmp_path, subjects, sets):
     cand = Candidate(op="layernorm", template="rowwise", source=layernorm.template_sources["rowwise"],
                      config={"BLOCK_N": 64, "ROWS": 1, "num_warps": 1, "EVICT_FIRST": 0})
     w = Workload(op="layernorm", axes={"M": 4, "N": 64}, dtype="fp32")
-    policy = policies_for("interpret")[0].model_copy(update={"samples": 3, "warmup": 1})
+    policy = policies_for("interpret")[0].model_copy(update={"samples": 3, "warmup": 1, "output_sets": sets})
     worker = Worker("interpret", tmp_path / "worker")
     try:
         ev = Evaluator(layernorm, "interpret", worker, policy, secret="aa")
@@ -27,3 +29,34 @@ def test_twin_and_same_are_timed_beside_the_candidate(layernorm, tmp_path, subje
     assert set(ms) == set(subjects) and not notes
     baselines = {r.baseline for r in ms["candidate"].ratios}
     assert {"candidate-twin", "candidate-same"} <= baselines
+    # The timed calls' outputs were snapshotted from the buffers each call wrote, and re-verify.
+    assert ev.check_timed(w, reply, ev.refresh_seeds(cand, w)) is None
+
+
+class _Recorder:
+    def __init__(self):
+        self.calls = []
+
+    def launch(self, *args, **kw):
+        self.calls.append(args[-1])  # the output set written
+
+
+def test_rotating_outputs_spread_every_subject_over_every_set():
+    pool = [("set0",), ("set1",), ("set2",)]
+    live = {"pool": pool}
+    mods = {name: _Recorder() for name in ("candidate", "candidate-twin")}
+    calls = {name: worker._rotating_call(mods[name], {}, ["x"], {}, live, None, None, "cpu", 3, start=i,
+                                         is_candidate=name == "candidate")
+             for i, name in enumerate(mods)}
+    assert live["outputs"] == pool[0]
+    for _ in range(6):  # kernel and call sample of three rounds: both parities of a set index come up
+        for name in ("candidate-twin", "candidate"):
+            calls[name]()
+            if name == "candidate":
+                assert live["outputs"] == (mods["candidate"].calls[-1],)  # the snapshot reads what was written
+    for name, mod in mods.items():
+        assert sorted(mod.calls) == ["set0"] * 2 + ["set1"] * 2 + ["set2"] * 2, name
+        kernel_samples = mod.calls[0::2]  # every other call is a kernel-time sample
+        assert len(set(kernel_samples)) == 3, (name, kernel_samples)
+    assert mods["candidate"].calls[:3] == ["set0", "set1", "set2"]
+    assert mods["candidate-twin"].calls[:3] == ["set1", "set2", "set0"]

@@ -47,7 +47,7 @@ def test_the_longest_launch_gives_the_class_and_every_launch_keeps_its_own():
     assert agg.duration_ns == total and agg.launches == 3
     assert agg.dominant == 2 and agg.kernels[2].kernel.startswith("nvjet_sm90")
     assert [k.bottleneck.value for k in agg.kernels] == ["memory-latency-bound", "compute-bound",
-                                                          "balanced-near-limit"]
+                                                          "compute-bound"]
     assert agg.kernels[2].share == pytest.approx(181_536.0 / total)
     assert sum(k.share for k in agg.kernels) == pytest.approx(1.0)
     assert agg.kernels[2].compute_pct == 90.44 and agg.kernels[2].memory_pct == 69.96

@@ -8,13 +8,15 @@ from kernelloop.records import BottleneckClass as C, BuildResources, KernelProfi
 
 def test_recorded_h200_kernels(h200_profiles):
     got = [classify(p).bottleneck for p in h200_profiles]
-    # 0/5: torch's normal-distribution kernel, compute 73 %; 1: a 16-block launch, everything < 2 %;
-    # 2-4: torch layer_norm, compute 65 % (> 30 %), memory 47.5 %; 6: the fp16 GEMM, compute 90 % and memory 70 %.
-    assert got == [C.COMPUTE, C.MEMORY_LATENCY, C.COMPUTE, C.COMPUTE, C.COMPUTE, C.COMPUTE, C.NEAR_LIMIT]
+    # 0/5: torch's normal-distribution kernel, compute 73 %, memory 15.6 %; 1: a 16-block launch, everything < 2 %;
+    # 2-4: torch layer_norm, compute 65 % (> 30 %) above memory 47.5 %; 6: the fp16 GEMM, compute 90 % over memory 70 %.
+    assert got == [C.COMPUTE, C.MEMORY_LATENCY, C.COMPUTE, C.COMPUTE, C.COMPUTE, C.COMPUTE, C.COMPUTE]
     ln = classify(h200_profiles[2])
     assert ln.compute_pct == 65.06 and ln.memory_pct == 47.53 and ln.dram_pct == 32.33
-    assert "65.1 % > 30 %" in ln.reason
+    assert "compute 65.1 % > 30 % and above memory 47.5 %" in ln.reason
     assert ln.thresholds["compute_pct"] == 30.0
+    gemm = classify(h200_profiles[6])
+    assert "near the limit (> 80 %)" in gemm.reason
 
 
 @pytest.mark.parametrize("compute, memory, dram, expected", [
@@ -24,10 +26,14 @@ def test_recorded_h200_kernels(h200_profiles):
     (20, 25, 25, C.MEMORY_LATENCY),
     (30, 30, 30, C.MEMORY_LATENCY),        # strictly greater than the thresholds
     (31, 10, 10, C.COMPUTE),
-    (55, 59, 59, C.COMPUTE),
-    (65, 65, 10, C.NEAR_LIMIT),            # both above 60 %
-    (10, 85, 85, C.NEAR_LIMIT),            # one above 80 %
-    (85, 5, 5, C.NEAR_LIMIT),
+    (55, 59, 59, C.MEMORY_BANDWIDTH),      # both above 30 %: the busier unit decides
+    (59, 55, 55, C.COMPUTE),
+    (50, 90, 85, C.MEMORY_BANDWIDTH),      # CUDAMaster's compute-first reading would say compute
+    (65, 65, 10, C.NEAR_LIMIT),            # both above 60 % and within 10 points
+    (70, 61, 10, C.NEAR_LIMIT),
+    (90, 70, 12, C.COMPUTE),               # both above 60 % but compute 20 points ahead
+    (10, 85, 85, C.MEMORY_BANDWIDTH),
+    (85, 5, 5, C.COMPUTE),
     (None, 50, 50, C.UNKNOWN),
     (50, None, None, C.UNKNOWN),
 ])
@@ -40,7 +46,9 @@ def test_thresholds_are_parameters(h200_profiles):
     # With a 70 % compute threshold torch's layer_norm (65 % compute, 47.5 % memory) is bandwidth-bound.
     assert classify(ln, Thresholds(compute_pct=70)).bottleneck is C.MEMORY_BANDWIDTH
     assert classify(ln, Thresholds(compute_pct=70, memory_pct=50)).bottleneck is C.MEMORY_LATENCY
-    assert classify(h200_profiles[6], Thresholds(balanced_pct=95, near_limit_pct=95)).bottleneck is C.COMPUTE
+    # A 25-point balance gap makes the GEMM (90 % / 70 %) balanced-near-limit.
+    assert classify(h200_profiles[6], Thresholds(balanced_gap=25)).bottleneck is C.NEAR_LIMIT
+    assert "near the limit" not in classify(h200_profiles[6], Thresholds(near_limit_pct=95)).reason
 
 
 def test_latency_evidence_is_filtered_and_reports_what_is_missing(h200_profiles):

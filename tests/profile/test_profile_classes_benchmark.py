@@ -60,7 +60,7 @@ def test_benchmark_profiles_the_4096_workload_and_leaves_the_source_archive_alon
     data = json.loads(out.read_text())
     trial, eager = data["rows"]
     assert trial["workload"] == "layernorm[4096x4096]:fp16" and trial["subject"] == "trial 1"
-    assert eager["subject"] == "eager" and eager["launches"] == 7 and eager["class"] == "balanced-near-limit"
+    assert eager["subject"] == "eager" and eager["launches"] == 7 and eager["class"] == "compute-bound"
     assert trial["timing_fraction"] == pytest.approx(20.40 / 21.79) and trial["agrees"] is None
     assert trial["matrix_op"] is False and trial["compute_bound"] is None
     assert "| subject | class (launches) |" in data["table"]

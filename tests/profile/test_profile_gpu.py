@@ -105,7 +105,8 @@ def test_eager_layernorm_is_bandwidth_bound_and_its_profile_agrees_with_its_timi
     assert res.run.status == "ok" and res.kernels, (res.run.log[-3000:], res.notes)
     agg = aggregate(res.kernels)
     top = agg.kernels[agg.dominant]
-    assert top.bottleneck is BottleneckClass.MEMORY_BANDWIDTH, (top.kernel, top.reason)
+    assert top.bottleneck is BottleneckClass.MEMORY_BANDWIDTH, (top.kernel, top.reason,
+                                                                res.kernels[agg.dominant].metrics)
     assert agg.dram_bytes is not None and agg.duration_ns is not None, res.kernels[agg.dominant].metrics
 
     nbytes = spec.bytes_moved(w.axes, w.dtype)

@@ -1,12 +1,19 @@
 """Bottleneck classification of one kernel profile, and the evidence each class keeps.
 
-The classes follow CUDAMaster (2026): from the Speed Of Light throughputs,
+The classes follow CUDAMaster (2026), from the Speed Of Light throughputs (memory = the larger of Memory and DRAM
+throughput):
 - compute-bound:           Compute (SM) throughput > `compute_pct`;
-- memory-bandwidth-bound:  compute <= `compute_pct` and (DRAM or Memory throughput) > `memory_pct`;
-- memory-latency-bound:    compute, DRAM and Memory throughputs all <= their thresholds;
-plus a class for kernels already close to a hardware limit, checked first:
-- balanced-near-limit:     compute and memory both > `balanced_pct`, or either > `near_limit_pct`.
-The thresholds are heuristics, not hardware laws (30 % is CUDAMaster's choice), hence parameters.
+- memory-bandwidth-bound:  compute <= `compute_pct` and memory > `memory_pct`;
+- memory-latency-bound:    compute and memory both <= their thresholds;
+with two additions, checked first:
+- balanced-near-limit:     compute and memory both > `balanced_pct` and within `balanced_gap` points of each
+                           other: both units are near their limits and neither is the bottleneck;
+- dominance:               when compute and memory are both above their thresholds (and not balanced), the
+                           busier unit decides. CUDAMaster's rule reads compute first, which labels a kernel
+                           with 50 % compute and 90 % memory compute-bound; the busier unit is the one that
+                           limits it.
+The thresholds are heuristics, not hardware laws (30 % is CUDAMaster's choice), hence parameters. A class at or
+above `near_limit_pct` says so in its reason: little is left to gain on that unit.
 
 A class is an entry point, not a diagnosis: each keeps only the handful of metrics that matter for it
 (`EVIDENCE`), so a planner or a reader sees the relevant numbers instead of hundreds.
@@ -26,8 +33,9 @@ class Thresholds:
 
     compute_pct: float = 30.0      # compute throughput above this: compute-bound (CUDAMaster)
     memory_pct: float = 30.0       # DRAM or memory throughput above this (compute below): bandwidth-bound
-    balanced_pct: float = 60.0     # compute and memory both above this: near the limit on both
-    near_limit_pct: float = 80.0   # either above this: near a hardware limit
+    balanced_pct: float = 60.0     # compute and memory both above this ...
+    balanced_gap: float = 10.0     # ... and within this many points of each other: balanced, near the limit on both
+    near_limit_pct: float = 80.0   # the deciding unit above this: the reason says it is near its limit
     top_stalls: int = 3            # stall reasons kept as evidence (largest first)
     max_rules: int = 3             # rule results kept as evidence (largest estimated speed-up first)
 
@@ -116,17 +124,26 @@ def decide(compute: float | None, memory: float | None, dram: float | None,
     if compute is None or (memory is None and dram is None):
         return C.UNKNOWN, "the profile lacks the Speed Of Light throughputs (compute and memory/DRAM %)"
     mem = max(v for v in (memory, dram) if v is not None)
-    if compute > t.balanced_pct and mem > t.balanced_pct:
-        return C.NEAR_LIMIT, f"compute {compute:.1f} % and memory {mem:.1f} % both > {t.balanced_pct:g} %"
-    if max(compute, mem) > t.near_limit_pct:
-        which = "compute" if compute >= mem else "memory"
-        return C.NEAR_LIMIT, f"{which} {max(compute, mem):.1f} % > {t.near_limit_pct:g} %"
-    if compute > t.compute_pct:
-        return C.COMPUTE, f"compute {compute:.1f} % > {t.compute_pct:g} %"
-    if (dram is not None and dram > t.memory_pct) or (memory is not None and memory > t.memory_pct):
-        parts = [f"{n} {v:.1f} %" for n, v in (("DRAM", dram), ("memory", memory)) if v is not None]
-        return C.MEMORY_BANDWIDTH, (f"compute {compute:.1f} % <= {t.compute_pct:g} % and "
-                                    f"{' / '.join(parts)} > {t.memory_pct:g} %")
+    mem_name = "DRAM" if dram is not None and (memory is None or dram >= memory) else "memory"
+
+    def near(value: float) -> str:
+        return f"; near the limit (> {t.near_limit_pct:g} %)" if value > t.near_limit_pct else ""
+
+    if compute > t.balanced_pct and mem > t.balanced_pct and abs(compute - mem) <= t.balanced_gap:
+        return C.NEAR_LIMIT, (f"compute {compute:.1f} % and {mem_name} {mem:.1f} % both > {t.balanced_pct:g} % and "
+                              f"within {t.balanced_gap:g} points")
+    compute_high, memory_high = compute > t.compute_pct, mem > t.memory_pct
+    if compute_high and memory_high:
+        if compute > mem:
+            return C.COMPUTE, (f"compute {compute:.1f} % > {t.compute_pct:g} % and above {mem_name} "
+                               f"{mem:.1f} %{near(compute)}")
+        return C.MEMORY_BANDWIDTH, (f"{mem_name} {mem:.1f} % > {t.memory_pct:g} % and at or above compute "
+                                    f"{compute:.1f} %{near(mem)}")
+    if compute_high:
+        return C.COMPUTE, f"compute {compute:.1f} % > {t.compute_pct:g} %{near(compute)}"
+    if memory_high:
+        return C.MEMORY_BANDWIDTH, (f"compute {compute:.1f} % <= {t.compute_pct:g} % and {mem_name} {mem:.1f} % > "
+                                    f"{t.memory_pct:g} %{near(mem)}")
     parts = [f"{n} {v:.1f} %" for n, v in (("compute", compute), ("memory", memory), ("DRAM", dram))
              if v is not None]
     return C.MEMORY_LATENCY, f"{', '.join(parts)} all <= {t.compute_pct:g}/{t.memory_pct:g} %"

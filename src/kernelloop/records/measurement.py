@@ -27,6 +27,11 @@ class TimingPolicy(Record):
     bootstrap: int = Field(ge=100, description="Bootstrap resamples for confidence intervals.")
     confidence: float = Field(0.95, gt=0, lt=1, description="Confidence level of intervals.")
     margin: float = Field(0.02, ge=0, description="Relative margin inside which a ratio counts as SAME.")
+    output_sets: int = Field(
+        1, ge=1, le=8, description="Output buffer sets the candidate-kind subjects (candidate and its A/A twins) "
+                                   "write in turn, one set per call, each subject starting at its own offset: "
+                                   "1 = each subject keeps its own buffers; > 1 spreads where the outputs lie "
+                                   "in memory evenly over the subjects.")
 
     @property
     def id(self) -> str:

@@ -40,8 +40,9 @@ class Staged(SearchStrategy):
     def __init__(self, space: list[dict], seed: int = 0, encoding: SpaceEncoding | None = None,
                  n_init: int | None = None, pool: int = 500, elites: int = 2, near_cap: int = 1000, patience: int = 20,
                  max_model_points: int = 250, prior=None, xi: float = 0.0,
-                 level_scale: float = 1.5, pow2_scale: float = 1.0):
+                 level_scale: float = 1.5, pow2_scale: float = 1.0, **exp):
         super().__init__(space, seed, encoding)
+        self.exp = exp
         self.cols = np.flatnonzero(self.enc.varying)
         self.Z = self.enc.pos[:, self.cols]
         d = max(1, self.cols.size)
@@ -181,7 +182,7 @@ class Staged(SearchStrategy):
     # -- the supervisor's interventions ---------------------------------------------------------------------
     def _observe(self, row: int, value: float | None) -> None:
         self.supervisor.observe(value)
-        if len(self.order) >= self.n_init and len(self.order) % 5 == 0:
+        if self.exp.get("prune", True) and len(self.order) >= self.n_init and len(self.order) % 5 == 0:
             told = np.array(self.order)
             newly = self.bad.update(told, np.where(self.failed[told], np.inf, self.values[told]))
             if newly:
