@@ -66,9 +66,11 @@ def _config(archive: Archive, trial) -> dict:
     return {"template": cand.template, **cand.config} if cand is not None else {}
 
 
-def exhaustive_reference(path: Path, workload: str | None) -> dict:
-    """Best µs and configuration of an exhaustive run archive or a recorded space file."""
-    if _is_archive(path):
+def exhaustive_reference(path: Path | list[Path], workload: str | None) -> dict:
+    """Best µs and configuration of an exhaustive run archive or a recorded space file (or its shard files)."""
+    if isinstance(path, list) and len(path) == 1:
+        path = path[0]
+    if not isinstance(path, list) and _is_archive(path):
         from kernelloop.device import VIRTUAL_HOPPER
         from kernelloop.spec.space import prune
         with Archive(_archive_path(path)) as a:
@@ -89,10 +91,11 @@ def exhaustive_reference(path: Path, workload: str | None) -> dict:
                     "evaluated": len(trials), "passed": len(passed), "space_size": size,
                     "complete": len(trials) >= size, "device": env.get("gpu") or env.get("device"),
                     "lookup": {config_key(_config(a, t)): t.measurement.kernel.median_us for t in passed}}
-    from kernelloop.replay import load_space
-    space = load_space(path, workload=workload or DEFAULT_WORKLOAD)
+    from kernelloop.replay import load_space, merge_spaces
+    paths = path if isinstance(path, list) else [path]
+    space = merge_spaces([load_space(p, workload=workload or DEFAULT_WORKLOAD) for p in paths])
     i = min((i for i, v in enumerate(space.values) if v is not None), key=lambda i: space.values[i])
-    return {"source": "space file", "path": str(path), "workload": space.meta.get("workload"),
+    return {"source": "space file", "path": ", ".join(str(p) for p in paths), "workload": space.meta.get("workload"),
             "best_us": space.values[i], "best_config": space.configs[i], "evaluated": len(space),
             "passed": len(space) - space.n_failed, "space_size": len(space), "complete": True,
             "device": (space.meta.get("device") or {}).get("name"),
@@ -160,7 +163,8 @@ def _cfg(c: dict | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--exhaustive", type=Path, required=True, help="exhaustive run folder/archive, or a space file")
+    ap.add_argument("--exhaustive", type=Path, required=True, action="append",
+                    help="exhaustive run folder/archive, or a space file; repeat for the shards of one recording")
     ap.add_argument("--planner", type=Path, required=True, help="planner run folder/archive")
     ap.add_argument("--workload", default=None, help=f"workload label or id (default: the run's only one, else "
                                                      f"{DEFAULT_WORKLOAD})")

@@ -12,6 +12,12 @@ gemm run), on a CUDA host with Nsight Compute:
   it is <= 5 %, and for matrix ops (gemm, ...) whether the class is compute-bound;
 - writes every record (class, kept evidence, launches, roofline, agreement, notes) to --out as JSON.
 
+Nsight Compute flushes and invalidates the caches before it measures (`--cache-control all`): the kernel starts on
+a clean L2. The run's timer writes its flush buffer (`flush_mode = write`), so the kernel starts on an L2 full of
+dirty lines that its misses must write back first. With --clean-timing (on a GPU) the trial, the baselines and a
+device copy are timed again in one interleaved bench with `flush_mode = read` (an L2 of clean lines, as under
+ncu), and a second agreement is computed against those times and that copy's roof: the "clean" columns.
+
 The archives are not modified: each is copied (SQLite backup API) to --work/<name>/archive.sqlite first, where the
 reports, the .ncu-rep files (profiles/) and the candidate sources (sources/) land. --in-place profiles into the
 given run folders instead.
@@ -72,12 +78,55 @@ def pick_workload(archive: Archive, run: dict, wanted: str | None):
     return w, best[w.id]
 
 
+def clean_timing(archive: Archive, op_dir: Path, trial, workload, baselines: tuple[str, ...], work: Path,
+                 samples: int = 100) -> dict[str, float]:
+    """Kernel medians (µs) of the trial, the baselines and a device copy, timed in one interleaved bench with a
+    clean L2 (read flush), like Nsight Compute's cache control."""
+    from kernelloop.bench.policy import COLD_L2_EVENTS
+    from kernelloop.execute.evaluate import Evaluator
+    from kernelloop.execute.pool import Worker
+    from kernelloop.spec import load_op
+    bundle = load_op(op_dir)
+    cand = archive.get_candidate(trial.candidate_id)
+    policy = COLD_L2_EVENTS.model_copy(update={"name": "cold-l2-events-read", "flush_mode": "read",
+                                               "samples": samples})
+    worker = Worker("cuda", work / "clean-timing")
+    try:
+        ev = Evaluator(bundle, "cuda", worker, policy, secret=f"clean-{time.time()}")
+        err = ev.load(cand)
+        if err is not None:
+            raise RuntimeError(f"the trial's candidate does not load: {err}")
+        ms, notes, reply = ev.bench(cand, workload, ["candidate", *baselines, "copy"], policy)
+    finally:
+        worker.close()
+    if reply.status != "ok":
+        raise RuntimeError(f"clean-L2 bench failed: {reply.status} {reply.data.get('error')}")
+    return {name: m.kernel.median_us for name, m in ms.items()}
+
+
+def clean_agreement(archive: Archive, op_dir: Path, workload, rec: dict, subject_us: float | None,
+                    copy_us: float | None) -> dict:
+    """The profile-vs-timing agreement of one profiled record against its clean-L2 time and copy roof."""
+    from kernelloop.profile.aggregate import agreement
+    from kernelloop.profile.roofline import roofline_from_copy
+    from kernelloop.spec import load_op
+    agg = rec.get("aggregate") or {}
+    if subject_us is None or copy_us is None or not agg:
+        return {}
+    spec = load_op(op_dir).spec
+    roof = roofline_from_copy(spec, workload, subject_us, copy_us, dram_bytes=agg.get("dram_bytes"))
+    a = agreement(spec, workload, roof, profile_bytes=agg.get("dram_bytes"), profile_ns=agg.get("duration_ns"),
+                  timing_us=subject_us, timing_source="clean-L2 bench (read flush)")
+    return a.model_dump(mode="json")
+
+
 def _f(v, fmt="{:.3f}") -> str:
     return fmt.format(v) if v is not None else "n/a"
 
 
 def row_of(op: str, rec: dict, subject: str) -> dict:
     c, agg, a = rec["classification"], rec["aggregate"], rec["agreement"] or {}
+    clean = rec.get("clean_agreement") or {}
     matrix = default_pipe(op) == "matrix"
     klass = c["bottleneck"] if c is not None else None
     return {
@@ -89,13 +138,16 @@ def row_of(op: str, rec: dict, subject: str) -> dict:
         "dram_ratio": (rec["roofline"] or {}).get("dram_ratio"), "timing_us": a.get("timing_us"),
         "profile_us": a.get("profile_us"), "matrix_op": matrix,
         "compute_bound": (klass == "compute-bound") if matrix and klass is not None else None,
+        "clean_timing_us": clean.get("timing_us"), "clean_profile_fraction": clean.get("profile_fraction"),
+        "clean_timing_fraction": clean.get("timing_fraction"), "clean_difference": clean.get("difference"),
+        "clean_agrees": clean.get("agrees"),
     }
 
 
 def markdown(rows: list[dict]) -> str:
     out = ["| subject | class (launches) | DRAM % | profile fraction | timing fraction | diff | <= 5 % | "
-           "ncu us / timed us | gemm: compute-bound? |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "ncu us / timed us | clean: timed us | clean: diff | clean: <= 5 % | gemm: compute-bound? |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         yes = {True: "yes", False: "**no**", None: "n/a"}
         out.append(
@@ -103,6 +155,8 @@ def markdown(rows: list[dict]) -> str:
             f"{_f(r['dram_pct'], '{:.1f}')} | {_f(r['profile_fraction'])} | {_f(r['timing_fraction'])} | "
             f"{_f(r['difference'], '{:.1%}')} | {yes[r['agrees']]} | "
             f"{_f(r['profile_us'], '{:.2f}')} / {_f(r['timing_us'], '{:.2f}')} | "
+            f"{_f(r.get('clean_timing_us'), '{:.2f}')} | {_f(r.get('clean_difference'), '{:.1%}')} | "
+            f"{yes[r.get('clean_agrees')]} | "
             f"{yes[r['compute_bound']] if r['matrix_op'] else ''} |")
     return "\n".join(out)
 
@@ -116,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=Path("runs/profile-classes"), help="where the archive copies go")
     ap.add_argument("--in-place", action="store_true", help="profile into the given run folders, no copies")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per Nsight Compute run")
+    ap.add_argument("--clean-timing", action="store_true",
+                    help="also time trial, baselines and a copy with a clean L2 (read flush) and compare (GPU)")
     args = ap.parse_args(argv)
     baselines = tuple(dict.fromkeys(args.baseline or ["eager"]))
     rows, records, failed = [], [], []
@@ -137,6 +193,19 @@ def main(argv: list[str] | None = None) -> int:
                                         op_dir=op_dir if op_dir.is_dir() else None,
                                         say=lambda m: print(m, file=sys.stderr))
                 summary = profile_summary(archive, best.id, baselines)
+                if args.clean_timing and op_dir.is_dir():
+                    try:
+                        clean = clean_timing(archive, op_dir, best, w, baselines, db.parent)
+                    except Exception as e:  # noqa: BLE001 - reported, the profiles still count
+                        clean = {}
+                        summary.setdefault("clean_error", f"{type(e).__name__}: {e}")
+                    summary["clean_timing_us"] = clean
+                    for t in summary["trials"]:
+                        t["clean_agreement"] = clean_agreement(archive, op_dir, w, t, clean.get("candidate"),
+                                                               clean.get("copy"))
+                    for b in summary["baselines"]:
+                        b["clean_agreement"] = clean_agreement(archive, op_dir, w, b, clean.get(b["baseline"]),
+                                                               clean.get("copy"))
         except NcuUnavailable as e:
             print(f"cannot profile here: {e}", file=sys.stderr)
             return 3

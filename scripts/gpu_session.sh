@@ -3,7 +3,7 @@
 # when the host has a single GPU). Every step runs under `timeout`, logs to $OUT/<step>.log, and appends
 # "step rc seconds" to $OUT/steps.tsv, so a hung or failed step costs its own time only.
 #
-#   bash scripts/gpu_session.sh PHASE          # PHASE: memory | headline | evidence | profiles | matmul (see the case below)
+#   bash scripts/gpu_session.sh PHASE          # PHASE: memory | headline | evidence | evidence2 | profiles | matmul
 #
 # The H200 image lacks pydantic and liger-kernel: carry ./.whl (docs/gpu-runbook.md says how to build it).
 set -uo pipefail
@@ -15,7 +15,7 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH="$PWD/src:/tmp/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 KL="python3 -m kernelloop.cli.app"
-phase=${1:?phase: memory | headline | evidence | profiles | matmul}
+phase=${1:?phase: memory | headline | evidence | evidence2 | profiles | matmul}
 {
   date -u +"date: %Y-%m-%dT%H:%M:%SZ"
   nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
@@ -92,6 +92,24 @@ case "$phase" in
         --budget 15 --no-confirm --workloads benchmarks/workloads/layernorm-4096.toml
       step planner-vs-exhaustive 60 python3 benchmarks/planner_vs_exhaustive.py \
         --exhaustive "$OUT/layernorm-4096.space.json.gz" --planner runs/planner-layernorm --out "$OUT/planner_vs_exhaustive.json"
+    }
+    ;;
+  evidence2)  # issue 4: the LayerNorm [4096, 4096] space in two shards (one per GPU) with the planner beside it, classes
+             # and clean-L2 agreement of the s2 winners; issue 3: the full A/A and the side stream on two shapes
+    lane_a() {
+      step record-layernorm-0 260 $KL record ops/layernorm --device cuda --workloads benchmarks/workloads/layernorm-4096.toml \
+        --shard 0/2 --out "$OUT/layernorm-4096.shard0.space.json.gz"
+      step profile-classes 260 python3 benchmarks/profile_classes.py --clean-timing \
+        benchmarks/results/2026-11-30-h200-s2/layernorm-4096.sqlite benchmarks/results/2026-11-30-h200-s2/rmsnorm-4096.sqlite \
+        benchmarks/results/2026-11-30-h200-s2/softmax-4096.sqlite --out "$OUT/profile_classes.json"
+    }
+    lane_b() {
+      step record-layernorm-1 260 $KL record ops/layernorm --device cuda --workloads benchmarks/workloads/layernorm-4096.toml \
+        --shard 1/2 --out "$OUT/layernorm-4096.shard1.space.json.gz"
+      optimize planner-layernorm 90 layernorm --strategy planner --start "BLOCK_N=1024,ROWS=1,num_warps=1,EVICT_FIRST=0" \
+        --budget 15 --no-confirm --workloads benchmarks/workloads/layernorm-4096.toml
+      step side-stream 50 python3 benchmarks/side_stream.py --out "$OUT/side_stream.json"
+      step aa 200 python3 benchmarks/aa_experiment.py --device cuda --comparisons 200 --samples 40 --out "$OUT/aa.json"
     }
     ;;
   profiles)  # issue 4's classes and roofline agreement (ncu), a GEMM run for the compute-bound class; issue 6's dogfood

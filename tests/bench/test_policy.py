@@ -33,3 +33,16 @@ def test_both_flush_modes_time_a_copy_on_the_gpu(mode):
     out = sample({"copy": lambda: dst.copy_(src)}, policy, seed=1)
     assert len(out["copy"]["kernel_us"]) == 5 and min(out["copy"]["kernel_us"]) > 0
     assert torch.equal(dst, src)
+
+
+@pytest.mark.parametrize("mode", ["write", "read"])
+def test_flush_call_runs_in_both_modes(mode):
+    """The flush's own torch calls (the GPU tier found `sum(out=)` without `dim` rejected by torch 2.11)."""
+    from kernelloop.bench.timer import _Flush
+    f = _Flush(4096, mode, device="cpu")
+    f.buf.fill_(1)
+    f()
+    if mode == "read":
+        assert int(f.sink) == 4096 and int(f.buf.sum()) == 4096
+    else:
+        assert int(f.buf.sum()) == 0

@@ -212,7 +212,9 @@ def test_ncu_profiles_trial_and_baseline_archives_and_prints(run, fake_gpu, monk
     assert rec["artifact"] == f"profiles/{child.id}.ncu-rep" and (folder / rec["artifact"]).is_file()
     agree = rec["agreement"]
     assert agree["timing_us"] == 21.79 and agree["timing_fraction"] == pytest.approx(20.40 / 21.79)
-    assert agree["profile_bytes"] is None and agree["agrees"] is None          # the recording has no DRAM bytes
+    # The recording has no DRAM bytes: the fractions still compare (formula bytes), the byte check cannot.
+    assert agree["profile_bytes"] is None and "no profiled DRAM bytes" in agree["note"]
+    assert agree["agrees"] is (agree["difference"] <= 0.05)
     (base,) = out["baselines"]
     assert base["baseline"] == "eager" and base["profiled"] is True and base["aggregate"]["launches"] == 7
     assert base["artifact"] == f"profiles/baseline-eager-{W.id}.ncu-rep" and (folder / base["artifact"]).is_file()

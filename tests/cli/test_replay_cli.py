@@ -57,3 +57,33 @@ def test_record_then_replay_on_a_gpu(tmp_path):
     assert r.exit_code == 0, r.output
     rep = runner.invoke(app, ["replay", str(out), "--seeds", "2", "--budget", "4", "--json"])
     assert rep.exit_code == 0, rep.output
+
+
+def test_record_shards_in_the_interpreter_join_into_the_whole_space(tmp_path):
+    from kernelloop.replay import load_space, merge_spaces
+    wl = tmp_path / "w.toml"
+    wl.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 300 }\ndtype = "fp32"\n')
+    outs = []
+    for i in range(2):
+        out = tmp_path / f"shard{i}.json.gz"
+        r = runner.invoke(app, ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(out), "--device", "interpret",
+                                "--workloads", str(wl), "--limit", "4", "--shard", f"{i}/2"])
+        assert r.exit_code == 0, r.output
+        outs.append(out)
+    shards = [load_space(p) for p in outs]
+    assert [len(s) for s in shards] == [2, 2]
+    whole = merge_spaces(shards)
+    assert len(whole) == 4 and len({str(sorted(c.items())) for c in whole.configs}) == 4
+    assert whole.meta["shards"] == [str(p) for p in outs]
+    with pytest.raises(ValueError, match="more than one shard"):
+        merge_spaces([shards[0], shards[0]])
+    for bad in ("2/2", "x", "1/0"):
+        r = runner.invoke(app, ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(tmp_path / "b.json"),
+                                "--device", "interpret", "--shard", bad])
+        assert r.exit_code == common.BAD_INPUT and "--shard" in r.output
+    # A workload no configuration can serve: said plainly, no empty space file.
+    tiny = tmp_path / "tiny.toml"
+    tiny.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 40 }\ndtype = "fp32"\n')
+    r = runner.invoke(app, ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(tmp_path / "e.json"),
+                            "--device", "interpret", "--workloads", str(tiny)])
+    assert r.exit_code == common.BAD_INPUT and "no configuration" in r.output and not (tmp_path / "e.json").exists()

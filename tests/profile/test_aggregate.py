@@ -92,11 +92,18 @@ def test_agreement_math_under_the_copy_roof(layernorm):
     assert a.agrees is False and a.tolerance == AGREEMENT_TOLERANCE and "1.000x the formula" in a.note
     same = agreement(spec, W, roof, profile_bytes=nbytes, profile_ns=EAGER_US * 1e3, timing_us=EAGER_US)
     assert same.difference == pytest.approx(0.0) and same.agrees is True
+    # DRAM bytes below the formula (writes still in L2 at the kernel's end) change the DRAM throughput, not the
+    # roofline fraction, which uses the formula's bytes like the timing side.
+    held = agreement(spec, W, roof, profile_bytes=nbytes * 2 / 3, profile_ns=EAGER_US * 1e3, timing_us=EAGER_US)
+    assert held.profile_fraction == pytest.approx(same.profile_fraction) and held.agrees is True
+    assert held.profile_gbps == pytest.approx(same.profile_gbps * 2 / 3) and "0.667x the formula" in held.note
     # Missing pieces: no fraction, no verdict, and the note names what is missing.
     none = agreement(spec, W, roofline_for(spec, W, EAGER_US), profile_bytes=None, profile_ns=29_568.0,
                      timing_us=EAGER_US)
     assert none.agrees is None and none.difference is None and "bandwidth roof" in none.note
-    assert "profiled DRAM bytes" in none.note
+    assert "no profiled DRAM bytes" in none.note
+    nodur = agreement(spec, W, roof, profile_bytes=nbytes, profile_ns=None, timing_us=EAGER_US)
+    assert nodur.agrees is None and "a profiled duration" in nodur.note
 
 
 def test_baseline_report_of_a_multi_launch_call(layernorm):

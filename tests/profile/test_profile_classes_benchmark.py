@@ -61,7 +61,7 @@ def test_benchmark_profiles_the_4096_workload_and_leaves_the_source_archive_alon
     trial, eager = data["rows"]
     assert trial["workload"] == "layernorm[4096x4096]:fp16" and trial["subject"] == "trial 1"
     assert eager["subject"] == "eager" and eager["launches"] == 7 and eager["class"] == "compute-bound"
-    assert trial["timing_fraction"] == pytest.approx(20.40 / 21.79) and trial["agrees"] is None
+    assert trial["timing_fraction"] == pytest.approx(20.40 / 21.79) and trial["agrees"] is False  # 29.5 vs 21.8 us
     assert trial["matrix_op"] is False and trial["compute_bound"] is None
     assert "| subject | class (launches) |" in data["table"]
     with Archive(tmp_path / "work" / "src-run" / "archive.sqlite") as a:
@@ -69,3 +69,24 @@ def test_benchmark_profiles_the_4096_workload_and_leaves_the_source_archive_alon
     with pytest.raises(SystemExit):
         bench.main([])
     assert bench.main([str(tmp_path / "none"), "--out", str(out)]) == 2
+
+
+def test_clean_agreement_compares_the_profile_with_the_clean_l2_time(layernorm):
+    from kernelloop.records import DType, Workload
+    bench = _bench_module()
+    w = Workload(op="layernorm", axes={"M": 4096, "N": 4096}, dtype=DType.fp16)
+    nbytes = layernorm.spec.bytes_moved(w.axes, w.dtype)
+    rec = {"aggregate": {"duration_ns": 20_832.0, "dram_bytes": nbytes * 2 / 3}}
+    a = bench.clean_agreement(None, ROOT / "ops" / "layernorm", w, rec, subject_us=21.5, copy_us=20.0)
+    assert a["timing_fraction"] == pytest.approx(20.0 / 21.5)
+    assert a["profile_fraction"] == pytest.approx(20.0 / 20.832)
+    assert a["difference"] == pytest.approx(21.5 / 20.832 - 1) and a["agrees"] is True
+    assert a["timing_source"] == "clean-L2 bench (read flush)" and "0.667x the formula" in a["note"]
+    # Nothing to compare without a clean time, a copy or a profile.
+    assert bench.clean_agreement(None, ROOT / "ops" / "layernorm", w, rec, subject_us=None, copy_us=20.0) == {}
+    assert bench.clean_agreement(None, ROOT / "ops" / "layernorm", w, {"aggregate": None}, 21.5, 20.0) == {}
+    row = bench.row_of("layernorm", {"classification": None, "aggregate": None, "agreement": None,
+                                     "workload": w.label, "profiled": False, "roofline": None,
+                                     "clean_agreement": a}, "trial 1")
+    assert row["clean_agrees"] is True and row["clean_timing_us"] == 21.5
+    assert "| 21.50 |" in bench.markdown([row])

@@ -23,14 +23,14 @@ class _Flush:
     """Evicts the L2 before a sample: zero the buffer ('write': the L2 is left holding dirty lines that the next
     kernel's misses write back) or reduce over it ('read': the L2 is left holding clean lines)."""
 
-    def __init__(self, nbytes: int, mode: str):
-        self.buf = torch.zeros(nbytes, dtype=torch.uint8, device="cuda")
+    def __init__(self, nbytes: int, mode: str, device: str = "cuda"):
+        self.buf = torch.zeros(nbytes, dtype=torch.uint8, device=device)
         self.mode = mode
-        self.sink = torch.zeros((), dtype=torch.int64, device="cuda")
+        self.sink = torch.zeros((), dtype=torch.int64, device=device)
 
     def __call__(self) -> None:
         if self.mode == "read":
-            torch.sum(self.buf, dtype=torch.int64, out=self.sink)
+            torch.sum(self.buf, dim=0, dtype=torch.int64, out=self.sink)  # torch 2.11 has no out= without dim
         else:
             self.buf.zero_()
 

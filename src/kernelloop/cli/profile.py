@@ -404,7 +404,7 @@ def _render_profile(t: dict, console: Console) -> None:
         else:
             ok = "[green]yes[/green]" if a["agrees"] else "[red]no[/red]"
             console.print(
-                f"bandwidth-roof fraction: profile {a['profile_fraction']:.3f} ({a['profile_bytes'] / 1e6:.2f} MB DRAM "
+                f"bandwidth-roof fraction: profile {a['profile_fraction']:.3f} ({a['timing_bytes'] / 1e6:.2f} MB formula "
                 f"/ {a['profile_us']:.2f} us ncu) vs timing {a['timing_fraction']:.3f} ({a['timing_bytes'] / 1e6:.2f} "
                 f"MB formula / {a['timing_us']:.2f} us timed) of {a['bandwidth_gbps']:.0f} GB/s: differ by "
                 f"{a['difference']:.1%} (<= {a['tolerance']:.0%}: {ok})")

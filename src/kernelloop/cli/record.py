@@ -31,6 +31,9 @@ def record(
     device: Annotated[str, typer.Option(help="cuda (interpret only for testing the command).")] = "cuda",
     limit: Annotated[Optional[int], typer.Option(min=1, help="Measure only the first N configurations.")] = None,
     checks: Annotated[int, typer.Option(min=1, help="Verification runs per configuration.")] = 1,
+    shard: Annotated[Optional[str], typer.Option(
+        help="I/N: measure only every N-th configuration from the I-th (0-based), e.g. one shard per GPU; "
+             "`kernelloop.replay.merge_spaces` (and benchmarks/planner_vs_exhaustive.py) join the shard files.")] = None,
 ) -> None:
     """Build, verify and time every configuration of the pruned space on every workload; write a space file."""
     from ..bench.policy import policies_for
@@ -48,6 +51,16 @@ def record(
     except SpecError as e:
         console.print(f"[red]spec error:[/red] {e}")
         raise typer.Exit(common.BAD_INPUT)
+    part = None
+    if shard is not None:
+        try:
+            i, n = (int(v) for v in shard.split("/"))
+            if not (n >= 1 and 0 <= i < n):
+                raise ValueError
+        except ValueError:
+            console.print(f"[red]bad argument:[/red] --shard {shard!r}: expected I/N with 0 <= I < N")
+            raise typer.Exit(common.BAD_INPUT)
+        part = (i, n)
     props = device_properties(device)
     valid: dict[str, set[str]] = {}
     configs: dict[str, dict] = {}
@@ -59,7 +72,13 @@ def record(
                 cfg = {"template": t.name, **c}
                 configs.setdefault(config_key(cfg), cfg)
                 valid[w.id].add(config_key(cfg))
+    if not configs:
+        console.print(f"[red]bad input:[/red] no configuration of {bundle.spec.name}'s templates survives pruning on "
+                      f"{', '.join(w.label for w in wls)}: nothing to record")
+        raise typer.Exit(common.BAD_INPUT)
     keys = list(configs)[:limit] if limit else list(configs)
+    if part is not None:
+        keys = keys[part[0]::part[1]]
     policy, _ = policies_for(device)
     work = out.parent / f".record-{int(time.time())}"
     work.mkdir(parents=True, exist_ok=True)  # the worker's log lives here; the worker opens it at start
@@ -93,6 +112,6 @@ def record(
            "params": sorted({k for c in configs.values() for k in c}),
            "workloads": [{"id": w.id, "label": w.label, "axes": w.axes, "dtype": w.dtype.value, "weight": w.weight}
                          for w in wls],
-           "records": records}
+           "records": records, **({"shard": list(part)} if part is not None else {})}
     write_space_file(out, doc)
     console.print(f"wrote {out}: {len(records)} configurations x {len(wls)} workloads")

@@ -64,18 +64,19 @@ def agreement(spec: OpSpec, workload: Workload, roof: Roofline | None, *, profil
     p_us = profile_ns / 1e3 if profile_ns else None
     p_gbps = profile_bytes / (p_us * 1e-6) / 1e9 if profile_bytes is not None and p_us else None
     t_gbps = nbytes / (timing_us * 1e-6) / 1e9 if timing_us else None
-    p_frac = p_gbps / bw if p_gbps is not None and bw else None
+    p_frac = nbytes / (p_us * 1e-6) / 1e9 / bw if p_us and bw else None
     t_frac = t_gbps / bw if t_gbps is not None and bw else None
     diff = abs(p_frac - t_frac) / t_frac if p_frac is not None and t_frac else None
     missing = [what for what, v in (("a bandwidth roof (no ceilings cached, no copy baseline)", bw),
-                                    ("profiled DRAM bytes", profile_bytes), ("a profiled duration", p_us),
-                                    ("a timed kernel median", timing_us)) if not v]
+                                    ("a profiled duration", p_us), ("a timed kernel median", timing_us)) if not v]
     if missing:
         note = "cannot compare: no " + ", no ".join(missing)
     else:
-        dur_ratio, byte_ratio = timing_us / p_us, profile_bytes / nbytes
-        note = (f"profiled DRAM bytes are {byte_ratio:.3f}x the formula; the timed median is {dur_ratio:.3f}x "
-                f"Nsight Compute's duration")
+        note = f"the timed median is {timing_us / p_us:.3f}x Nsight Compute's duration"
+    if profile_bytes is not None and nbytes:
+        note += f"; profiled DRAM bytes are {profile_bytes / nbytes:.3f}x the formula"
+    else:
+        note += "; no profiled DRAM bytes to check against the formula"
     return RooflineAgreement(
         bandwidth_gbps=bw, ceiling_source=source, profile_bytes=profile_bytes, profile_us=p_us, profile_gbps=p_gbps,
         profile_fraction=p_frac, timing_bytes=nbytes, timing_us=timing_us, timing_source=timing_source,

@@ -249,17 +249,21 @@ class ProfileAggregate(Record):
 class RooflineAgreement(Record):
     """The fraction of the bandwidth roof seen by Nsight Compute and by the timer, under one and the same roof.
 
-    profile fraction = (profiled DRAM bytes / profiled duration) / roof;
+    profile fraction = (the spec's bytes formula / Nsight Compute's duration) / roof;
     timing fraction  = (the spec's bytes formula / timed kernel median) / roof;
     difference       = |profile - timing| / timing.
+    Both use the formula's bytes, as the roofline does (the arithmetic intensity comes from the spec): the
+    profiled DRAM bytes are a separate check (re-reads, or a wrong formula; writes still held in L2 when the
+    kernel ends are not DRAM traffic yet, so a streaming kernel's DRAM bytes fall between its reads and the
+    formula), reported as profile_gbps and in the note.
     """
 
     bandwidth_gbps: float | None = Field(None, description="The bandwidth roof both fractions use, GB/s.")
     ceiling_source: str = Field("", description="Where the roof comes from.")
     profile_bytes: float | None = Field(None, description="DRAM bytes Nsight Compute counted (all launches).")
     profile_us: float | None = Field(None, description="Nsight Compute's duration (all launches), us.")
-    profile_gbps: float | None = Field(None, description="profile_bytes / profile_us, GB/s.")
-    profile_fraction: float | None = Field(None, description="profile_gbps / bandwidth_gbps.")
+    profile_gbps: float | None = Field(None, description="profile_bytes / profile_us: DRAM throughput, GB/s.")
+    profile_fraction: float | None = Field(None, description="(timing_bytes / profile_us) / bandwidth_gbps.")
     timing_bytes: float = Field(0.0, ge=0, description="Bytes from the spec's formula.")
     timing_us: float | None = Field(None, description="Timed kernel median, us.")
     timing_source: str = Field("", description="Which measurement the timed median comes from.")

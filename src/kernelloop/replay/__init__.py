@@ -7,11 +7,11 @@
 - `metrics`: best-so-far curves, evaluations to within x % of the optimum, P@k, the methodology score.
 """
 
-from .load import load_space
+from .load import load_space, merge_spaces
 from .metrics import (best_so_far, evals_to_within, fraction_of_optimum, methodology_score, random_curve,
                       score_range)
 from .runner import ReplayError, Trajectory, replay
 from .space import RecordedSpace
 
 __all__ = ["RecordedSpace", "ReplayError", "Trajectory", "best_so_far", "evals_to_within", "fraction_of_optimum",
-           "load_space", "methodology_score", "random_curve", "replay", "score_range"]
+           "load_space", "merge_spaces", "methodology_score", "random_curve", "replay", "score_range"]

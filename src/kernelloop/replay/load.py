@@ -26,3 +26,27 @@ def load_space(path: str | Path, workload: str | None = None, valid_only: bool =
         raise ValueError(f"{path}: neither a kernelloop space file nor a Kernel Tuner cache")
     space.meta["path"] = str(path)
     return space.valid_only() if valid_only else space
+
+
+def merge_spaces(spaces: list[RecordedSpace]) -> RecordedSpace:
+    """One space from the shards of a recording (`kernelloop record --shard I/N`): their configurations side by
+    side. A configuration recorded in two shards is an error (the shards overlap), as is a mix of objectives."""
+    if not spaces:
+        raise ValueError("no spaces to merge")
+    if len({s.objective for s in spaces}) > 1:
+        raise ValueError(f"shards with different objectives: {sorted({s.objective for s in spaces})}")
+    configs, values, statuses, seen = [], [], [], set()
+    for s in spaces:
+        for c, v, st in zip(s.configs, s.values, s.statuses):
+            key = tuple(sorted((k, str(x)) for k, x in c.items()))
+            if key in seen:
+                raise ValueError(f"configuration {c} is in more than one shard")
+            seen.add(key)
+            configs.append(c)
+            values.append(v)
+            statuses.append(st)
+    first = spaces[0]
+    meta = {**first.meta, "shards": [s.meta.get("path") for s in spaces]}
+    params = sorted({p for s in spaces for p in s.params})
+    return RecordedSpace(name=first.name, configs=configs, values=values, statuses=statuses,
+                         objective=first.objective, params=params, meta=meta)
