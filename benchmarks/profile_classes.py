@@ -96,7 +96,8 @@ def clean_timing(archive: Archive, op_dir: Path, trial, workload, baselines: tup
         err = ev.load(cand)
         if err is not None:
             raise RuntimeError(f"the trial's candidate does not load: {err}")
-        ms, notes, reply = ev.bench(cand, workload, ["candidate", *baselines, "copy"], policy)
+        subjects = list(dict.fromkeys(["candidate", *baselines, "copy"]))
+        ms, notes, reply = ev.bench(cand, workload, subjects, policy)
     finally:
         worker.close()
     if reply.status != "ok":
@@ -120,6 +121,22 @@ def clean_agreement(archive: Archive, op_dir: Path, workload, rec: dict, subject
     return a.model_dump(mode="json")
 
 
+def same_instrument(rec: dict, copy_ncu_ns: float | None, subject_us: float | None, copy_us: float | None,
+                    tolerance: float = 0.05) -> dict:
+    """Fractions of the copy roof with each instrument against itself: Nsight Compute's copy duration over the
+    subject's, and the timer's copy median over the subject's. Events bracket a launch's fixed device-side costs
+    (about 3 µs on the H200) that Nsight Compute's duration does not include, so a profile duration divided into a
+    roof timed by events mixes two instruments."""
+    agg = rec.get("aggregate") or {}
+    dur = agg.get("duration_ns")
+    if not (dur and copy_ncu_ns and subject_us and copy_us):
+        return {}
+    p, t = copy_ncu_ns / dur, copy_us / subject_us
+    diff = abs(p - t) / t
+    return {"profile_fraction": p, "timing_fraction": t, "difference": diff, "agrees": diff <= tolerance,
+            "copy_ncu_us": copy_ncu_ns / 1e3, "copy_timed_us": copy_us}
+
+
 def _f(v, fmt="{:.3f}") -> str:
     return fmt.format(v) if v is not None else "n/a"
 
@@ -127,6 +144,7 @@ def _f(v, fmt="{:.3f}") -> str:
 def row_of(op: str, rec: dict, subject: str) -> dict:
     c, agg, a = rec["classification"], rec["aggregate"], rec["agreement"] or {}
     clean = rec.get("clean_agreement") or {}
+    inst = rec.get("same_instrument") or {}
     matrix = default_pipe(op) == "matrix"
     klass = c["bottleneck"] if c is not None else None
     return {
@@ -141,13 +159,16 @@ def row_of(op: str, rec: dict, subject: str) -> dict:
         "clean_timing_us": clean.get("timing_us"), "clean_profile_fraction": clean.get("profile_fraction"),
         "clean_timing_fraction": clean.get("timing_fraction"), "clean_difference": clean.get("difference"),
         "clean_agrees": clean.get("agrees"),
+        "inst_profile_fraction": inst.get("profile_fraction"), "inst_timing_fraction": inst.get("timing_fraction"),
+        "inst_difference": inst.get("difference"), "inst_agrees": inst.get("agrees"),
     }
 
 
 def markdown(rows: list[dict]) -> str:
     out = ["| subject | class (launches) | DRAM % | profile fraction | timing fraction | diff | <= 5 % | "
-           "ncu us / timed us | clean: timed us | clean: diff | clean: <= 5 % | gemm: compute-bound? |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "ncu us / timed us | clean: timed us | clean: diff | clean: <= 5 % | copy roof per instrument: "
+           "ncu / timer | diff | <= 5 % | gemm: compute-bound? |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         yes = {True: "yes", False: "**no**", None: "n/a"}
         out.append(
@@ -157,6 +178,8 @@ def markdown(rows: list[dict]) -> str:
             f"{_f(r['profile_us'], '{:.2f}')} / {_f(r['timing_us'], '{:.2f}')} | "
             f"{_f(r.get('clean_timing_us'), '{:.2f}')} | {_f(r.get('clean_difference'), '{:.1%}')} | "
             f"{yes[r.get('clean_agrees')]} | "
+            f"{_f(r.get('inst_profile_fraction'))} / {_f(r.get('inst_timing_fraction'))} | "
+            f"{_f(r.get('inst_difference'), '{:.1%}')} | {yes[r.get('inst_agrees')]} | "
             f"{yes[r['compute_bound']] if r['matrix_op'] else ''} |")
     return "\n".join(out)
 
@@ -206,6 +229,14 @@ def main(argv: list[str] | None = None) -> int:
                     for b in summary["baselines"]:
                         b["clean_agreement"] = clean_agreement(archive, op_dir, w, b, clean.get(b["baseline"]),
                                                                clean.get("copy"))
+                    copy_rec = next((b for b in summary["baselines"] if b["baseline"] == "copy"), None)
+                    copy_ns = ((copy_rec or {}).get("aggregate") or {}).get("duration_ns")
+                    for t in summary["trials"]:
+                        t["same_instrument"] = same_instrument(t, copy_ns, clean.get("candidate"), clean.get("copy"))
+                    for b in summary["baselines"]:
+                        if b["baseline"] != "copy":
+                            b["same_instrument"] = same_instrument(b, copy_ns, clean.get(b["baseline"]),
+                                                                   clean.get("copy"))
         except NcuUnavailable as e:
             print(f"cannot profile here: {e}", file=sys.stderr)
             return 3

@@ -3,7 +3,7 @@
 # when the host has a single GPU). Every step runs under `timeout`, logs to $OUT/<step>.log, and appends
 # "step rc seconds" to $OUT/steps.tsv, so a hung or failed step costs its own time only.
 #
-#   bash scripts/gpu_session.sh PHASE          # PHASE: memory | headline | evidence | evidence2 | profiles | matmul
+#   bash scripts/gpu_session.sh PHASE          # PHASE: memory | headline | evidence | evidence2 | final | profiles | matmul
 #
 # The H200 image lacks pydantic and liger-kernel: carry ./.whl (docs/gpu-runbook.md says how to build it).
 set -uo pipefail
@@ -15,7 +15,7 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH="$PWD/src:/tmp/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 KL="python3 -m kernelloop.cli.app"
-phase=${1:?phase: memory | headline | evidence | evidence2 | profiles | matmul}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | profiles | matmul}
 {
   date -u +"date: %Y-%m-%dT%H:%M:%SZ"
   nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
@@ -110,6 +110,22 @@ case "$phase" in
         --budget 15 --no-confirm --workloads benchmarks/workloads/layernorm-4096.toml
       step side-stream 50 python3 benchmarks/side_stream.py --out "$OUT/side_stream.json"
       step aa 200 python3 benchmarks/aa_experiment.py --device cuda --comparisons 200 --samples 40 --out "$OUT/aa.json"
+    }
+    ;;
+  final)  # issue 4: classes and agreement with the copy roof per instrument; issue 7: GEMM 4096^3 against cuBLAS;
+          # issue 3: the full A/A with the default policy (output sets, launch-hiding check), side stream; GPU tier fixes
+    lane_a() {
+      step profile-classes 220 python3 benchmarks/profile_classes.py --clean-timing --baseline eager --baseline copy \
+        benchmarks/results/2026-11-30-h200-s2/layernorm-4096.sqlite benchmarks/results/2026-11-30-h200-s2/rmsnorm-4096.sqlite \
+        benchmarks/results/2026-11-30-h200-s2/softmax-4096.sqlite --out "$OUT/profile_classes.json"
+      optimize gemm-4096 290 gemm --budget 24,220s --workloads benchmarks/workloads/gemm-4096.toml
+    }
+    lane_b() {
+      step aa 220 python3 benchmarks/aa_experiment.py --device cuda --comparisons 200 --samples 40 --out "$OUT/aa.json"
+      step side-stream 60 python3 benchmarks/side_stream.py --out "$OUT/side_stream.json"
+      step gpu-tests-fixed 200 python3 -m pytest -m gpu -v --tb=short -p no:cacheprovider --timeout 150 \
+        tests/bench/test_policy.py tests/profile/test_ceilings.py tests/gpu/test_cuda_evaluation.py \
+        "tests/profile/test_profile_gpu.py::test_build_resources_of_a_compiled_triton_kernel"
     }
     ;;
   profiles)  # issue 4's classes and roofline agreement (ncu), a GEMM run for the compute-bound class; issue 6's dogfood

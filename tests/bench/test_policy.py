@@ -46,3 +46,16 @@ def test_flush_call_runs_in_both_modes(mode):
         assert int(f.sink) == 4096 and int(f.buf.sum()) == 4096
     else:
         assert int(f.buf.sum()) == 0
+
+
+def test_launch_exposed_reads_the_start_event():
+    """A start event already complete once the call is launched means the device idled before the call."""
+    from kernelloop.bench.timer import launch_exposed
+
+    class Event:
+        def __init__(self, done):
+            self.done = done
+
+        def query(self):
+            return self.done
+    assert launch_exposed(Event(True)) is True and launch_exposed(Event(False)) is False

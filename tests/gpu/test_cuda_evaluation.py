@@ -48,6 +48,9 @@ def test_honest_kernel_passes_with_build_resources_and_cold_l2_times(evaluator, 
     assert m.call.median_us > m.kernel.median_us
     assert 0.2 < m.roofline_fraction < 1.3
     assert {r.baseline for r in m.ratios} == {"eager", "copy"}
+    # The launch-hiding check ran: how many kernel samples were re-taken, and the sleep it ended with.
+    launch = m.environment["launch"]
+    assert launch["exposed_retakes"] >= 0 and launch["sleep_cycles_final"] >= evaluator.policy.sleep_cycles
 
 
 def test_non_divisible_shape_passes_looped_path(evaluator, layernorm, tmp_path):

@@ -90,3 +90,17 @@ def test_clean_agreement_compares_the_profile_with_the_clean_l2_time(layernorm):
                                      "clean_agreement": a}, "trial 1")
     assert row["clean_agrees"] is True and row["clean_timing_us"] == 21.5
     assert "| 21.50 |" in bench.markdown([row])
+
+
+def test_same_instrument_divides_each_instrument_by_its_own_copy():
+    bench = _bench_module()
+    rec = {"aggregate": {"duration_ns": 18_050.0}}
+    # Recorded on the H200: ncu 18.05 µs for the LayerNorm winner; timer 20.78 µs; timer copy 19.34 µs.
+    a = bench.same_instrument(rec, copy_ncu_ns=16_600.0, subject_us=20.78, copy_us=19.34)
+    assert a["profile_fraction"] == pytest.approx(16.6 / 18.05) and a["timing_fraction"] == pytest.approx(19.34 / 20.78)
+    assert a["difference"] == pytest.approx(abs(16.6 / 18.05 - 19.34 / 20.78) / (19.34 / 20.78))
+    assert a["agrees"] is True and a["copy_ncu_us"] == pytest.approx(16.6)
+    assert bench.same_instrument(rec, None, 20.78, 19.34) == {}
+    assert bench.same_instrument({"aggregate": None}, 16_600.0, 20.78, 19.34) == {}
+    far = bench.same_instrument(rec, copy_ncu_ns=12_000.0, subject_us=20.78, copy_us=19.34)
+    assert far["agrees"] is False

@@ -47,23 +47,32 @@ def _time_cuda(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, 
     n = policy.samples
     ev = {name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(2 * n)]
           for name in names}
+    sleep = policy.sleep_cycles
+    exposed = {name: 0 for name in names}
     for i in range(n):
         order = names[:]
         rng.shuffle(order)
         for name in order:
             fn = subjects[name]
-            if before:
-                before(name)
-            if flush is not None:
-                flush()
-            if policy.sleep_cycles:
-                torch.cuda._sleep(policy.sleep_cycles)
-            a, b = ev[name][2 * i]
-            a.record()
-            fn()
-            b.record()
-            if after:
-                after(name)
+            for attempt in range(LAUNCH_RETRIES + 1):
+                if before:
+                    before(name)
+                if flush is not None:
+                    flush()
+                if sleep:
+                    torch.cuda._sleep(sleep)
+                a, b = ev[name][2 * i]
+                a.record()
+                fn()
+                b.record()
+                if after:
+                    after(name)
+                if not sleep or not launch_exposed(a):
+                    break
+                # The device had finished the sleep before the host had launched the call: the interval holds
+                # host launch time. Count it, sleep longer from now on, and take the sample again.
+                exposed[name] += 1
+                sleep = min(2 * sleep, MAX_SLEEP_CYCLES)
             if before:
                 before(name)
             if flush is not None:
@@ -80,11 +89,21 @@ def _time_cuda(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, 
     for name in names:
         kernel = [ev[name][2 * i][0].elapsed_time(ev[name][2 * i][1]) * 1e3 for i in range(n)]
         call = [ev[name][2 * i + 1][0].elapsed_time(ev[name][2 * i + 1][1]) * 1e3 for i in range(n)]
-        out[name] = {"kernel_us": kernel, "call_us": call, "audit": _audit_batch(subjects[name], AUDIT_BATCH)}
+        out[name] = {"kernel_us": kernel, "call_us": call, "audit": _audit_batch(subjects[name], AUDIT_BATCH),
+                     "launch": {"exposed_retakes": exposed[name], "sleep_cycles_final": sleep}}
     return out
 
 
 AUDIT_BATCH = 20
+LAUNCH_RETRIES = 3                 # re-takes of one kernel-time sample whose launch was not hidden
+MAX_SLEEP_CYCLES = 64_000_000      # ~32 ms at 2 GHz: the longest device sleep the timer escalates to
+
+
+def launch_exposed(start_event) -> bool:
+    """True when the start event, recorded right after the device-side sleep, has already completed once the host
+    has launched the call: the device went idle before the call arrived, so host launch time is in the sample.
+    While the sleep still runs, the event is pending and the call is queued behind it (launch hidden)."""
+    return bool(start_event.query())
 
 
 def _audit_batch(fn: Callable[[], object], batch: int) -> dict:

@@ -231,7 +231,8 @@ class Evaluator:
                 policy=policy, kernel_samples_us=s["kernel_us"], call_samples_us=s["call_us"], kernel=kstats,
                 call=cstats, bytes_moved=nbytes, gbps=nbytes / (kstats.median_us * 1e-6) / 1e9,
                 roofline_fraction=roof, ratios=ratios,
-                environment={**env, **({"audit": s["audit"]} if s.get("audit") else {})})
+                environment={**env, **({"audit": s["audit"]} if s.get("audit") else {}),
+                             **({"launch": s["launch"]} if s.get("launch") else {})})
         return out, notes, reply
 
     @staticmethod

@@ -40,9 +40,8 @@ class Staged(SearchStrategy):
     def __init__(self, space: list[dict], seed: int = 0, encoding: SpaceEncoding | None = None,
                  n_init: int | None = None, pool: int = 500, elites: int = 2, near_cap: int = 1000, patience: int = 20,
                  max_model_points: int = 250, prior=None, xi: float = 0.0,
-                 level_scale: float = 1.5, pow2_scale: float = 1.0, **exp):
+                 level_scale: float = 1.5, pow2_scale: float = 1.0):
         super().__init__(space, seed, encoding)
-        self.exp = exp
         self.cols = np.flatnonzero(self.enc.varying)
         self.Z = self.enc.pos[:, self.cols]
         d = max(1, self.cols.size)
@@ -54,10 +53,7 @@ class Staged(SearchStrategy):
         self.F, groups, self.groups = gp_features(self.enc)
         init = np.array([{"ordinal": 0.5, "pow2": pow2_scale}.get(kind, level_scale) for _, kind in self.groups])
         self.xi = xi
-        lvl = np.array([self.groups[g][1] == "level" for g in groups], dtype=bool)
-        n_lv = sum(1 for _, k in self.groups if k == "level")
-        self.gp = GaussianProcess(groups, init, additive=lvl, add_weight=exp.get("add_w", 0.0),
-                                  fit_add=exp.get("fit_add", True), add_scale=2.0 / max(1, n_lv))
+        self.gp = GaussianProcess(groups, init)
         self._gp_rows: list[int] = []
         self._hyper_at = 0
         self.supervisor = Supervisor(patience=patience)
@@ -107,8 +103,6 @@ class Staged(SearchStrategy):
         return self._by_surrogate(self._candidates())
 
     def _space_filling(self) -> int:
-        if self.exp.get("lhs"):
-            return self._lhs()
         free = self.unasked()
         sample = free if free.size <= 256 else self.rng.choice(free, 256, replace=False)
         done = np.flatnonzero(self.asked)
@@ -117,24 +111,6 @@ class Staged(SearchStrategy):
         Zs, Zd = self.Z[sample], self.Z[done]
         dmin = np.min(np.abs(Zs[:, None, :] - Zd[None, :, :]).sum(-1), axis=1)
         return int(sample[np.argmax(dmin)])
-
-    def _lhs(self) -> int:
-        """Latin-hypercube design over level indices: each parameter's levels stratified over the design."""
-        if not hasattr(self, "_design"):
-            n = self.n_init
-            L = self.enc.n_levels[self.cols].astype(np.float64)
-            T = np.empty((n, self.cols.size))
-            for k in range(self.cols.size):
-                perm = self.rng.permutation(n)
-                T[:, k] = np.floor((perm + self.rng.random(n)) * L[k] / n) / np.maximum(L[k] - 1, 1)
-            self._design = list(T)
-        free = self.unasked()
-        if not self._design:
-            return int(free[self.rng.integers(free.size)])
-        t = self._design.pop(0)
-        d = np.abs(self.Z[free] - t[None, :]).sum(1)
-        cand = free[d <= d.min() + 1e-9]
-        return int(cand[self.rng.integers(cand.size)])
 
     def _candidates(self) -> np.ndarray:
         free = self.unasked()
@@ -152,14 +128,7 @@ class Staged(SearchStrategy):
             good = free[self._bad_mask[free]]
             if good.size >= self.pool:
                 free = good
-        if self.exp.get("tr"):
-            ham = self.enc.hamming(int(top[0]), free)
-            inr = free[ham <= self.exp["tr"]]
-            if inr.size >= self.pool:
-                free = inr
-            elif inr.size:
-                free = np.concatenate([inr, self.rng.choice(free, self.pool - inr.size, replace=False)])
-        far = self.rng.choice(free, min(self.pool, free.size), replace=False)
+        far = self.rng.choice(free, self.pool, replace=False)
         return np.unique(np.concatenate([near, far]))
 
     def _targets(self, rows: np.ndarray) -> np.ndarray:
@@ -206,28 +175,13 @@ class Staged(SearchStrategy):
     def _by_surrogate(self, cands: np.ndarray) -> int:
         self._fit()
         best = (math.log(self.best_value) - self.gp.y_mean) / self.gp.y_std
-        if self.exp.get("rf"):
-            from .forest import Forest
-            told = np.array(self.order)
-            y = self._targets(told)
-            Xf = self.enc.X[told][:, self.cols].astype(float)
-            if not hasattr(self, "_forest"):
-                self._forest = Forest(n_trees=self.exp.get("trees", 20), min_leaf=self.exp.get("min_leaf", 2))
-            self._forest.fit(Xf, y, self.rng)
-            mu, sd = self._forest.predict(self.enc.X[cands][:, self.cols].astype(float))
-            from .surrogate import expected_improvement
-            ei = expected_improvement(mu, np.maximum(sd, 1e-9), float(y.min()), self.exp.get("rf_xi", 0.0))
-            return int(cands[np.argmax(ei)])
-        if self.exp.get("acq") == "lcb":
-            mu, sd = self.gp.predict(self.F[cands])
-            return int(cands[np.argmin(mu - self.exp.get("beta", 1.0) * sd)])
         k, _ = best_by_expected_improvement(self.gp, self.F[cands], best, self.xi / self.gp.y_std)
         return int(cands[k])
 
     # -- the supervisor's interventions ---------------------------------------------------------------------
     def _observe(self, row: int, value: float | None) -> None:
         self.supervisor.observe(value)
-        if self.exp.get("prune", True) and len(self.order) >= self.n_init and len(self.order) % 5 == 0:
+        if len(self.order) >= self.n_init and len(self.order) % 5 == 0:
             told = np.array(self.order)
             newly = self.bad.update(told, np.where(self.failed[told], np.inf, self.values[told]))
             if newly:

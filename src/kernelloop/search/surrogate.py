@@ -91,34 +91,15 @@ class GaussianProcess:
     individual values are assumed alike until the data say otherwise).
     """
 
-    def __init__(self, groups: np.ndarray, init_scales: np.ndarray, noise: float = 1e-2,
-                 additive: np.ndarray | None = None, add_weight: float = 0.0, fit_add: bool = True,
-                 add_scale: float = 1.0):
+    def __init__(self, groups: np.ndarray, init_scales: np.ndarray, noise: float = 1e-2):
         self.groups = np.asarray(groups)
         self.n_groups = int(self.groups.max()) + 1 if self.groups.size else 0
         self.log_ls = np.log(np.asarray(init_scales, dtype=np.float64))
         self.log_noise = math.log(noise)
-        self._m = np.zeros(self.n_groups + 2)
-        self._v = np.zeros(self.n_groups + 2)
+        self._m = np.zeros(self.n_groups + 1)
+        self._v = np.zeros(self.n_groups + 1)
         self._t = 0
         self.F: np.ndarray | None = None
-        # optional additive (main-effects) part: b * <onehot(x), onehot(x')> / (number of parameters)
-        self.amask = None if additive is None or add_weight <= 0 else np.asarray(additive, dtype=bool)
-        self.log_b = math.log(add_weight) if self.amask is not None else -np.inf
-        self.fit_add = fit_add
-        if self.amask is not None:
-            self._ascale = add_scale
-
-    @property
-    def b(self) -> float:
-        return 0.0 if self.amask is None else math.exp(self.log_b)
-
-    def _lin(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
-        return (A[:, self.amask] @ B[:, self.amask].T) * self._ascale
-
-    @property
-    def prior_var(self) -> float:
-        return 1.0 + self.b
 
     def _scaled(self, F: np.ndarray) -> np.ndarray:
         return F / np.exp(self.log_ls)[self.groups]
@@ -137,15 +118,12 @@ class GaussianProcess:
         n = len(y)
         D = np.stack([_sqdist(F[:, self.groups == g], F[:, self.groups == g]) for g in range(self.n_groups)])
         eye = np.eye(n)
-        Alin = self._lin(F, F) if self.amask is not None else None
         for _ in range(steps):
             ls2 = np.exp(2 * self.log_ls)
             r2 = np.tensordot(1.0 / ls2, D, axes=1)
             s = _SQRT5 * np.sqrt(r2)
             e = np.exp(-s)
             K = (1.0 + s + s * s / 3.0) * e
-            if Alin is not None:
-                K = K + self.b * Alin
             noise = math.exp(self.log_noise)
             try:
                 L = np.linalg.cholesky(K + (noise + 1e-8) * eye)
@@ -158,16 +136,13 @@ class GaussianProcess:
             W = np.outer(alpha, alpha) - Kinv                   # dLML/dK = W / 2
             common = W * ((5.0 / 6.0) * (1.0 + s) * e)          # 0.5 * dk/d(log ls_g) / (D_g / ls_g^2)
             g_ls = np.tensordot(D, common, axes=([1, 2], [0, 1])) / ls2
-            g_b = 0.5 * float((W * Alin).sum()) * self.b if (Alin is not None and self.fit_add) else 0.0
-            grad = np.concatenate([g_ls, [0.5 * np.trace(W) * noise, g_b]])
+            grad = np.append(g_ls, 0.5 * np.trace(W) * noise)
             self._t += 1
             self._m = 0.9 * self._m + 0.1 * grad
             self._v = 0.999 * self._v + 0.001 * grad * grad
             step = lr * (self._m / (1 - 0.9 ** self._t)) / (np.sqrt(self._v / (1 - 0.999 ** self._t)) + 1e-8)
-            self.log_ls = np.clip(self.log_ls + step[:-2], math.log(0.02), math.log(50.0))
-            self.log_noise = float(np.clip(self.log_noise + step[-2], math.log(1e-6), math.log(0.5)))
-            if Alin is not None and self.fit_add:
-                self.log_b = float(np.clip(self.log_b + step[-1], math.log(0.01), math.log(10.0)))
+            self.log_ls = np.clip(self.log_ls + step[:-1], math.log(0.02), math.log(50.0))
+            self.log_noise = float(np.clip(self.log_noise + step[-1], math.log(1e-6), math.log(0.5)))
 
     # -- conditioning -------------------------------------------------------------------------------------
     def condition(self, F: np.ndarray, y: np.ndarray) -> None:
@@ -176,8 +151,6 @@ class GaussianProcess:
         self._Fs = self._scaled(self.F)
         n = len(self.F)
         K = self._matern(_sqdist(self._Fs, self._Fs)) + (math.exp(self.log_noise) + 1e-8) * np.eye(n)
-        if self.amask is not None:
-            K = K + self.b * self._lin(self.F, self.F)
         jitter = 0.0
         for _ in range(8):
             try:
@@ -192,10 +165,8 @@ class GaussianProcess:
         """Append one observation (its features `f`), keeping the hyperparameters: an O(n^2) update."""
         fs = self._scaled(f[None, :])
         k = self._matern(_sqdist(fs, self._Fs))[0]
-        if self.amask is not None:
-            k = k + self.b * self._lin(f[None, :], self.F)[0]
         l = self.Linv @ k
-        d2 = self.prior_var + math.exp(self.log_noise) + 1e-8 - float(l @ l)
+        d2 = 1.0 + math.exp(self.log_noise) + 1e-8 - float(l @ l)
         if d2 <= 1e-10:
             self.condition(np.vstack([self.F, f]), y)
             return
@@ -229,15 +200,12 @@ class GaussianProcess:
 
     def cross(self, F: np.ndarray) -> np.ndarray:
         """Kernel between the rows of F and the conditioning points; `Ks @ alpha` is the mean."""
-        K = self._matern(_sqdist(self._scaled(F), self._Fs))
-        if self.amask is not None:
-            K = K + self.b * self._lin(F, self.F)
-        return K
+        return self._matern(_sqdist(self._scaled(F), self._Fs))
 
     def sd_from_cross(self, Ks: np.ndarray) -> np.ndarray:
         """Standard deviation (standardised units, at most 1: the prior's) from `cross(F)`; the costly part."""
         v = Ks @ self.Linv.T
-        return np.sqrt(np.maximum(self.prior_var - (v * v).sum(1), 1e-12))
+        return np.sqrt(np.maximum(1.0 - (v * v).sum(1), 1e-12))
 
 
 def best_by_expected_improvement(gp: GaussianProcess, F: np.ndarray, best: float, xi: float = 0.0,
@@ -253,8 +221,7 @@ def best_by_expected_improvement(gp: GaussianProcess, F: np.ndarray, best: float
     # Conditioning on more points never raises the variance, so the variance given the single most correlated
     # observation (1 - k^2 / (1 + noise)) bounds it from above; a little slack covers rounding.
     near = Ks.max(axis=1) if Ks.shape[1] else np.zeros(len(F))
-    pv = gp.prior_var
-    sd_max = np.sqrt(np.clip(pv - near * near / (pv + gp.noise + 1e-8), 1e-12, pv)) * (1 + 1e-6) + 1e-9
+    sd_max = np.sqrt(np.clip(1.0 - near * near / (1.0 + gp.noise + 1e-8), 1e-12, 1.0)) * (1 + 1e-6) + 1e-9
     bound = expected_improvement(mu, sd_max, best, xi)
     order = np.argsort(-bound, kind="stable")
     top, top_ei = -1, -np.inf
