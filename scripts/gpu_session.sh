@@ -3,7 +3,7 @@
 # when the host has a single GPU). Every step runs under `timeout`, logs to $OUT/<step>.log, and appends
 # "step rc seconds" to $OUT/steps.tsv, so a hung or failed step costs its own time only.
 #
-#   bash scripts/gpu_session.sh PHASE          # PHASE: memory | headline | evidence | evidence2 | final | profiles | matmul
+#   bash scripts/gpu_session.sh PHASE          # PHASE: memory | headline | evidence | evidence2 | final | last | profiles | matmul
 #
 # The H200 image lacks pydantic and liger-kernel: carry ./.whl (docs/gpu-runbook.md says how to build it).
 set -uo pipefail
@@ -15,7 +15,7 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH="$PWD/src:/tmp/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 KL="python3 -m kernelloop.cli.app"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | profiles | matmul}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul}
 {
   date -u +"date: %Y-%m-%dT%H:%M:%SZ"
   nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
@@ -126,6 +126,21 @@ case "$phase" in
       step gpu-tests-fixed 200 python3 -m pytest -m gpu -v --tb=short -p no:cacheprovider --timeout 150 \
         tests/bench/test_policy.py tests/profile/test_ceilings.py tests/gpu/test_cuda_evaluation.py \
         "tests/profile/test_profile_gpu.py::test_build_resources_of_a_compiled_triton_kernel"
+    }
+    ;;
+  last)  # the last 318 s of the third session: the ~2 ms A/A kernel (cut in `final`), classes with a copy kernel as
+         # the per-instrument roof, the fixed build-resources test
+    lane_a() {
+      step profile-classes 150 python3 benchmarks/profile_classes.py --clean-timing --baseline eager \
+        --baseline copy-kernel benchmarks/results/2026-11-30-h200-s2/layernorm-4096.sqlite \
+        benchmarks/results/2026-11-30-h200-s2/rmsnorm-4096.sqlite benchmarks/results/2026-11-30-h200-s2/softmax-4096.sqlite \
+        --out "$OUT/profile_classes.json"
+      step gpu-tests-fixed 40 python3 -m pytest -m gpu -v --tb=short -p no:cacheprovider --timeout 30 \
+        "tests/profile/test_profile_gpu.py::test_build_resources_of_a_compiled_triton_kernel"
+    }
+    lane_b() {
+      step aa-2ms 150 python3 benchmarks/aa_experiment.py --device cuda --kernels 4 --comparisons 40 --samples 40 \
+        --out "$OUT/aa-2ms.json"
     }
     ;;
   profiles)  # issue 4's classes and roofline agreement (ncu), a GEMM run for the compute-bound class; issue 6's dogfood

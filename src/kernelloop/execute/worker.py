@@ -212,7 +212,7 @@ def make_baseline(name: str, inputs: list, scalars: dict, *, reference_file: str
 
     `eager` calls the op's reference, `torch.compile` the compiled reference (compiled and called once here, so a
     failure raises now), `copy` copies half of `bytes_moved` bytes on the device (the same bytes read + written),
-    any other name is a factory of the op's `baselines.py` BASELINES table (called once here). Raises when the
+    `copy-kernel` moves them through an elementwise kernel (what Nsight Compute can profile), any other name is a factory of the op's `baselines.py` BASELINES table (called once here). Raises when the
     baseline is unavailable (no reference file, no baselines.py, library missing, unknown name).
     """
     import torch
@@ -238,6 +238,13 @@ def make_baseline(name: str, inputs: list, scalars: dict, *, reference_file: str
         src = torch.empty(nbytes, dtype=torch.uint8, device=device).random_(0, 255)
         dst = torch.empty_like(src)
         return lambda: dst.copy_(src)
+    if name == "copy-kernel":
+        # The same bytes through an elementwise kernel: a device-to-device copy_ is a cudaMemcpy, which Nsight
+        # Compute does not profile as a kernel, so a copy roof measured by ncu needs a kernel that copies.
+        n = max(1, int(bytes_moved // 2) // 4)
+        src = torch.randint(-2**31, 2**31 - 1, (n,), dtype=torch.int32, device=device)
+        dst = torch.empty_like(src)
+        return lambda: torch.bitwise_and(src, -1, out=dst)
     base_file = Path(baselines_file) if baselines_file else None
     if base_file is None or not base_file.is_file():
         raise ImportError("the op has no baselines.py")
@@ -355,7 +362,7 @@ def _bench(state: _State, msg: dict) -> dict:
         fn()
     _sync(state.device)
     threads_before = _thread_count()
-    if threads_before != threads_cold or any(n not in (*CANDIDATE_KINDS, "eager", "copy") for n in subjects):
+    if threads_before != threads_cold or any(n not in (*CANDIDATE_KINDS, "eager", "copy", "copy-kernel") for n in subjects):
         # torch.compile and library baselines start pools asynchronously (inductor's compile workers): count only
         # once the number of threads has stopped moving, so the census after the timed calls is not confounded
         threads_before = _settled_thread_count()
