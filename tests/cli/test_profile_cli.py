@@ -247,3 +247,15 @@ def test_ncu_needs_the_runs_op_folder(run, fake_gpu, tmp_path):
     assert r.exit_code == common.BAD_INPUT and "--op" in r.output
     r = runner.invoke(app, ["profile", str(folder), "--ncu", "--op", str(ROOT / "ops" / "rmsnorm")])
     assert r.exit_code == common.BAD_INPUT
+
+
+def test_ncu_accepts_the_copy_kernel_baseline(run, fake_gpu, monkeypatch):
+    """copy-kernel is built in (the copy roof Nsight Compute can see): it needs no recorded measurement."""
+    folder, _ = run
+    monkeypatch.chdir(ROOT)
+    r = runner.invoke(app, ["profile", str(folder), "--ncu", "--baseline", "copy-kernel", "--timeout", "60", "--json"])
+    assert r.exit_code == 0, r.output
+    (base,) = json.loads(r.stdout)["baselines"]
+    assert base["baseline"] == "copy-kernel" and base["profiled"] is True
+    jobs = [json.loads(Path(json.loads(line)[-1]).read_text()) for line in fake_gpu.read_text().splitlines()]
+    assert jobs[-1]["mode"] == "baseline" and jobs[-1]["baseline"] == "copy-kernel"

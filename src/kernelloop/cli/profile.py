@@ -41,7 +41,7 @@ from . import common
 
 NO_PROFILE = "no Nsight Compute profile is archived for this trial"
 NO_BASELINE_PROFILE = "no Nsight Compute profile is archived for this baseline"
-BUILTIN_BASELINES = ("eager", "torch.compile", "copy")   # = kernelloop.execute.worker.BUILTIN_BASELINES
+BUILTIN_BASELINES = ("eager", "torch.compile", "copy", "copy-kernel")   # = kernelloop.execute.worker.BUILTIN_BASELINES
 
 
 class NcuUnavailable(RuntimeError):

@@ -198,7 +198,7 @@ def _check(state: _State, msg: dict) -> dict:
             "threads": {"base": threads_base, "after": _thread_count()}}
 
 
-BUILTIN_BASELINES = ("eager", "torch.compile", "copy")
+BUILTIN_BASELINES = ("eager", "torch.compile", "copy", "copy-kernel")
 """Baselines every op has: its reference on op-dtype inputs, that reference under torch.compile, and a device copy
 of the op's minimum bytes. Other names come from the op's `baselines.py` (its BASELINES table)."""
 
