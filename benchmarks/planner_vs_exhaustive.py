@@ -93,11 +93,14 @@ def exhaustive_reference(path: Path | list[Path], workload: str | None) -> dict:
                     "lookup": {config_key(_config(a, t)): t.measurement.kernel.median_us for t in passed}}
     from kernelloop.replay import load_space, merge_spaces
     paths = path if isinstance(path, list) else [path]
-    space = merge_spaces([load_space(p, workload=workload or DEFAULT_WORKLOAD) for p in paths])
+    shards = [load_space(p, workload=workload or DEFAULT_WORKLOAD) for p in paths]
+    space = merge_spaces(shards)
     i = min((i for i, v in enumerate(space.values) if v is not None), key=lambda i: space.values[i])
     return {"source": "space file", "path": ", ".join(str(p) for p in paths), "workload": space.meta.get("workload"),
             "best_us": space.values[i], "best_config": space.configs[i], "evaluated": len(space),
-            "passed": len(space) - space.n_failed, "space_size": len(space), "complete": True,
+            "passed": len(space) - space.n_failed,
+            "space_size": sum((s.meta.get("planned") or len(s)) for s in shards),
+            "complete": all(s.meta.get("complete", True) for s in shards),
             "device": (space.meta.get("device") or {}).get("name"),
             "lookup": {config_key(c): v for c, v in zip(space.configs, space.values) if v is not None}}
 

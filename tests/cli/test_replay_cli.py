@@ -87,3 +87,30 @@ def test_record_shards_in_the_interpreter_join_into_the_whole_space(tmp_path):
     r = runner.invoke(app, ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(tmp_path / "e.json"),
                             "--device", "interpret", "--workloads", str(tiny)])
     assert r.exit_code == common.BAD_INPUT and "no configuration" in r.output and not (tmp_path / "e.json").exists()
+
+
+def test_record_writes_after_every_configuration_and_resumes(tmp_path):
+    from kernelloop.replay import load_space
+    from kernelloop.replay.space_file import read_space_document, write_space_file
+    wl = tmp_path / "w.toml"
+    wl.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 300 }\ndtype = "fp32"\n')
+    out = tmp_path / "s.json"
+    args = ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(out), "--device", "interpret", "--workloads", str(wl),
+            "--limit", "3"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    full = read_space_document(out)
+    assert full["complete"] is True and full["planned"] == 3 and len(full["records"]) == 3
+    # A recording cut after its first configuration (what the per-configuration write leaves behind) ...
+    write_space_file(out, {**full, "records": full["records"][:1], "complete": False})
+    assert load_space(out).meta["complete"] is False
+    r = runner.invoke(app, args + ["--resume"])
+    assert r.exit_code == 0, r.output
+    assert "1 of 3 configurations already recorded" in r.output and r.output.count("µs") == 2
+    again = read_space_document(out)
+    assert again["complete"] is True and len(again["records"]) == 3
+    assert again["records"][0] == full["records"][0]                 # kept, not measured again
+    # ... and a file from another recording is refused, naming the field.
+    write_space_file(out, {**full, "op": "softmax"})
+    r = runner.invoke(app, args + ["--resume"])
+    assert r.exit_code == common.BAD_INPUT and "'op'" in r.output

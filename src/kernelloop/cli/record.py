@@ -17,7 +17,7 @@ from rich.console import Console
 
 from ..device import cuda_available, device_properties, environment
 from ..records import Candidate, Status
-from ..replay.space_file import FORMAT, write_space_file
+from ..replay.space_file import FORMAT, read_space_document, write_space_file
 from ..search.encoding import config_key
 from ..spec import SpecError, load_op, load_workloads
 from ..spec.space import prune
@@ -34,6 +34,9 @@ def record(
     shard: Annotated[Optional[str], typer.Option(
         help="I/N: measure only every N-th configuration from the I-th (0-based), e.g. one shard per GPU; "
              "`kernelloop.replay.merge_spaces` (and benchmarks/planner_vs_exhaustive.py) join the shard files.")] = None,
+    resume: Annotated[bool, typer.Option(
+        help="Continue the recording in --out (written after every configuration, 'complete': false until the "
+             "last): configurations already in it are not measured again.")] = False,
 ) -> None:
     """Build, verify and time every configuration of the pruned space on every workload; write a space file."""
     from ..bench.policy import policies_for
@@ -80,11 +83,33 @@ def record(
     if part is not None:
         keys = keys[part[0]::part[1]]
     policy, _ = policies_for(device)
+    env = environment(device)
+    doc = {"format": FORMAT, "name": f"{bundle.spec.name}-{device}", "op": bundle.spec.name, "objective": "kernel_us",
+           "device": props, "environment": env.model_dump(mode="json"), "timing_policy": policy.model_dump(mode="json"),
+           "params": sorted({k for c in configs.values() for k in c}),
+           "workloads": [{"id": w.id, "label": w.label, "axes": w.axes, "dtype": w.dtype.value, "weight": w.weight}
+                         for w in wls],
+           "records": [], "planned": len(keys), "complete": False, **({"shard": list(part)} if part is not None else {})}
+    records: list[dict] = []
+    if resume and out.is_file():
+        try:
+            old = read_space_document(out)
+        except (ValueError, OSError) as e:
+            console.print(f"[red]bad input:[/red] --resume: {out} is not a space file: {e}")
+            raise typer.Exit(common.BAD_INPUT)
+        for field in ("op", "timing_policy", "workloads", "shard"):
+            if old.get(field) != doc.get(field):
+                console.print(f"[red]bad input:[/red] --resume: {out} differs in {field!r} from this recording; "
+                              f"record into another file")
+                raise typer.Exit(common.BAD_INPUT)
+        records = [r for r in old["records"] if config_key(r["config"]) in set(keys)]
+        done = {config_key(r["config"]) for r in records}
+        console.print(f"resuming {out}: {len(done)} of {len(keys)} configurations already recorded")
+        keys = [k for k in keys if k not in done]
     work = out.parent / f".record-{int(time.time())}"
     work.mkdir(parents=True, exist_ok=True)  # the worker's log lives here; the worker opens it at start
     worker = Worker(device, job_root(work), log_path=work / "worker.log", remove_work_dir=True)
     evaluator = Evaluator(bundle, device, worker, policy, secrets.token_hex(16), checks)
-    records = []
     try:
         for i, key in enumerate(keys):
             cfg = configs[key]
@@ -102,16 +127,10 @@ def record(
                 results[w.id] = {"value": m.kernel.median_us if ok else None, "status": ev.verdict.status.value,
                                  "ci": [m.kernel.ci_low_us, m.kernel.ci_high_us] if ok else None}
             records.append({"config": cfg, "results": results})
+            write_space_file(out, {**doc, "records": records})  # a cut recording keeps what it measured
             console.print(f"[{i + 1}/{len(keys)}] {key}: " + ", ".join(
                 f"{r['value']:.2f}µs" if r["value"] else r["status"] for r in results.values()))
     finally:
         worker.close()
-    env = environment(device)
-    doc = {"format": FORMAT, "name": f"{bundle.spec.name}-{device}", "op": bundle.spec.name, "objective": "kernel_us",
-           "device": props, "environment": env.model_dump(mode="json"), "timing_policy": policy.model_dump(mode="json"),
-           "params": sorted({k for c in configs.values() for k in c}),
-           "workloads": [{"id": w.id, "label": w.label, "axes": w.axes, "dtype": w.dtype.value, "weight": w.weight}
-                         for w in wls],
-           "records": records, **({"shard": list(part)} if part is not None else {})}
-    write_space_file(out, doc)
+    write_space_file(out, {**doc, "records": records, "complete": True})
     console.print(f"wrote {out}: {len(records)} configurations x {len(wls)} workloads")

@@ -86,7 +86,8 @@ def from_space_document(doc: dict, workload: str | None = None, min_speedup: flo
     """A RecordedSpace for one workload (by id or label), or for all of them through a MultiWorkloadObjective."""
     wls = doc["workloads"]
     by_name = {w["id"]: w["id"] for w in wls} | {w.get("label"): w["id"] for w in wls if w.get("label")}
-    meta = {k: doc.get(k) for k in ("op", "device", "environment", "timing_policy", "manifest_hash") if k in doc}
+    meta = {k: doc.get(k) for k in ("op", "device", "environment", "timing_policy", "manifest_hash", "complete",
+                                    "planned", "shard") if k in doc}
     meta["format"] = FORMAT
     configs = [rec["config"] for rec in doc["records"]]
     params = doc.get("params") or sorted({k for c in configs for k in c})
