@@ -229,3 +229,46 @@ def test_strategy_plans_from_a_parent_that_needs_fewer_warps(kb, space):
     s.tell(parent, 30.0)             # a told configuration (e.g. replayed from the archive)
     nxt = s.ask()
     assert nxt == {**parent, "num_warps": 16} and s.proposal_for(nxt).rule == "E-ISSUE-BOUND-FEWER-WARPS"
+
+
+def test_a_rule_that_keeps_missing_is_retired(kb, space):
+    """Every proposal is told 10 % slower than its parent: each rule is retired after three misses in a row, its
+    queued proposals dropped, and no later proposal comes from it."""
+    s = PlannerStrategy(space, seed=0, evidence=_evidence_model, kb=kb, axes=W.axes, elem=2,
+                        start={**BASE, "num_warps": 32})
+    values, retired_at = {}, {}
+    for step in range(30):
+        c = s.ask()
+        if c is None:
+            break
+        p = s.proposal_for(c)
+        if p is not None and p.rule:
+            assert p.rule not in retired_at, (p.rule, step)          # nothing from a retired rule
+        v = 30.0 if p is None else values[canonical_json(p.parent)] * 1.1
+        values[canonical_json(c)] = v
+        s.tell(c, v)
+        for rule in s.retired:
+            retired_at.setdefault(rule, step)
+    events = [e for e in s.events if e["kind"] == "retire"]
+    assert events and {e["rule"] for e in events} == set(s.retired) == set(retired_at)
+    assert all("3 proposals in a row" in e["reason"] for e in events)
+    # A later plan names the retirement among its skipped entries.
+    plan = RulePlanner(kb).plan({**BASE, "num_warps": 32}, _evidence_model({**BASE, "num_warps": 32}), None, space,
+                                axes=W.axes, elem=2, retired=s.retired)
+    assert all(plan.skipped[r].startswith("retired: ") for r in s.retired)
+
+
+def test_a_faster_proposal_resets_the_misses(kb, space):
+    s = PlannerStrategy(space, seed=0, evidence=_evidence_model, kb=kb, axes=W.axes, elem=2,
+                        start={**BASE, "num_warps": 32})
+    values = {}
+    for step in range(12):
+        c = s.ask()
+        if c is None:
+            break
+        p = s.proposal_for(c)
+        # alternate: miss, hit, miss, hit ... never three misses in a row
+        v = 30.0 if p is None else values[canonical_json(p.parent)] * (1.1 if step % 2 else 0.9)
+        values[canonical_json(c)] = v
+        s.tell(c, v)
+    assert not s.retired

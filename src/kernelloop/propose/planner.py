@@ -39,6 +39,8 @@ class PlannerLimits:
 
     per_rule: int = 2    # configurations per fired entry (nearest moves first)
     total: int = 8       # configurations per plan
+    retire_after: int = 3          # a rule whose proposals missed this many times in a row is not used again
+    miss_margin: float = 0.02      # a proposal not faster than its parent by this fraction is a miss
 
 
 @dataclass
@@ -142,10 +144,12 @@ class RulePlanner:
 
     def plan(self, parent_config: dict, evidence: Evidence, build: BuildResources | None, space: list[dict],
              kb: KnowledgeBase | None = None, *, axes: Mapping[str, int] | None = None, elem: int | None = None,
-             exclude: set[str] | frozenset[str] = frozenset()) -> Plan:
+             exclude: set[str] | frozenset[str] = frozenset(),
+             retired: Mapping[str, str] | None = None) -> Plan:
         """Every entry in priority order: condition on evidence + parent config + axes; moves inside `space`.
 
-        `exclude` holds canonical-JSON keys of configurations not to propose (already evaluated).
+        `exclude` holds canonical-JSON keys of configurations not to propose (already evaluated); `retired` maps
+        entry ids not to use any more to the reason (their proposals kept missing on this workload).
         """
         kb = self._kb(kb)
         env: dict[str, Any] = {**flatten_evidence(evidence, build), **(axes or {}), **parent_config}
@@ -154,6 +158,9 @@ class RulePlanner:
         plan = Plan()
         chosen: dict[str, Proposal] = {}
         for entry in sorted(kb.experience.values(), key=lambda e: (-e.priority, e.id)):
+            if retired and entry.id in retired:
+                plan.skipped[entry.id] = f"retired: {retired[entry.id]}"
+                continue
             lacking = [p for p in entry.requires if p not in env]
             if lacking:
                 plan.skipped[entry.id] = f"the template/workload has no {lacking}"
@@ -205,7 +212,10 @@ class PlannerStrategy:
 
     `ask()` proposes from the best configuration told so far (lowest value) whose evidence the callback can
     provide and that has not been planned from yet; when no plan yields an unasked configuration it explores
-    a seeded random permutation of the space (and logs that in `events`). `start` (a configuration of the
+    a seeded random permutation of the space (and logs that in `events`). A rule whose proposals were not
+    faster than their parents `limits.retire_after` times in a row (failed ones count) is retired: its queued
+    proposals are dropped and later plans skip it (a `retire` event says so). The planner learns from its
+    refuted hypotheses instead of spending the budget on them. `start` (a configuration of the
     space) is the first one asked. Never returns a configuration twice; returns None when the space is
     exhausted. Same seed, start, callback answers and tells => same trajectory.
     """
@@ -235,6 +245,8 @@ class PlannerStrategy:
         self.history: list[tuple[dict, float | None]] = []
         self.events: list[dict] = []
         self._start: dict | None = None
+        self._misses: dict[str, int] = {}
+        self.retired: dict[str, str] = {}
         if start is not None:
             if _key(start) not in self._by_key:
                 raise ValueError(f"start configuration {_key(start)} is not in the space")
@@ -265,7 +277,7 @@ class PlannerStrategy:
                 continue
             self._planned.add(key)
             plan = self.planner.plan(self._config_of(key), got[0], got[1], self.space, self.kb, axes=self.axes,
-                                     elem=self.elem, exclude=frozenset(self._asked))
+                                     elem=self.elem, exclude=frozenset(self._asked), retired=self.retired)
             fresh = [p for p in plan.proposals if _key(p.config) not in self._asked]
             self.events.append({"kind": "plan", "parent": self._config_of(key), "fired": plan.fired,
                                 "proposed": len(fresh), "advice": plan.advice,
@@ -309,8 +321,25 @@ class PlannerStrategy:
 
     def tell(self, config: dict, value: float | None) -> None:
         self.history.append((dict(config), value))
-        if value is not None and math.isfinite(value):
+        ok = value is not None and math.isfinite(value)
+        if ok:
             self.values[_key(config)] = float(value)
+        p = self.proposals.get(_key(config))
+        if p is None or not p.rule or p.rule in self.retired:
+            return
+        limits = self.planner.limits
+        parent = self.values.get(_key(p.parent)) if p.parent is not None else None
+        if ok and parent is not None and value < parent * (1 - limits.miss_margin):
+            self._misses[p.rule] = 0
+            return
+        self._misses[p.rule] = self._misses.get(p.rule, 0) + 1
+        if self._misses[p.rule] >= limits.retire_after:
+            why = (f"{self._misses[p.rule]} proposals in a row were not {limits.miss_margin:.0%} faster than their "
+                   f"parent")
+            self.retired[p.rule] = why
+            dropped = [q for q in self._queue if q.rule == p.rule]
+            self._queue = [q for q in self._queue if q.rule != p.rule]
+            self.events.append({"kind": "retire", "rule": p.rule, "reason": why, "dropped": len(dropped)})
 
 
 __all__ = ["EvidenceFn", "Plan", "PlannerLimits", "PlannerStrategy", "RulePlanner", "condition_holds", "neighbours"]
