@@ -78,7 +78,9 @@ def main() -> None:
                 verdicts.append(r.verdict.value)
                 ratios.append({"order": subjects, "speedup": r.speedup, "ci": [r.ci_low, r.ci_high],
                                "verdict": r.verdict.value, "candidate_us": ms["candidate"].kernel.median_us,
-                               "twin_us": ms[args.twin].kernel.median_us})
+                               "twin_us": ms[args.twin].kernel.median_us,
+                               "launch_retakes": {n: (ms[n].environment.get("launch") or {}).get("exposed_retakes")
+                                                  for n in ("candidate", args.twin)}})
                 medians.append(ms["candidate"].kernel.median_us)
             worker.close()
             med = statistics.median(medians)
@@ -90,9 +92,12 @@ def main() -> None:
                             "ratios": ratios})
             speedups = sorted(x["speedup"] for x in ratios)
             results[-1]["median_speedup"] = statistics.median(speedups)
+            retakes = sum(v or 0 for x in ratios for v in x["launch_retakes"].values())
+            results[-1]["launch_retakes"] = retakes
             print(f"{op} {axes}: median {med:.2f} µs, spread {results[-1]['spread_of_medians_pct']:.2f} %, "
                   f"non-SAME {results[-1]['non_same']}/{per_kernel}, candidate/twin speed-up median "
-                  f"{results[-1]['median_speedup']:.4f} (min {speedups[0]:.4f}, max {speedups[-1]:.4f})", flush=True)
+                  f"{results[-1]['median_speedup']:.4f} (min {speedups[0]:.4f}, max {speedups[-1]:.4f}), "
+                  f"kernel samples re-taken for an exposed launch: {retakes}", flush=True)
     total = sum(r["comparisons"] for r in results)
     non_same = sum(r["non_same"] for r in results)
     summary = {"twin": args.twin, "output_sets": policy.output_sets, "environment": environment(args.device).model_dump(mode="json"), "policy": policy.model_dump(mode="json"),
