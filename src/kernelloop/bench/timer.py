@@ -64,10 +64,11 @@ def _time_cuda(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, 
                 a, b = ev[name][2 * i]
                 a.record()
                 fn()
+                exposed_now = bool(sleep) and launch_exposed(a)  # asked as soon as the call is launched
                 b.record()
                 if after:
                     after(name)
-                if not sleep or not launch_exposed(a):
+                if not exposed_now:
                     break
                 # The device had finished the sleep before the host had launched the call: the interval holds
                 # host launch time. Count it, sleep longer from now on, and take the sample again.
