@@ -43,7 +43,9 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=60)
     ap.add_argument("--out", default="aa.json")
     ap.add_argument("--twin", default="candidate-twin", choices=["candidate-twin", "candidate-same"],
-                    help="candidate-twin: own output buffers; candidate-same: the candidate's very buffers")
+                    help="candidate-twin: own output buffers; candidate-same: the candidate's very buffers "
+                         "(both only with --output-sets 1: with rotating sets, the CUDA default, the candidate and "
+                         "either twin write the same shared sets)")
     ap.add_argument("--kernels", default="",
                     help="comma-separated indices into KERNELS (0 = the ~7 µs one ... 4 = the ~2 ms one); default all")
     ap.add_argument("--output-sets", type=int, default=None,

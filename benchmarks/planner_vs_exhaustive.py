@@ -99,8 +99,8 @@ def exhaustive_reference(path: Path | list[Path], workload: str | None) -> dict:
     return {"source": "space file", "path": ", ".join(str(p) for p in paths), "workload": space.meta.get("workload"),
             "best_us": space.values[i], "best_config": space.configs[i], "evaluated": len(space),
             "passed": len(space) - space.n_failed,
-            "space_size": sum((s.meta.get("planned") or len(s)) for s in shards),
-            "complete": all(s.meta.get("complete", True) for s in shards),
+            "space_size": space.meta.get("planned") or len(space),
+            "complete": bool(space.meta.get("complete", True)) and space.meta.get("shard") is None,
             "device": (space.meta.get("device") or {}).get("name"),
             "lookup": {config_key(c): v for c, v in zip(space.configs, space.values) if v is not None}}
 

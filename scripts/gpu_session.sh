@@ -79,9 +79,9 @@ case "$phase" in
       step side-stream 60 python3 benchmarks/side_stream.py --out "$OUT/side_stream.json"
       # the ~7 µs A/A bias: own buffers (twin), the very same buffers (same), shared rotating output sets
       step aa-twin 45 python3 benchmarks/aa_experiment.py --device cuda --kernels 0 --comparisons 40 --samples 40 \
-        --out "$OUT/aa-twin.json"
+        --output-sets 1 --out "$OUT/aa-twin.json"
       step aa-same 45 python3 benchmarks/aa_experiment.py --device cuda --kernels 0 --comparisons 40 --samples 40 \
-        --twin candidate-same --out "$OUT/aa-same.json"
+        --output-sets 1 --twin candidate-same --out "$OUT/aa-same.json"
       step aa-sets3 45 python3 benchmarks/aa_experiment.py --device cuda --kernels 0 --comparisons 40 --samples 40 \
         --output-sets 3 --out "$OUT/aa-sets3.json"
     }

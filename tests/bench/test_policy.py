@@ -59,3 +59,13 @@ def test_launch_exposed_reads_the_start_event():
         def query(self):
             return self.done
     assert launch_exposed(Event(True)) is True and launch_exposed(Event(False)) is False
+
+
+def test_output_sets_must_be_odd():
+    """Two calls per round: an even number of rotating output sets would give each subject's kernel-time samples
+    only half of the sets (the review found 2 sets tying candidate and twin to one set each)."""
+    assert COLD_L2_EVENTS.output_sets == 3
+    for bad in (0, 2, 4, 8):
+        with pytest.raises(ValidationError):
+            type(COLD_L2_EVENTS).model_validate({**COLD_L2_EVENTS.model_dump(), "output_sets": bad})
+    assert type(COLD_L2_EVENTS).model_validate({**COLD_L2_EVENTS.model_dump(), "output_sets": 5}).output_sets == 5

@@ -75,8 +75,22 @@ def test_record_shards_in_the_interpreter_join_into_the_whole_space(tmp_path):
     whole = merge_spaces(shards)
     assert len(whole) == 4 and len({str(sorted(c.items())) for c in whole.configs}) == 4
     assert whole.meta["shards"] == [str(p) for p in outs]
-    with pytest.raises(ValueError, match="more than one shard"):
+    assert whole.meta["complete"] is True and whole.meta["planned"] == 4 and "shard" not in whole.meta
+    # Refused: a shard twice (not the shards 0..N-1), a configuration in two shards, another recording's shard.
+    with pytest.raises(ValueError, match="not the shards 0..N-1"):
         merge_spaces([shards[0], shards[0]])
+    import dataclasses
+    unsharded = [dataclasses.replace(s, meta={k: v for k, v in s.meta.items() if k != "shard"}) for s in shards]
+    with pytest.raises(ValueError, match="more than one shard"):
+        merge_spaces([unsharded[0], unsharded[0]])
+    other = dataclasses.replace(shards[1], meta={**shards[1].meta, "op": "softmax"})
+    with pytest.raises(ValueError, match="'op'"):
+        merge_spaces([shards[0], other])
+    speedups = dataclasses.replace(shards[1], meta={**shards[1].meta, "baseline": 10.0})
+    with pytest.raises(ValueError, match="own baseline"):
+        merge_spaces([shards[0], speedups])
+    # One shard alone is what it is: a part, which the planner benchmark reports as not exhaustive.
+    assert merge_spaces([shards[0]]) is shards[0] and shards[0].meta["shard"] == [0, 2]
     for bad in ("2/2", "x", "1/0"):
         r = runner.invoke(app, ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(tmp_path / "b.json"),
                                 "--device", "interpret", "--shard", bad])
@@ -110,7 +124,10 @@ def test_record_writes_after_every_configuration_and_resumes(tmp_path):
     again = read_space_document(out)
     assert again["complete"] is True and len(again["records"]) == 3
     assert again["records"][0] == full["records"][0]                 # kept, not measured again
-    # ... and a file from another recording is refused, naming the field.
+    # ... and a file from another recording (op, or device) is refused, naming the field.
     write_space_file(out, {**full, "op": "softmax"})
     r = runner.invoke(app, args + ["--resume"])
     assert r.exit_code == common.BAD_INPUT and "'op'" in r.output
+    write_space_file(out, {**full, "device": {**full["device"], "name": "another GPU"}})
+    r = runner.invoke(app, args + ["--resume"])
+    assert r.exit_code == common.BAD_INPUT and "'device'" in r.output

@@ -18,10 +18,10 @@ def test_aa_experiment_reports_verdicts_spreads_and_launch_retakes(tmp_path, mon
     ])
     out = tmp_path / "aa.json"
     monkeypatch.setattr(sys, "argv", ["aa", "--device", "interpret", "--kernels", "1", "--comparisons", "2",
-                                      "--samples", "3", "--output-sets", "2", "--out", str(out)])
+                                      "--samples", "3", "--output-sets", "3", "--out", str(out)])
     mod.main()
     doc = json.loads(out.read_text())
-    assert doc["comparisons"] == 2 and doc["output_sets"] == 2 and doc["twin"] == "candidate-twin"
+    assert doc["comparisons"] == 2 and doc["output_sets"] == 3 and doc["twin"] == "candidate-twin"
     (k,) = doc["kernels"]
     assert k["op"] == "rmsnorm" and len(k["verdicts"]) == 2 and k["non_same"] == sum(v != "SAME" for v in k["verdicts"])
     assert [r["order"][0] for r in k["ratios"]] == ["candidate", "candidate-twin"]   # the order alternates

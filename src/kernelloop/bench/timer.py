@@ -49,6 +49,7 @@ def _time_cuda(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, 
           for name in names}
     sleep = policy.sleep_cycles
     exposed = {name: 0 for name in names}
+    kept_exposed = {name: 0 for name in names}
     for i in range(n):
         order = names[:]
         rng.shuffle(order)
@@ -64,11 +65,16 @@ def _time_cuda(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, 
                 a, b = ev[name][2 * i]
                 a.record()
                 fn()
-                exposed_now = bool(sleep) and launch_exposed(a)  # asked as soon as the call is launched
                 b.record()
+                # Asked once the end event is queued: a sleep that ended before then left the device idle
+                # before the call started or before the end event arrived.
+                exposed_now = bool(sleep) and launch_exposed(a)
                 if after:
                     after(name)
                 if not exposed_now:
+                    break
+                if attempt == LAUNCH_RETRIES:
+                    kept_exposed[name] += 1  # the last attempt stands, counted as such
                     break
                 # The device had finished the sleep before the host had launched the call: the interval holds
                 # host launch time. Count it, sleep longer from now on, and take the sample again.
@@ -91,7 +97,8 @@ def _time_cuda(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, 
         kernel = [ev[name][2 * i][0].elapsed_time(ev[name][2 * i][1]) * 1e3 for i in range(n)]
         call = [ev[name][2 * i + 1][0].elapsed_time(ev[name][2 * i + 1][1]) * 1e3 for i in range(n)]
         out[name] = {"kernel_us": kernel, "call_us": call, "audit": _audit_batch(subjects[name], AUDIT_BATCH),
-                     "launch": {"exposed_retakes": exposed[name], "sleep_cycles_final": sleep}}
+                     "launch": {"exposed_retakes": exposed[name], "kept_exposed": kept_exposed[name],
+                                "sleep_cycles_final": sleep}}
     return out
 
 
@@ -102,8 +109,9 @@ MAX_SLEEP_CYCLES = 64_000_000      # ~32 ms at 2 GHz: the longest device sleep t
 
 def launch_exposed(start_event) -> bool:
     """True when the start event, recorded right after the device-side sleep, has already completed once the host
-    has launched the call: the device went idle before the call arrived, so host launch time is in the sample.
-    While the sleep still runs, the event is pending and the call is queued behind it (launch hidden)."""
+    has launched the call and queued the end event: the device may have gone idle before the call or the end
+    event arrived, so host time may be in the sample. While the sleep still runs, the event is pending and the
+    call and end event are queued behind it (launch hidden)."""
     return bool(start_event.query())
 
 

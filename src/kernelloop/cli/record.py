@@ -97,7 +97,7 @@ def record(
         except (ValueError, OSError) as e:
             console.print(f"[red]bad input:[/red] --resume: {out} is not a space file: {e}")
             raise typer.Exit(common.BAD_INPUT)
-        for field in ("op", "timing_policy", "workloads", "shard"):
+        for field in ("op", "device", "timing_policy", "workloads", "shard"):
             if old.get(field) != doc.get(field):
                 console.print(f"[red]bad input:[/red] --resume: {out} differs in {field!r} from this recording; "
                               f"record into another file")

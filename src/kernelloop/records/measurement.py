@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from .base import Record, content_hash
 
@@ -28,10 +28,20 @@ class TimingPolicy(Record):
     confidence: float = Field(0.95, gt=0, lt=1, description="Confidence level of intervals.")
     margin: float = Field(0.02, ge=0, description="Relative margin inside which a ratio counts as SAME.")
     output_sets: int = Field(
-        1, ge=1, le=8, description="Output buffer sets the candidate-kind subjects (candidate and its A/A twins) "
+        1, ge=1, le=7, description="Output buffer sets the candidate-kind subjects (candidate and its A/A twins) "
                                    "write in turn, one set per call, each subject starting at its own offset: "
                                    "1 = each subject keeps its own buffers; > 1 spreads where the outputs lie "
-                                   "in memory evenly over the subjects.")
+                                   "in memory evenly over the subjects. Odd: a subject makes two calls per "
+                                   "round (kernel time, call time), so an even count would tie its kernel-time "
+                                   "samples to half of the sets.")
+
+    @field_validator("output_sets")
+    @classmethod
+    def _odd_output_sets(cls, v: int) -> int:
+        if v % 2 == 0:
+            raise ValueError(f"output_sets must be odd (1, 3, 5, 7), got {v}: two calls per round would tie each "
+                             f"subject's kernel-time samples to half of the sets")
+        return v
 
     @property
     def id(self) -> str:

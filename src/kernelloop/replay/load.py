@@ -29,12 +29,31 @@ def load_space(path: str | Path, workload: str | None = None, valid_only: bool =
 
 
 def merge_spaces(spaces: list[RecordedSpace]) -> RecordedSpace:
-    """One space from the shards of a recording (`kernelloop record --shard I/N`): their configurations side by
-    side. A configuration recorded in two shards is an error (the shards overlap), as is a mix of objectives."""
+    """One space from the shards of a recording (`kernelloop record --shard I/N`), each loaded for one workload:
+    their configurations side by side. Refused: shards of different recordings (op, device, timing policy,
+    objective), a set of shards that is not 0..N-1 of one N, a configuration in two shards, and spaces whose
+    values are speed-ups over their own baseline (a multi-workload objective: load each shard for one workload).
+    The merged space is complete when every shard is."""
     if not spaces:
         raise ValueError("no spaces to merge")
+    if len(spaces) == 1:
+        return spaces[0]
     if len({s.objective for s in spaces}) > 1:
         raise ValueError(f"shards with different objectives: {sorted({s.objective for s in spaces})}")
+    if any("baseline" in s.meta for s in spaces):
+        raise ValueError("these spaces hold speed-ups over each shard's own baseline (a multi-workload objective): "
+                         "load every shard for one workload (load_space(path, workload=...)) and merge those")
+    for field in ("op", "device", "timing_policy", "workload"):
+        values = {repr(s.meta.get(field)) for s in spaces}
+        if len(values) > 1:
+            raise ValueError(f"the shards differ in {field!r}: not one recording")
+    parts = [s.meta.get("shard") for s in spaces]
+    if all(p is not None for p in parts):
+        ns = {p[1] for p in parts}
+        if len(ns) != 1 or sorted(p[0] for p in parts) != list(range(ns.pop())):
+            raise ValueError(f"shards {[tuple(p) for p in parts]} are not the shards 0..N-1 of one recording")
+    elif any(p is not None for p in parts):
+        raise ValueError("a sharded space merged with an unsharded one")
     configs, values, statuses, seen = [], [], [], set()
     for s in spaces:
         for c, v, st in zip(s.configs, s.values, s.statuses):
@@ -46,7 +65,11 @@ def merge_spaces(spaces: list[RecordedSpace]) -> RecordedSpace:
             values.append(v)
             statuses.append(st)
     first = spaces[0]
-    meta = {**first.meta, "shards": [s.meta.get("path") for s in spaces]}
+    meta = {**first.meta, "shards": [s.meta.get("path") for s in spaces],
+            "complete": all(s.meta.get("complete", True) for s in spaces)}
+    meta.pop("shard", None)
+    if all(s.meta.get("planned") is not None for s in spaces):
+        meta["planned"] = sum(s.meta["planned"] for s in spaces)
     params = sorted({p for s in spaces for p in s.params})
     return RecordedSpace(name=first.name, configs=configs, values=values, statuses=statuses,
                          objective=first.objective, params=params, meta=meta)
