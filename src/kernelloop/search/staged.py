@@ -40,17 +40,8 @@ class Staged(SearchStrategy):
     def __init__(self, space: list[dict], seed: int = 0, encoding: SpaceEncoding | None = None,
                  n_init: int | None = None, pool: int = 500, elites: int = 2, near_cap: int = 1000, patience: int = 20,
                  max_model_points: int = 250, prior=None, xi: float = 0.0,
-                 level_scale: float = 1.5, pow2_scale: float = 1.0,
-                 combo: int = 0, combo_card: int = 3, combo_when: str = "coarse", combo_rank: str = "near",
-                 combo_min: int = 2, combo_max: int = 3):
+                 level_scale: float = 1.5, pow2_scale: float = 1.0):
         super().__init__(space, seed, encoding)
-        self.combo = combo
-        self.combo_when = combo_when
-        self.combo_rank = combo_rank
-        self.combo_min, self.combo_max = combo_min, combo_max
-        self._low = self.enc.varying & (self.enc.n_levels <= combo_card)
-        self._high = self.enc.varying & ~self._low
-        self._combo_done: set[int] = set()
         self.cols = np.flatnonzero(self.enc.varying)
         self.Z = self.enc.pos[:, self.cols]
         d = max(1, self.cols.size)
@@ -102,17 +93,6 @@ class Staged(SearchStrategy):
                 return row
         if len(self.order) < self.n_init or not np.isfinite(self.values).any() or self.cols.size == 0:
             return self._space_filling()
-        if (self.combo and self.best_row is not None and self.best_row not in self._combo_done
-                and int(self._low.sum()) >= self.combo_min
-                and (self.combo_when == "new" or (self.combo_when == "coarse" and not self._combo_done)
-                     or (self.combo_when == "stag" and self.supervisor.stagnating))):
-            rows = self._combos(self.best_row)
-            if self.combo_when == "stag":
-                self.supervisor.intervened()
-            if rows:
-                self.queue = rows
-                self.log_event("combination", incumbent=int(self.best_row), best=self.best_value, queued=len(rows))
-                return self.queue.pop(0)
         if self.supervisor.stagnating:
             self._intervene()
             while self.queue:
@@ -197,25 +177,6 @@ class Staged(SearchStrategy):
         best = (math.log(self.best_value) - self.gp.y_mean) / self.gp.y_std
         k, _ = best_by_expected_improvement(self.gp, self.F[cands], best, self.xi / self.gp.y_std)
         return int(cands[k])
-
-    def _combos(self, inc: int) -> list[int]:
-        """Unasked rows that keep the incumbent's other parameters and change `combo_min`..`combo_max` of its
-        low-cardinality ones together, nearest (or best by the surrogate) first, at most `combo`."""
-        self._combo_done.add(int(inc))
-        X = self.enc.X
-        same = (X[:, self._high] == X[inc, self._high]).all(axis=1)
-        k = (X[:, self._low] != X[inc, self._low]).sum(axis=1)
-        rows = np.flatnonzero(same & (k >= self.combo_min) & (k <= self.combo_max) & ~self.asked)
-        if rows.size == 0:
-            return []
-        if self.combo_rank == "near":
-            rows = rows[np.lexsort((rows, k[rows], self.enc.distances(inc, rows)))]
-        else:
-            self._fit()
-            mu, sd = self._predict(rows)
-            key = mu if self.combo_rank == "mu" else mu - sd
-            rows = rows[np.lexsort((rows, key))]
-        return [int(r) for r in rows[: self.combo]]
 
     # -- the supervisor's interventions ---------------------------------------------------------------------
     def _observe(self, row: int, value: float | None) -> None:
