@@ -25,10 +25,15 @@ phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | prof
 } > "$OUT/env-$phase.txt" 2>&1
 cat "$OUT/env-$phase.txt"
 
+STEP_PIDS=$(mktemp /tmp/gpu-session-steps.XXXXXX)
 step() {  # step NAME SECONDS command...
   local name=$1 secs=$2; shift 2
   local t0=$SECONDS
-  timeout --kill-after=10 "$secs" "$@" > "$OUT/$name.log" 2>&1
+  # in the background and waited for, so a signal to this script is handled at once (see on_term)
+  timeout --kill-after=10 "$secs" "$@" > "$OUT/$name.log" 2>&1 &
+  local pid=$!
+  echo "$pid" >> "$STEP_PIDS"
+  wait "$pid"
   local rc=$?
   printf '%s\t%s\t%s\tgpu=%s\n' "$name" "$rc" "$((SECONDS - t0))" "${CUDA_VISIBLE_DEVICES:-}" | tee -a "$OUT/steps.tsv"
   return 0
@@ -94,22 +99,23 @@ case "$phase" in
         --exhaustive "$OUT/layernorm-4096.space.json.gz" --planner runs/planner-layernorm --out "$OUT/planner_vs_exhaustive.json"
     }
     ;;
-  evidence2)  # issue 4: the LayerNorm [4096, 4096] space in two shards (one per GPU) with the planner beside it, classes
-             # and clean-L2 agreement of the s2 winners; issue 3: the full A/A and the side stream on two shapes
+  evidence2)  # issue 4: the LayerNorm [4096, 4096] space in two shards (one per GPU), the planner beside it, classes
+             # with each instrument against its own copy roof (limits from the third session's cut runs)
     lane_a() {
-      step record-layernorm-0 260 $KL record ops/layernorm --device cuda --workloads benchmarks/workloads/layernorm-4096.toml \
-        --shard 0/2 --out "$OUT/layernorm-4096.shard0.space.json.gz"
-      step profile-classes 260 python3 benchmarks/profile_classes.py --clean-timing \
+      step record-layernorm-0 300 $KL record ops/layernorm --device cuda --workloads benchmarks/workloads/layernorm-4096.toml \
+        --shard 0/2 --resume --out "$OUT/layernorm-4096.shard0.space.json.gz"
+      step profile-classes 220 python3 benchmarks/profile_classes.py --clean-timing --baseline eager --baseline copy-kernel \
         benchmarks/results/2026-11-30-h200-s2/layernorm-4096.sqlite benchmarks/results/2026-11-30-h200-s2/rmsnorm-4096.sqlite \
         benchmarks/results/2026-11-30-h200-s2/softmax-4096.sqlite --out "$OUT/profile_classes.json"
     }
     lane_b() {
-      step record-layernorm-1 260 $KL record ops/layernorm --device cuda --workloads benchmarks/workloads/layernorm-4096.toml \
-        --shard 1/2 --out "$OUT/layernorm-4096.shard1.space.json.gz"
-      optimize planner-layernorm 90 layernorm --strategy planner --start "BLOCK_N=1024,ROWS=1,num_warps=1,EVICT_FIRST=0" \
+      step record-layernorm-1 300 $KL record ops/layernorm --device cuda --workloads benchmarks/workloads/layernorm-4096.toml \
+        --shard 1/2 --resume --out "$OUT/layernorm-4096.shard1.space.json.gz"
+      optimize planner-layernorm 200 layernorm --strategy planner --start "BLOCK_N=1024,ROWS=1,num_warps=1,EVICT_FIRST=0" \
         --budget 15 --no-confirm --workloads benchmarks/workloads/layernorm-4096.toml
-      step side-stream 50 python3 benchmarks/side_stream.py --out "$OUT/side_stream.json"
-      step aa 200 python3 benchmarks/aa_experiment.py --device cuda --comparisons 200 --samples 40 --out "$OUT/aa.json"
+      step planner-vs-exhaustive 30 python3 benchmarks/planner_vs_exhaustive.py \
+        --exhaustive "$OUT/layernorm-4096.shard0.space.json.gz" --exhaustive "$OUT/layernorm-4096.shard1.space.json.gz" \
+        --planner runs/planner-layernorm --out "$OUT/planner_vs_exhaustive.json"
     }
     ;;
   final)  # issue 4: classes and agreement with the copy roof per instrument; issue 7: GEMM 4096^3 against cuBLAS;
@@ -165,19 +171,49 @@ case "$phase" in
       optimize gemm-prefill 290 gemm --budget 3,230s --workloads ops/gemm/workloads-prefill.toml
     }
     ;;
+  selftest)  # no GPU needed: two steps, the second outlives the call's timeout (tests the packing on SIGTERM)
+    lane_a() {
+      step quick 5 sh -c 'echo done'
+      step slow 60 sleep "${SELFTEST_SLEEP:-30}"
+    }
+    ;;
   *) echo "unknown phase $phase"; exit 2 ;;
 esac
 
+# Only a handful of files come back from a device call: pack everything into one archive, also when the call's
+# own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
+packed=0
+pack() {
+  [ "$packed" = 1 ] && return
+  packed=1
+  cat "$OUT/steps.tsv" 2>/dev/null
+  ( cd "$OUT" && rm -f "session-$phase.tgz" && tar czf "/tmp/session-$phase.tgz" . 2>/dev/null; \
+    mv "/tmp/session-$phase.tgz" . && \
+    find . -mindepth 1 ! -name "session-$phase.tgz" ! -name steps.tsv ! -name "env-$phase.txt" -delete )
+  ls -la "$OUT"
+}
+on_term() {
+  trap - TERM INT
+  echo "stopped by a signal: packing what the steps wrote" | tee -a "$OUT/steps.tsv"
+  # `timeout` passes the signal on to its command's process group; then the lanes themselves
+  while read -r pid; do kill -TERM "$pid" 2>/dev/null; done < "$STEP_PIDS"
+  kill -TERM $(jobs -p) 2>/dev/null
+  sleep 2
+  pack
+  rm -f "$STEP_PIDS"
+  exit 124
+}
+trap on_term TERM INT
+
+# The lanes always run in the background and this shell waits: bash handles a signal during `wait` at once,
+# but only after a foreground command has finished.
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ "$ngpu" -ge 2 ]; then
   ( export CUDA_VISIBLE_DEVICES=0; lane_a ) &
   ( export CUDA_VISIBLE_DEVICES=1; lane_b ) &
-  wait
 else
-  lane_a; lane_b
+  ( lane_a; lane_b ) &
 fi
-cat "$OUT/steps.tsv"
-# Only a handful of files come back from a device call: pack everything into one archive.
-( cd "$OUT" && tar czf "/tmp/session-$phase.tgz" . && mv "/tmp/session-$phase.tgz" . && \
-  find . -type f ! -name "session-$phase.tgz" ! -name steps.tsv ! -name "env-$phase.txt" -delete )
-ls -la "$OUT"
+wait
+pack
+rm -f "$STEP_PIDS"
