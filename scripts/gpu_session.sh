@@ -9,23 +9,48 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | selftest}
+STEP_PIDS=$(mktemp /tmp/gpu-session-steps.XXXXXX)
+# Only a handful of files come back from a device call: pack everything into one archive, also when the call's
+# own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
+packed=0
+pack() {
+  [ "$packed" = 1 ] && return
+  packed=1
+  cat "$OUT/steps.tsv" 2>/dev/null
+  ( cd "$OUT" && rm -f "session-$phase.tgz" && tar czf "/tmp/session-$phase.tgz" . 2>/dev/null; \
+    mv "/tmp/session-$phase.tgz" . && \
+    find . -mindepth 1 ! -name "session-$phase.tgz" ! -name steps.tsv ! -name "env-$phase.txt" -delete )
+  ls -la "$OUT"
+}
+on_term() {
+  trap - TERM INT
+  echo "stopped by a signal: packing what the steps wrote" | tee -a "$OUT/steps.tsv"
+  # `timeout` passes the signal on to its command's process group; then the lanes themselves
+  while read -r pid; do kill -TERM "$pid" 2>/dev/null; done < "$STEP_PIDS"
+  kill -TERM $(jobs -p) 2>/dev/null
+  sleep 2
+  pack
+  rm -f "$STEP_PIDS"
+  exit 124
+}
+trap on_term TERM INT
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || exit 1
 fi
 export PYTHONPATH="$PWD/src:/tmp/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 KL="python3 -m kernelloop.cli.app"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul}
-{
+[ "$phase" = selftest ] || {
   date -u +"date: %Y-%m-%dT%H:%M:%SZ"
   nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
   python3 -c 'import torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
   python3 -c 'import liger_kernel, pydantic; print("liger-kernel", __import__("importlib.metadata").metadata.version("liger-kernel"), "pydantic", pydantic.VERSION)'
   command -v ncu && ncu --version | tail -1
 } > "$OUT/env-$phase.txt" 2>&1
+[ "$phase" = selftest ] && date -u +"date: %Y-%m-%dT%H:%M:%SZ (selftest: no device facts)" > "$OUT/env-$phase.txt"
 cat "$OUT/env-$phase.txt"
 
-STEP_PIDS=$(mktemp /tmp/gpu-session-steps.XXXXXX)
 step() {  # step NAME SECONDS command...
   local name=$1 secs=$2; shift 2
   local t0=$SECONDS
@@ -180,30 +205,6 @@ case "$phase" in
   *) echo "unknown phase $phase"; exit 2 ;;
 esac
 
-# Only a handful of files come back from a device call: pack everything into one archive, also when the call's
-# own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
-packed=0
-pack() {
-  [ "$packed" = 1 ] && return
-  packed=1
-  cat "$OUT/steps.tsv" 2>/dev/null
-  ( cd "$OUT" && rm -f "session-$phase.tgz" && tar czf "/tmp/session-$phase.tgz" . 2>/dev/null; \
-    mv "/tmp/session-$phase.tgz" . && \
-    find . -mindepth 1 ! -name "session-$phase.tgz" ! -name steps.tsv ! -name "env-$phase.txt" -delete )
-  ls -la "$OUT"
-}
-on_term() {
-  trap - TERM INT
-  echo "stopped by a signal: packing what the steps wrote" | tee -a "$OUT/steps.tsv"
-  # `timeout` passes the signal on to its command's process group; then the lanes themselves
-  while read -r pid; do kill -TERM "$pid" 2>/dev/null; done < "$STEP_PIDS"
-  kill -TERM $(jobs -p) 2>/dev/null
-  sleep 2
-  pack
-  rm -f "$STEP_PIDS"
-  exit 124
-}
-trap on_term TERM INT
 
 # The lanes always run in the background and this shell waits: bash handles a signal during `wait` at once,
 # but only after a foreground command has finished.
