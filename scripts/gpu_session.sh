@@ -10,7 +10,7 @@ set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | selftest}
-STEP_PIDS=$(mktemp /tmp/gpu-session-steps.XXXXXX)
+STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
 packed=0
@@ -27,11 +27,11 @@ on_term() {
   trap - TERM INT
   echo "stopped by a signal: packing what the steps wrote" | tee -a "$OUT/steps.tsv"
   # `timeout` passes the signal on to its command's process group; then the lanes themselves
-  while read -r pid; do kill -TERM "$pid" 2>/dev/null; done < "$STEP_PIDS"
+  for f in "$STEP_PIDS"/*.pid; do [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null; done
   kill -TERM $(jobs -p) 2>/dev/null
   sleep 2
   pack
-  rm -f "$STEP_PIDS"
+  rm -rf "$STEP_PIDS"
   exit 124
 }
 trap on_term TERM INT
@@ -57,9 +57,10 @@ step() {  # step NAME SECONDS command...
   # in the background and waited for, so a signal to this script is handled at once (see on_term)
   timeout --kill-after=10 "$secs" "$@" > "$OUT/$name.log" 2>&1 &
   local pid=$!
-  echo "$pid" >> "$STEP_PIDS"
+  echo "$pid" > "$STEP_PIDS/$name.pid"      # only running steps are listed: a finished step's pid may be reused
   wait "$pid"
   local rc=$?
+  rm -f "$STEP_PIDS/$name.pid"
   printf '%s\t%s\t%s\tgpu=%s\n' "$name" "$rc" "$((SECONDS - t0))" "${CUDA_VISIBLE_DEVICES:-}" | tee -a "$OUT/steps.tsv"
   return 0
 }
@@ -217,4 +218,4 @@ else
 fi
 wait
 pack
-rm -f "$STEP_PIDS"
+rm -rf "$STEP_PIDS"
