@@ -118,7 +118,8 @@ def test_planner_moves_from_profile_evidence_with_lineage(planner_run, tiny):
 def test_hypothesis_outcomes_are_archived_against_the_parent(planner_run):
     run_dir, _, _ = planner_run
     run, rows, _ = _trials(run_dir)
-    assert all(t.verdict.status is Status.PASSED for t, _, _ in rows)
+    assert all(t.verdict.status is Status.PASSED for t, _, _ in rows), [(t.verdict.status, t.verdict.message)
+                                                                          for t, _, _ in rows]
     root_report = rows[0][2]
     assert root_report.kernel is not None and root_report.hypotheses == [] and root_report.outcomes == []
     assert root_report.classification.bottleneck.value == "compute-bound"

@@ -64,7 +64,8 @@ def test_bad_budget_and_missing_run(tmp_path):
 def test_existing_run_needs_resume(tmp_path):
     out = tmp_path / "run"
     args = ["optimize", "softmax", "--budget", "1", "--device", "interpret", "--out", str(out), "--no-confirm"]
-    assert runner.invoke(app, args).exit_code == 0
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
     again = runner.invoke(app, args)
     assert again.exit_code == common.STOPPED and "--resume" in again.output
 
