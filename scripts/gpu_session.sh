@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -184,6 +184,22 @@ case "$phase" in
     }
     lane_b() {
       step dogfood 420 env OUT="$OUT/dogfood" bash scripts/dogfood_agent.sh
+    }
+    ;;
+  s4a)  # fourth session, call 1: issue 2 with the persistent templates (exhaustive over that template, confirmed
+        # beside eager, torch.compile, Liger-Kernel and the copy); issue 7: attention, never timed before
+    lane_a() {
+      optimize rmsnorm-persistent 200 rmsnorm --strategy exhaustive --template persistent --budget 64,150s \
+        --workloads benchmarks/workloads/rmsnorm-4096.toml
+      optimize softmax-persistent 200 softmax --strategy exhaustive --template persistent --budget 64,150s \
+        --workloads benchmarks/workloads/softmax-4096.toml
+      optimize layernorm-persistent 150 layernorm --strategy exhaustive --template persistent --budget 64,100s \
+        --workloads benchmarks/workloads/layernorm-4096.toml
+    }
+    lane_b() {
+      optimize attention-seed 265 attention --budget 30,200s --workloads benchmarks/workloads/attention-seed.toml
+      optimize attention_causal-seed 265 attention_causal --budget 30,200s \
+        --workloads benchmarks/workloads/attention_causal-seed.toml
     }
     ;;
   matmul)  # issue 7: GEMM fp16 4096^3 against cuBLAS, attention (seed shape) against the SDPA backends

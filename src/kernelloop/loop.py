@@ -69,6 +69,7 @@ class RunOptions:
     timeouts: Timeouts = field(default_factory=Timeouts)
     start: dict[str, str] | None = None    # planner: first configuration ("NAME": "VALUE"), see spec.start
     profile_timeout_s: float = 300.0       # planner: deadline of one Nsight Compute run
+    templates: list[str] | None = None     # search only these templates of the spec (None: all)
 
     def as_dict(self) -> dict:
         out = {"device": self.device, "budget_evals": self.budget_evals, "budget_seconds": self.budget_seconds,
@@ -76,6 +77,8 @@ class RunOptions:
                "baselines": self.baselines, "static_rules": self.static_rules}
         if self.strategy == PLANNER:
             out.update(start=self.start, profile_timeout_s=self.profile_timeout_s)
+        if self.templates is not None:
+            out["templates"] = list(self.templates)
         return out
 
 
@@ -209,6 +212,12 @@ class Controller:
             run_id, manifest, mhash, secret = self._open(archive, resume)
             if resume and opts.strategy == PLANNER and opts.start is None:   # the same first ask as before
                 opts.start = archive.get_run(run_id)["options"].get("start")
+            if resume and opts.templates is None:   # the same space as before
+                opts.templates = archive.get_run(run_id)["options"].get("templates")
+            unknown = sorted(set(opts.templates or ()) - {t.name for t in self.spec.templates})
+            if unknown:
+                raise RuntimeError(f"unknown template(s) {', '.join(unknown)}: the spec has "
+                                 f"{', '.join(t.name for t in self.spec.templates)}")
             policy, confirm_policy = policies_for(opts.device)
             worker = Worker(opts.device, job_root(self.run_dir), log_path=self.run_dir / "worker.log",
                             remove_work_dir=True)
@@ -220,6 +229,8 @@ class Controller:
                     for w in self.workloads:
                         space = []
                         for t in self.spec.templates:
+                            if opts.templates is not None and t.name not in opts.templates:
+                                continue
                             kept, report = prune(t, w, props)
                             space += [{"template": t.name, **c} for c in kept]
                             if not resume:

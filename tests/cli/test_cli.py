@@ -107,3 +107,33 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path):
     assert set(before) <= set(after)  # finished trials were kept, not re-run
     summary = json.loads(r.stdout)
     assert summary["status"] == "complete"
+
+
+def test_optimize_template_restricts_the_space_and_resume_keeps_it(tmp_path):
+    out = tmp_path / "run"
+    args = ["optimize", "softmax", "--budget", "2", "--device", "interpret", "--out", str(out), "--no-confirm",
+            "--template", "persistent", "--json"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    con = sqlite3.connect(out / "archive.sqlite")
+    try:
+        templates = {json.loads(j)["template"] for (j,) in con.execute("SELECT json FROM candidates")}
+        pruned = {json.loads(j)["template"] for (j,) in con.execute("SELECT json FROM events WHERE kind = 'prune'")}
+        opts = json.loads(con.execute("SELECT options_json FROM runs").fetchone()[0])
+    finally:
+        con.close()
+    assert templates == {"persistent"} and pruned == {"persistent"}
+    assert opts["templates"] == ["persistent"]
+    # resumed without --template: the archived restriction holds (a larger budget asks for more persistent trials)
+    r = runner.invoke(app, ["optimize", "softmax", "--budget", "3", "--device", "interpret", "--out", str(out),
+                            "--no-confirm", "--resume"])
+    assert r.exit_code == 0, r.output
+    con = sqlite3.connect(out / "archive.sqlite")
+    try:
+        templates = [json.loads(j)["template"] for (j,) in con.execute("SELECT json FROM candidates")]
+    finally:
+        con.close()
+    assert set(templates) == {"persistent"} and len(templates) > 2
+    bad = runner.invoke(app, ["optimize", "softmax", "--device", "interpret", "--out", str(tmp_path / "b"),
+                              "--template", "nonesuch"])
+    assert bad.exit_code == common.BAD_INPUT and "nonesuch" in bad.output and "persistent" in bad.output

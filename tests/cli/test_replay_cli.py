@@ -131,3 +131,23 @@ def test_record_writes_after_every_configuration_and_resumes(tmp_path):
     write_space_file(out, {**full, "device": {**full["device"], "name": "another GPU"}})
     r = runner.invoke(app, args + ["--resume"])
     assert r.exit_code == common.BAD_INPUT and "'device'" in r.output
+
+
+def test_record_template_records_only_that_template_and_resume_checks_it(tmp_path):
+    from kernelloop.replay.space_file import read_space_document, write_space_file
+    wl = tmp_path / "w.toml"
+    wl.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 300 }\ndtype = "fp32"\n')
+    out = tmp_path / "p.json"
+    args = ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(out), "--device", "interpret", "--workloads", str(wl),
+            "--limit", "2", "--template", "persistent"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    doc = read_space_document(out)
+    assert doc["templates"] == ["persistent"] and {rec["config"]["template"] for rec in doc["records"]} == {"persistent"}
+    write_space_file(out, {**doc, "templates": ["rowwise"], "complete": False})
+    r = runner.invoke(app, args + ["--resume"])
+    assert r.exit_code == common.BAD_INPUT and "'templates'" in r.output
+    r = runner.invoke(app, ["record", "rmsnorm", "--out", str(tmp_path / "x.json"), "--device", "interpret",
+                            "--template", "nonesuch"])
+    assert r.exit_code == common.BAD_INPUT and "nonesuch" in r.output
+

@@ -42,6 +42,8 @@ def optimize(
              "pruned space).")] = None,
     profile_timeout: Annotated[float, typer.Option(
         min=1, help="Planner only: seconds one Nsight Compute run may take.")] = 300.0,
+    template: Annotated[Optional[list[str]], typer.Option(
+        help="Search only this template of the spec (repeatable; default: every template).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the search.")] = 0,
     checks: Annotated[int, typer.Option(min=1, help="Verification runs (fresh seeded inputs) per trial.")] = 2,
     out: Annotated[Optional[Path], typer.Option(help="Run folder (default: runs/<op>-<time>).")] = None,
@@ -64,6 +66,10 @@ def optimize(
         wls = load_workloads(wl_file, bundle.spec)
         evals, seconds = common.parse_budget(budget or ("24" if dev == "cuda" else "8"))
         start_config = _start(start, strategy, bundle, wls, dev)
+        names = [t.name for t in bundle.spec.templates]
+        for t in template or ():
+            if t not in names:
+                raise typer.BadParameter(f"--template {t!r}: {bundle.spec.name} has {', '.join(names)}")
     except SpecError as e:
         console.print(f"[red]spec error:[/red] {e}")
         raise typer.Exit(common.BAD_INPUT)
@@ -78,7 +84,7 @@ def optimize(
         console.print(f"[yellow]{INTERPRETER_BANNER}[/yellow]")
     opts = RunOptions(device=dev, budget_evals=evals, budget_seconds=seconds,
                       strategy=strategy, seed=seed, checks=checks, confirm=not no_confirm, start=start_config,
-                      profile_timeout_s=profile_timeout)
+                      profile_timeout_s=profile_timeout, templates=list(template) if template else None)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("passed {task.fields[passed]}"), TextColumn("{task.fields[best]}"),
                   TimeElapsedColumn(), console=console, transient=as_json) as bar:

@@ -34,6 +34,8 @@ def record(
     shard: Annotated[Optional[str], typer.Option(
         help="I/N: measure only every N-th configuration from the I-th (0-based), e.g. one shard per GPU; "
              "`kernelloop.replay.merge_spaces` (and benchmarks/planner_vs_exhaustive.py) join the shard files.")] = None,
+    template: Annotated[Optional[list[str]], typer.Option(
+        help="Record only this template of the spec (repeatable; default: every template).")] = None,
     resume: Annotated[bool, typer.Option(
         help="Continue the recording in --out (written after every configuration, 'complete': false until the "
              "last): configurations already in it are not measured again.")] = False,
@@ -54,6 +56,11 @@ def record(
     except SpecError as e:
         console.print(f"[red]spec error:[/red] {e}")
         raise typer.Exit(common.BAD_INPUT)
+    names = [t.name for t in bundle.spec.templates]
+    for t in template or ():
+        if t not in names:
+            console.print(f"[red]bad argument:[/red] --template {t!r}: {bundle.spec.name} has {', '.join(names)}")
+            raise typer.Exit(common.BAD_INPUT)
     part = None
     if shard is not None:
         try:
@@ -70,6 +77,8 @@ def record(
     for w in wls:
         valid[w.id] = set()
         for t in bundle.spec.templates:
+            if template and t.name not in template:
+                continue
             kept, _ = prune(t, w, props)
             for c in kept:
                 cfg = {"template": t.name, **c}
@@ -89,7 +98,8 @@ def record(
            "params": sorted({k for c in configs.values() for k in c}),
            "workloads": [{"id": w.id, "label": w.label, "axes": w.axes, "dtype": w.dtype.value, "weight": w.weight}
                          for w in wls],
-           "records": [], "planned": len(keys), "complete": False, **({"shard": list(part)} if part is not None else {})}
+           "records": [], "planned": len(keys), "complete": False, **({"shard": list(part)} if part is not None else {}),
+           **({"templates": sorted(set(template))} if template else {})}
     records: list[dict] = []
     if resume and out.is_file():
         try:
@@ -97,7 +107,7 @@ def record(
         except (ValueError, OSError) as e:
             console.print(f"[red]bad input:[/red] --resume: {out} is not a space file: {e}")
             raise typer.Exit(common.BAD_INPUT)
-        for field in ("op", "device", "timing_policy", "workloads", "shard"):
+        for field in ("op", "device", "timing_policy", "workloads", "shard", "templates"):
             if old.get(field) != doc.get(field):
                 console.print(f"[red]bad input:[/red] --resume: {out} differs in {field!r} from this recording; "
                               f"record into another file")
