@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -200,6 +200,26 @@ case "$phase" in
       optimize attention-seed 265 attention --budget 30,200s --workloads benchmarks/workloads/attention-seed.toml
       optimize attention_causal-seed 265 attention_causal --budget 30,200s \
         --workloads benchmarks/workloads/attention_causal-seed.toml
+    }
+    ;;
+  s4b)  # fourth session, call 2: issue 2's LayerNorm and softmax one-row-per-program kernels re-searched where the
+        # earlier winners were; issue 4's classes with each instrument against its own copy roof; issue 7: attention
+        # re-searched around the first call's winners, confirmed beside the SDPA backends, profiled
+    lane_a() {
+      optimize softmax-rowwise 120 softmax --strategy exhaustive --template rowwise --fix BLOCK_N=4096,ROWS=1 \
+        --budget 30,70s --workloads benchmarks/workloads/softmax-4096.toml
+      optimize layernorm-rowwise 120 layernorm --strategy exhaustive --template rowwise --fix BLOCK_N=4096,ROWS=1 \
+        --budget 30,70s --workloads benchmarks/workloads/layernorm-4096.toml
+      step profile-classes 210 python3 benchmarks/profile_classes.py --clean-timing --baseline eager --baseline copy-kernel \
+        benchmarks/results/2026-11-30-h200-s2/layernorm-4096.sqlite benchmarks/results/2026-11-30-h200-s2/softmax-4096.sqlite \
+        benchmarks/results/2026-11-30-h200-s4/call1-rmsnorm-persistent.sqlite --out "$OUT/profile_classes.json"
+    }
+    lane_b() {
+      optimize attention-seed 230 attention --strategy exhaustive --fix BLOCK_M=128,num_warps=8,num_stages=3 \
+        --budget 18,160s --workloads benchmarks/workloads/attention-seed.toml
+      optimize attention_causal-seed 215 attention_causal --strategy exhaustive \
+        --fix BLOCK_N=64,CAUSAL_SKIP=1,KV_ORDER=2 --budget 20,150s --workloads benchmarks/workloads/attention_causal-seed.toml
+      step profile-attention 90 $KL profile runs/attention-seed --op ops/attention --ncu --json
     }
     ;;
   matmul)  # issue 7: GEMM fp16 4096^3 against cuBLAS, attention (seed shape) against the SDPA backends

@@ -131,3 +131,98 @@ def test_confirmation_baselines_come_from_the_op_folder():
     assert op_baseline_names(load_op(OPS / "layernorm")) == ["liger"]
     assert "cublas" in op_baseline_names(load_op(OPS / "gemm"))
     assert "sdpa-cudnn" in op_baseline_names(load_op(OPS / "attention"))
+
+
+LAZY_BASELINES = '''
+"""A library baseline whose runtime starts a pool thread lazily, on its fourth call (the harness makes two untimed ones first) (test fixture)."""
+import threading
+import time
+
+import torch
+
+
+def _lazy():
+    calls = {"n": 0}
+
+    def fn(x, weight, bias, eps):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            threading.Thread(target=time.sleep, args=(120,), name="lazy-pool", daemon=True).start()
+        return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+
+    return fn
+
+
+BASELINES = {"lazy": _lazy}
+'''
+
+
+@pytest.fixture
+def lazy_op(faulty_op, tmp_path):
+    folder = faulty_op.folder
+    (folder / "baselines.py").write_text(LAZY_BASELINES)
+    spec = (folder / "spec.toml").read_text().replace('values = ["raise", "hang", "segv", "wrong", "ok"]',
+                                                       'values = ["ok"]')
+    (folder / "spec.toml").write_text(spec)
+    return load_op(folder)
+
+
+def _events(run_dir, kind):
+    import json
+    import sqlite3
+    con = sqlite3.connect(run_dir / "archive.sqlite")
+    try:
+        return [json.loads(j) for (j,) in con.execute("SELECT json FROM events WHERE kind = ?", (kind,))]
+    finally:
+        con.close()
+
+
+def test_a_library_baselines_late_thread_is_attributed_by_a_census_of_the_winner_alone(lazy_op, tmp_path):
+    w = Workload(op="layernorm", axes={"M": 4, "N": 300}, dtype="fp32")
+    opts = RunOptions(device="interpret", budget_evals=None, strategy="exhaustive", checks=1,
+                      baselines=["eager", "lazy", "copy"], static_rules=False)
+    run_dir = tmp_path / "run"
+    Controller(lazy_op, [w], opts, run_dir).run()
+    census = _events(run_dir, "confirm-thread-census")
+    assert len(census) == 1, census
+    assert "thread-left-behind" in census[0]["confirm_verdict"] and "'lazy-pool'" in census[0]["confirm_verdict"]
+    assert census[0]["alone"] == "PASSED" and census[0]["attributed_to"] == "baselines"
+    assert "lazy-pool" in census[0]["threads"]
+    with Archive(run_dir / "archive.sqlite") as a:
+        finals = a.finals(a.runs()[0]["id"])
+        assert {r.baseline for r in finals[w.id][1].ratios} == {"eager", "lazy", "copy"}
+    assert _events(run_dir, "confirm-failed") == []
+
+
+def test_the_confirmation_fails_when_the_winner_alone_still_leaves_a_thread(lazy_op, tmp_path, monkeypatch):
+    from kernelloop.execute.evaluate import Evaluator
+    from kernelloop.records import Verdict
+    real_check, real_bench = Evaluator.check_timed, Evaluator.bench
+    left = Verdict(status=Status.REJECTED, message="thread-left-behind: 1 thread(s) still running after the timed "
+                   "calls ('spy'); work outside the call escapes the timer", log="[]")
+    benches = []
+
+    def bench(self, candidate, workload, subjects, policy, job_dir=None, settle_threads=False):
+        benches.append(str(job_dir))
+        return real_bench(self, candidate, workload, subjects, policy, job_dir, settle_threads)
+
+    def check_timed(self, workload, reply, refresh):
+        # the confirmation (with the library baseline) and the census after it both see a thread
+        if "lazy" in reply.data["samples"] or benches[-1].endswith("census"):
+            return left
+        return real_check(self, workload, reply, refresh)
+
+    monkeypatch.setattr(Evaluator, "check_timed", check_timed)
+    monkeypatch.setattr(Evaluator, "bench", bench)
+    w = Workload(op="layernorm", axes={"M": 4, "N": 300}, dtype="fp32")
+    opts = RunOptions(device="interpret", budget_evals=None, strategy="exhaustive", checks=1,
+                      baselines=["eager", "lazy", "copy"], static_rules=False)
+    run_dir = tmp_path / "run"
+    Controller(lazy_op, [w], opts, run_dir).run()
+    census = _events(run_dir, "confirm-thread-census")
+    assert len(census) == 1 and census[0]["attributed_to"] == "candidate"
+    assert census[0]["alone"].startswith("REJECTED: thread-left-behind")
+    failed = _events(run_dir, "confirm-failed")
+    assert len(failed) == 1 and "thread-left-behind" in failed[0]["error"]
+    with Archive(run_dir / "archive.sqlite") as a:
+        assert a.finals(a.runs()[0]["id"]) == {}

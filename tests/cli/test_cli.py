@@ -137,3 +137,23 @@ def test_optimize_template_restricts_the_space_and_resume_keeps_it(tmp_path):
     bad = runner.invoke(app, ["optimize", "softmax", "--device", "interpret", "--out", str(tmp_path / "b"),
                               "--template", "nonesuch"])
     assert bad.exit_code == common.BAD_INPUT and "nonesuch" in bad.output and "persistent" in bad.output
+
+
+def test_optimize_fix_pins_parameters(tmp_path):
+    out = tmp_path / "run"
+    r = runner.invoke(app, ["optimize", "softmax", "--budget", "3", "--device", "interpret", "--out", str(out),
+                            "--no-confirm", "--fix", "ROWS=1,num_warps=1", "--strategy", "exhaustive"])
+    assert r.exit_code == 0, r.output
+    con = sqlite3.connect(out / "archive.sqlite")
+    try:
+        configs = [json.loads(j) for (j,) in con.execute("SELECT json FROM candidates")]
+        opts = json.loads(con.execute("SELECT options_json FROM runs").fetchone()[0])
+    finally:
+        con.close()
+    assert len(configs) >= 3 and opts["fixed"] == {"ROWS": "1", "num_warps": "1"}
+    assert all(c["config"]["ROWS"] == 1 and c["config"]["num_warps"] == 1 for c in configs)
+    assert {c["template"] for c in configs} <= {"rowwise", "chunked"}   # persistent has no ROWS
+    for bad in ("ROWS=3", "NOPE=1", "ROWS"):
+        r = runner.invoke(app, ["optimize", "softmax", "--device", "interpret", "--out", str(tmp_path / bad),
+                                "--fix", bad])
+        assert r.exit_code == common.BAD_INPUT and "--fix" in r.output, r.output

@@ -44,6 +44,9 @@ def optimize(
         min=1, help="Planner only: seconds one Nsight Compute run may take.")] = 300.0,
     template: Annotated[Optional[list[str]], typer.Option(
         help="Search only this template of the spec (repeatable; default: every template).")] = None,
+    fix: Annotated[Optional[str], typer.Option(
+        help="Pin parameters, e.g. 'BLOCK_N=4096,ROWS=1': only templates that have them, only configurations with "
+             "these values.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the search.")] = 0,
     checks: Annotated[int, typer.Option(min=1, help="Verification runs (fresh seeded inputs) per trial.")] = 2,
     out: Annotated[Optional[Path], typer.Option(help="Run folder (default: runs/<op>-<time>).")] = None,
@@ -70,6 +73,7 @@ def optimize(
         for t in template or ():
             if t not in names:
                 raise typer.BadParameter(f"--template {t!r}: {bundle.spec.name} has {', '.join(names)}")
+        fixed = _fixed(fix, bundle, template)
     except SpecError as e:
         console.print(f"[red]spec error:[/red] {e}")
         raise typer.Exit(common.BAD_INPUT)
@@ -84,7 +88,7 @@ def optimize(
         console.print(f"[yellow]{INTERPRETER_BANNER}[/yellow]")
     opts = RunOptions(device=dev, budget_evals=evals, budget_seconds=seconds,
                       strategy=strategy, seed=seed, checks=checks, confirm=not no_confirm, start=start_config,
-                      profile_timeout_s=profile_timeout, templates=list(template) if template else None)
+                      profile_timeout_s=profile_timeout, templates=list(template) if template else None, fixed=fixed)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("passed {task.fields[passed]}"), TextColumn("{task.fields[best]}"),
                   TimeElapsedColumn(), console=console, transient=as_json) as bar:
@@ -112,6 +116,24 @@ def optimize(
         console.print(f"run folder: {run_dir}  (kernelloop show {run_dir})")
     if any("best" not in w for w in summary["workloads"]):
         raise typer.Exit(common.FAILED)
+
+
+def _fixed(text: str | None, bundle, templates: list[str] | None) -> dict[str, str] | None:
+    """The parsed --fix; BadParameter when no (selected) template has every named parameter with those values."""
+    if text is None:
+        return None
+    try:
+        fixed = parse_assignments(text)
+    except StartError as e:
+        raise typer.BadParameter(str(e).replace("--start", "--fix"))
+    for t in bundle.spec.templates:
+        if templates and t.name not in templates:
+            continue
+        declared = {p.name: [str(v).lower() for v in p.values] for p in t.params}
+        if all(k in declared and v.lower() in declared[k] for k, v in fixed.items()):
+            return fixed
+    raise typer.BadParameter(f"--fix {text!r}: no template of {bundle.spec.name} has these parameters with these "
+                             f"values")
 
 
 def _start(text: str | None, strategy: str, bundle, wls, device: str) -> dict[str, str] | None:

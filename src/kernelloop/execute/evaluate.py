@@ -15,6 +15,7 @@ The verification battery for one trial (seeds mix the run's secret, so no propos
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import time
 from dataclasses import dataclass
@@ -130,8 +131,13 @@ class Evaluator:
     @staticmethod
     def _threads_verdict(threads: dict | None, what: str) -> Verdict | None:
         if threads and threads.get("base") is not None and threads["after"] > threads["base"]:
-            return Verdict(status=Status.REJECTED, message=f"thread-left-behind: {threads['after'] - threads['base']} "
-                           f"thread(s) still running after {what}; work outside the call escapes the timer")
+            new = threads.get("new") or []
+            named = ", ".join(repr(t.get("python_name") or t["name"]) + ("" if t.get("python") else " (native)")
+                              for t in new[:6])
+            return Verdict(status=Status.REJECTED, message=(
+                f"thread-left-behind: {threads['after'] - threads['base']} thread(s) still running after {what}"
+                + (f" ({named})" if named else "") + "; work outside the call escapes the timer"),
+                log=json.dumps(new, indent=1) if new else "")
         return None
 
     # -- stages ---------------------------------------------------------------------------------------------
@@ -193,8 +199,11 @@ class Evaluator:
         return build, self._threads_verdict(d.get("threads"), "the call") or verdict, reply.seconds
 
     def bench(self, candidate: Candidate | None, workload: Workload, subjects: list[str], policy: TimingPolicy,
-              job_dir: Path | None = None) -> tuple[dict[str, Measurement], dict[str, str], Reply]:
-        """Interleaved samples of the subjects; a Measurement per subject with ratios over every other one."""
+              job_dir: Path | None = None, settle_threads: bool = False
+              ) -> tuple[dict[str, Measurement], dict[str, str], Reply]:
+        """Interleaved samples of the subjects; a Measurement per subject with ratios over every other one.
+        `settle_threads`: take the thread census's base only once the thread count has stopped moving (the worker
+        always does so when library baselines are among the subjects)."""
         seed = derive_seed(self.secret, "bench", workload.id, candidate.id if candidate else "-")
         baselines_file = self.bundle.folder / "baselines.py"
         refresh = self.refresh_seeds(candidate, workload)
@@ -206,7 +215,7 @@ class Evaluator:
                "baselines_file": str(baselines_file) if baselines_file.is_file() else "",
                "bytes_moved": self.spec.bytes_moved(workload.axes, workload.dtype),
                "refresh_seeds": refresh, "snapshot_calls": snap if candidate else [],
-               "job_dir": str(job_dir) if job_dir else ""}
+               "job_dir": str(job_dir) if job_dir else "", "settle_threads": settle_threads}
         reply = self.worker.request(msg, timeout=self.timeouts.bench)
         if reply.status != "ok":
             return {}, {}, reply

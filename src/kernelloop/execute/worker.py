@@ -134,6 +134,46 @@ def _thread_count() -> int:
         return threading.active_count()
 
 
+def _thread_names() -> dict[str, str]:
+    """tid -> thread name (/proc/self/task/<tid>/comm) of every OS thread of this process; {} where /proc is absent."""
+    out = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                out[tid] = f.read().strip()
+        except OSError:  # the thread ended between the listing and the read
+            continue
+    return out
+
+
+def _new_threads(before: dict[str, str]) -> list[dict]:
+    """Threads that did not exist in `before`: name, and for Python threads the files of their innermost frames
+    (a thread started from the candidate's module shows that module's path; a runtime pool shows its library)."""
+    import sys
+    import threading
+    by_ident = {t.native_id: t for t in threading.enumerate() if getattr(t, "native_id", None) is not None}
+    frames = sys._current_frames()
+    out = []
+    for tid, name in sorted(_thread_names().items()):
+        if tid in before:
+            continue
+        entry = {"tid": int(tid), "name": name, "python": False}
+        t = by_ident.get(int(tid))
+        if t is not None:
+            entry.update(python=True, python_name=t.name)
+            f, files = frames.get(t.ident), []
+            while f is not None and len(files) < 8:
+                files.append(f.f_code.co_filename)
+                f = f.f_back
+            entry["files"] = files
+        out.append(entry)
+    return out
+
+
 def _settled_thread_count(poll_s: float = 0.2, stable_polls: int = 3, limit_s: float = 5.0) -> int:
     """The thread count once it has not changed for `stable_polls` consecutive polls (or after `limit_s`)."""
     import time
@@ -362,10 +402,12 @@ def _bench(state: _State, msg: dict) -> dict:
         fn()
     _sync(state.device)
     threads_before = _thread_count()
-    if threads_before != threads_cold or any(n not in (*CANDIDATE_KINDS, "eager", "copy", "copy-kernel") for n in subjects):
+    if threads_before != threads_cold or msg.get("settle_threads") or \
+            any(n not in (*CANDIDATE_KINDS, "eager", "copy", "copy-kernel") for n in subjects):
         # torch.compile and library baselines start pools asynchronously (inductor's compile workers): count only
         # once the number of threads has stopped moving, so the census after the timed calls is not confounded
         threads_before = _settled_thread_count()
+    names_before = _thread_names()
     before_snap = gpu_snapshot() if state.device == "cuda" else {}
     try:
         samples = sample(subjects, policy, msg["seed"], before if refresh_seeds else None, after)
@@ -382,7 +424,8 @@ def _bench(state: _State, msg: dict) -> dict:
             torch.save({"call": call, "refresh_seed_index": used, "outputs": [o.cpu() for o in outs]}, path)
             files.append(str(path))
     return {"ok": True, "samples": samples, "notes": notes, "gpu_before": before_snap, "gpu_after": after_snap,
-            "snapshots": files, "threads": {"base": threads_before, "after": _thread_count()}}
+            "snapshots": files, "threads": {"base": threads_before, "after": _thread_count(),
+                                            "new": _new_threads(names_before)}}
 
 
 HANDLERS = {"load": _load, "check": _check, "bench": _bench}
