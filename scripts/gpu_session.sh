@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -72,6 +72,11 @@ optimize() {  # optimize NAME SECONDS OP [options...]: a run folder runs/NAME, i
     $KL optimize "ops/$op" --device cuda --out "runs/$name" --json "$@"
   cp "runs/$name/archive.sqlite" "$OUT/$name.sqlite" 2>/dev/null
   python3 benchmarks/render.py "$OUT/$name.json" > "$OUT/$name.md" 2>&1
+}
+
+wait_for() {  # wait_for FILE SECONDS: until another lane has written FILE (or the time is up)
+  local t=0
+  while [ ! -e "$1" ] && [ "$t" -lt "$2" ]; do sleep 2; t=$((t + 2)); done
 }
 
 gpu_tests() {
@@ -220,6 +225,28 @@ case "$phase" in
       optimize attention_causal-seed 215 attention_causal --strategy exhaustive \
         --fix BLOCK_N=64,CAUSAL_SKIP=1,KV_ORDER=2 --budget 20,150s --workloads benchmarks/workloads/attention_causal-seed.toml
       step profile-attention 90 $KL profile runs/attention-seed --op ops/attention --ncu --json
+    }
+    ;;
+  s4c)  # fourth session, call 3: issue 4's planner beside the whole LayerNorm [4096, 4096] space (rowwise, chunked and
+        # persistent templates, one shard per GPU); issue 2's six RMSNorm shapes with the persistent template; the GPU
+        # tests of the evaluation path (the thread census changed)
+    lane_a() {
+      step record-layernorm-0 320 $KL record ops/layernorm --device cuda --workloads benchmarks/workloads/layernorm-4096.toml \
+        --shard 0/2 --resume --out "$OUT/layernorm-4096.shard0.space.json.gz"
+      optimize planner-layernorm 190 layernorm --strategy planner --start "BLOCK_N=1024,ROWS=1,num_warps=1,EVICT_FIRST=0" \
+        --budget 15 --no-confirm --workloads benchmarks/workloads/layernorm-4096.toml
+      wait_for "$OUT/layernorm-4096.shard1.done" 60
+      step planner-vs-exhaustive 25 python3 benchmarks/planner_vs_exhaustive.py \
+        --exhaustive "$OUT/layernorm-4096.shard0.space.json.gz" --exhaustive "$OUT/layernorm-4096.shard1.space.json.gz" \
+        --planner runs/planner-layernorm --out "$OUT/planner_vs_exhaustive.json"
+    }
+    lane_b() {
+      step record-layernorm-1 320 $KL record ops/layernorm --device cuda --workloads benchmarks/workloads/layernorm-4096.toml \
+        --shard 1/2 --resume --out "$OUT/layernorm-4096.shard1.space.json.gz"
+      touch "$OUT/layernorm-4096.shard1.done"
+      step gpu-tests 80 python3 -m pytest -m gpu -v --tb=short -p no:cacheprovider --timeout 60 \
+        tests/gpu/test_cuda_evaluation.py tests/bench/test_policy.py
+      optimize rmsnorm-shapes 150 rmsnorm --budget 4,70s --workloads ops/rmsnorm/workloads.toml
     }
     ;;
   matmul)  # issue 7: GEMM fp16 4096^3 against cuBLAS, attention (seed shape) against the SDPA backends
