@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -247,6 +247,17 @@ case "$phase" in
       step gpu-tests 80 python3 -m pytest -m gpu -v --tb=short -p no:cacheprovider --timeout 60 \
         tests/gpu/test_cuda_evaluation.py tests/bench/test_policy.py
       optimize rmsnorm-shapes 150 rmsnorm --budget 4,70s --workloads ops/rmsnorm/workloads.toml
+    }
+    ;;
+  s4d)  # fourth session, call 4 (the last ~300 s): issue 2's softmax with the chunk-resident template, which won the
+        # whole LayerNorm space in call 3; on the second GPU the 1024-lane chunks alone (a replicate)
+    lane_a() {
+      optimize softmax-chunked 170 softmax --strategy exhaustive --template chunked --budget 60,100s \
+        --workloads benchmarks/workloads/softmax-4096.toml
+    }
+    lane_b() {
+      optimize softmax-chunked-1024 170 softmax --strategy exhaustive --template chunked --fix CHUNK=1024 \
+        --budget 20,60s --workloads benchmarks/workloads/softmax-4096.toml
     }
     ;;
   matmul)  # issue 7: GEMM fp16 4096^3 against cuBLAS, attention (seed shape) against the SDPA backends
