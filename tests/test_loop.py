@@ -177,12 +177,17 @@ def _events(run_dir, kind):
         con.close()
 
 
-def test_a_library_baselines_late_thread_is_attributed_by_a_census_of_the_winner_alone(lazy_op, tmp_path):
+def _run_with_lazy_baseline(op, tmp_path):
+    """Exhaustive search of the one honest configuration, confirmed beside eager, the lazy library baseline, copy."""
     w = Workload(op="layernorm", axes={"M": 4, "N": 300}, dtype="fp32")
     opts = RunOptions(device="interpret", budget_evals=None, strategy="exhaustive", checks=1,
                       baselines=["eager", "lazy", "copy"], static_rules=False)
-    run_dir = tmp_path / "run"
-    Controller(lazy_op, [w], opts, run_dir).run()
+    Controller(op, [w], opts, tmp_path / "run").run()
+    return w, tmp_path / "run"
+
+
+def test_a_library_baselines_late_thread_is_attributed_by_a_census_of_the_winner_alone(lazy_op, tmp_path):
+    w, run_dir = _run_with_lazy_baseline(lazy_op, tmp_path)
     census = _events(run_dir, "confirm-thread-census")
     assert len(census) == 1, census
     assert "thread-left-behind" in census[0]["confirm_verdict"] and "'lazy-pool'" in census[0]["confirm_verdict"]
@@ -214,11 +219,7 @@ def test_the_confirmation_fails_when_the_winner_alone_still_leaves_a_thread(lazy
 
     monkeypatch.setattr(Evaluator, "check_timed", check_timed)
     monkeypatch.setattr(Evaluator, "bench", bench)
-    w = Workload(op="layernorm", axes={"M": 4, "N": 300}, dtype="fp32")
-    opts = RunOptions(device="interpret", budget_evals=None, strategy="exhaustive", checks=1,
-                      baselines=["eager", "lazy", "copy"], static_rules=False)
-    run_dir = tmp_path / "run"
-    Controller(lazy_op, [w], opts, run_dir).run()
+    w, run_dir = _run_with_lazy_baseline(lazy_op, tmp_path)
     census = _events(run_dir, "confirm-thread-census")
     assert len(census) == 1 and census[0]["attributed_to"] == "candidate"
     assert census[0]["alone"].startswith("REJECTED: thread-left-behind")

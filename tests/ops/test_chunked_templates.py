@@ -11,32 +11,12 @@ import os
 if os.environ.get("KERNELLOOP_GPU_TIER") != "1":  # the GPU tier (pytest -m gpu) compiles for the device
     os.environ["TRITON_INTERPRET"] = "1"
 
-import importlib.util  # noqa: E402
-from pathlib import Path  # noqa: E402
-
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from kernelloop.spec import load_op, load_workloads  # noqa: E402
 
-OPS = Path(__file__).resolve().parents[2] / "ops"
-DT = {"fp16": torch.float16, "fp32": torch.float32}
-
-
-def _module(op: str):
-    spec = importlib.util.spec_from_file_location(f"_chunked_{op}", OPS / op / "chunked.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _truth(op: str, x: torch.Tensor, w: torch.Tensor | None, eps: float, b: torch.Tensor | None = None) -> torch.Tensor:
-    xd = x.double()
-    if op == "softmax":
-        return torch.softmax(xd, dim=-1)
-    if op == "layernorm":
-        return torch.nn.functional.layer_norm(xd, (x.shape[-1],), w.double(), b.double(), eps)
-    return xd * torch.rsqrt(xd.pow(2).mean(dim=-1, keepdim=True) + eps) * w.double()
+from rowops import DT, OPS, strided_case, template_module, truth  # noqa: E402
 
 
 # (M, N, CHUNK, ROWS, num_warps)
@@ -54,14 +34,9 @@ CASES = [
 @pytest.mark.parametrize("M,N,CHUNK,ROWS,num_warps", CASES)
 @pytest.mark.parametrize("op", ["layernorm", "rmsnorm", "softmax"])
 def test_chunked_matches_the_truth(op, M, N, CHUNK, ROWS, num_warps, dtype):
-    mod, bundle = _module(op), load_op(OPS / op)
+    mod, bundle = template_module(op, "chunked.py"), load_op(OPS / op)
     tol = bundle.spec.tolerance[dtype]
-    gen = torch.Generator().manual_seed(M * 100003 + N)
-    # strided rows: a view of every other row of a wider buffer
-    base = (torch.randn(2 * M, N + 8, generator=gen) * 2 + 0.5).to(DT[dtype])
-    x = base[::2, :N]
-    buf = torch.full((M + 1, N), float("nan"), dtype=DT[dtype])
-    y = buf[:M]
+    gen, x, buf, y = strided_case(M, N, dtype)  # strided rows: every other row of a wider buffer
     eps = bundle.spec.scalars.get("eps", 1e-6)
     b = None
     if op == "layernorm":
@@ -76,13 +51,13 @@ def test_chunked_matches_the_truth(op, M, N, CHUNK, ROWS, num_warps, dtype):
         mod.launch(x, y, CHUNK=CHUNK, ROWS=ROWS, num_warps=num_warps)
     assert not torch.isnan(y).any(), "some outputs were not written"
     assert torch.isnan(buf[-1]).all(), "the kernel wrote past its output"
-    ref = _truth(op, x, w, eps, b)
+    ref = truth(op, x, w, eps, b)
     err = (y.double() - ref).abs()
     assert bool((err <= tol.atol + tol.rtol * ref.abs()).all()), float(err.max())
 
 
 def test_softmax_row_of_minus_inf_is_nan_like_torch():
-    mod = _module("softmax")
+    mod = template_module("softmax", "chunked.py")
     x = torch.zeros(2, 300)
     x[1] = float("-inf")
     y = torch.empty_like(x)

@@ -12,32 +12,12 @@ import os
 if os.environ.get("KERNELLOOP_GPU_TIER") != "1":  # the GPU tier (pytest -m gpu) compiles for the device
     os.environ["TRITON_INTERPRET"] = "1"
 
-import importlib.util  # noqa: E402
-from pathlib import Path  # noqa: E402
-
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from kernelloop.spec import load_op, load_workloads  # noqa: E402
 
-OPS = Path(__file__).resolve().parents[2] / "ops"
-DT = {"fp16": torch.float16, "fp32": torch.float32}
-
-
-def _module(op: str):
-    spec = importlib.util.spec_from_file_location(f"_persistent_{op}", OPS / op / "persistent.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _truth(op, x, w, eps, b=None):
-    xd = x.double()
-    if op == "softmax":
-        return torch.softmax(xd, dim=-1)
-    if op == "layernorm":
-        return torch.nn.functional.layer_norm(xd, (x.shape[-1],), w.double(), b.double(), eps)
-    return xd * torch.rsqrt(xd.pow(2).mean(dim=-1, keepdim=True) + eps) * w.double()
+from rowops import DT, OPS, strided_case, template_module, truth  # noqa: E402
 
 
 # (M, N, PROGRAMS_PER_SM, num_warps): on the CPU the launcher assumes 4 SMs, so PROGRAMS_PER_SM=2 is 8 programs
@@ -55,13 +35,9 @@ CASES = [
 @pytest.mark.parametrize("M,N,PER_SM,num_warps", CASES)
 @pytest.mark.parametrize("op", ["layernorm", "rmsnorm", "softmax"])
 def test_persistent_matches_the_truth(op, M, N, PER_SM, num_warps, dtype, prefetch):
-    mod, bundle = _module(op), load_op(OPS / op)
+    mod, bundle = template_module(op, "persistent.py"), load_op(OPS / op)
     tol = bundle.spec.tolerance[dtype]
-    gen = torch.Generator().manual_seed(M * 100003 + N)
-    base = (torch.randn(2 * M, N + 8, generator=gen) * 2 + 0.5).to(DT[dtype])
-    x = base[::2, :N]  # strided rows: every other row of a wider buffer
-    buf = torch.full((M + 1, N), float("nan"), dtype=DT[dtype])
-    y = buf[:M]
+    gen, x, buf, y = strided_case(M, N, dtype)  # strided rows: every other row of a wider buffer
     before = x.clone()
     eps = bundle.spec.scalars.get("eps", 1e-6)
     kw = dict(PROGRAMS_PER_SM=PER_SM, num_warps=num_warps, PREFETCH=prefetch)
@@ -78,13 +54,13 @@ def test_persistent_matches_the_truth(op, M, N, PER_SM, num_warps, dtype, prefet
     assert not torch.isnan(y).any(), "some outputs were not written"
     assert torch.isnan(buf[-1]).all(), "the kernel wrote past its output"
     assert torch.equal(x, before), "the input was changed"
-    ref = _truth(op, x, w, eps, b)
+    ref = truth(op, x, w, eps, b)
     err = (y.double() - ref).abs()
     assert bool((err <= tol.atol + tol.rtol * ref.abs()).all()), float(err.max())
 
 
 def test_program_count_is_per_sm_and_capped_by_rows():
-    mod = _module("rmsnorm")
+    mod = template_module("rmsnorm", "persistent.py")
     x = torch.zeros(1)
     assert mod._programs(x, 1000, 4) == 16     # 4 SMs assumed off the GPU
     assert mod._programs(x, 5, 4) == 5         # never more programs than rows
@@ -92,7 +68,7 @@ def test_program_count_is_per_sm_and_capped_by_rows():
 
 
 def test_softmax_row_of_minus_inf_is_nan_like_torch():
-    mod = _module("softmax")
+    mod = template_module("softmax", "persistent.py")
     x = torch.zeros(6, 300)
     x[3] = float("-inf")
     y = torch.empty_like(x)
