@@ -97,7 +97,7 @@ def test_record_shards_in_the_interpreter_join_into_the_whole_space(tmp_path):
         assert r.exit_code == common.BAD_INPUT and "--shard" in r.output
     # A workload no configuration can serve: said plainly, no empty space file.
     tiny = tmp_path / "tiny.toml"
-    tiny.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 40 }\ndtype = "fp32"\n')
+    tiny.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 16 }\ndtype = "fp32"\n')
     r = runner.invoke(app, ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(tmp_path / "e.json"),
                             "--device", "interpret", "--workloads", str(tiny)])
     assert r.exit_code == common.BAD_INPUT and "no configuration" in r.output and not (tmp_path / "e.json").exists()
