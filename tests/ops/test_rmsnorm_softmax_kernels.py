@@ -138,7 +138,7 @@ def test_spec_parses(op):
     data = _spec_toml(op)
     spec = OpSpec.model_validate(data)
     assert spec.name == op
-    assert [t.name for t in spec.templates] == ["rowwise", "chunked"]
+    assert [t.name for t in spec.templates] == ["rowwise", "chunked", "persistent"]
     bundle = load_op(OPS_DIR / op)  # also checks reference() and launch() exist
     for wl_file in ("workloads.toml", "workloads-interpret.toml"):
         workloads = load_workloads(OPS_DIR / op / wl_file, bundle.spec)
