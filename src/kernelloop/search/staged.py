@@ -4,7 +4,12 @@
 - fine: a Gaussian-process surrogate of log(objective) ranks the candidates by expected improvement; the
   candidates are the whole neighbourhoods (one or two parameters changed, up to `near_cap` each) of the two
   best configurations so far plus a random sample of the rest of the space, so the model both refines good
-  regions (including two-parameter moves such as swapping tile sizes) and looks elsewhere. Besides each
+  regions (including two-parameter moves such as swapping tile sizes) and looks elsewhere. Every
+  `thompson_every`-th proposal is instead a Thompson draw (a joint posterior sample over the `thompson_k`
+  most promising candidates), which keeps the search moving between basins where EI alone settles on a
+  plateau. The surrogate's length scales have a log-normal prior (`ls_prior_sd`), its prior mean is a low
+  quantile of the observations (`mean_quantile`) and its sd is widened by `sd_scale` for EI: with under 50 points
+  of a rugged space, the maximum-likelihood model was confidently wrong about unexplored basins. Besides each
   parameter's rank and one-hot levels, the surrogate sees whether a numeric size is a power of two (where a
   parameter mixes both: 16, 32, 48, ...), which hardware often cares about. EI is maximised lazily (an upper
   bound of each candidate's EI skips most posterior variances), and beyond `max_model_points` the model keeps
@@ -31,7 +36,7 @@ from .base import SearchStrategy
 from .encoding import SpaceEncoding
 from .history import BadRegions, TransferPrior
 from .supervisor import Supervisor
-from .surrogate import GaussianProcess, best_by_expected_improvement, gp_features
+from .surrogate import GaussianProcess, best_by_expected_improvement, gp_features, thompson_index
 
 
 class Staged(SearchStrategy):
@@ -40,7 +45,8 @@ class Staged(SearchStrategy):
     def __init__(self, space: list[dict], seed: int = 0, encoding: SpaceEncoding | None = None,
                  n_init: int | None = None, pool: int = 500, elites: int = 2, near_cap: int = 1000, patience: int = 20,
                  max_model_points: int = 250, prior=None, xi: float = 0.0,
-                 level_scale: float = 1.5, pow2_scale: float = 1.0):
+                 level_scale: float = 1.5, pow2_scale: float = 1.0, thompson_every: int = 2, thompson_k: int = 200,
+                 ls_prior_sd: float = 1.0, mean_quantile: float | None = 0.3, sd_scale: float = 1.25):
         super().__init__(space, seed, encoding)
         self.cols = np.flatnonzero(self.enc.varying)
         self.Z = self.enc.pos[:, self.cols]
@@ -53,7 +59,9 @@ class Staged(SearchStrategy):
         self.F, groups, self.groups = gp_features(self.enc)
         init = np.array([{"ordinal": 0.5, "pow2": pow2_scale}.get(kind, level_scale) for _, kind in self.groups])
         self.xi = xi
-        self.gp = GaussianProcess(groups, init)
+        self.gp = GaussianProcess(groups, init, prior_sd=ls_prior_sd, mean_quantile=mean_quantile, sd_scale=sd_scale)
+        self.thompson_every = thompson_every
+        self.thompson_k = thompson_k
         self._gp_rows: list[int] = []
         self._hyper_at = 0
         self.supervisor = Supervisor(patience=patience)
@@ -174,6 +182,8 @@ class Staged(SearchStrategy):
 
     def _by_surrogate(self, cands: np.ndarray) -> int:
         self._fit()
+        if self.thompson_every and len(self.order) % self.thompson_every == 0:
+            return int(cands[thompson_index(self.gp, self.F[cands], self.rng, self.thompson_k)])
         best = (math.log(self.best_value) - self.gp.y_mean) / self.gp.y_std
         k, _ = best_by_expected_improvement(self.gp, self.F[cands], best, self.xi / self.gp.y_std)
         return int(cands[k])

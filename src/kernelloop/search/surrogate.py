@@ -8,8 +8,16 @@ length scale is a parameter the model found irrelevant in that sense. The kernel
 scaled Euclidean distance over all groups; outputs are standardised log(objective).
 
 Hyperparameters (length scales, noise) are fitted by Adam steps on the log marginal likelihood, warm-started
-from the previous fit; between refits a new observation is added to the Cholesky factor in O(n^2).
-Expected improvement is the acquisition; `norm_cdf` avoids a scipy dependency.
+from the previous fit; between refits a new observation is added to the Cholesky factor in O(n^2). With
+`prior_sd`, the length scales get a log-normal prior centred on their initial values (a MAP fit): with a few
+dozen points of a rugged space, maximum likelihood otherwise drives them to the bounds (every parameter either
+irrelevant or so short that no two configurations correlate), and the model becomes confidently wrong away
+from the data. `mean_quantile` sets the constant prior mean to that quantile of the observations instead of
+their mean, so configurations the data say nothing about are predicted like a good, not an average, one;
+`sd_scale` widens the posterior standard deviation that `predict` and expected improvement see (the
+Thompson draws use the unscaled posterior).
+Expected improvement is the acquisition, alternating (in `Staged`) with Thompson sampling from the joint
+posterior of the most promising candidates; `norm_cdf` avoids a scipy dependency.
 """
 
 from __future__ import annotations
@@ -88,13 +96,21 @@ class GaussianProcess:
     """GP regression with a grouped-ARD Matérn-5/2 kernel, constant mean and fitted noise.
 
     `init_scales` sets each group's starting length scale (a one-hot group starts long: a parameter's
-    individual values are assumed alike until the data say otherwise).
+    individual values are assumed alike until the data say otherwise), and the centre of the length scales'
+    log-normal prior when `prior_sd` > 0 (its standard deviation in log units; 0 = maximum likelihood).
+    `mean_quantile` (None = the mean) is the quantile of the observations used as the constant prior mean;
+    `sd_scale` multiplies every posterior standard deviation `predict`/`sd_from_cross` return.
     """
 
-    def __init__(self, groups: np.ndarray, init_scales: np.ndarray, noise: float = 1e-2):
+    def __init__(self, groups: np.ndarray, init_scales: np.ndarray, noise: float = 1e-2, prior_sd: float = 0.0,
+                 mean_quantile: float | None = None, sd_scale: float = 1.0):
         self.groups = np.asarray(groups)
         self.n_groups = int(self.groups.max()) + 1 if self.groups.size else 0
         self.log_ls = np.log(np.asarray(init_scales, dtype=np.float64))
+        self.prior_mu = self.log_ls.copy()     # the log-normal prior's centre (used when prior_sd > 0)
+        self.prior_sd = prior_sd
+        self.mean_quantile = mean_quantile
+        self.sd_scale = sd_scale
         self.log_noise = math.log(noise)
         self._m = np.zeros(self.n_groups + 1)
         self._v = np.zeros(self.n_groups + 1)
@@ -136,6 +152,8 @@ class GaussianProcess:
             W = np.outer(alpha, alpha) - Kinv                   # dLML/dK = W / 2
             common = W * ((5.0 / 6.0) * (1.0 + s) * e)          # 0.5 * dk/d(log ls_g) / (D_g / ls_g^2)
             g_ls = np.tensordot(D, common, axes=([1, 2], [0, 1])) / ls2
+            if self.prior_sd > 0:                               # log-normal prior on each length scale
+                g_ls = g_ls - (self.log_ls - self.prior_mu) / self.prior_sd ** 2
             grad = np.append(g_ls, 0.5 * np.trace(W) * noise)
             self._t += 1
             self._m = 0.9 * self._m + 0.1 * grad
@@ -183,7 +201,7 @@ class GaussianProcess:
 
     def _set_y(self, y: np.ndarray) -> None:
         y = np.asarray(y, dtype=np.float64)
-        self.y_mean = float(y.mean())
+        self.y_mean = float(y.mean()) if self.mean_quantile is None else float(np.quantile(y, self.mean_quantile))
         self.y_std = float(y.std()) or 1.0
         yn = (y - self.y_mean) / self.y_std
         self.alpha = self.Linv.T @ (self.Linv @ yn)
@@ -198,6 +216,11 @@ class GaussianProcess:
     def noise(self) -> float:
         return math.exp(self.log_noise)
 
+    def prior_cov(self, F: np.ndarray) -> np.ndarray:
+        """Prior kernel matrix between the rows of F."""
+        Fs = self._scaled(F)
+        return self._matern(_sqdist(Fs, Fs))
+
     def cross(self, F: np.ndarray) -> np.ndarray:
         """Kernel between the rows of F and the conditioning points; `Ks @ alpha` is the mean."""
         return self._matern(_sqdist(self._scaled(F), self._Fs))
@@ -205,7 +228,7 @@ class GaussianProcess:
     def sd_from_cross(self, Ks: np.ndarray) -> np.ndarray:
         """Standard deviation (standardised units, at most 1: the prior's) from `cross(F)`; the costly part."""
         v = Ks @ self.Linv.T
-        return np.sqrt(np.maximum(1.0 - (v * v).sum(1), 1e-12))
+        return self.sd_scale * np.sqrt(np.maximum(1.0 - (v * v).sum(1), 1e-12))
 
 
 def best_by_expected_improvement(gp: GaussianProcess, F: np.ndarray, best: float, xi: float = 0.0,
@@ -221,7 +244,7 @@ def best_by_expected_improvement(gp: GaussianProcess, F: np.ndarray, best: float
     # Conditioning on more points never raises the variance, so the variance given the single most correlated
     # observation (1 - k^2 / (1 + noise)) bounds it from above; a little slack covers rounding.
     near = Ks.max(axis=1) if Ks.shape[1] else np.zeros(len(F))
-    sd_max = np.sqrt(np.clip(1.0 - near * near / (1.0 + gp.noise + 1e-8), 1e-12, 1.0)) * (1 + 1e-6) + 1e-9
+    sd_max = gp.sd_scale * np.sqrt(np.clip(1.0 - near * near / (1.0 + gp.noise + 1e-8), 1e-12, 1.0)) * (1 + 1e-6) + 1e-9
     bound = expected_improvement(mu, sd_max, best, xi)
     order = np.argsort(-bound, kind="stable")
     top, top_ei = -1, -np.inf
@@ -234,3 +257,26 @@ def best_by_expected_improvement(gp: GaussianProcess, F: np.ndarray, best: float
         if ei[k] > top_ei:
             top, top_ei = int(idx[k]), float(ei[k])
     return top, top_ei
+
+
+def thompson_index(gp: GaussianProcess, F: np.ndarray, rng: np.random.Generator, k: int = 200) -> int:
+    """Index of the row of F that minimises one joint draw from the posterior (standardised units).
+
+    The draw covers the `k` rows with the lowest optimistic bound (mean - 2 x the single-observation upper bound
+    of the sd, without `sd_scale`), so its cost is O(k^3) whatever the size of F. The draw itself uses the
+    unscaled posterior covariance. A joint
+    draw (not independent per-row draws) keeps correlated rows consistent, so it picks a region the model
+    finds plausible, not the row with the luckiest noise.
+    """
+    Ks = gp.cross(F)
+    mu = Ks @ gp.alpha
+    near = Ks.max(axis=1) if Ks.shape[1] else np.zeros(len(F))
+    sd_max = np.sqrt(np.clip(1.0 - near * near / (1.0 + gp.noise), 1e-12, 1.0))
+    top = np.argsort(mu - 2.0 * sd_max, kind="stable")[:k]
+    V = Ks[top] @ gp.Linv.T
+    C = gp.prior_cov(F[top]) - V @ V.T
+    C = 0.5 * (C + C.T) + 1e-6 * np.eye(top.size)
+    w, U = np.linalg.eigh(C)
+    z = rng.standard_normal(top.size)
+    draw = mu[top] + U @ (np.sqrt(np.maximum(w, 0.0)) * z)
+    return int(top[int(np.argmin(draw))])
