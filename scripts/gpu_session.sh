@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -258,6 +258,22 @@ case "$phase" in
     lane_b() {
       optimize softmax-chunked-1024 170 softmax --strategy exhaustive --template chunked --fix CHUNK=1024 \
         --budget 20,60s --workloads benchmarks/workloads/softmax-4096.toml
+    }
+    ;;
+  s5a)  # fifth session, call 1: issue 5's GEMM fp16 4096^3 space (persistent TMA grid, GROUP_M 8: 138 configurations,
+        # one shard per GPU) and a real run of the default strategy over the same configurations (against its replay);
+        # issue 7's attention suite with the seed shape's winner on every workload, beside every SDPA backend
+    lane_a() {
+      step record-gemm-0 300 $KL record ops/gemm --device cuda --workloads benchmarks/workloads/gemm-4096.toml \
+        --fix TMA=1,GROUP_M=8,PERSISTENT=1 --shard 0/2 --resume --out "$OUT/gemm-4096.shard0.space.json.gz"
+      optimize gemm-real 200 gemm --fix TMA=1,GROUP_M=8,PERSISTENT=1 --budget 30,130s \
+        --workloads benchmarks/workloads/gemm-4096.toml
+    }
+    lane_b() {
+      step record-gemm-1 300 $KL record ops/gemm --device cuda --workloads benchmarks/workloads/gemm-4096.toml \
+        --fix TMA=1,GROUP_M=8,PERSISTENT=1 --shard 1/2 --resume --out "$OUT/gemm-4096.shard1.space.json.gz"
+      optimize attention-suite 225 attention --budget 1,150s \
+        --fix BLOCK_M=128,BLOCK_N=128,num_warps=8,num_stages=3,KV_ORDER=0,USE_TMA=0,WARP_SPEC=0
     }
     ;;
   matmul)  # issue 7: GEMM fp16 4096^3 against cuBLAS, attention (seed shape) against the SDPA backends

@@ -151,3 +151,25 @@ def test_record_template_records_only_that_template_and_resume_checks_it(tmp_pat
                             "--template", "nonesuch"])
     assert r.exit_code == common.BAD_INPUT and "nonesuch" in r.output
 
+
+
+def test_record_fix_records_only_the_pinned_configurations_and_resume_checks_it(tmp_path):
+    from kernelloop.replay.space_file import read_space_document, write_space_file
+    wl = tmp_path / "w.toml"
+    wl.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 300 }\ndtype = "fp32"\n')
+    out = tmp_path / "f.json"
+    args = ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(out), "--device", "interpret", "--workloads", str(wl),
+            "--limit", "2", "--fix", "num_warps=2,PREFETCH=1"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    doc = read_space_document(out)
+    assert doc["fixed"] == {"num_warps": "2", "PREFETCH": "1"} and doc["planned"] == len(doc["records"]) >= 1
+    # only the persistent template has PREFETCH; every record carries the pinned values
+    assert all(rec["config"]["template"] == "persistent" and rec["config"]["num_warps"] == 2
+               and rec["config"]["PREFETCH"] == 1 for rec in doc["records"])
+    write_space_file(out, {**doc, "fixed": {"num_warps": "4"}, "complete": False})
+    r = runner.invoke(app, args + ["--resume"])
+    assert r.exit_code == common.BAD_INPUT and "'fixed'" in r.output
+    r = runner.invoke(app, ["record", "rmsnorm", "--out", str(tmp_path / "x.json"), "--device", "interpret",
+                            "--fix", "num_warps=3"])
+    assert r.exit_code == common.BAD_INPUT and "--fix" in r.output and not (tmp_path / "x.json").exists()

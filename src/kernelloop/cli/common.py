@@ -46,3 +46,23 @@ def archive_path(run: Path, console) -> Path:
         console.print(f"[red]no archive at {path}[/red]")
         raise typer.Exit(BAD_INPUT)
     return path
+
+
+def fixed_parameters(text: str | None, bundle, templates: list[str] | None) -> dict[str, str] | None:
+    """The parsed --fix of `optimize` and `record` (NAME: value text); BadParameter when no (selected) template
+    has every named parameter with those values."""
+    if text is None:
+        return None
+    from ..spec.start import StartError, parse_assignments
+    try:
+        fixed = parse_assignments(text)
+    except StartError as e:
+        raise typer.BadParameter(str(e).replace("--start", "--fix"))
+    for t in bundle.spec.templates:
+        if templates and t.name not in templates:
+            continue
+        declared = {p.name: [str(v).lower() for v in p.values] for p in t.params}
+        if all(k in declared and v.lower() in declared[k] for k, v in fixed.items()):
+            return fixed
+    raise typer.BadParameter(f"--fix {text!r}: no template of {bundle.spec.name} has these parameters with these "
+                             f"values")

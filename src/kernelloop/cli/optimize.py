@@ -73,7 +73,7 @@ def optimize(
         for t in template or ():
             if t not in names:
                 raise typer.BadParameter(f"--template {t!r}: {bundle.spec.name} has {', '.join(names)}")
-        fixed = _fixed(fix, bundle, template)
+        fixed = common.fixed_parameters(fix, bundle, template)
     except SpecError as e:
         console.print(f"[red]spec error:[/red] {e}")
         raise typer.Exit(common.BAD_INPUT)
@@ -116,24 +116,6 @@ def optimize(
         console.print(f"run folder: {run_dir}  (kernelloop show {run_dir})")
     if any("best" not in w for w in summary["workloads"]):
         raise typer.Exit(common.FAILED)
-
-
-def _fixed(text: str | None, bundle, templates: list[str] | None) -> dict[str, str] | None:
-    """The parsed --fix; BadParameter when no (selected) template has every named parameter with those values."""
-    if text is None:
-        return None
-    try:
-        fixed = parse_assignments(text)
-    except StartError as e:
-        raise typer.BadParameter(str(e).replace("--start", "--fix"))
-    for t in bundle.spec.templates:
-        if templates and t.name not in templates:
-            continue
-        declared = {p.name: [str(v).lower() for v in p.values] for p in t.params}
-        if all(k in declared and v.lower() in declared[k] for k, v in fixed.items()):
-            return fixed
-    raise typer.BadParameter(f"--fix {text!r}: no template of {bundle.spec.name} has these parameters with these "
-                             f"values")
 
 
 def _start(text: str | None, strategy: str, bundle, wls, device: str) -> dict[str, str] | None:

@@ -36,6 +36,9 @@ def record(
              "`kernelloop.replay.merge_spaces` (and benchmarks/planner_vs_exhaustive.py) join the shard files.")] = None,
     template: Annotated[Optional[list[str]], typer.Option(
         help="Record only this template of the spec (repeatable; default: every template).")] = None,
+    fix: Annotated[Optional[str], typer.Option(
+        help="Pin parameters, e.g. 'TMA=1,GROUP_M=8': record only the configurations with these values (and "
+             "only templates having these parameters), as `optimize --fix` searches them.")] = None,
     resume: Annotated[bool, typer.Option(
         help="Continue the recording in --out (written after every configuration, 'complete': false until the "
              "last): configurations already in it are not measured again.")] = False,
@@ -61,6 +64,11 @@ def record(
         if t not in names:
             console.print(f"[red]bad argument:[/red] --template {t!r}: {bundle.spec.name} has {', '.join(names)}")
             raise typer.Exit(common.BAD_INPUT)
+    try:
+        fixed = common.fixed_parameters(fix, bundle, template)
+    except typer.BadParameter as e:
+        console.print(f"[red]bad argument:[/red] {e}")
+        raise typer.Exit(common.BAD_INPUT)
     part = None
     if shard is not None:
         try:
@@ -79,13 +87,18 @@ def record(
         for t in bundle.spec.templates:
             if template and t.name not in template:
                 continue
+            if fixed and not set(fixed) <= {p.name for p in t.params}:
+                continue
             kept, _ = prune(t, w, props)
+            if fixed:
+                kept = [c for c in kept if all(str(c[k]).lower() == v.lower() for k, v in fixed.items())]
             for c in kept:
                 cfg = {"template": t.name, **c}
                 configs.setdefault(config_key(cfg), cfg)
                 valid[w.id].add(config_key(cfg))
     if not configs:
-        console.print(f"[red]bad input:[/red] no configuration of {bundle.spec.name}'s templates survives pruning on "
+        console.print(f"[red]bad input:[/red] no configuration of {bundle.spec.name}'s templates survives pruning"
+                      f"{' with --fix ' + fix if fix else ''} on "
                       f"{', '.join(w.label for w in wls)}: nothing to record")
         raise typer.Exit(common.BAD_INPUT)
     keys = list(configs)[:limit] if limit else list(configs)
@@ -99,7 +112,7 @@ def record(
            "workloads": [{"id": w.id, "label": w.label, "axes": w.axes, "dtype": w.dtype.value, "weight": w.weight}
                          for w in wls],
            "records": [], "planned": len(keys), "complete": False, **({"shard": list(part)} if part is not None else {}),
-           **({"templates": sorted(set(template))} if template else {})}
+           **({"templates": sorted(set(template))} if template else {}), **({"fixed": fixed} if fixed else {})}
     records: list[dict] = []
     if resume and out.is_file():
         try:
@@ -107,7 +120,7 @@ def record(
         except (ValueError, OSError) as e:
             console.print(f"[red]bad input:[/red] --resume: {out} is not a space file: {e}")
             raise typer.Exit(common.BAD_INPUT)
-        for field in ("op", "device", "timing_policy", "workloads", "shard", "templates"):
+        for field in ("op", "device", "timing_policy", "workloads", "shard", "templates", "fixed"):
             if old.get(field) != doc.get(field):
                 console.print(f"[red]bad input:[/red] --resume: {out} differs in {field!r} from this recording; "
                               f"record into another file")
