@@ -70,6 +70,9 @@ optimize() {  # optimize NAME SECONDS OP [options...]: a run folder runs/NAME, i
   rm -rf "runs/$name"
   step "$name" "$secs" sh -c 'out=$1; shift; "$@" > "$out"' _ "$OUT/$name.json" \
     $KL optimize "ops/$op" --device cuda --out "runs/$name" --json "$@"
+  # a step cut by its timeout leaves the newest trials in the write-ahead log: fold it into the file first
+  python3 -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute("PRAGMA wal_checkpoint(TRUNCATE)"); c.close()' \
+    "runs/$name/archive.sqlite" 2>/dev/null
   cp "runs/$name/archive.sqlite" "$OUT/$name.sqlite" 2>/dev/null
   python3 benchmarks/render.py "$OUT/$name.json" > "$OUT/$name.md" 2>&1
 }
@@ -274,6 +277,23 @@ case "$phase" in
         --fix TMA=1,GROUP_M=8,PERSISTENT=1 --shard 1/2 --resume --out "$OUT/gemm-4096.shard1.space.json.gz"
       optimize attention-suite 225 attention --budget 1,150s \
         --fix BLOCK_M=128,BLOCK_N=128,num_warps=8,num_stages=3,KV_ORDER=0,USE_TMA=0,WARP_SPEC=0
+    }
+    ;;
+  s5b)  # fifth session, call 2: issue 4's planner (new rules, neighbour exploration) from the poor start on the recorded
+        # LayerNorm [4096, 4096] space, and on softmax [4096, 4096] (no rule was written from a softmax measurement);
+        # the whole GPU test tier on the other GPU
+    lane_a() {
+      optimize planner-layernorm 200 layernorm --strategy planner --start "BLOCK_N=1024,ROWS=1,num_warps=1,EVICT_FIRST=0" \
+        --budget 15 --no-confirm --workloads benchmarks/workloads/layernorm-4096.toml
+      step planner-vs-exhaustive 30 python3 benchmarks/planner_vs_exhaustive.py \
+        --exhaustive benchmarks/results/2026-11-30-h200-s4/call3-layernorm-4096.shard0.space.json.gz \
+        --exhaustive benchmarks/results/2026-11-30-h200-s4/call3-layernorm-4096.shard1.space.json.gz \
+        --planner runs/planner-layernorm --out "$OUT/planner_vs_exhaustive.json"
+      optimize planner-softmax 200 softmax --strategy planner --start "BLOCK_N=1024,ROWS=1,num_warps=1,EVICT_FIRST=0" \
+        --budget 15 --no-confirm --workloads benchmarks/workloads/softmax-4096.toml
+    }
+    lane_b() {
+      step gpu-tier 480 python3 -m pytest -m gpu -v --tb=short -p no:cacheprovider --timeout 200 tests
     }
     ;;
   matmul)  # issue 7: GEMM fp16 4096^3 against cuBLAS, attention (seed shape) against the SDPA backends

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from kernelloop.device import VIRTUAL_HOPPER
-from kernelloop.knowledge import load_knowledge
+from kernelloop.knowledge import KnowledgeError, load_knowledge
 from kernelloop.profile.classify import classify
 from kernelloop.profile.ncu_csv import read_details_csv, select_kernel
 from kernelloop.profile.roofline import roofline_from_copy
@@ -93,9 +93,11 @@ def test_latency_bound_with_register_limited_occupancy(kb, space):
 
 
 def test_bandwidth_bound_more_bytes_in_flight(kb, space):
-    ev = {"bottleneck": "memory-bandwidth-bound", "sol_dram_pct": 45.0}
+    ev = {"bottleneck": "memory-bandwidth-bound", "roofline_fraction": 0.8, "occupancy_theoretical_pct": 100.0}
     plan = _plan(kb, BASE, ev, space)
     assert "E-BW-BYTES-IN-FLIGHT" in plan.fired
+    # not when registers already cap occupancy below half (more rows would lower it further)
+    assert "E-BW-BYTES-IN-FLIGHT" not in _plan(kb, BASE, {**ev, "occupancy_theoretical_pct": 25.0}, space).fired
     rows = [p.config for p in plan.proposals if p.rule == "E-BW-BYTES-IN-FLIGHT"]
     assert rows and all(c["ROWS"] > 1 and _only_changed(BASE, c, {"ROWS", "num_warps"}) for c in rows)
     assert rows[0] == {**BASE, "ROWS": 2}                              # nearest: one step, num_warps kept
@@ -135,6 +137,67 @@ def test_neighbour_steps(kb, space):
     got = neighbours(looped, e, space)
     assert got and all(c["BLOCK_N"] > 1024 for _, c in got)
     assert got[0][1] == {**looped, "BLOCK_N": 2048} and [d for d, _ in got] == sorted(d for d, _ in got)
+
+
+def test_a_looped_row_is_covered_by_one_block_of_about_32_elements_a_thread(kb, space):
+    looped = {**BASE, "BLOCK_N": 1024, "num_warps": 1}
+    plan = _plan(kb, looped, {"bottleneck": "memory-bandwidth-bound", "roofline_fraction": 0.8}, space)
+    assert plan.fired[0] == "E-LOOPED-ROW-COVER"
+    got = [p.config for p in plan.proposals if p.rule == "E-LOOPED-ROW-COVER"]
+    # the space's largest BLOCK_N; 4 warps (32 elements a thread) first, then the nearer of the two at 2x off
+    assert got == [{**looped, "BLOCK_N": 4096, "num_warps": 4}, {**looped, "BLOCK_N": 4096, "num_warps": 2}]
+    assert plan.proposals[0].hypothesis_text() == "roofline_fraction up; latency_us down"
+    near_roof = _plan(kb, looped, {"bottleneck": "memory-bandwidth-bound", "roofline_fraction": 0.96}, space)
+    assert "E-LOOPED-ROW-COVER" not in near_roof.fired
+
+
+def test_register_limited_rows_and_warps(kb, space):
+    parent = {**BASE, "ROWS": 4}             # 128 elements a thread on 4 warps
+    ev = {"bottleneck": "memory-bandwidth-bound", "roofline_fraction": 0.85, "occupancy_theoretical_pct": 25.0,
+          "block_limit_registers": 2, "block_limit_warps": 16}
+    plan = _plan(kb, parent, ev, space)
+    assert plan.fired[:2] == ["E-ROWS-DOWN-REGISTER-LIMITED", "E-ROW-BLOCK-MORE-WARPS"]
+    by_rule = {}
+    for p in plan.proposals:
+        by_rule.setdefault(p.rule, []).append(p.config)
+    assert by_rule["E-ROWS-DOWN-REGISTER-LIMITED"][0] == {**parent, "ROWS": 2}
+    assert by_rule["E-ROW-BLOCK-MORE-WARPS"][0] == {**parent, "num_warps": 16}     # 32 elements a thread
+    # enough occupancy: neither fires
+    calm = _plan(kb, parent, {**ev, "occupancy_theoretical_pct": 75.0, "block_limit_registers": 8}, space)
+    assert not {"E-ROWS-DOWN-REGISTER-LIMITED", "E-ROW-BLOCK-MORE-WARPS"} & set(calm.fired)
+
+
+def test_max_min_moves_and_prefer(tmp_path, space):
+    (tmp_path / "k.toml").write_text(textwrap.dedent("""
+        schema = 1
+        version = "t"
+        [[experience]]
+        id = "E-MAX"
+        statement = "largest block, fewest elements a thread above 8"
+        when = "BLOCK_N >= 1"
+        requires = ["BLOCK_N", "num_warps", "N"]
+        moves = [{ param = "BLOCK_N", step = "max" }, { param = "num_warps", step = "any" }]
+        prefer = "BLOCK_N / (32 * num_warps) if BLOCK_N / (32 * num_warps) >= 8 else 1e9"
+        evidence = ["t"]
+        confidence = "low"
+        [[experience]]
+        id = "E-MIN"
+        statement = "fewest warps"
+        when = "num_warps >= 1"
+        requires = ["num_warps"]
+        moves = [{ param = "num_warps", step = "min" }]
+        evidence = ["t"]
+        confidence = "low"
+    """))
+    kb = load_knowledge(tmp_path)
+    parent = {**BASE, "BLOCK_N": 1024}
+    got = [c for _, c in neighbours(parent, kb.experience["E-MAX"], space, {"N": 4096, "elem": 2})]
+    assert got[0] == {**parent, "BLOCK_N": 4096, "num_warps": 16} and all(c["BLOCK_N"] == 4096 for c in got)
+    assert neighbours(BASE, kb.experience["E-MAX"], space) == []          # already at the largest
+    assert [c for _, c in neighbours(parent, kb.experience["E-MIN"], space)] == [{**parent, "num_warps": 1}]
+    (tmp_path / "k.toml").write_text((tmp_path / "k.toml").read_text().replace("else 1e9", "else M"))
+    with pytest.raises(KnowledgeError, match="prefer"):
+        load_knowledge(tmp_path)
 
 
 def test_limits_and_priority(tmp_path, space):
@@ -218,7 +281,7 @@ def test_strategy_follows_the_planner_after_the_first_tell(kb, space):
     if first["num_warps"] > 1 and first["BLOCK_N"] / (32 * first["num_warps"]) < 16:
         assert p is not None and p.rule == "E-ISSUE-BOUND-FEWER-WARPS" and second["num_warps"] < first["num_warps"]
         assert p.parent == first and s.events[0]["kind"] == "plan"
-    # Without evidence it degrades to seeded random search, never repeating.
+    # Without evidence it degrades to seeded local and random exploration, never repeating.
     blind = _drive(PlannerStrategy(space, seed=0, kb=kb), 10)
     assert len({canonical_json(c) for c in blind}) == 10
 
@@ -256,6 +319,19 @@ def test_a_rule_that_keeps_missing_is_retired(kb, space):
     plan = RulePlanner(kb).plan({**BASE, "num_warps": 32}, _evidence_model({**BASE, "num_warps": 32}), None, space,
                                 axes=W.axes, elem=2, retired=s.retired)
     assert all(plan.skipped[r].startswith("retired: ") for r in s.retired)
+
+
+def test_with_no_rule_firing_it_explores_next_to_the_best(kb, space):
+    s = PlannerStrategy(space, seed=5, evidence=lambda c: {}, kb=kb, axes=W.axes, elem=2, start=BASE)
+    first = s.ask()
+    s.tell(first, 20.0)
+    second = s.ask()
+    assert s.proposal_for(second) is None
+    changed = [k for k in BASE if second[k] != BASE[k]]
+    assert len(changed) == 1                                           # one parameter, one step along its values
+    order = sorted({c[changed[0]] for c in space})
+    assert abs(order.index(second[changed[0]]) - order.index(BASE[changed[0]])) == 1
+    assert s.events[-1]["kind"] == "explore" and "neighbour" in s.events[-1]["reason"]
 
 
 def test_a_faster_proposal_resets_the_misses(kb, space):

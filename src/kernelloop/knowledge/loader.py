@@ -80,8 +80,10 @@ class Move(_Model):
     """One parameter change an experience entry suggests."""
 
     param: str = Field(min_length=1, description="Template parameter.")
-    step: Literal["up", "down", "other", "any"] = Field(
-        description="up/down: a larger/smaller value; other: any different value; any: may change or stay.")
+    step: Literal["up", "down", "max", "min", "other", "any"] = Field(
+        description="up/down: a larger/smaller value; max/min: the largest/smallest value of the pruned space "
+                    "(when the parent does not have it already); other: any different value; any: may change or "
+                    "stay.")
 
 
 class Expectation(_Model):
@@ -110,6 +112,9 @@ class Experience(_Model):
     applies_to: AppliesTo = Field(default_factory=AppliesTo, description="Devices it was established on.")
     confidence: Literal["low", "medium", "high"] = Field(description="How far the evidence carries.")
     priority: int = Field(0, description="Higher fires first when several apply.")
+    prefer: str | None = Field(None, description="Optional expression over the moved-to configuration's parameters, "
+                                                 "the workload's axes and 'elem': among the configurations the moves "
+                                                 "reach, lower values are proposed first (then the nearest).")
 
     @field_validator("when")
     @classmethod
@@ -128,8 +133,15 @@ class Experience(_Model):
         for m in self.moves:
             if m.param not in self.requires:
                 raise ValueError(f"move of {m.param!r}: list it in 'requires'")
-        if self.moves and not any(m.step in ("up", "down", "other") for m in self.moves):
-            raise ValueError("moves must change at least one parameter (up, down or other)")
+        if self.moves and not any(m.step != "any" for m in self.moves):
+            raise ValueError("moves must change at least one parameter (up, down, max, min or other)")
+        if self.prefer is not None:
+            check_expression(self.prefer)
+            names = {n.id for n in ast.walk(ast.parse(self.prefer, mode="eval")) if isinstance(n, ast.Name)}
+            unknown = names - set(self.requires) - set(_FORMULA_FUNCS) - {"elem"}
+            if unknown:
+                raise ValueError(f"'prefer' uses name(s) {sorted(unknown)} that are not in 'requires' (config "
+                                 f"parameters and axes) or 'elem'")
         bad = [e.metric for e in self.expect if e.metric not in EVIDENCE_NAMES]
         if bad:
             raise ValueError(f"expectations name unknown metric(s) {bad}")

@@ -92,10 +92,13 @@ def _value_order(space: list[dict], param: str) -> list:
     return seen
 
 
-def neighbours(parent: dict, entry: Experience, space: list[dict]) -> list[tuple[int, dict]]:
+def neighbours(parent: dict, entry: Experience, space: list[dict],
+               env: Mapping[str, Any] | None = None) -> list[tuple[int, dict]]:
     """(distance, config) of every configuration in `space` that applies the entry's moves to `parent`:
-    moved parameters change in the stated direction (or may, for 'any'), all others keep the parent's value.
-    Distance = steps along each moved parameter's ordered values."""
+    moved parameters change in the stated direction (or may, for 'any'; to the extreme value of the space for
+    'max' / 'min'), all others keep the parent's value. Distance = steps along each moved parameter's ordered
+    values. Ordered nearest first, or, when the entry has `prefer`, by that expression evaluated on each
+    configuration (with `env`: the workload's axes and 'elem') first and distance second."""
     moves = {m.param: m.step for m in entry.moves}
     orders = {p: _value_order(space, p) for p in moves}
     out = []
@@ -111,14 +114,24 @@ def neighbours(parent: dict, entry: Experience, space: list[dict]) -> list[tuple
                 ok = False
                 break
             i, j = order.index(parent[p]), order.index(c[p])
-            if step == "up" and j <= i or step == "down" and j >= i or step == "other" and j == i:
+            if (step == "up" and j <= i or step == "down" and j >= i or step == "other" and j == i
+                    or step == "max" and (j != len(order) - 1 or i == j) or step == "min" and (j != 0 or i == j)):
                 ok = False
                 break
             changed |= j != i and step != "any"
             dist += abs(j - i)
         if ok and changed:
             out.append((dist, c))
-    out.sort(key=lambda dc: (dc[0], _key(dc[1])))
+    if entry.prefer:
+        def rank(dc: tuple[int, dict]) -> tuple:
+            try:
+                score = float(evaluate_expression(entry.prefer, {**(env or {}), **dc[1]}))
+            except (TypeError, ZeroDivisionError, ValueError, KeyError, NameError):
+                score = math.inf
+            return (score, dc[0], _key(dc[1]))
+        out.sort(key=rank)
+    else:
+        out.sort(key=lambda dc: (dc[0], _key(dc[1])))
     return out
 
 
@@ -155,6 +168,7 @@ class RulePlanner:
         env: dict[str, Any] = {**flatten_evidence(evidence, build), **(axes or {}), **parent_config}
         if elem is not None:
             env["elem"] = elem
+        shape = {**(axes or {}), **({"elem": elem} if elem is not None else {})}   # for entries' `prefer`
         plan = Plan()
         chosen: dict[str, Proposal] = {}
         for entry in sorted(kb.experience.values(), key=lambda e: (-e.priority, e.id)):
@@ -173,7 +187,7 @@ class RulePlanner:
             if not entry.moves:
                 plan.advice.append(f"{entry.id}: {entry.statement}")
                 continue
-            found = [c for _, c in neighbours(parent_config, entry, space) if _key(c) not in exclude]
+            found = [c for _, c in neighbours(parent_config, entry, space, shape) if _key(c) not in exclude]
             if not found:
                 plan.skipped[entry.id] = "fired, but no configuration of the pruned space applies its moves"
                 continue
@@ -212,7 +226,9 @@ class PlannerStrategy:
 
     `ask()` proposes from the best configuration told so far (lowest value) whose evidence the callback can
     provide and that has not been planned from yet; when no plan yields an unasked configuration it explores
-    a seeded random permutation of the space (and logs that in `events`). A rule whose proposals were not
+    (and logs that in `events`): first a one-step neighbour of one of the three best configurations (one
+    parameter moved to the adjacent value of its ordered values, the parameter picked by a seeded draw), then a
+    seeded random permutation of the space. A rule whose proposals were not
     faster than their parents `limits.retire_after` times in a row (failed ones count) is retired: its queued
     proposals are dropped and later plans skip it (a `retire` event says so). The planner learns from its
     refuted hypotheses instead of spending the budget on them. `start` (a configuration of the
@@ -237,6 +253,8 @@ class PlannerStrategy:
         random.Random(seed).shuffle(order)
         self._explore = order
         self._pos = 0
+        self._rng = random.Random(seed + 1)
+        self._orders = {p: _value_order(self.space, p) for p in sorted({k for c in self.space for k in c})}
         self._asked: set[str] = set()
         self._queue: list[Proposal] = []
         self._planned: set[str] = set()
@@ -307,6 +325,13 @@ class PlannerStrategy:
                 return dict(p.config)
             if not self._queue:
                 self._replan()
+        near = self._neighbour_of_best()
+        if near is not None:
+            self._asked.add(_key(near))
+            self.events.append({"kind": "explore", "config": dict(near),
+                                "reason": "no evidence-backed proposal left: a one-step neighbour of a best "
+                                          "configuration"})
+            return dict(near)
         while self._pos < len(self._explore):
             c = self.space[self._explore[self._pos]]
             self._pos += 1
@@ -317,6 +342,28 @@ class PlannerStrategy:
                     self.events.append({"kind": "explore", "config": dict(c),
                                         "reason": "no evidence-backed proposal left"})
                 return dict(c)
+        return None
+
+    def _neighbour_of_best(self, best: int = 3) -> dict | None:
+        """An unasked configuration one step from one of the `best` lowest told ones along one parameter."""
+        ranked = sorted(self.values.items(), key=lambda kv: (kv[1], kv[0]))[:best]
+        for key, _value in ranked:
+            base = self._by_key.get(key)
+            if base is None:
+                continue
+            near = []
+            for c in self.space:
+                if set(c) != set(base) or _key(c) in self._asked:
+                    continue
+                diff = [p for p in c if c[p] != base[p]]
+                if len(diff) != 1 or diff[0] == "template":
+                    continue
+                order = self._orders[diff[0]]
+                if abs(order.index(c[diff[0]]) - order.index(base[diff[0]])) == 1:
+                    near.append(c)
+            if near:
+                near.sort(key=_key)
+                return near[self._rng.randrange(len(near))]
         return None
 
     def tell(self, config: dict, value: float | None) -> None:
