@@ -1,7 +1,7 @@
 """Scaled-dot-product attention forward: FlashAttention-2 style online softmax, MHA and GQA, causal or not.
 
 One program computes one BLOCK_M tile of query rows of one (batch, q head) and streams that head's K/V in
-BLOCK_N blocks: s = q k^T * scale (fp32 accumulation), running row max m and row sum l in fp32, the
+BLOCK_N blocks: s = q k^T (fp32 accumulation), running max m of the scaled rows and row sum l in fp32, the
 probabilities rounded to the op dtype for the P.V product (fp32 accumulation), o = acc / l at the end.
 The scale is 1/sqrt(D), computed in `launch` from the head dim (the spec has no scalar for it); it is
 folded with log2(e) so the kernel uses exp2.
@@ -67,14 +67,16 @@ def _attn_block(acc, l_i, m_i, q, offs_m, start_n, S, qk_scale,
         k = tl.load(K_head + kn[:, None] * stride_kn + offs_d[None, :])
     if DOT_F32:
         k = k.to(tl.float32)
-    s = tl.dot(q, tl.trans(k)) * qk_scale
+    # Raw scores; the scale (> 0) is applied to the row max and then fused into one multiply-subtract per score
+    # (an FMA) instead of a multiply of the whole tile followed by a subtraction.
+    s = tl.dot(q, tl.trans(k))
     if MASKED:
         keep = kn[None, :] < S
         if CAUSAL:
             keep = keep & (kn[None, :] <= offs_m[:, None])
         s = tl.where(keep, s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    p = tl.math.exp2(s - m_new[:, None])
+    m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+    p = tl.math.exp2(s * qk_scale - m_new[:, None])
     alpha = tl.math.exp2(m_i - m_new)
     l_i = l_i * alpha + tl.sum(p, 1)
     acc = acc * alpha[:, None]

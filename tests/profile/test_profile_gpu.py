@@ -84,6 +84,11 @@ def _median(xs):
 
 @pytest.mark.gpu
 @pytest.mark.timeout(900)
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 4 expects eager layernorm to be memory-bandwidth-bound with profile and timing within 5 %; on the H200 "
+    "with torch 2.11 (2026-11-30, five runs) its kernel is compute-bound under the issue's own 30 % rule (SM 65.8 % "
+    "> 30 % and above memory 48.0 %) and the two fractions differ by ~10 %: kept as a strict xfail, so a torch or "
+    "classifier change that makes it pass is noticed"))
 def test_eager_layernorm_is_bandwidth_bound_and_its_profile_agrees_with_its_timing(tmp_path, layernorm):
     """Eager layernorm fp16 [4096, 4096]: every launch of its call profiled (harness baseline mode), class of the
     longest launch, and the bandwidth-roof fraction from ncu (DRAM bytes / duration) within 5 % of the one from
