@@ -296,6 +296,23 @@ case "$phase" in
       step gpu-tier 480 python3 -m pytest -m gpu -v --tb=short -p no:cacheprovider --timeout 200 tests
     }
     ;;
+  s5c)  # fifth session, call 3: issue 7's attention after the fused scale (one multiply-subtract per score), with the
+        # warp-specialized sm_90 variant (device descriptors, 4 warps, one KV loop) and the other loads around the
+        # fourth session's winners, each search confirmed beside every SDPA backend
+    lane_a() {
+      optimize attention-ws 200 attention --strategy exhaustive --fix "USE_TMA=2,WARP_SPEC=1,num_warps=4,BLOCK_M=128,KV_ORDER=0" \
+        --budget 12,120s --workloads benchmarks/workloads/attention-seed.toml
+      optimize attention-nc 240 attention --strategy exhaustive --fix "BLOCK_M=128,BLOCK_N=128,KV_ORDER=0,WARP_SPEC=0" \
+        --budget 18,160s --workloads benchmarks/workloads/attention-seed.toml
+    }
+    lane_b() {
+      optimize attention_causal-s5 240 attention_causal --strategy exhaustive \
+        --fix "BLOCK_M=128,BLOCK_N=64,CAUSAL_SKIP=1,KV_ORDER=2,WARP_SPEC=0" --budget 14,160s \
+        --workloads benchmarks/workloads/attention_causal-seed.toml
+      optimize attention-nc64 200 attention --strategy exhaustive --fix "BLOCK_M=128,BLOCK_N=64,KV_ORDER=0,WARP_SPEC=0" \
+        --budget 14,130s --workloads benchmarks/workloads/attention-seed.toml
+    }
+    ;;
   matmul)  # issue 7: GEMM fp16 4096^3 against cuBLAS, attention (seed shape) against the SDPA backends
     lane_a() {
       optimize gemm-4096 280 gemm --budget 40,220s --workloads benchmarks/workloads/gemm-4096.toml

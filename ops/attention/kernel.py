@@ -13,6 +13,7 @@ The KV loop has two phases, so that only the blocks that need masks pay for them
            diagonal of every row of the tile;
   phase 2, masked:   the rest -- the partial last block (S not divisible by BLOCK_N) and, in causal mode, the
            diagonal blocks (key index <= query index); masked scores are -inf.
+Non-causal with EVEN_S (S % BLOCK_N == 0, set by `launch`) has no phase 2 at all: the kernel has one loop.
 Causal with CAUSAL_SKIP=0 runs every KV block through phase 2 (blocks above the diagonal fully masked):
 the same result with twice the work, kept as the baseline of the block-skipping optimisation.
 Every row has key 0 in the first block it processes, so the running max is finite from then on and fully
@@ -30,13 +31,17 @@ Program order (KV_ORDER) -- which tiles run side by side, and so which K/V block
 In causal mode every order hands out the heaviest q tiles (the last rows) first, to shorten the tail.
 
 Hopper options:
-  USE_TMA    Q, K and V tiles are loaded through host-built TMA descriptors (triton.tools.tensor_descriptor,
-             2D views [B*heads*S, D]); the output keeps the masked pointer store, because a 2D TMA store of
-             the last tile would spill into the next head's rows. Rows a descriptor load takes from the next
-             head (or zero padding at the end) are masked in the scores like any row past S.
+  USE_TMA    Q, K and V tiles are loaded through TMA descriptors over 2D views [B*heads*S, D]: 1 host-built
+             ones (triton.tools.tensor_descriptor), 2 device-side ones (`tl.make_tensor_descriptor`; their
+             scratch comes from the allocator the worker sets with `triton.set_allocator`, as the static rules
+             forbid allocating in `launch`). The output keeps the masked pointer store, because a 2D TMA store
+             of the last tile would spill into the next head's rows. Rows a descriptor load takes from the
+             next head (or zero padding at the end) are masked in the scores like any row past S.
   WARP_SPEC  `tl.range(..., warp_specialize=True)` on the KV loops: the compiler splits loads, MMAs and
-             softmax into warp groups. The specs allow it on sm_100+ with TMA only: Triton's Hopper pass fails
-             on this kernel (see the constraint's note in spec.toml), so it is never tried on the H200.
+             softmax into warp groups. The specs allow it on sm_100+ with host TMA, and on sm_90 only where
+             Triton 3.6's Hopper pass applies (see the constraint's note in spec.toml): device descriptors
+             (USE_TMA=2), 4 warps, and a single loop (non-causal, EVEN_S). There it becomes a TMA producer
+             warp group plus two consumer groups of BLOCK_M/2 rows each (12 warps in all).
 Both are reached only through constexpr branches and a lazy import, so a Triton that lacks one of them fails
 the configurations that ask for it, not the others.
 """
@@ -119,7 +124,7 @@ def _attn_fwd(Q, K, V, O, desc_q, desc_k, desc_v,
               B, H, HKV, S, qk_scale,
               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               CAUSAL: tl.constexpr, CAUSAL_SKIP: tl.constexpr, KV_ORDER: tl.constexpr,
-              USE_TMA: tl.constexpr, WARP_SPEC: tl.constexpr, DOT_F32: tl.constexpr):
+              USE_TMA: tl.constexpr, WARP_SPEC: tl.constexpr, DOT_F32: tl.constexpr, EVEN_S: tl.constexpr):
     pid = tl.program_id(0)
     num_m = tl.cdiv(S, BLOCK_M)
     group = H // HKV
@@ -151,6 +156,10 @@ def _attn_fwd(Q, K, V, O, desc_q, desc_k, desc_v,
     K_head = K + b64 * stride_kb + kvh.to(tl.int64) * stride_kh
     V_head = V + b64 * stride_vb + kvh.to(tl.int64) * stride_vh
     kv_row0 = (b * HKV + kvh) * S  # first row of this kv head in the [B*HKV*S, D] descriptor views
+    if USE_TMA == 2:  # device-side descriptors over the same 2D views as launch's host ones
+        desc_q = tl.make_tensor_descriptor(Q, [B * H * S, HEAD_DIM], [stride_qs, 1], [BLOCK_M, HEAD_DIM])
+        desc_k = tl.make_tensor_descriptor(K, [B * HKV * S, HEAD_DIM], [stride_ks, 1], [BLOCK_N, HEAD_DIM])
+        desc_v = tl.make_tensor_descriptor(V, [B * HKV * S, HEAD_DIM], [stride_vs, 1], [BLOCK_N, HEAD_DIM])
     if USE_TMA:
         q = desc_q.load([(b * H + h) * S + start_m, 0])
     else:
@@ -176,9 +185,10 @@ def _attn_fwd(Q, K, V, O, desc_q, desc_k, desc_v,
     acc, l_i, m_i = _attn_kv_loop(acc, l_i, m_i, q, offs_m, 0, full_end, S, qk_scale,
                                   K_head, V_head, stride_ks, stride_vs, desc_k, desc_v, kv_row0,
                                   HEAD_DIM, BLOCK_N, False, CAUSAL, USE_TMA, WARP_SPEC, DOT_F32)
-    acc, l_i, m_i = _attn_kv_loop(acc, l_i, m_i, q, offs_m, full_end, end, S, qk_scale,
-                                  K_head, V_head, stride_ks, stride_vs, desc_k, desc_v, kv_row0,
-                                  HEAD_DIM, BLOCK_N, True, CAUSAL, USE_TMA, WARP_SPEC, DOT_F32)
+    if CAUSAL or not EVEN_S:  # phase 2 is empty otherwise: leaving it out keeps the kernel to one loop
+        acc, l_i, m_i = _attn_kv_loop(acc, l_i, m_i, q, offs_m, full_end, end, S, qk_scale,
+                                      K_head, V_head, stride_ks, stride_vs, desc_k, desc_v, kv_row0,
+                                      HEAD_DIM, BLOCK_N, True, CAUSAL, USE_TMA, WARP_SPEC, DOT_F32)
     out = acc / l_i[:, None]
     O_head = O + b64 * stride_ob + h.to(tl.int64) * stride_oh
     tl.store(O_head + offs_m[:, None] * stride_os + offs_d[None, :], out.to(O.dtype.element_ty),
@@ -197,7 +207,12 @@ def launch(q, k, v, o, *, BLOCK_M, BLOCK_N, num_warps, num_stages=2, KV_ORDER=0,
     # (triton-lang/triton#11584, "not supported yet"): there, upcast them to fp32 in the kernel -- exact for
     # bf16 values, fp32 accumulation as on the GPU. Compiled kernels always use the native bf16 dot.
     dot_f32 = q.device.type == "cpu" and q.dtype == torch.bfloat16
-    if USE_TMA:
+    if USE_TMA == 2:
+        # The kernel builds the descriptors (their 128-byte scratch comes from the allocator the worker sets,
+        # see kernelloop.execute.worker); the views only check that the 2D layouts exist.
+        q.view(B * H * S, D), k.view(B * HKV * S, D), v.view(B * HKV * S, D)
+        desc_q, desc_k, desc_v = q, k, v
+    elif USE_TMA:
         # imported here so a Triton without host descriptors fails the TMA configurations alone
         from triton.tools.tensor_descriptor import TensorDescriptor
         desc_q = TensorDescriptor.from_tensor(q.view(B * H * S, D), [BLOCK_M, D])
@@ -212,4 +227,5 @@ def launch(q, k, v, o, *, BLOCK_M, BLOCK_N, num_warps, num_stages=2, KV_ORDER=0,
                     B, H, HKV, S, qk_scale,
                     HEAD_DIM=D, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, CAUSAL=CAUSAL, CAUSAL_SKIP=CAUSAL_SKIP,
                     KV_ORDER=KV_ORDER, USE_TMA=USE_TMA, WARP_SPEC=WARP_SPEC, DOT_F32=dot_f32,
+                    EVEN_S=S % BLOCK_N == 0,
                     num_warps=num_warps, num_stages=num_stages)

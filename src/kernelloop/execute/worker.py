@@ -450,11 +450,15 @@ def worker_main(conn, device: str, log_path: str, job_root: str) -> None:
         os.environ.pop("TRITON_INTERPRET", None)
     else:
         os.environ["TRITON_INTERPRET"] = "1"
-    import torch  # noqa: F401 - import before the first job so job timeouts do not include it
-    import triton  # noqa: F401
+    import torch  # import before the first job so job timeouts do not include it
+    import triton
     state = _State(device, Path(job_root))
     if device == "cuda":
         torch.cuda.init()
+    # Runtime scratch of kernels that ask for it (device-side TMA descriptors, `tl.make_tensor_descriptor`):
+    # the harness owns it, since candidates may not allocate, and zero-fills it, so it never holds old outputs.
+    scratch_device = "cuda" if device == "cuda" else "cpu"
+    triton.set_allocator(lambda size, alignment, stream: torch.zeros(size, dtype=torch.int8, device=scratch_device))
     _warm_runtime(torch)
     conn.send({"ok": True, "ready": True, "pid": os.getpid()})
     while True:
