@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -311,6 +311,24 @@ case "$phase" in
         --workloads benchmarks/workloads/attention_causal-seed.toml
       optimize attention-nc64 200 attention --strategy exhaustive --fix "BLOCK_M=128,BLOCK_N=64,KV_ORDER=0,WARP_SPEC=0" \
         --budget 14,130s --workloads benchmarks/workloads/attention-seed.toml
+    }
+    ;;
+  s5d)  # fifth session, call 4: Nsight Compute on call 3's attention winners (the gap to cuDNN), and the GPU tests of
+        # what changed since call 2 (attention template and worker allocator, the eager-LayerNorm strict xfail)
+    lane_a() {
+      optimize attention-win 90 attention --strategy exhaustive --budget 1 --no-confirm \
+        --fix "BLOCK_M=128,BLOCK_N=64,num_warps=4,num_stages=2,USE_TMA=1,KV_ORDER=0,WARP_SPEC=0" \
+        --workloads benchmarks/workloads/attention-seed.toml
+      step profile-attention 120 $KL profile runs/attention-win --op ops/attention --ncu --json
+      optimize attention_causal-win 90 attention_causal --strategy exhaustive --budget 1 --no-confirm \
+        --fix "BLOCK_M=128,BLOCK_N=64,num_warps=4,num_stages=2,USE_TMA=1,KV_ORDER=2,CAUSAL_SKIP=1,WARP_SPEC=0" \
+        --workloads benchmarks/workloads/attention_causal-seed.toml
+      step profile-attention-causal 120 $KL profile runs/attention_causal-win --op ops/attention_causal --ncu --json
+    }
+    lane_b() {
+      step gpu-tests 330 python3 -m pytest -m gpu -v --tb=short -p no:cacheprovider --timeout 250 \
+        tests/ops/test_attention.py tests/gpu/test_cuda_evaluation.py \
+        "tests/profile/test_profile_gpu.py::test_eager_layernorm_is_bandwidth_bound_and_its_profile_agrees_with_its_timing"
     }
     ;;
   matmul)  # issue 7: GEMM fp16 4096^3 against cuBLAS, attention (seed shape) against the SDPA backends

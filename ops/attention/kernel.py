@@ -38,10 +38,10 @@ Hopper options:
              of the last tile would spill into the next head's rows. Rows a descriptor load takes from the
              next head (or zero padding at the end) are masked in the scores like any row past S.
   WARP_SPEC  `tl.range(..., warp_specialize=True)` on the KV loops: the compiler splits loads, MMAs and
-             softmax into warp groups. The specs allow it on sm_100+ with host TMA, and on sm_90 only where
-             Triton 3.6's Hopper pass applies (see the constraint's note in spec.toml): device descriptors
-             (USE_TMA=2), 4 warps, and a single loop (non-causal, EVEN_S). There it becomes a TMA producer
-             warp group plus two consumer groups of BLOCK_M/2 rows each (12 warps in all).
+             softmax into warp groups. The specs allow it on sm_100+ with host TMA only. For sm_90, Triton
+             3.6's Hopper pass specializes device descriptors (USE_TMA=2), 4 warps and a single loop
+             (non-causal, EVEN_S) in ahead-of-time builds, but on the H200 the same configurations failed to
+             compile ("PassManager::run failed", see the constraint's note in spec.toml): pruned there.
 Both are reached only through constexpr branches and a lazy import, so a Triton that lacks one of them fails
 the configurations that ask for it, not the others.
 """

@@ -92,18 +92,14 @@ def test_pruning_keeps_a_space_for_every_workload(op):
         for w in load_workloads(b.folder / f, b.spec):
             kept, report = prune(template, w, props)
             assert kept, f"{f}: {w.label} has an empty space: {report.as_dict()}"
-            # sm_90 warp specialization only where Triton 3.6's Hopper pass applies, never in the interpreter
-            ws = [c for c in kept if c["WARP_SPEC"]]
-            assert all(c["USE_TMA"] == 2 and c["num_warps"] == 4 and c["BLOCK_M"] == 128
-                       and w.axes["S"] % c["BLOCK_N"] == 0 for c in ws)
-            assert not ws or (op == "attention" and props is H200)
+            # warp specialization is never kept for sm_90 (it failed to compile on the H200) nor the interpreter
+            assert not any(c["WARP_SPEC"] for c in kept)
             assert props is H200 or all(c["USE_TMA"] != 2 for c in kept)
             assert w.axes["HKV"] < w.axes["H"] or all(c["KV_ORDER"] != 1 for c in kept)
-    # the seed workload keeps the warp-specialized variant on the H200 (1-loop, device descriptors)
-    seed = _workload(op, 8, 8, 8, 4096, 128, "fp16")
-    kept, _ = prune(template, seed, H200)
-    ws = {(c["BLOCK_N"], c["num_stages"]) for c in kept if c["WARP_SPEC"]}
-    assert ws == (set() if op == "attention_causal" else {(32, 2), (32, 3), (32, 4), (64, 2), (64, 3), (64, 4), (128, 2)})
+    # on a Blackwell-class device it is kept, with host descriptors only
+    blackwell = {**H200, "capability": [10, 0]}
+    kept, _ = prune(template, _workload(op, 8, 8, 8, 4096, 128, "fp16"), blackwell)
+    assert any(c["WARP_SPEC"] for c in kept) and all(c["USE_TMA"] == 1 for c in kept if c["WARP_SPEC"])
     # GQA validity lives in the template: kv heads that do not divide q heads leave nothing to try
     kept, report = prune(template, _workload(op, 1, 6, 4, 128, 128, "fp16"), H200)
     assert kept == [] and any("GQA" in r for r in report.reasons)
