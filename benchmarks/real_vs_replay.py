@@ -38,7 +38,7 @@ from kernelloop.replay.metrics import best_so_far, evals_to_within
 from kernelloop.replay.runner import replay
 from kernelloop.replay.space import RecordedSpace
 from kernelloop.search.encoding import config_key
-from kernelloop.spec.space import prune
+from kernelloop.spec.space import selected_space
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,16 +70,7 @@ def real_run(path: Path) -> dict:
 def ordered_space(recorded: RecordedSpace, spec: OpSpec, workload: Workload, props: dict,
                   templates: list[str] | None, fixed: dict | None) -> RecordedSpace:
     """The recording in the order the controller builds the run's space (pruned per template, pinned)."""
-    order = []
-    for t in spec.templates:
-        if templates and t.name not in templates:
-            continue
-        if fixed and not set(fixed) <= {p.name for p in t.params}:
-            continue
-        kept, _ = prune(t, workload, props)
-        if fixed:
-            kept = [c for c in kept if all(str(c[k]).lower() == str(v).lower() for k, v in fixed.items())]
-        order += [{"template": t.name, **c} for c in kept]
+    order = [c for _, kept, _ in selected_space(spec.templates, workload, props, templates, fixed) for c in kept]
     want = {config_key(c) for c in order}
     have = {config_key(c) for c in recorded.configs}
     if want != have:

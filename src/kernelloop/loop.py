@@ -30,7 +30,7 @@ from .records import Candidate, Status, Trial, Workload, content_hash
 from .search import DEFAULT_STRATEGY, STRATEGIES, make_strategy
 from .select.pareto import best_per_workload, front_for_workload
 from .spec import OpBundle
-from .spec.space import prune
+from .spec.space import selected_space
 
 CUDA_BASELINES = ["eager", "torch.compile", "copy"]  # plus the names in the op's baselines.py
 INTERPRET_BASELINES = ["eager", "copy"]
@@ -235,16 +235,9 @@ class Controller:
                     spaces = {}
                     for w in self.workloads:
                         space = []
-                        for t in self.spec.templates:
-                            if opts.templates is not None and t.name not in opts.templates:
-                                continue
-                            if opts.fixed and not set(opts.fixed) <= {p.name for p in t.params}:
-                                continue
-                            kept, report = prune(t, w, props)
-                            if opts.fixed:
-                                kept = [c for c in kept
-                                        if all(str(c[k]).lower() == v.lower() for k, v in opts.fixed.items())]
-                            space += [{"template": t.name, **c} for c in kept]
+                        for t, kept, report in selected_space(self.spec.templates, w, props, opts.templates,
+                                                              opts.fixed):
+                            space += kept
                             if not resume:
                                 archive.log_event(run_id, "prune", {"workload": w.id, "label": w.label,
                                                                     "template": t.name, **report.as_dict()})

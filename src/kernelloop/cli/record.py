@@ -20,7 +20,7 @@ from ..records import Candidate, Status
 from ..replay.space_file import FORMAT, read_space_document, write_space_file
 from ..search.encoding import config_key
 from ..spec import SpecError, load_op, load_workloads
-from ..spec.space import prune
+from ..spec.space import selected_space
 from . import common
 
 
@@ -84,16 +84,8 @@ def record(
     configs: dict[str, dict] = {}
     for w in wls:
         valid[w.id] = set()
-        for t in bundle.spec.templates:
-            if template and t.name not in template:
-                continue
-            if fixed and not set(fixed) <= {p.name for p in t.params}:
-                continue
-            kept, _ = prune(t, w, props)
-            if fixed:
-                kept = [c for c in kept if all(str(c[k]).lower() == v.lower() for k, v in fixed.items())]
-            for c in kept:
-                cfg = {"template": t.name, **c}
+        for _, kept, _ in selected_space(bundle.spec.templates, w, props, template or None, fixed):
+            for cfg in kept:
                 configs.setdefault(config_key(cfg), cfg)
                 valid[w.id].add(config_key(cfg))
     if not configs:

@@ -95,3 +95,22 @@ def prune(template: TemplateSpec, workload: Workload, props: dict) -> tuple[list
         kept.append(config)
     report.kept = len(kept)
     return kept, report
+
+
+def selected_space(templates: list[TemplateSpec], workload: Workload, props: dict, names: list[str] | None = None,
+                   fixed: dict[str, str] | None = None) -> list[tuple[TemplateSpec, list[dict], PruneReport]]:
+    """The space a run searches (`optimize`) or records (`record`) for `workload`: per template in spec order,
+    its pruned configurations (each with a "template" key), restricted to the templates in `names` and, with
+    `fixed` (parameter: value text, compared case-insensitively as text), to the templates that have every pinned
+    parameter and the configurations with those values; with the template's prune report."""
+    out = []
+    for t in templates:
+        if names is not None and t.name not in names:
+            continue
+        if fixed and not set(fixed) <= {p.name for p in t.params}:
+            continue
+        kept, report = prune(t, workload, props)
+        if fixed:
+            kept = [c for c in kept if all(str(c[k]).lower() == str(v).lower() for k, v in fixed.items())]
+        out.append((t, [{"template": t.name, **c} for c in kept], report))
+    return out
