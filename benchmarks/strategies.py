@@ -1,9 +1,19 @@
 """Benchmark of search strategies on recorded spaces: ours, Kernel Tuner's and Optuna's, in the same run.
 
 Protocol (written into the results):
-- spaces: every recorded space in --spaces (default: shared/fixtures/spaces, six public brute-forced spaces),
-  restricted to the configurations that did not fail — what Kernel Tuner's tune_cache searches;
-- budget: --budget evaluations (400) per run; seeds 0..--seeds-1 (20) per strategy and space;
+- spaces: every recorded space in --spaces (default: shared/fixtures/spaces, six public brute-forced spaces)
+  plus every file given with --space (repeatable; a Kernel Tuner cache or a kernelloop space file), restricted
+  to the configurations that did not fail — what Kernel Tuner's tune_cache searches. Kernel Tuner needs one
+  fixed parameter list, so a kernelloop space whose configurations carry different parameters (per template) is
+  handed to it as a cache over the union of the parameters, a parameter a configuration lacks holding a
+  placeholder level (see `kt_flat_space`); the restriction Kernel Tuner infers from the cache keeps it to the
+  recorded configurations;
+- budget: --budget evaluations (400) per run; seeds 0..--seeds-1 (20) per strategy and space. On a space with
+  fewer configurations than the budget a run stops when the space is exhausted (our replay loop runs at most
+  len(space) evaluations; Kernel Tuner lowers max_fevals to the search-space size); the best-so-far curve then
+  stays flat up to the budget, so P@k past the space size is the run's final best, evaluations-to-5 % is
+  never censored there, and the methodology score's range (random search's 1 % -> 95 % cutoffs) lies within
+  the space size anyway;
 - per run: evaluations until the best found is within 5 % of the space's optimum (unreached = censored,
   counted as "more than the budget"), P@50 and P@100 (optimum / best after 50 / 100 evaluations), and the
   methodology score of Willemsen et al. (FGCS 2024; see kernelloop.replay.metrics) over evaluations, capped at
@@ -16,18 +26,20 @@ Protocol (written into the results):
 
 Run (2 cores: about an hour for everything; results are cached per strategy and space in --cache):
 
-    python benchmarks/strategies.py --out benchmarks/results [--only staged,random] [--jobs 2]
+    python benchmarks/strategies.py --out benchmarks/results [--only staged,random] [--jobs 2] [--space FILE ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import math
 import os
 import platform
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -37,7 +49,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from kernelloop.replay import load_space, replay  # noqa: E402
+from kernelloop.replay import RecordedSpace, load_space, replay  # noqa: E402
 from kernelloop.replay.metrics import (bootstrap_ci, evals_to_within, fraction_of_optimum,  # noqa: E402
                                        methodology_score, random_curve, score_range)
 
@@ -45,6 +57,8 @@ ROOT = Path(__file__).resolve().parents[1]
 OURS = ["staged", "evolution", "annealing", "mcts", "random", "exhaustive"]
 OPTUNA = ["optuna-tpe", "optuna-cmaes", "optuna-random"]
 SEEDS_OVERRIDE = {"kt:bayes_opt": 10, "optuna-cmaes": 10}   # expensive ones; stated in the results
+KT_STALL = 5   # x budget: consecutive proposals of already evaluated configurations after which a Kernel Tuner
+               # run on a kernelloop space is stopped (see kt_stall_stop); stated in the results
 
 
 def default_spaces() -> Path:
@@ -59,16 +73,110 @@ def _space(path: str):
     return load_space(path, valid_only=True)
 
 
+def kt_flat_space(space: RecordedSpace) -> tuple[dict, RecordedSpace]:
+    """A Kernel Tuner cache document of `space` and the same space with every configuration over all parameters.
+
+    Kernel Tuner tunes one fixed list of parameters; a kernelloop space may mix templates whose configurations
+    have different parameters. A parameter a configuration lacks takes a placeholder level below every real one
+    (0 when all its levels are positive, else its smallest level - 1; "n/a" for a parameter with non-numeric
+    levels) — the counterpart of the "<absent>" level our own encoding gives a missing key. Values are unchanged,
+    so a Kernel Tuner trajectory looked up in the flat space has the objective values of the original.
+    """
+    names = list(space.params) or sorted({k for c in space.configs for k in c})
+    levels = {k: {c[k] for c in space.configs if k in c} for k in names}
+    fill = {}
+    for k, vals in levels.items():
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+            lo = min(vals)
+            fill[k] = 0 if lo > 0 else lo - 1
+        else:
+            fill[k] = "n/a"
+    flat = [{k: c.get(k, fill[k]) for k in names} for c in space.configs]
+    tune_params = {k: sorted(levels[k] | ({fill[k]} if any(k not in c for c in space.configs) else set()),
+                             key=lambda v: (isinstance(v, str), v)) for k in names}
+    cache = {}
+    for c, v in zip(flat, space.values):
+        if v is not None:
+            cache[",".join(str(c[k]) for k in names)] = {**c, "time": float(v), "compile_time": 0.0,
+                                                         "verification_time": 0.0, "benchmark_time": 0.0}
+    device = space.meta.get("device")
+    doc = {"device_name": device.get("name", "device") if isinstance(device, dict) else str(device or "device"),
+           "kernel_name": space.name, "problem_size": 1, "tune_params_keys": names, "tune_params": tune_params,
+           "objective": "time", "cache": cache}
+    return doc, RecordedSpace(space.name, flat, list(space.values), list(space.statuses), space.objective, names,
+                              dict(space.meta))
+
+
+@contextlib.contextmanager
+def kt_cache_for(path: str, space: RecordedSpace):
+    """(plain Kernel Tuner cache file, space to look its trajectory up in) for a recorded space file."""
+    from kernelloop.replay.external import plain_cache
+    if space.meta.get("format") == "kernel_tuner_cache":
+        with plain_cache(path) as plain:   # a Kernel Tuner cache: replayed as recorded
+            yield plain, space
+        return
+    doc, flat = kt_flat_space(space)
+    with tempfile.TemporaryDirectory(prefix="kl-kt-") as tmp:
+        out = Path(tmp) / "space.json"
+        out.write_text(json.dumps(doc))
+        yield out, flat
+
+
+@contextlib.contextmanager
+def kt_stall_stop(limit: int):
+    """Stop a Kernel Tuner run once it has proposed `limit` already evaluated configurations in a row.
+
+    Kernel Tuner serves a configuration it has already evaluated from its cache without counting it, and stops
+    only when max_fevals (at most the search-space size) distinct ones are evaluated. On a kernelloop space with
+    per-template parameters, flattened for it (`kt_flat_space`), the configurations differing in one parameter
+    are mostly not in the space, so neighbourhood moves cannot leave a template, and some strategies (greedy_ils,
+    hybrid_vndx, nsga2, nsga3) re-propose visited configurations without end once the budget reaches the space
+    size. At the limit the budget is marked spent, which ends the run through Kernel Tuner's own stop path; the
+    run keeps what it evaluated (its curve stays flat from there). Yields a dict: proposals (repeats included),
+    whether the run was stopped so.
+    """
+    from kernel_tuner.runners.simulation import SimulationRunner
+    orig = SimulationRunner.run
+    state = {"proposals": 0, "capped": False, "_seen": set(), "_repeats": 0}
+
+    def run(self, parameter_space, tuning_options):
+        parameter_space = list(parameter_space)
+        for element in parameter_space:
+            state["proposals"] += 1
+            key = ",".join(str(i) for i in element)   # Kernel Tuner's own cache key
+            if key in state["_seen"]:
+                state["_repeats"] += 1
+            else:
+                state["_seen"].add(key)
+                state["_repeats"] = 0
+        if state["_repeats"] >= limit and not state["capped"]:
+            state["capped"] = True
+            tuning_options.budget.max_fevals = tuning_options.budget.num_fevals
+        return orig(self, parameter_space, tuning_options)
+
+    SimulationRunner.run = run
+    try:
+        yield state
+    finally:
+        SimulationRunner.run = orig
+
+
 def run_one(task: tuple) -> dict:
     """One (strategy, space, seed) run -> its per-run metrics (executed in a worker process)."""
     strategy, path, seed, budget = task
     space = _space(path)
+    extra = {}
     vals = space.valid_values
     t0 = time.perf_counter()
     if strategy.startswith("kt:"):
-        from kernelloop.replay.external import kernel_tuner_run, plain_cache
-        with plain_cache(path) as plain:
-            traj = kernel_tuner_run(plain, space, strategy[3:], seed, budget)
+        from kernelloop.replay.external import kernel_tuner_run
+        with kt_cache_for(path, space) as (plain, kt_space):
+            if kt_space is space:   # a Kernel Tuner cache: its own stopping rule only
+                traj = kernel_tuner_run(plain, kt_space, strategy[3:], seed, budget)
+            else:
+                with kt_stall_stop(KT_STALL * budget) as cap:
+                    traj = kernel_tuner_run(plain, kt_space, strategy[3:], seed, budget)
+                extra = {"kt_proposals": cap["proposals"], "kt_capped": cap["capped"]}
     else:
         traj = replay(space, strategy, seed, budget)
     wall = time.perf_counter() - t0
@@ -79,7 +187,8 @@ def run_one(task: tuple) -> dict:
             "p100": fraction_of_optimum(curve, opt, 100), "score": methodology_score(curve, vals),
             "strategy_s_per_eval": traj.strategy_seconds / max(traj.evaluations, 1), "wall_s": wall,
             "interventions": sum(1 for e in traj.events if e.get("kind") == "supervisor"),
-            "curve_at": {str(k): float(curve[k - 1]) / opt for k in (10, 25, 50, 100, 200, 400) if k <= budget}}
+            "curve_at": {str(k): float(curve[k - 1]) / opt for k in (10, 25, 50, 100, 200, 400) if k <= budget},
+            **extra}
 
 
 def check_random_curve(paths: list[Path], budget: int) -> str:
@@ -187,7 +296,10 @@ def render_md(summary: dict, meta: dict, spaces: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--spaces", type=Path, default=default_spaces())
+    ap.add_argument("--spaces", type=Path, default=default_spaces(),
+                    help="a folder of recorded spaces (every *.json / *.json.gz in it)")
+    ap.add_argument("--space", type=Path, action="append", default=[],
+                    help="a recorded space file to add to the folder's (repeatable)")
     ap.add_argument("--budget", type=int, default=400)
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--only", default="", help="comma-separated strategies (default: all)")
@@ -202,8 +314,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="write the results from the cached runs only (strategies with every space present)")
     args = ap.parse_args(argv)
 
-    paths = sorted(p for p in args.spaces.iterdir() if p.name.endswith((".json", ".json.gz")))
-    spaces = [load_space(p, valid_only=True).name for p in paths]
+    dir_paths = sorted(p for p in args.spaces.iterdir() if p.name.endswith((".json", ".json.gz")))
+    paths = dir_paths + [p for p in args.space if p.resolve() not in {d.resolve() for d in dir_paths}]
+    loaded = [load_space(p, valid_only=True) for p in paths]
+    spaces = [s.name for s in loaded]
+    if len(set(spaces)) != len(spaces):
+        raise SystemExit(f"two spaces with the same name: {spaces}")
+    sizes = {s.name: len(s) for s in loaded}
+    flat_spaces = [s.name for s in loaded if s.meta.get("format") != "kernel_tuner_cache"]
     not_run: dict[str, str] = {}
     strategies = OURS + OPTUNA
     try:
@@ -256,17 +374,47 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
 
     summary = summarize(runs, spaces, args.budget)
+    capped: dict[str, list] = {}
+    for r in runs:
+        if r.get("kt_capped"):
+            capped.setdefault(f"{r['strategy']} on {r['space']}", []).append(r["evaluations"])
     import kernelloop
     meta = {
         "date": args.tag, "budget": args.budget, "spaces": spaces,
         "protocol": {
-            "spaces": f"{len(spaces)} recorded spaces from {args.spaces.name}/ ({', '.join(spaces)}), failed "
-                      "configurations removed (as Kernel Tuner's tune_cache does)",
-            "budget": f"{args.budget} evaluations per run",
+            "spaces": f"{len(spaces)} recorded spaces: {len(dir_paths)} from {args.spaces.name}/ "
+                      f"({', '.join(spaces[:len(dir_paths)])})"
+                      + (f" and {len(paths) - len(dir_paths)} given with --space ("
+                         + ", ".join(f"{n} from {p}" for n, p in zip(spaces[len(dir_paths):], paths[len(dir_paths):]))
+                         + ")" if len(paths) > len(dir_paths) else "")
+                      + "; failed configurations removed (as Kernel Tuner's tune_cache does); valid configurations "
+                      "per space: " + ", ".join(f"{n} {sizes[n]}" for n in spaces)
+                      + ("; a kernelloop space is given to Kernel Tuner as a cache over the union of its parameters, "
+                         "a parameter a configuration lacks (per-template parameters) at a placeholder level (0, or "
+                         "its smallest level - 1; 'n/a' for text), restricted to the recorded configurations"
+                         if flat_spaces else ""),
+            "budget": f"{args.budget} evaluations per run"
+                      + (f"; on the spaces smaller than that ({', '.join(n for n in spaces if sizes[n] < args.budget)})"
+                         " "
+                         "a run stops when the space is exhausted (our replay stops at len(space); Kernel Tuner "
+                         "lowers max_fevals to the search-space size): its best-so-far curve stays flat up to the "
+                         "budget, so P@k past the space size is the run's final best and evaluations-to-5 % is never "
+                         "censored there; the methodology score's range (random search's 1 % -> 95 % cutoffs) lies "
+                         "within the space size, so the budget does not change it"
+                         if any(sizes[n] < args.budget for n in spaces) else ""),
             "seeds": f"{args.seeds} per strategy and space (fewer where stated: "
                      + ", ".join(f"{k}: {v}" for k, v in seeds_for.items()) + "; see the seeds column)",
             "score": "Willemsen et al. methodology score over evaluations "
                      "(cutoffs 1 % -> 95 % of median-to-optimum for calculated random search), capped at the budget",
+            **({"Kernel Tuner on kernelloop spaces":
+                f"on {', '.join(flat_spaces)} a Kernel Tuner run is also stopped once it has proposed {KT_STALL} x "
+                f"budget = {KT_STALL * args.budget} already evaluated configurations in a row (Kernel Tuner serves "
+                "a repeat from its cache without counting it; on a flattened per-template space some of its "
+                "strategies re-propose visited configurations without end once the budget reaches the space "
+                "size); the run keeps what it evaluated and its curve stays flat from there. Runs stopped so "
+                "(count, distinct evaluations min-max): "
+                + ("; ".join(f"{k}: {len(v)} of their runs, {min(v)}-{max(v)}" for k, v in sorted(capped.items()))
+                   or "none")} if flat_spaces else {}),
             "random curve": check_random_curve(paths, args.budget),
             "intervals": "95 % percentile bootstrap, 2000 replicates, seeds resampled within each space",
             "worse than random": "mean score below our `random` strategy's on a space with the bootstrap "
@@ -277,7 +425,8 @@ def main(argv: list[str] | None = None) -> int:
         "not_run": not_run,
         "notes": [
             "The methodology's calculated random curve is the value at the expected rank of the best of M draws; "
-            "actual random search does better than that in the median run, so `random` itself scores above 0.",
+            "an actual random search differs from it run by run, so `random` itself scores near 0, not exactly 0 "
+            "(above it on some spaces, below on others).",
             *args.note,
         ],
     }
