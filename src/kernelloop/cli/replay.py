@@ -37,9 +37,16 @@ def replay(
     min_speedup: Annotated[Optional[float], typer.Option(help="Worst-shape limit of the multi-workload "
                                                                "objective, e.g. 0.95.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print results (with full mean curves) as JSON.")] = False,
+    shapes: Annotated[bool, typer.Option("--shapes", help="Instead of replaying: robustness across the shapes of a "
+                                                          "space recorded on several workloads (best per shape, "
+                                                          "best single configuration, what each shape's winner "
+                                                          "costs on the others, a specialization).")] = False,
 ) -> None:
     """Replay strategies on a recorded space: evaluations to within 5 %, P@50, P@100, score, curves."""
     console = Console(stderr=as_json)
+    if shapes:
+        _shapes(space, as_json, console)
+        return
     names = strategy or [DEFAULT_STRATEGY]
     for n in names:
         if n not in STRATEGIES and not n.startswith("kt:"):
@@ -109,3 +116,37 @@ def _render(results: list[dict], console: Console) -> None:
         f = r["mean_fraction_of_optimum"]
         c.add_row(r["strategy"], *[f"{f[k - 1]:.3f}" for k in CHECKPOINTS if k <= r0["budget"]])
     console.print(c)
+
+
+def _shapes(space: Path, as_json: bool, console: Console) -> None:
+    from ..replay.space_file import read_space_document
+    from ..report.shapes import shape_robustness
+    try:
+        doc = read_space_document(space)
+        rep = shape_robustness(doc)
+    except (OSError, ValueError, KeyError) as e:
+        console.print(f"[red]cannot report shapes of {space}:[/red] {e}")
+        raise typer.Exit(common.BAD_INPUT)
+    if as_json:
+        print(json.dumps(rep, indent=1))
+        return
+    cfg = lambda c: ",".join(f"{k}={v}" for k, v in c.items())  # noqa: E731
+    console.print(f"[bold]{rep['space']}[/bold]: {rep['configurations']} configurations on {len(rep['workloads'])} "
+                  f"shapes; speed-ups over {rep['baseline_source']}")
+    b = rep["best_single"]
+    console.print(f"best single configuration: {cfg(b['config'])}: geomean speed-up {b['geomean_speedup']:.3f}, "
+                  f"worst {b['worst_speedup']:.3f} on {b['worst_shape']}")
+    t = Table("shape", "own best", "time", "best single / own best", "shape's winner: largest loss elsewhere")
+    for label, own in rep["best_per_shape"].items():
+        w = rep["overfitting"][label]
+        r = b["ratio_to_best"][label]
+        loss = "fails on " + ", ".join(w["fails_on"]) if w["fails_on"] else (
+            f"{w['largest_loss']:.3f}" if w["largest_loss"] is not None else "-")
+        t.add_row(label, cfg(own["config"]), f"{own['time']:.4g}", f"{r:.3f}" if r is not None else "-", loss)
+    console.print(t)
+    sp = rep["specialization"]
+    console.print(f"specialization: {len(sp['configs'])} configuration(s), geomean speed-up {sp['geomean_speedup']:.3f}, "
+                  f"worst {sp['worst_speedup']:.3f}")
+    for i, c in enumerate(sp["configs"]):
+        served = [lab for lab, j in sp["assignment"].items() if j == i]
+        console.print(f"  [{i}] {cfg(c)}: {', '.join(served)}")

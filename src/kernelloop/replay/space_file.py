@@ -102,7 +102,7 @@ def from_space_document(doc: dict, workload: str | None = None, min_speedup: flo
             statuses.append("ok" if res.get("value") is not None else res.get("status", "failed"))
         return RecordedSpace(f"{doc['name']}:{wid}", configs, values, statuses, doc["objective"], params,
                              {**meta, "workload": wid})
-    baseline = _baseline(doc)
+    baseline = space_baseline(doc)
     weights = {w["id"]: float(w.get("weight", 1.0)) for w in wls}
     objective = MultiWorkloadObjective(baseline, weights, min_speedup)
     values, statuses = [], []
@@ -116,7 +116,7 @@ def from_space_document(doc: dict, workload: str | None = None, min_speedup: flo
                           "min_speedup": min_speedup})
 
 
-def _baseline(doc: dict) -> dict[str, float]:
+def space_baseline(doc: dict) -> dict[str, float]:
     """The per-workload baseline: the document's own `baseline` times if given, else the median measured time
     of each workload over the space (so a speed-up of 1 means 'as fast as a typical configuration')."""
     if doc.get("baseline"):

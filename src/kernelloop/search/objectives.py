@@ -94,7 +94,9 @@ def best_per_workload(table: Table, workloads: list[str]) -> dict[str, tuple[str
 
 def specialize(table: Table, baseline: dict[str, float], weights: dict[str, float] | None = None,
                max_configs: int = 4, min_gain: float = 0.01) -> Specialization:
-    """Greedy forward selection of up to `max_configs` configurations; each workload uses its best chosen one.
+    """Greedy forward selection of up to `max_configs` configurations; each workload uses its best chosen one, and
+    a chosen configuration that no workload ends up using (e.g. the first, a compromise) is left out of `configs`
+    (`steps` keeps the selection history).
 
     The first configuration is the best single one by weighted geometric-mean speed-up (among those that ran on
     every workload); each further one is added only while it improves that mean by more than `min_gain`
@@ -133,7 +135,8 @@ def specialize(table: Table, baseline: dict[str, float], weights: dict[str, floa
         steps.append({"added": k, "geomean_speedup": s})
     final, assign = score(chosen)
     per = {wid: baseline[wid] / table[assign[wid]][wid] for wid in wids}
-    return Specialization(chosen, assign, final, min(per.values()), steps)
+    used = [k for k in chosen if k in assign.values()]   # a configuration that ended up serving no shape is dropped
+    return Specialization(used, assign, final, min(per.values()), steps)
 
 
 def overfitting(table: Table, chosen: str, workloads: list[str]) -> dict[str, dict]:
