@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -329,6 +329,17 @@ case "$phase" in
       step gpu-tests 330 python3 -m pytest -m gpu -v --tb=short -p no:cacheprovider --timeout 250 \
         tests/ops/test_attention.py tests/gpu/test_cuda_evaluation.py \
         "tests/profile/test_profile_gpu.py::test_eager_layernorm_is_bandwidth_bound_and_its_profile_agrees_with_its_timing"
+    }
+    ;;
+  s5e)  # fifth session, call 5 (the last ~300 s): issue 5's robustness across shapes on real data: RMSNorm's
+        # persistent template with prefetch on the six GPU shapes, recorded in two shards (`replay --shapes`)
+    lane_a() {
+      step record-rmsnorm-shapes-0 215 $KL record ops/rmsnorm --device cuda --template persistent --fix PREFETCH=1 \
+        --shard 0/2 --resume --out "$OUT/rmsnorm-shapes.shard0.space.json.gz"
+    }
+    lane_b() {
+      step record-rmsnorm-shapes-1 215 $KL record ops/rmsnorm --device cuda --template persistent --fix PREFETCH=1 \
+        --shard 1/2 --resume --out "$OUT/rmsnorm-shapes.shard1.space.json.gz"
     }
     ;;
   matmul)  # issue 7: GEMM fp16 4096^3 against cuBLAS, attention (seed shape) against the SDPA backends
