@@ -334,11 +334,11 @@ case "$phase" in
   s5e)  # fifth session, call 5 (the last ~300 s): issue 5's robustness across shapes on real data: RMSNorm's
         # persistent template with prefetch on the six GPU shapes, recorded in two shards (`replay --shapes`)
     lane_a() {
-      step record-rmsnorm-shapes-0 215 $KL record ops/rmsnorm --device cuda --template persistent --fix PREFETCH=1 \
+      step record-rmsnorm-shapes-0 185 $KL record ops/rmsnorm --device cuda --template persistent --fix PREFETCH=1 \
         --shard 0/2 --resume --out "$OUT/rmsnorm-shapes.shard0.space.json.gz"
     }
     lane_b() {
-      step record-rmsnorm-shapes-1 215 $KL record ops/rmsnorm --device cuda --template persistent --fix PREFETCH=1 \
+      step record-rmsnorm-shapes-1 185 $KL record ops/rmsnorm --device cuda --template persistent --fix PREFETCH=1 \
         --shard 1/2 --resume --out "$OUT/rmsnorm-shapes.shard1.space.json.gz"
     }
     ;;
