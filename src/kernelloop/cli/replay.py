@@ -140,8 +140,9 @@ def _shapes(space: Path, as_json: bool, console: Console) -> None:
     for label, own in rep["best_per_shape"].items():
         w = rep["overfitting"][label]
         r = b["ratio_to_best"][label]
-        loss = "fails on " + ", ".join(w["fails_on"]) if w["fails_on"] else (
-            f"{w['largest_loss']:.3f}" if w["largest_loss"] is not None else "-")
+        loss = f"{w['largest_loss']:.3f}" if w["largest_loss"] is not None else "-"
+        if w["not_run_on"]:
+            loss += "; not run (failed or pruned) on " + ", ".join(w["not_run_on"])
         t.add_row(label, cfg(own["config"]), f"{own['time']:.4g}", f"{r:.3f}" if r is not None else "-", loss)
     console.print(t)
     sp = rep["specialization"]

@@ -50,10 +50,10 @@ def shape_robustness(doc: dict, max_configs: int = 4, min_gain: float = 0.01) ->
         key = best[wid][0]
         cost = overfitting(table, key, wids)
         losses = [c["ratio_to_best"] for c in cost.values() if c["ratio_to_best"] is not None]
-        failed = [labels[w] for w, c in cost.items() if c["ratio_to_best"] is None]
+        failed = [labels[w] for w, c in cost.items() if c["ratio_to_best"] is None]   # failed or pruned there
         winners[labels[wid]] = {"config": configs[key], "time": best[wid][1],
                                 "on_other_shapes": {labels[w]: c["ratio_to_best"] for w, c in cost.items()},
-                                "largest_loss": max(losses) if losses else None, "fails_on": failed}
+                                "largest_loss": max(losses) if losses else None, "not_run_on": failed}
     spec = specialize(table, baseline, weights, max_configs=max_configs, min_gain=min_gain)
     return {
         "space": doc.get("name"), "workloads": [labels[w] for w in wids], "configurations": len(table),
