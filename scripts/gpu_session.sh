@@ -18,13 +18,22 @@ pack() {
   [ "$packed" = 1 ] && return
   packed=1
   cat "$OUT/steps.tsv" 2>/dev/null
-  ( cd "$OUT" && rm -f "session-$phase.tgz" && tar czf "/tmp/session-$phase.tgz" . 2>/dev/null; \
-    mv "/tmp/session-$phase.tgz" . && \
-    find . -mindepth 1 ! -name "session-$phase.tgz" ! -name steps.tsv ! -name "env-$phase.txt" -delete )
+  # built in this run's own temporary folder (a fixed /tmp name would be shared with any other session running
+  # at the same time), then moved into $OUT; only when that worked are the packed files removed from $OUT
+  local tgz="$STEP_PIDS/session-$phase.tgz"
+  rm -f "$OUT/session-$phase.tgz"
+  ( cd "$OUT" && tar czf "$tgz" . ) || echo "pack: tar exited $?" | tee -a "$OUT/steps.tsv"
+  if [ -s "$tgz" ] && mv "$tgz" "$OUT/"; then
+    ( cd "$OUT" && find . -mindepth 1 ! -name "session-$phase.tgz" ! -name steps.tsv ! -name "env-$phase.txt" -delete )
+  else
+    echo "pack: no archive made, the files stay as they are" | tee -a "$OUT/steps.tsv"
+  fi
   ls -la "$OUT"
 }
 on_term() {
-  trap - TERM INT
+  # ignore, not reset: `timeout` signals this shell and then its whole process group, so a second TERM follows
+  # the first at once, and with the default disposition it would kill this shell in the middle of packing
+  trap '' TERM INT
   echo "stopped by a signal: packing what the steps wrote" | tee -a "$OUT/steps.tsv"
   # `timeout` passes the signal on to its command's process group; then the lanes themselves
   for f in "$STEP_PIDS"/*.pid; do [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null; done
@@ -367,10 +376,10 @@ esac
 # but only after a foreground command has finished.
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ "$ngpu" -ge 2 ]; then
-  ( export CUDA_VISIBLE_DEVICES=0; lane_a ) &
-  ( export CUDA_VISIBLE_DEVICES=1; lane_b ) &
+  ( trap - TERM INT; export CUDA_VISIBLE_DEVICES=0; lane_a ) &   # only this shell packs: lanes just stop
+  ( trap - TERM INT; export CUDA_VISIBLE_DEVICES=1; lane_b ) &
 else
-  ( lane_a; lane_b ) &
+  ( trap - TERM INT; lane_a; lane_b ) &
 fi
 wait
 pack

@@ -20,7 +20,7 @@ def test_a_stopped_session_still_packs_its_steps(tmp_path):
     assert r.returncode == 124, r.stdout + r.stderr
     assert time.monotonic() - t0 < 30      # the 120 s step was stopped, not waited for
     left = sorted(p.name for p in out.iterdir())
-    assert left == ["env-selftest.txt", "session-selftest.tgz", "steps.tsv"]
+    assert left == ["env-selftest.txt", "session-selftest.tgz", "steps.tsv"], r.stdout + r.stderr
     with tarfile.open(out / "session-selftest.tgz") as t:
         names = {Path(n).name for n in t.getnames()}
     assert {"quick.log", "slow.log", "steps.tsv"} <= names
