@@ -173,3 +173,41 @@ def test_record_fix_records_only_the_pinned_configurations_and_resume_checks_it(
     r = runner.invoke(app, ["record", "rmsnorm", "--out", str(tmp_path / "x.json"), "--device", "interpret",
                             "--fix", "num_warps=3"])
     assert r.exit_code == common.BAD_INPUT and "--fix" in r.output and not (tmp_path / "x.json").exists()
+
+
+def test_record_configs_records_exactly_the_listed_configurations_pruned_or_not(tmp_path):
+    from kernelloop.replay.space_file import read_space_document
+    from kernelloop.spec import load_op
+    from kernelloop.spec.space import expand, why_pruned
+    from kernelloop.device import VIRTUAL_HOPPER
+    from kernelloop.records import Workload
+    wl = tmp_path / "w.toml"
+    wl.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 300 }\ndtype = "fp32"\n')
+    b = load_op(ROOT / "ops" / "rmsnorm")
+    t = next(t for t in b.spec.templates if t.name == "rowwise")
+    w = Workload(op="rmsnorm", axes={"M": 3, "N": 300}, dtype="fp32")
+    # one configuration pruning removes (a block narrower than 1024 looping over the row) and one it keeps
+    removed = next(c for c in expand(t) if why_pruned(t, w, VIRTUAL_HOPPER, c) and c["BLOCK_N"] == 256
+                   and c["ROWS"] == 1)
+    kept = next(c for c in expand(t) if why_pruned(t, w, VIRTUAL_HOPPER, c) is None)
+    listed = tmp_path / "configs.json"
+    listed.write_text(json.dumps([{"template": "rowwise", **removed}, {"template": "rowwise", **kept}]))
+    out = tmp_path / "c.json"
+    r = runner.invoke(app, ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(out), "--device", "interpret",
+                            "--workloads", str(wl), "--configs", str(listed)])
+    assert r.exit_code == 0, r.output
+    doc = read_space_document(out)
+    assert doc["unpruned"] is True and doc["configs_file"] == "configs.json"
+    assert [rec["config"] for rec in doc["records"]] == [{"template": "rowwise", **removed},
+                                                          {"template": "rowwise", **kept}]
+    assert all(res["status"] == "PASSED" and res["value"] > 0 for rec in doc["records"]
+               for res in rec["results"].values())
+    # per-workload form (as audit-pruning --configs-out writes it) naming another workload, and malformed lists
+    for bad, says in (({"configs": {"w-other": []}}, "no configurations for workload"),
+                      ([{"BLOCK_N": 256}], "needs a \"template\""),
+                      ([{"template": "rowwise", "BLOCK_N": 256}], "missing"),
+                      ("not json", "not a readable JSON file")):
+        listed.write_text(bad if isinstance(bad, str) else json.dumps(bad))
+        r = runner.invoke(app, ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(tmp_path / "x.json"),
+                                "--device", "interpret", "--workloads", str(wl), "--configs", str(listed)])
+        assert r.exit_code == common.BAD_INPUT and says in " ".join(r.output.split()), r.output

@@ -6,6 +6,7 @@ import typer
 
 from .optimize import optimize
 from .record import record
+from .audit import audit_pruning
 from .replay import replay
 from .profile import profile
 from .show import show
@@ -20,6 +21,7 @@ app.command()(show)
 app.command()(replay)
 app.command()(record)
 app.command()(profile)
+app.command(name="audit-pruning")(audit_pruning)
 app.add_typer(agent_app, name="agent")  # issue 6
 app.command()(submit)  # issue 6
 app.command()(mcp)  # issue 6

@@ -39,6 +39,10 @@ def record(
     fix: Annotated[Optional[str], typer.Option(
         help="Pin parameters, e.g. 'TMA=1,GROUP_M=8': record only the configurations with these values (and "
              "only templates having these parameters), as `optimize --fix` searches them.")] = None,
+    configs_file: Annotated[Optional[Path], typer.Option("--configs", help=(
+        "Record exactly these configurations, pruned or not: a JSON file with a list of configurations (each with "
+        "its \"template\") or {\"configs\": {WORKLOAD_ID: [...]}} as `audit-pruning --configs-out` writes it; "
+        "for timing what pruning removes beside what it keeps."))] = None,
     resume: Annotated[bool, typer.Option(
         help="Continue the recording in --out (written after every configuration, 'complete': false until the "
              "last): configurations already in it are not measured again.")] = False,
@@ -82,7 +86,18 @@ def record(
     props = device_properties(device)
     valid: dict[str, set[str]] = {}
     configs: dict[str, dict] = {}
-    for w in wls:
+    if configs_file is not None:
+        try:
+            listed = _listed_configs(configs_file, bundle, wls)
+        except ValueError as e:
+            console.print(f"[red]bad input:[/red] --configs {configs_file}: {e}")
+            raise typer.Exit(common.BAD_INPUT)
+        for w in wls:
+            valid[w.id] = set()
+            for cfg in listed[w.id]:
+                configs.setdefault(config_key(cfg), cfg)
+                valid[w.id].add(config_key(cfg))
+    for w in wls if configs_file is None else ():
         valid[w.id] = set()
         for _, kept, _ in selected_space(bundle.spec.templates, w, props, template or None, fixed):
             for cfg in kept:
@@ -104,7 +119,8 @@ def record(
            "workloads": [{"id": w.id, "label": w.label, "axes": w.axes, "dtype": w.dtype.value, "weight": w.weight}
                          for w in wls],
            "records": [], "planned": len(keys), "complete": False, **({"shard": list(part)} if part is not None else {}),
-           **({"templates": sorted(set(template))} if template else {}), **({"fixed": fixed} if fixed else {})}
+           **({"templates": sorted(set(template))} if template else {}), **({"fixed": fixed} if fixed else {}),
+           **({"configs_file": configs_file.name, "unpruned": True} if configs_file is not None else {})}
     records: list[dict] = []
     if resume and out.is_file():
         try:
@@ -112,7 +128,7 @@ def record(
         except (ValueError, OSError) as e:
             console.print(f"[red]bad input:[/red] --resume: {out} is not a space file: {e}")
             raise typer.Exit(common.BAD_INPUT)
-        for field in ("op", "device", "timing_policy", "workloads", "shard", "templates", "fixed"):
+        for field in ("op", "device", "timing_policy", "workloads", "shard", "templates", "fixed", "configs_file"):
             if old.get(field) != doc.get(field):
                 console.print(f"[red]bad input:[/red] --resume: {out} differs in {field!r} from this recording; "
                               f"record into another file")
@@ -149,3 +165,34 @@ def record(
         worker.close()
     write_space_file(out, {**doc, "records": records, "complete": True})
     console.print(f"wrote {out}: {len(records)} configurations x {len(wls)} workloads")
+
+
+def _listed_configs(path: Path, bundle, wls) -> dict[str, list[dict]]:
+    """The configurations of a --configs file per workload id; ValueError naming what is wrong."""
+    import json
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"not a readable JSON file: {e}")
+    if isinstance(doc, dict) and isinstance(doc.get("configs"), dict):
+        per = doc["configs"]
+        missing = [w.id for w in wls if w.id not in per]
+        if missing:
+            raise ValueError(f"no configurations for workload(s) {', '.join(missing)} (it has {', '.join(per)})")
+        out = {w.id: per[w.id] for w in wls}
+    elif isinstance(doc, list):
+        out = {w.id: doc for w in wls}
+    else:
+        raise ValueError('expected a list of configurations or {"configs": {WORKLOAD_ID: [...]}}')
+    params = {t.name: {p.name: p.values for p in t.params} for t in bundle.spec.templates}
+    for cfgs in out.values():
+        for cfg in cfgs:
+            if not isinstance(cfg, dict) or cfg.get("template") not in params:
+                raise ValueError(f"{cfg!r}: each configuration needs a \"template\" of {', '.join(params)}")
+            declared = params[cfg["template"]]
+            extra = sorted(set(cfg) - {"template"} - set(declared))
+            missing = sorted(set(declared) - set(cfg))
+            if extra or missing:
+                raise ValueError(f"{cfg!r}: parameters {'unknown ' + str(extra) if extra else ''}"
+                                 f"{' missing ' + str(missing) if missing else ''} for template {cfg['template']}")
+    return out

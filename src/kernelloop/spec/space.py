@@ -52,7 +52,8 @@ def hardware_violation(template: TemplateSpec, config: dict, names: dict, props:
     return None
 
 
-def _names(workload: Workload, props: dict) -> dict:
+def workload_names(workload: Workload, props: dict) -> dict:
+    """The names constraints and resource formulas may use besides the configuration's parameters."""
     return {**workload.axes, "elem": workload.dtype.itemsize,
             # device facts constraints may use, e.g. "TMA == 0 or (cc_major >= 9 and not interpreter)"
             "cc_major": props.get("capability", [0, 0])[0], "sm_count": props.get("sm_count", 0),
@@ -72,7 +73,7 @@ def _violation(template: TemplateSpec, config: dict, names: dict, props: dict) -
 def why_pruned(template: TemplateSpec, workload: Workload, props: dict, config: dict) -> str | None:
     """Why pruning removes `config` for `workload` on `props` (the constraint's expression and reason, or the
     device limit), or None when pruning keeps it."""
-    names = _names(workload, props)
+    names = workload_names(workload, props)
     env = {**names, **config}
     failed = next((c for c in template.constraints if not evaluate_expression(c.expr, env)), None)
     if failed is not None:
@@ -83,7 +84,7 @@ def why_pruned(template: TemplateSpec, workload: Workload, props: dict, config: 
 
 def prune(template: TemplateSpec, workload: Workload, props: dict) -> tuple[list[dict], PruneReport]:
     """Configurations of `template` that can launch on `props` and satisfy its constraints for `workload`."""
-    names = _names(workload, props)
+    names = workload_names(workload, props)
     report = PruneReport()
     kept = []
     for config in expand(template):

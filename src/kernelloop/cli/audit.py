@@ -1,0 +1,112 @@
+"""`kernelloop audit-pruning SPEC`: check pruning against ahead-of-time builds of the whole unpruned space.
+
+No GPU is needed: every configuration is compiled for the target (sm_90 by default) on this machine. The report
+says what share of the configurations that would fail (not compile, or not launch) pruning removes, which failing
+ones it keeps, and which configurations it removes although they build and launch cleanly; those can be timed on
+a GPU with `kernelloop record --configs` (the file `--configs-out` writes), and `--timed` then checks that none of
+them is among the best 1 % of everything measured.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..device import VIRTUAL_HOPPER, cuda_available, device_properties
+from ..replay.space_file import read_space_document
+from ..spec import SpecError, load_op, load_workloads
+from ..spec.aot import build_configs
+from ..spec.prune_audit import audit, top_share
+from ..spec.space import expand
+from . import common
+
+
+def audit_pruning(
+    spec: Annotated[str, typer.Argument(help="Op folder, its spec.toml, or an op name under ./ops.")],
+    out: Annotated[Path, typer.Option(help="JSON report to write (every configuration's build and verdict).")],
+    workloads: Annotated[Optional[Path], typer.Option(help="Workload file (default: the op's workloads.toml).")] = None,
+    template: Annotated[Optional[list[str]], typer.Option(
+        help="Audit only this template (repeatable; default: every template).")] = None,
+    limit: Annotated[Optional[int], typer.Option(min=1, help="Only the first N configurations of each template.")] = None,
+    jobs: Annotated[int, typer.Option(min=0, help="Build processes at once (0: the CPU count).")] = 0,
+    arch: Annotated[int, typer.Option(help="Target compute capability, e.g. 90 for sm_90 (H100/H200).")] = 90,
+    timeout: Annotated[float, typer.Option(min=1, help="Seconds one configuration's build may take.")] = 300.0,
+    configs_out: Annotated[Optional[Path], typer.Option(
+        help="Write the configurations pruning removes although they build and launch (per workload) as a file "
+             "for `kernelloop record --configs`.")] = None,
+    timed: Annotated[Optional[Path], typer.Option(
+        help="A space file recorded on a GPU with the pruned space and those configurations (same session): "
+             "report whether any of them is among the top 1 % (by workload id).")] = None,
+) -> None:
+    """Build every configuration of the unpruned space ahead of time and audit pruning against the builds."""
+    console = Console()
+    try:
+        bundle = load_op(common.resolve_op(spec))
+        wls = load_workloads(workloads or bundle.folder / "workloads.toml", bundle.spec)
+    except SpecError as e:
+        console.print(f"[red]spec error:[/red] {e}")
+        raise typer.Exit(common.BAD_INPUT)
+    names = [t.name for t in bundle.spec.templates]
+    for t in template or ():
+        if t not in names:
+            console.print(f"[red]bad argument:[/red] --template {t!r}: {bundle.spec.name} has {', '.join(names)}")
+            raise typer.Exit(common.BAD_INPUT)
+    space_doc = None
+    if timed is not None:
+        try:
+            space_doc = read_space_document(timed)
+        except (ValueError, OSError) as e:
+            console.print(f"[red]bad input:[/red] --timed: {timed} is not a space file: {e}")
+            raise typer.Exit(common.BAD_INPUT)
+    if cuda_available():
+        props = device_properties("cuda")
+    else:  # the limits of the target a CUDA run would prune for (not the interpreter's view of the space)
+        props = {**VIRTUAL_HOPPER, "virtual": False, "name": f"sm_{arch} limits (ahead-of-time audit, no GPU here)"}
+    templates = {t.name: t for t in bundle.spec.templates if not template or t.name in template}
+    files = {n: bundle.folder / t.file for n, t in templates.items()}
+    configs = []
+    for t in templates.values():
+        configs += [{"template": t.name, **c} for c in expand(t)[:limit]]
+    reports, runners = [], {}
+    for w in wls:
+        console.print(f"{w.label}: building {len(configs)} configurations for sm_{arch} "
+                      f"({len(templates)} template(s))")
+        done = [0]
+
+        def progress(n: int, secs: float) -> None:
+            done[0] += n
+            console.print(f"  {done[0]}/{len(configs)} built ({secs:.0f} s for the last {n})")
+
+        outcomes = build_configs(bundle.spec, files, w, configs, arch=arch, sm_count=props["sm_count"],
+                                 jobs=jobs or os.cpu_count() or 1, timeout_s=timeout, progress=progress)
+        rep = audit(templates, w, props, outcomes)
+        rep["workload_id"] = w.id
+        if space_doc is not None:
+            rep["top_share"] = top_share(rep["pruned_runners"], space_doc, w.id)
+        reports.append(rep)
+        runners[w.id] = [{"template": r["template"], **r["config"]} for r in rep["pruned_runners"]]
+    doc = {"op": bundle.spec.name, "arch": arch, "device": props, "templates": sorted(templates),
+           "limit": limit, "workloads": reports}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1, default=str))
+    if configs_out is not None:
+        configs_out.parent.mkdir(parents=True, exist_ok=True)
+        configs_out.write_text(json.dumps({"op": bundle.spec.name, "configs": runners}, indent=1))
+    table = Table(title=f"pruning audit: {bundle.spec.name}, sm_{arch}")
+    for col in ("workload", "configs", "pruned", "would fail", "of them pruned", "recall", "kept failures",
+                "pruned but run", "top 1 %"):
+        table.add_column(col)
+    for r in reports:
+        recall = "n/a (none fail)" if r["recall"] is None else f"{r['recall']:.1%}"
+        top = r.get("top_share", {}).get("verdict", "not timed")
+        table.add_row(r["workload"], str(r["configurations"]), str(r["pruned"]), str(r["fails"]),
+                      str(r["fails_pruned"]), recall, str(len(r["kept_failures"])), str(len(r["pruned_runners"])),
+                      top)
+    console.print(table)
+    console.print(f"wrote {out}" + (f" and {configs_out}" if configs_out else ""))

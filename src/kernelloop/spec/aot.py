@@ -1,0 +1,227 @@
+"""Ahead-of-time builds of template configurations for a GPU target, on a machine without that GPU.
+
+Each configuration is built the way a run would build it: the template's own `launch(*inputs, *outputs, **config)`
+is called on tensors of the workload's shapes and dtypes, and every Triton kernel it launches is compiled to a cubin
+for the target (default sm_90) instead of being launched. What comes back per configuration:
+- `built`: every kernel compiled; with each kernel's shared memory (Triton's metadata), warps, and registers,
+  stack and local memory from `cuobjdump --dump-resource-usage` of its cubin;
+- `compile_error`: Triton or ptxas refused it (the message is kept);
+- `launch_error`: the template's Python refused the configuration before compiling (e.g. a ValueError);
+- `timeout` / `crashed`: the build did not finish in the time allowed or killed its process.
+`launch_limits` then says which built configurations the device would refuse to launch (shared memory over the
+opt-in limit, too many threads or registers per program).
+
+Builds run in fresh interpreters (a process that ran interpreted kernels is not a clean compiler), several
+configurations per process, several processes at once; a configuration that hangs or kills its process costs
+only itself. Where there is no GPU, the process stands in a driver that reports the target and hands tensors
+to the template as if they lived on a CUDA device (`is_cuda`, the SM count and capability the template may
+ask for): nothing is launched, so no data is read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..records import OpSpec, Workload
+
+BUILT, COMPILE_ERROR, LAUNCH_ERROR, TIMEOUT, CRASHED = "built", "compile_error", "launch_error", "timeout", "crashed"
+
+
+@dataclass
+class BuildOutcome:
+    """The ahead-of-time build of one configuration (without its "template" key in `config`)."""
+
+    template: str
+    config: dict
+    status: str
+    kernels: list[dict] = field(default_factory=list)  # name, shared, num_warps, REG, STACK, LOCAL per kernel
+    error: str = ""
+    seconds: float = 0.0
+
+    @property
+    def shared_bytes(self) -> int:
+        return max((k.get("shared") or 0 for k in self.kernels), default=0)
+
+    @property
+    def threads(self) -> int:
+        return max((k.get("num_warps", 0) * 32 for k in self.kernels), default=0)
+
+    @property
+    def registers(self) -> int | None:
+        regs = [k["REG"] for k in self.kernels if k.get("REG") is not None]
+        return max(regs) if regs else None
+
+    @property
+    def spills(self) -> bool:
+        """Whether any kernel uses local memory (register spills or local arrays)."""
+        return any((k.get("LOCAL") or 0) > 0 or (k.get("STACK") or 0) > 0 for k in self.kernels)
+
+    def as_dict(self) -> dict:
+        return {"template": self.template, "config": self.config, "status": self.status, "kernels": self.kernels,
+                "error": self.error, "seconds": round(self.seconds, 3)}
+
+
+def launch_limits(outcome: BuildOutcome, props: dict) -> list[str]:
+    """The device limits a built configuration's kernels break at launch (empty: it launches)."""
+    out = []
+    for k in outcome.kernels:
+        threads = k.get("num_warps", 0) * 32
+        if k.get("shared") is not None and k["shared"] > props["shared_per_block_optin"]:
+            out.append(f"{k.get('name', '?')}: shared memory {k['shared']} > {props['shared_per_block_optin']} bytes")
+        if threads > props["max_threads_per_block"]:
+            out.append(f"{k.get('name', '?')}: {threads} threads > {props['max_threads_per_block']}")
+        if k.get("REG") is not None and k["REG"] * threads > props["regs_per_sm"]:
+            out.append(f"{k.get('name', '?')}: {k['REG']} registers x {threads} threads > {props['regs_per_sm']}")
+    return out
+
+
+# The build process: reads a job file, appends one JSON line per event to the result file (flushed), so the
+# parent knows which configuration a hung or killed process was building.
+_CHILD = r'''
+import importlib.util, json, os, sys, time, types
+job = json.load(open(sys.argv[1]))
+res = open(sys.argv[2], "a", buffering=1)
+import torch, triton
+from triton.backends.compiler import GPUTarget
+from triton.runtime.driver import driver
+from triton.runtime.jit import JITFunction
+from kernelloop.profile.sass import resource_usage
+from kernelloop.records import OpSpec, Workload
+from kernelloop.reference.inputs import alloc_outputs, make_inputs
+arch = int(job["arch"])
+class _Target:
+    """Stands in for the CUDA driver: reports the target; nothing is ever launched."""
+    def get_current_device(self): return 0
+    def get_current_stream(self, device=None): return 0
+    def get_current_target(self): return GPUTarget("cuda", arch, 32)
+    def get_active_torch_device(self): return torch.device("cpu")
+driver.set_active(_Target())
+class _OnDevice(torch.Tensor):
+    @property
+    def is_cuda(self): return True
+props = types.SimpleNamespace(multi_processor_count=int(job["sm_count"]), major=arch // 10, minor=arch % 10)
+torch.cuda.get_device_properties = lambda *a, **k: props
+torch.cuda.get_device_capability = lambda *a, **k: (arch // 10, arch % 10)
+torch.cuda.current_device = lambda: 0
+built = []
+_run = JITFunction.run
+def _compile_only(self, *args, grid, warmup, **kw):
+    try:
+        kernel = _run(self, *args, grid=grid, warmup=True, **kw)
+    except Exception as e:
+        e.kernelloop_in_triton = True  # raised by Triton's binding or compiling, not by the template's Python
+        raise
+    built.append(kernel)
+    return kernel
+JITFunction.run = _compile_only
+spec = OpSpec.model_validate_json(job["spec"])
+w = Workload.model_validate_json(job["workload"])
+inputs = [t.as_subclass(_OnDevice) for t in make_inputs(spec, w, 0, "cpu")]
+outputs = [t.as_subclass(_OnDevice) for t in alloc_outputs(spec, w, "cpu")]
+modules = {}
+for i, item in enumerate(job["items"]):
+    res.write(json.dumps({"start": i}) + "\n")
+    name = item["template"]
+    if name not in modules:
+        s = importlib.util.spec_from_file_location(f"aot_{name}", job["files"][name])
+        m = importlib.util.module_from_spec(s); s.loader.exec_module(m); modules[name] = m
+    built.clear()
+    t0 = time.perf_counter()
+    out = {"done": i, "status": "built", "kernels": [], "error": ""}
+    try:
+        modules[name].launch(*inputs, *outputs, **spec.scalars, **item["config"])
+    except Exception as e:  # noqa: BLE001
+        out["status"] = "compile_error" if getattr(e, "kernelloop_in_triton", False) else "launch_error"
+        out["error"] = f"{type(e).__name__}: {e}"[:1500]
+    for k in built:
+        meta = k.metadata
+        row = {"name": getattr(meta, "name", ""), "shared": getattr(meta, "shared", None),
+               "num_warps": getattr(meta, "num_warps", None)}
+        try:
+            usage = resource_usage(k.asm["cubin"])
+            row.update(usage.get(row["name"]) or next(iter(usage.values()), {}))
+        except Exception as e:  # noqa: BLE001 - the build itself stands; its register count is unknown
+            row["usage_error"] = str(e)[:300]
+        out["kernels"].append(row)
+    out["seconds"] = time.perf_counter() - t0
+    res.write(json.dumps(out) + "\n")
+'''
+
+
+def _run_chunk(job: dict, items: list[dict], timeout_s: float, startup_s: float, workdir: Path) -> list[dict]:
+    """Build `items` in fresh processes; a hung or crashed build is recorded and the rest continue."""
+    results: list[dict | None] = [None] * len(items)
+    todo = list(range(len(items)))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    src = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    while todo:
+        fd, job_path = tempfile.mkstemp(suffix=".json", dir=workdir)
+        with os.fdopen(fd, "w") as f:
+            json.dump({**job, "items": [items[i] for i in todo]}, f)
+        res_path = job_path + ".jsonl"
+        status, tail = None, ""
+        try:
+            proc = subprocess.run([sys.executable, "-c", _CHILD, job_path, res_path], env=env, capture_output=True,
+                                  text=True, timeout=timeout_s * len(todo) + startup_s)
+            if proc.returncode != 0:
+                status, tail = CRASHED, f"the build process exited with code {proc.returncode}: " + (proc.stderr or "")[-1500:]
+        except subprocess.TimeoutExpired:
+            status, tail = TIMEOUT, f"no result within {timeout_s:.0f} s a configuration"
+        lines = [json.loads(line) for line in Path(res_path).read_text().splitlines() if line.strip()] \
+            if Path(res_path).exists() else []
+        started = None
+        for ev in lines:
+            if "start" in ev:
+                started = ev["start"]
+            else:
+                results[todo[ev["done"]]] = ev
+                started = None
+        if status is None:
+            break
+        if started is None:  # died before its first configuration: nothing to blame, stop here
+            for i in todo:
+                if results[i] is None:
+                    results[i] = {"status": status, "kernels": [], "error": tail, "seconds": 0.0}
+            break
+        results[todo[started]] = {"status": status, "kernels": [], "error": tail, "seconds": 0.0}
+        todo = todo[started + 1:]
+    return [r if r is not None else {"status": CRASHED, "kernels": [], "error": "no result", "seconds": 0.0}
+            for r in results]
+
+
+def build_configs(spec: OpSpec, template_files: dict[str, Path], workload: Workload, configs: list[dict], *,
+                  arch: int = 90, sm_count: int = 132, jobs: int = 2, chunk: int = 16,
+                  timeout_s: float = 300.0, startup_s: float = 60.0, progress=None) -> list[BuildOutcome]:
+    """Build every configuration (each with its "template" key) of `workload` ahead of time for sm_`arch`.
+
+    `jobs` processes build at once, `chunk` configurations per process; a process gets `timeout_s` per configuration
+    it has left plus `startup_s` (imports); past that, the configuration it was building is a timeout."""
+    items = [{"template": c["template"], "config": {k: v for k, v in c.items() if k != "template"}}
+             for c in configs]
+    job = {"spec": spec.model_dump_json(), "workload": workload.model_dump_json(), "arch": arch,
+           "sm_count": sm_count, "files": {k: str(v) for k, v in template_files.items()}}
+    chunks = [items[i:i + chunk] for i in range(0, len(items), chunk)]
+    out: list[BuildOutcome | None] = [None] * len(items)
+    with tempfile.TemporaryDirectory(prefix="kernelloop-aot-") as tmp:
+        def one(ci: int) -> None:
+            t0 = time.perf_counter()
+            rows = _run_chunk(job, chunks[ci], timeout_s, startup_s, Path(tmp))
+            for j, row in enumerate(rows):
+                it = chunks[ci][j]
+                out[ci * chunk + j] = BuildOutcome(template=it["template"], config=it["config"], status=row["status"],
+                                                   kernels=row.get("kernels", []), error=row.get("error", ""),
+                                                   seconds=row.get("seconds", 0.0))
+            if progress is not None:
+                progress(len(chunks[ci]), time.perf_counter() - t0)
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            list(pool.map(one, range(len(chunks))))
+    return [o for o in out if o is not None]

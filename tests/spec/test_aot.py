@@ -1,0 +1,96 @@
+"""Ahead-of-time builds for sm_90 without a GPU: each configuration gets the verdict its build earns (built with
+resources, compile error, refused by the launcher, hung, crashed), and one configuration's hang or crash costs
+only itself."""
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kernelloop.device import VIRTUAL_HOPPER
+from kernelloop.profile.sass import find_tool
+from kernelloop.records import Workload
+from kernelloop.spec import load_op
+from kernelloop.spec.aot import BUILT, COMPILE_ERROR, CRASHED, LAUNCH_ERROR, TIMEOUT, BuildOutcome, build_configs, \
+    launch_limits
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# A template for rmsnorm's signature (x, weight, y, eps) whose MODE parameter chooses how its build ends.
+TEMPLATE = textwrap.dedent('''
+    import os, time
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _scale(X, Y, N, BLOCK: tl.constexpr, BAD: tl.constexpr):
+        if BAD:
+            offs = tl.arange(0, 3)          # not a power of two: the compiler refuses it
+        else:
+            offs = tl.arange(0, BLOCK)
+        m = offs < N
+        tl.store(Y + offs, tl.load(X + offs, mask=m) * 2, mask=m)
+
+    def launch(x, weight, y, *, eps, MODE, BLOCK, num_warps):
+        if MODE == "refuse":
+            raise ValueError("this launcher does not take MODE=refuse")
+        if MODE == "hang":
+            time.sleep(3600)
+        if MODE == "crash":
+            os._exit(3)
+        assert x.is_cuda                     # the template sees a CUDA tensor, as on the GPU
+        _scale[(1,)](x, y, x.numel(), BLOCK=BLOCK, BAD=MODE == "bad", num_warps=num_warps)
+''')
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    if find_tool("cuobjdump") is None:
+        pytest.skip("no cuobjdump (Triton's wheel ships one)")
+    folder = tmp_path_factory.mktemp("aot")
+    (folder / "modes.py").write_text(TEMPLATE)
+    spec = load_op(ROOT / "ops" / "rmsnorm").spec
+    return spec, {"modes": folder / "modes.py"}, Workload(op="rmsnorm", axes={"M": 4, "N": 64}, dtype="fp16")
+
+
+def cfg(mode, block=64, warps=4):
+    return {"template": "modes", "MODE": mode, "BLOCK": block, "num_warps": warps}
+
+
+def test_each_configuration_gets_the_verdict_of_its_build(setup):
+    spec, files, w = setup
+    configs = [cfg("ok"), cfg("bad"), cfg("refuse"), cfg("crash"), cfg("ok", 128, 8)]
+    seen = []
+    outs = build_configs(spec, files, w, configs, jobs=1, chunk=8, timeout_s=120,
+                         progress=lambda n, s: seen.append(n))
+    assert [o.status for o in outs] == [BUILT, COMPILE_ERROR, LAUNCH_ERROR, CRASHED, BUILT]
+    assert seen == [5]
+    ok, bad, refuse, crash, wide = outs
+    assert ok.config == {"MODE": "ok", "BLOCK": 64, "num_warps": 4} and ok.template == "modes"
+    (k,) = ok.kernels
+    assert k["name"] == "_scale" and k["num_warps"] == 4 and 0 < k["REG"] <= 255 and k["shared"] >= 0
+    assert wide.kernels[0]["num_warps"] == 8 and wide.threads == 256
+    assert "arange" in bad.error and "ValueError: this launcher" in refuse.error
+    assert crash.error.startswith("the build process exited with code 3")
+    assert not ok.spills and launch_limits(ok, VIRTUAL_HOPPER) == []
+
+
+def test_a_hanging_build_is_stopped_and_the_rest_still_build(setup):
+    spec, files, w = setup
+    outs = build_configs(spec, files, w, [cfg("hang"), cfg("ok")], jobs=1, chunk=8, timeout_s=1, startup_s=20)
+    assert [o.status for o in outs] == [TIMEOUT, BUILT]
+
+
+def test_launch_limits_name_each_limit_a_kernel_breaks():
+    props = dict(VIRTUAL_HOPPER)
+    o = BuildOutcome(template="t", config={}, status=BUILT, kernels=[
+        {"name": "a", "shared": 232448, "num_warps": 32, "REG": 64},                 # fits exactly
+        {"name": "b", "shared": 232449, "num_warps": 8, "REG": 255},                # one byte over
+        {"name": "c", "shared": 0, "num_warps": 64, "REG": 40},                     # 2048 threads
+        {"name": "d", "shared": 0, "num_warps": 16, "REG": 255}])                   # 255 x 512 registers
+    limits = launch_limits(o, props)
+    assert len(limits) == 4 and limits[0].startswith("b: shared memory 232449")
+    assert limits[1].startswith("c: 2048 threads") and limits[2].startswith("c: 40 registers x 2048")
+    assert limits[3].startswith("d: 255 registers x 512")
+    assert o.shared_bytes == 232449 and o.threads == 2048 and o.registers == 255
+    assert BuildOutcome(template="t", config={}, status=BUILT, kernels=[{"STACK": 16}]).spills

@@ -1,0 +1,83 @@
+"""The pruning audit's arithmetic on known builds: recall of would-fail configurations, kept failures, pruned
+configurations that run, resource estimates against the builds, and the top-1 % check on a recorded space."""
+
+from kernelloop.device import VIRTUAL_HOPPER
+from kernelloop.records import Workload
+from kernelloop.spec import load_op
+from kernelloop.spec.aot import BUILT, COMPILE_ERROR, BuildOutcome
+from kernelloop.spec.prune_audit import FAILS, RUNS, SPILLS, audit, build_class, top_share
+from kernelloop.spec.space import why_pruned
+
+PROPS = {**VIRTUAL_HOPPER, "virtual": False}
+W = Workload(op="gemm", axes={"M": 4096, "N": 4096, "K": 4096}, dtype="fp16")
+
+
+def gemm(**kw):
+    base = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3, PERSISTENT=0, TMA=1,
+                EPILOGUE="none", TRANS_B=0)
+    return {**base, **kw}
+
+
+def built(config, shared, regs=128, warps=8, stack=0):
+    return BuildOutcome(template="tiled", config=config, status=BUILT,
+                        kernels=[{"name": "_gemm_kernel", "shared": shared, "num_warps": warps, "REG": regs,
+                                  "STACK": stack, "LOCAL": 0}])
+
+
+def test_build_class():
+    assert build_class(built(gemm(), 100_000), PROPS) == (RUNS, "")
+    assert build_class(built(gemm(), 300_000), PROPS)[0] == FAILS
+    assert build_class(built(gemm(), 1000, stack=8), PROPS)[0] == SPILLS
+    cls, why = build_class(BuildOutcome(template="tiled", config={}, status=COMPILE_ERROR,
+                                        error="CompilationError: at 3:4\nmore"), PROPS)
+    assert cls == FAILS and why == "compile_error: CompilationError: at 3:4"
+
+
+def test_audit_counts_recall_kept_failures_and_pruned_runners():
+    t = load_op("ops/gemm").spec.templates[0]
+    too_big = gemm(BLOCK_N=256, num_stages=5)                       # pruned: shared memory estimate over the limit
+    eight_warps_small = gemm(BLOCK_M=64, BLOCK_N=64)                 # pruned by a semantic rule; builds and runs
+    kept_ok = gemm()
+    kept_bad = gemm(num_stages=4)                                   # kept; pretend ptxas refused it
+    assert why_pruned(t, W, PROPS, too_big) and why_pruned(t, W, PROPS, eight_warps_small)
+    assert why_pruned(t, W, PROPS, kept_ok) is None and why_pruned(t, W, PROPS, kept_bad) is None
+    outcomes = [built(too_big, 393_280), built(eight_warps_small, 40_000), built(kept_ok, 98_368),
+                BuildOutcome(template="tiled", config=kept_bad, status=COMPILE_ERROR, error="ptxas error")]
+    rep = audit({"tiled": t}, W, PROPS, outcomes)
+    assert rep["configurations"] == 4 and rep["pruned"] == 2 and rep["kept"] == 2
+    assert rep["fails"] == 2 and rep["fails_pruned"] == 1 and rep["recall"] == 0.5
+    assert rep["kept_failures"] == [{"template": "tiled", "config": kept_bad, "why": "compile_error: ptxas error"}]
+    assert [r["config"] for r in rep["pruned_runners"]] == [eight_warps_small]
+    assert rep["classes"] == {FAILS: 2, RUNS: 2}
+    # the template's shared-memory estimate against the three builds (98368 = 3 x (128x64 + 64x128) x 2 + 64)
+    row = next(r for r in rep["rows"] if r["config"] == kept_ok)
+    assert row["estimate"]["shared"] == 98_368 and row["shared"] == 98_368
+    assert rep["estimates"]["shared_abs_error_max"] is not None
+    reasons = rep["by_reason"]
+    assert any("shared memory" in k and v == {FAILS: 1} for k, v in reasons.items())
+
+
+def test_audit_without_failures_has_no_recall():
+    t = load_op("ops/gemm").spec.templates[0]
+    rep = audit({"tiled": t}, W, PROPS, [built(gemm(), 98_368)])
+    assert rep["fails"] == 0 and rep["recall"] is None and rep["pruned_runners"] == []
+
+
+def test_top_share_flags_a_pruned_configuration_among_the_best():
+    runners = [{"template": "tiled", "config": gemm(BLOCK_M=64, BLOCK_N=64)}]
+    pruned_key_cfg = {"template": "tiled", **runners[0]["config"]}
+    records = [{"config": {"template": "tiled", **gemm(num_stages=s, GROUP_M=g)},
+                "results": {"w1": {"value": 100.0 + s + g, "status": "PASSED"}}} for s in (2, 3, 4, 5) for g in (1, 8)]
+    records += [{"config": {"template": "tiled", **gemm(BLOCK_K=128, num_stages=s)},
+                 "results": {"w1": {"value": None, "status": "COMPILE_ERROR"}}} for s in (2, 3)]
+    slow = {"records": records + [{"config": pruned_key_cfg, "results": {"w1": {"value": 150.0, "status": "PASSED"}}}]}
+    ok = top_share(runners, slow, "w1", share=0.25)
+    assert ok["measured"] == 9 and ok["measured_pruned"] == 1 and ok["top_k"] == 3 and ok["pruned_in_top"] == []
+    assert ok["best_pruned_rank"] == 9 and ok["verdict"].startswith("no pruned")
+    fast = {"records": records + [{"config": pruned_key_cfg, "results": {"w1": {"value": 90.0, "status": "PASSED"}}}]}
+    bad = top_share(runners, fast, "w1", share=0.25)
+    assert bad["best_pruned_rank"] == 1 and bad["pruned_in_top"] == [{"config": pruned_key_cfg, "us": 90.0}]
+    assert bad["verdict"] == "1 pruned configuration(s) in the top share"
+    missing = top_share(runners, {"records": records}, "w1")
+    assert missing["unmeasured_pruned"] == 1 and missing["best_pruned_rank"] is None
+    assert top_share(runners, {"records": []}, "w1")["verdict"] == "nothing measured"
