@@ -59,13 +59,13 @@ def cfg(mode, block=64, warps=4):
 
 def test_each_configuration_gets_the_verdict_of_its_build(setup):
     spec, files, w = setup
-    configs = [cfg("ok"), cfg("bad"), cfg("refuse"), cfg("crash"), cfg("ok", 128, 8)]
+    configs = [cfg("ok"), cfg("bad"), cfg("refuse"), cfg("crash"), cfg("ok", 128, 8), cfg("same")]
     seen = []
     outs = build_configs(spec, files, w, configs, jobs=1, chunk=8, timeout_s=120,
                          progress=lambda n, s: seen.append(n))
-    assert [o.status for o in outs] == [BUILT, COMPILE_ERROR, LAUNCH_ERROR, CRASHED, BUILT]
-    assert seen == [5]
-    ok, bad, refuse, crash, wide = outs
+    assert [o.status for o in outs] == [BUILT, COMPILE_ERROR, LAUNCH_ERROR, CRASHED, BUILT, BUILT]
+    assert seen == [6]
+    ok, bad, refuse, crash, wide, same = outs
     assert ok.config == {"MODE": "ok", "BLOCK": 64, "num_warps": 4} and ok.template == "modes"
     (k,) = ok.kernels
     assert k["name"] == "_scale" and k["num_warps"] == 4 and 0 < k["REG"] <= 255 and k["shared"] >= 0
@@ -73,6 +73,10 @@ def test_each_configuration_gets_the_verdict_of_its_build(setup):
     assert "arange" in bad.error and "ValueError: this launcher" in refuse.error
     assert crash.error.startswith("the build process exited with code 3")
     assert not ok.spills and launch_limits(ok, VIRTUAL_HOPPER) == []
+    # the launch each one asked for: grid, scalar arguments (N = 4 x 64), binary; "same" launches what "ok" does
+    assert k["grid"] == [1] and k["scalars"] == [256] and len(k["cubin_sha256"]) == 64
+    assert same.launches == ok.launches is not None and wide.launches != ok.launches
+    assert bad.launches is None and crash.launches is None
 
 
 def test_a_hanging_build_is_stopped_and_the_rest_still_build(setup):

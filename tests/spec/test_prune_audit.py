@@ -78,6 +78,26 @@ def test_top_share_flags_a_pruned_configuration_among_the_best():
     bad = top_share(runners, fast, "w1", share=0.25)
     assert bad["best_pruned_rank"] == 1 and bad["pruned_in_top"] == [{"config": pruned_key_cfg, "us": 90.0}]
     assert bad["verdict"] == "1 pruned configuration(s) in the top share"
+    # 9 measured out of 1000 that run: the top 1 % is the best 10, more than were measured
+    assert top_share(runners, fast, "w1", population=1000)["verdict"] == "too few measured for the top 10"
+    assert top_share(runners, fast, "w1", population=800)["top_k"] == 8
     missing = top_share(runners, {"records": records}, "w1")
     assert missing["unmeasured_pruned"] == 1 and missing["best_pruned_rank"] is None
     assert top_share(runners, {"records": []}, "w1")["verdict"] == "nothing measured"
+
+
+def test_a_pruned_configuration_launching_what_a_kept_one_launches_is_a_twin_not_a_runner():
+    t = load_op("ops/gemm").spec.templates[0]
+    kept = gemm()
+    twin_cfg = gemm(BLOCK_M=64, BLOCK_N=64, num_warps=8, GROUP_M=1)    # pruned (8 warps on a 64x64 tile)
+    assert why_pruned(t, W, PROPS, twin_cfg)
+
+    def launched(config, sha, grid):
+        o = built(config, 40_000)
+        o.kernels[0].update(cubin_sha256=sha, grid=grid, scalars=[4096, 4096, 4096])
+        return o
+    outcomes = [launched(kept, "aa", [1024]), launched(twin_cfg, "aa", [1024]),
+                launched(gemm(BLOCK_M=64, BLOCK_N=64, num_warps=8), "bb", [4096])]
+    rep = audit({"tiled": t}, W, PROPS, outcomes)
+    assert rep["pruned_twins"] == 1 and [r["config"] for r in rep["pruned_runners"]] == [outcomes[2].config]
+    assert rep["rows"][1]["twin_of"] == {"template": "tiled", **kept} and rep["rows"][2]["twin_of"] is None

@@ -88,7 +88,8 @@ def audit_pruning(
         rep = audit(templates, w, props, outcomes)
         rep["workload_id"] = w.id
         if space_doc is not None:
-            rep["top_share"] = top_share(rep["pruned_runners"], space_doc, w.id)
+            runs = rep["classes"].get("runs", 0) + rep["classes"].get("spills", 0)
+            rep["top_share"] = top_share(rep["pruned_runners"], space_doc, w.id, population=runs)
         reports.append(rep)
         runners[w.id] = [{"template": r["template"], **r["config"]} for r in rep["pruned_runners"]]
     doc = {"op": bundle.spec.name, "arch": arch, "device": props, "templates": sorted(templates),

@@ -42,7 +42,8 @@ class BuildOutcome:
     template: str
     config: dict
     status: str
-    kernels: list[dict] = field(default_factory=list)  # name, shared, num_warps, REG, STACK, LOCAL per kernel
+    # per launched kernel: name, shared, num_warps, grid, scalars, cubin_sha256, REG, STACK, LOCAL
+    kernels: list[dict] = field(default_factory=list)
     error: str = ""
     seconds: float = 0.0
 
@@ -63,6 +64,14 @@ class BuildOutcome:
     def spills(self) -> bool:
         """Whether any kernel uses local memory (register spills or local arrays)."""
         return any((k.get("LOCAL") or 0) > 0 or (k.get("STACK") or 0) > 0 for k in self.kernels)
+
+    @property
+    def launches(self) -> tuple | None:
+        """What the configuration runs: each launch's binary, grid and scalar arguments, in order; two
+        configurations with equal `launches` do the same work on the GPU (None: not built, or a grid unknown)."""
+        if self.status != BUILT or not self.kernels or any(k.get("grid") is None for k in self.kernels):
+            return None
+        return tuple((k.get("cubin_sha256"), tuple(k["grid"]), tuple(k.get("scalars") or ())) for k in self.kernels)
 
     def as_dict(self) -> dict:
         return {"template": self.template, "config": self.config, "status": self.status, "kernels": self.kernels,
@@ -86,7 +95,7 @@ def launch_limits(outcome: BuildOutcome, props: dict) -> list[str]:
 # The build process: reads a job file, appends one JSON line per event to the result file (flushed), so the
 # parent knows which configuration a hung or killed process was building.
 _CHILD = r'''
-import importlib.util, json, os, sys, time, types
+import hashlib, importlib.util, json, os, sys, time, types
 job = json.load(open(sys.argv[1]))
 res = open(sys.argv[2], "a", buffering=1)
 import torch, triton
@@ -119,7 +128,11 @@ def _compile_only(self, *args, grid, warmup, **kw):
     except Exception as e:
         e.kernelloop_in_triton = True  # raised by Triton's binding or compiling, not by the template's Python
         raise
-    built.append(kernel)
+    # the launch the template asked for: a grid given as numbers (a callable one is not evaluated here) and the
+    # non-constexpr scalar arguments (tensors are the same for every configuration)
+    g = None if callable(grid) else [int(v) for v in (grid if isinstance(grid, (tuple, list)) else (grid,))]
+    scalars = [a for a in args if isinstance(a, (int, float, bool))]
+    built.append((kernel, g, scalars))
     return kernel
 JITFunction.run = _compile_only
 spec = OpSpec.model_validate_json(job["spec"])
@@ -141,10 +154,12 @@ for i, item in enumerate(job["items"]):
     except Exception as e:  # noqa: BLE001
         out["status"] = "compile_error" if getattr(e, "kernelloop_in_triton", False) else "launch_error"
         out["error"] = f"{type(e).__name__}: {e}"[:1500]
-    for k in built:
+    for k, grid, scalars in built:
         meta = k.metadata
+        cubin = k.asm.get("cubin") or b""
         row = {"name": getattr(meta, "name", ""), "shared": getattr(meta, "shared", None),
-               "num_warps": getattr(meta, "num_warps", None)}
+               "num_warps": getattr(meta, "num_warps", None), "grid": grid, "scalars": scalars,
+               "cubin_sha256": hashlib.sha256(bytes(cubin)).hexdigest()}
         try:
             usage = resource_usage(k.asm["cubin"])
             row.update(usage.get(row["name"]) or next(iter(usage.values()), {}))

@@ -11,9 +11,11 @@ Then:
 - recall = the share of `fails` that pruning removes (what pruning is for: each one would cost a compile and a
   failed trial);
 - kept failures: configurations pruning keeps that fail (a run spends a compile on each);
-- pruned runners: configurations pruning removes that build and launch cleanly; only a GPU can say whether one of
-  them is fast, so they are listed for timing (`kernelloop record --configs`), and `top_share` checks those timings
-  against the best configurations the pruner kept;
+- pruned twins: configurations pruning removes whose launches are identical to a kept configuration's (the same
+  cubin, grid and scalar arguments: e.g. a parameter the launcher ignores in that case); they cannot beat their twin;
+- pruned runners: the other configurations pruning removes that build and launch cleanly; only a GPU can say whether
+  one of them is fast, so they are listed for timing (`kernelloop record --configs`), and `top_share` checks those
+  timings against the best configurations the pruner kept;
 - the resource estimates against the compiled kernels (shared memory exact to the byte, registers).
 """
 
@@ -63,6 +65,14 @@ def audit(templates: dict[str, TemplateSpec], workload: Workload, props: dict,
                      "shared": o.shared_bytes if o.status == BUILT else None,
                      "registers": o.registers if o.status == BUILT else None,
                      "estimate": est, "build_s": round(o.seconds, 3)})
+    # a pruned configuration whose launches (binaries, grids, scalar arguments) equal a kept one's does the same
+    # work on the GPU: it cannot be faster than its kept twin, so it needs no timing
+    kept_launches = {}
+    for o, r in zip(outcomes, rows):
+        if not r["pruned"] and r["class"] == RUNS and o.launches is not None:
+            kept_launches.setdefault(o.launches, {"template": o.template, **o.config})
+    for o, r in zip(outcomes, rows):
+        r["twin_of"] = kept_launches.get(o.launches) if r["pruned"] and o.launches is not None else None
     fails = [r for r in rows if r["class"] == FAILS]
     caught = [r for r in fails if r["pruned"]]
     by_reason: dict[str, Counter] = {}
@@ -81,7 +91,8 @@ def audit(templates: dict[str, TemplateSpec], workload: Workload, props: dict,
         "recall": len(caught) / len(fails) if fails else None,
         "kept_failures": [{k: r[k] for k in ("template", "config", "why")} for r in fails if not r["pruned"]],
         "pruned_runners": [{k: r[k] for k in ("template", "config", "pruned")} for r in rows
-                           if r["pruned"] and r["class"] == RUNS],
+                           if r["pruned"] and r["class"] == RUNS and r["twin_of"] is None],
+        "pruned_twins": sum(1 for r in rows if r["pruned"] and r["class"] == RUNS and r["twin_of"] is not None),
         "pruned_spillers": sum(1 for r in rows if r["pruned"] and r["class"] == SPILLS),
         "kept_spillers": sum(1 for r in rows if not r["pruned"] and r["class"] == SPILLS),
         "by_reason": {k: dict(v) for k, v in sorted(by_reason.items())},
@@ -96,12 +107,15 @@ def audit(templates: dict[str, TemplateSpec], workload: Workload, props: dict,
     }
 
 
-def top_share(pruned_runners: list[dict], space: dict, workload_id: str, share: float = 0.01) -> dict:
+def top_share(pruned_runners: list[dict], space: dict, workload_id: str, share: float = 0.01,
+              population: int | None = None) -> dict:
     """Whether any pruned configuration that runs is among the top `share` of everything measured.
 
     `space` is a space document (`kernelloop record`) holding, for `workload_id`, the pruned space's measurements
     and the pruned runners' (recorded in the same session with `record --configs`, so the two are comparable).
-    The threshold is the time of the k-th best of all measured configurations, k = ceil(share * count)."""
+    The threshold is the time of the k-th best measured configuration, k = ceil(share * population), where
+    `population` is the number of configurations that run (default: the number measured); when only part of the
+    kept space is measured, it must hold the kept space's best (e.g. re-timed from an earlier recording)."""
     from math import ceil
 
     from ..search.encoding import config_key
@@ -115,13 +129,15 @@ def top_share(pruned_runners: list[dict], space: dict, workload_id: str, share: 
     if not times:
         return {"measured": 0, "verdict": "nothing measured"}
     times.sort(key=lambda x: x[0])
-    k = max(1, ceil(share * len(times)))
+    k = max(1, ceil(share * (population or len(times))))
+    if k > len(times):
+        return {"measured": len(times), "top_k": k, "verdict": f"too few measured for the top {k}"}
     threshold = times[k - 1][0]
     intruders = [{"config": c, "us": v} for v, p, c in times if p and v <= threshold]
     measured_pruned = sum(1 for _, p, _ in times if p)
     best_pruned = next(((v, i + 1) for i, (v, p, _) in enumerate(times) if p), None)
     return {"measured": len(times), "measured_pruned": measured_pruned, "unmeasured_pruned": len(pruned) - measured_pruned,
-            "top_k": k, "threshold_us": threshold, "best_us": times[0][0],
+            "top_k": k, "population": population or len(times), "threshold_us": threshold, "best_us": times[0][0],
             "best_pruned_us": best_pruned[0] if best_pruned else None,
             "best_pruned_rank": best_pruned[1] if best_pruned else None,
             "pruned_in_top": intruders, "verdict": "no pruned configuration in the top share" if not intruders
