@@ -51,6 +51,20 @@ def test_audit_pruning_end_to_end(tmp_path):
     top = json.loads(out.read_text())["workloads"][0]["top_share"]
     assert top["measured"] == 8 and top["measured_pruned"] == 3 and top["pruned_in_top"] == []
     assert top["best_pruned_rank"] == 6
+    # the same audit from the report's builds, without building
+    again = tmp_path / "again.json"
+    r = runner.invoke(app, ["audit-pruning", "rmsnorm", "--workloads", str(wl), "--template", "rowwise", "--limit", "3",
+                            "--out", str(again), "--builds", str(out)])
+    assert r.exit_code == 0 and "auditing the builds of 3" in r.output and "built (" not in r.output, r.output
+    rows = json.loads(again.read_text())["workloads"][0]["rows"]
+    assert [x["kernels"] for x in rows] == [x["kernels"] for x in rep["rows"]]
+    r = runner.invoke(app, ["audit-pruning", "rmsnorm", "--workloads", str(wl), "--template", "rowwise", "--limit", "4",
+                            "--out", str(again), "--builds", str(out)])
+    assert r.exit_code == common.BAD_INPUT and "not in it" in " ".join(r.output.split())
+    swl = tmp_path / "s.toml"
+    swl.write_text('op = "softmax"\n[[workload]]\naxes = { M = 8, N = 4096 }\ndtype = "fp16"\n')
+    r = runner.invoke(app, ["audit-pruning", "softmax", "--workloads", str(swl), "--out", str(again), "--builds", str(out)])
+    assert r.exit_code == common.BAD_INPUT and "audits 'rmsnorm', not 'softmax'" in " ".join(r.output.split())
 
 
 def test_audit_pruning_bad_input(tmp_path):

@@ -5,7 +5,7 @@ from kernelloop.device import VIRTUAL_HOPPER
 from kernelloop.records import Workload
 from kernelloop.spec import load_op
 from kernelloop.spec.aot import BUILT, COMPILE_ERROR, BuildOutcome
-from kernelloop.spec.prune_audit import FAILS, RUNS, SPILLS, audit, build_class, top_share
+from kernelloop.spec.prune_audit import FAILS, RUNS, SPILLS, audit, build_class, outcomes_of, top_share
 from kernelloop.spec.space import why_pruned
 
 PROPS = {**VIRTUAL_HOPPER, "virtual": False}
@@ -96,8 +96,15 @@ def test_a_pruned_configuration_launching_what_a_kept_one_launches_is_a_twin_not
         o = built(config, 40_000)
         o.kernels[0].update(cubin_sha256=sha, grid=grid, scalars=[4096, 4096, 4096])
         return o
-    outcomes = [launched(kept, "aa", [1024]), launched(twin_cfg, "aa", [1024]),
-                launched(gemm(BLOCK_M=64, BLOCK_N=64, num_warps=8), "bb", [4096])]
+    other = gemm(BLOCK_M=64, BLOCK_N=64, num_warps=8)
+    same_as_other = gemm(BLOCK_M=64, BLOCK_N=64, num_warps=8, num_stages=2)
+    outcomes = [launched(kept, "aa", [1024]), launched(twin_cfg, "aa", [1024]), launched(other, "bb", [4096]),
+                launched(same_as_other, "bb", [4096])]
     rep = audit({"tiled": t}, W, PROPS, outcomes)
-    assert rep["pruned_twins"] == 1 and [r["config"] for r in rep["pruned_runners"]] == [outcomes[2].config]
+    assert rep["pruned_twins"] == 1 and rep["pruned_runner_configurations"] == 2
+    # one timing serves both pruned configurations that launch the same thing
+    assert [(r["config"], r["same_launches"]) for r in rep["pruned_runners"]] == [(other, [same_as_other])]
     assert rep["rows"][1]["twin_of"] == {"template": "tiled", **kept} and rep["rows"][2]["twin_of"] is None
+    # the report holds the builds: auditing it again gives the same answer without building
+    again = audit({"tiled": t}, W, PROPS, outcomes_of(rep["rows"]))
+    assert {k: v for k, v in again.items() if k != "rows"} == {k: v for k, v in rep.items() if k != "rows"}

@@ -22,7 +22,8 @@ from ..device import VIRTUAL_HOPPER, cuda_available, device_properties
 from ..replay.space_file import read_space_document
 from ..spec import SpecError, load_op, load_workloads
 from ..spec.aot import build_configs
-from ..spec.prune_audit import audit, top_share
+from ..search.encoding import config_key
+from ..spec.prune_audit import audit, outcomes_of, top_share
 from ..spec.space import expand
 from . import common
 
@@ -40,6 +41,9 @@ def audit_pruning(
     configs_out: Annotated[Optional[Path], typer.Option(
         help="Write the configurations pruning removes although they build and launch (per workload) as a file "
              "for `kernelloop record --configs`.")] = None,
+    builds: Annotated[Optional[Path], typer.Option(
+        help="Reuse the builds of an earlier report of this op (--out of a previous audit) instead of building; "
+             "for auditing changed constraints or adding --timed.")] = None,
     timed: Annotated[Optional[Path], typer.Option(
         help="A space file recorded on a GPU with the pruned space and those configurations (same session): "
              "report whether any of them is among the top 1 % (by workload id).")] = None,
@@ -56,6 +60,16 @@ def audit_pruning(
     for t in template or ():
         if t not in names:
             console.print(f"[red]bad argument:[/red] --template {t!r}: {bundle.spec.name} has {', '.join(names)}")
+            raise typer.Exit(common.BAD_INPUT)
+    earlier = {}
+    if builds is not None:
+        try:
+            prev = json.loads(builds.read_text())
+            if prev.get("op") != bundle.spec.name:
+                raise ValueError(f"it audits {prev.get('op')!r}, not {bundle.spec.name!r}")
+            earlier = {w["workload_id"]: outcomes_of(w["rows"]) for w in prev["workloads"]}
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            console.print(f"[red]bad input:[/red] --builds {builds}: {e}")
             raise typer.Exit(common.BAD_INPUT)
     space_doc = None
     if timed is not None:
@@ -75,16 +89,25 @@ def audit_pruning(
         configs += [{"template": t.name, **c} for c in expand(t)[:limit]]
     reports, runners = [], {}
     for w in wls:
-        console.print(f"{w.label}: building {len(configs)} configurations for sm_{arch} "
-                      f"({len(templates)} template(s))")
+        console.print(f"{w.label}: {'auditing the builds of' if builds else 'building'} {len(configs)} "
+                      f"configurations for sm_{arch} ({len(templates)} template(s))")
         done = [0]
 
         def progress(n: int, secs: float) -> None:
             done[0] += n
             console.print(f"  {done[0]}/{len(configs)} built ({secs:.0f} s for the last {n})")
 
-        outcomes = build_configs(bundle.spec, files, w, configs, arch=arch, sm_count=props["sm_count"],
-                                 jobs=jobs or os.cpu_count() or 1, timeout_s=timeout, progress=progress)
+        if builds is not None:
+            have = {config_key({"template": o.template, **o.config}): o for o in earlier.get(w.id, [])}
+            missing = [c for c in configs if config_key(c) not in have]
+            if missing:
+                console.print(f"[red]bad input:[/red] --builds {builds}: {len(missing)} configuration(s) of "
+                              f"{w.label} are not in it (e.g. {missing[0]})")
+                raise typer.Exit(common.BAD_INPUT)
+            outcomes = [have[config_key(c)] for c in configs]
+        else:
+            outcomes = build_configs(bundle.spec, files, w, configs, arch=arch, sm_count=props["sm_count"],
+                                     jobs=jobs or os.cpu_count() or 1, timeout_s=timeout, progress=progress)
         rep = audit(templates, w, props, outcomes)
         rep["workload_id"] = w.id
         if space_doc is not None:

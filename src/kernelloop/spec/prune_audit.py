@@ -13,9 +13,10 @@ Then:
 - kept failures: configurations pruning keeps that fail (a run spends a compile on each);
 - pruned twins: configurations pruning removes whose launches are identical to a kept configuration's (the same
   cubin, grid and scalar arguments: e.g. a parameter the launcher ignores in that case); they cannot beat their twin;
-- pruned runners: the other configurations pruning removes that build and launch cleanly; only a GPU can say whether
-  one of them is fast, so they are listed for timing (`kernelloop record --configs`), and `top_share` checks those
-  timings against the best configurations the pruner kept;
+- pruned runners: the other configurations pruning removes that build and launch cleanly, one per distinct launch
+  (the others with the same launches listed under it); only a GPU can say whether one of them is fast, so they are
+  listed for timing (`kernelloop record --configs`), and `top_share` checks those timings against the best
+  configurations the pruner kept;
 - the resource estimates against the compiled kernels (shared memory exact to the byte, registers).
 """
 
@@ -62,6 +63,7 @@ def audit(templates: dict[str, TemplateSpec], workload: Workload, props: dict,
         cls, reason = build_class(o, props)
         est = _estimate(t, names, o.config)
         rows.append({"template": o.template, "config": o.config, "pruned": why, "class": cls, "why": reason,
+                     "kernels": o.kernels, "status": o.status, "error": o.error,
                      "shared": o.shared_bytes if o.status == BUILT else None,
                      "registers": o.registers if o.status == BUILT else None,
                      "estimate": est, "build_s": round(o.seconds, 3)})
@@ -71,8 +73,16 @@ def audit(templates: dict[str, TemplateSpec], workload: Workload, props: dict,
     for o, r in zip(outcomes, rows):
         if not r["pruned"] and r["class"] == RUNS and o.launches is not None:
             kept_launches.setdefault(o.launches, {"template": o.template, **o.config})
+    groups: dict[tuple, list[dict]] = {}  # pruned runners with the same launches: one timing serves them all
     for o, r in zip(outcomes, rows):
         r["twin_of"] = kept_launches.get(o.launches) if r["pruned"] and o.launches is not None else None
+        if r["pruned"] and r["class"] == RUNS and r["twin_of"] is None:
+            groups.setdefault(o.launches if o.launches is not None else ("row", len(groups)), []).append(r)
+    representatives = []
+    for members in groups.values():
+        head = members[0]
+        head["same_launches"] = [m["config"] for m in members[1:]]
+        representatives.append(head)
     fails = [r for r in rows if r["class"] == FAILS]
     caught = [r for r in fails if r["pruned"]]
     by_reason: dict[str, Counter] = {}
@@ -90,8 +100,9 @@ def audit(templates: dict[str, TemplateSpec], workload: Workload, props: dict,
         "fails": len(fails), "fails_pruned": len(caught),
         "recall": len(caught) / len(fails) if fails else None,
         "kept_failures": [{k: r[k] for k in ("template", "config", "why")} for r in fails if not r["pruned"]],
-        "pruned_runners": [{k: r[k] for k in ("template", "config", "pruned")} for r in rows
-                           if r["pruned"] and r["class"] == RUNS and r["twin_of"] is None],
+        "pruned_runners": [{k: r[k] for k in ("template", "config", "pruned", "same_launches")}
+                           for r in representatives],
+        "pruned_runner_configurations": sum(len(v) for v in groups.values()),
         "pruned_twins": sum(1 for r in rows if r["pruned"] and r["class"] == RUNS and r["twin_of"] is not None),
         "pruned_spillers": sum(1 for r in rows if r["pruned"] and r["class"] == SPILLS),
         "kept_spillers": sum(1 for r in rows if not r["pruned"] and r["class"] == SPILLS),
@@ -142,3 +153,9 @@ def top_share(pruned_runners: list[dict], space: dict, workload_id: str, share: 
             "best_pruned_rank": best_pruned[1] if best_pruned else None,
             "pruned_in_top": intruders, "verdict": "no pruned configuration in the top share" if not intruders
             else f"{len(intruders)} pruned configuration(s) in the top share"}
+
+
+def outcomes_of(report_rows: list[dict]) -> list[BuildOutcome]:
+    """The builds an earlier audit report holds (its `rows`), to audit again without building."""
+    return [BuildOutcome(template=r["template"], config=r["config"], status=r["status"], kernels=r["kernels"],
+                         error=r.get("error", ""), seconds=r.get("build_s", 0.0)) for r in report_rows]
