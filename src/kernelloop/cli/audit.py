@@ -109,7 +109,7 @@ def audit_pruning(
             outcomes = build_configs(bundle.spec, files, w, configs, arch=arch, sm_count=props["sm_count"],
                                      jobs=jobs or os.cpu_count() or 1, timeout_s=timeout, progress=progress)
         rep = audit(templates, w, props, outcomes)
-        rep["workload_id"] = w.id
+        rep.update(workload_id=w.id, axes=w.axes, dtype=w.dtype.value)
         if space_doc is not None:
             runs = rep["classes"].get("runs", 0) + rep["classes"].get("spills", 0)
             rep["top_share"] = top_share(rep["pruned_runners"], space_doc, w.id, population=runs)
