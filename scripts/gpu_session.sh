@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -349,6 +349,29 @@ case "$phase" in
     lane_b() {
       step record-rmsnorm-shapes-1 185 $KL record ops/rmsnorm --device cuda --template persistent --fix PREFETCH=1 \
         --shard 1/2 --resume --out "$OUT/rmsnorm-shapes.shard1.space.json.gz"
+    }
+    ;;
+  s6a)  # issue 5's pruning audit on the H200 (Triton 3.6): build the unpruned LayerNorm and GEMM spaces ahead of
+        # time on this host's CPUs (ground truth for this Triton), then time the configurations pruning removes
+        # although they run, beside the best kept ones of the earlier recordings (one session: no drift)
+    audit_and_time() {  # audit_and_time NAME OP WORKLOADS RECORDED AUDIT_S RECORD_S
+      local name=$1 op=$2 wl=$3 recorded=$4
+      step "audit-$name" "$5" $KL audit-pruning "$op" --workloads "$wl" --jobs 8 --out "$OUT/audit-$name.json" \
+        --configs-out "$OUT/audit-$name.runners.json"
+      step "timing-set-$name" 30 python3 benchmarks/pruning_timing_set.py "$OUT/audit-$name.json" --space "$recorded" \
+        --top 10 --out "$OUT/timing-set-$name.json"
+      step "record-pruned-$name" "$6" $KL record "$op" --device cuda --workloads "$wl" \
+        --configs "$OUT/timing-set-$name.json" --resume --out "$OUT/pruned-$name.space.json.gz"
+      step "top-share-$name" 60 $KL audit-pruning "$op" --workloads "$wl" --builds "$OUT/audit-$name.json" \
+        --timed "$OUT/pruned-$name.space.json.gz" --out "$OUT/audit-$name.timed.json"
+    }
+    lane_a() {
+      audit_and_time layernorm-4096 layernorm benchmarks/workloads/layernorm-4096.toml \
+        benchmarks/results/2026-11-30-h200-s4/layernorm_fp16_4096_H200.space.json.gz 150 330
+    }
+    lane_b() {
+      audit_and_time gemm-4096 gemm benchmarks/workloads/gemm-4096.toml \
+        benchmarks/results/2026-11-30-h200-s5/gemm_fp16_4096_H200.space.json.gz 200 280
     }
     ;;
   matmul)  # issue 7: GEMM fp16 4096^3 against cuBLAS, attention (seed shape) against the SDPA backends

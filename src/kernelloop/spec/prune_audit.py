@@ -125,8 +125,10 @@ def top_share(pruned_runners: list[dict], space: dict, workload_id: str, share: 
     `space` is a space document (`kernelloop record`) holding, for `workload_id`, the pruned space's measurements
     and the pruned runners' (recorded in the same session with `record --configs`, so the two are comparable).
     The threshold is the time of the k-th best measured configuration, k = ceil(share * population), where
-    `population` is the number of configurations that run (default: the number measured); when only part of the
-    kept space is measured, it must hold the kept space's best (e.g. re-timed from an earlier recording)."""
+    `population` is the number of configurations that run (default: the number measured). When only part of the
+    kept space is measured (e.g. its best from an earlier recording, timed again), the k-th best measured time can
+    only be slower than the true k-th best, so the check errs towards flagging: a pruned configuration truly in the
+    top k is always flagged."""
     from math import ceil
 
     from ..search.encoding import config_key
