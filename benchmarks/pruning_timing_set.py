@@ -37,8 +37,11 @@ def timing_set(audit: dict, recorded: dict, top: int) -> dict:
         measured = sorted((r for r in recorded["records"] if (r["results"].get(rid) or {}).get("value") is not None),
                           key=lambda r: r["results"][rid]["value"])
         best = [r["config"] for r in measured[:top]]
-        runners = [{"template": r["template"], **r["config"]} for r in rep["pruned_runners"]]
-        out[wid] = runners + [c for c in best if c not in runners]
+        # the recorded best first (the comparison needs them), then what the device-limit estimates removed (their
+        # errors), then the semantic rules' removals: a recording cut by its time limit keeps the most telling part
+        order = sorted(rep["pruned_runners"], key=lambda r: 0 if r["pruned"].startswith("device limit") else 1)
+        runners = [{"template": r["template"], **r["config"]} for r in order]
+        out[wid] = [c for c in best if c not in runners] + runners
         counts[wid] = {"pruned_runners": len(runners), "recorded_best": len(best), "rows": len(rows)}
     return {"op": audit["op"], "configs": out, "counts": counts}
 

@@ -8,7 +8,9 @@ Scheduling: one output tile per program (PERSISTENT=0), or a grid of one program
 tiles (PERSISTENT=1); tiles are visited in GROUP_M-row super-groups so neighbouring programs share the same
 B columns and A rows in L2. TMA=1 loads A/B tiles (and stores C) through host-built tensor descriptors
 (Hopper's tensor memory accelerator; no device-side scratch allocator is needed, unlike
-`tl.make_tensor_descriptor`). SPLIT_K>1 splits the reduction across programs that add their fp32 partial tiles
+`tl.make_tensor_descriptor`); TMA=2 does the same but stores the C tile as two halves (epilogue subtiling), so
+its staging buffer in shared memory is half the tile: a 128x256x64 persistent tile then fits four pipeline stages
+(229,408 bytes built for sm_90) instead of three. SPLIT_K>1 splits the reduction across programs that add their fp32 partial tiles
 into the (zeroed) fp32 output with atomics: only for an fp32 output without an epilogue, and only SPLIT_K=2 is
 bitwise deterministic (two addends commute; three do not associate).
 """
@@ -111,7 +113,15 @@ def _gemm_work(work, A, B, Bias, C, M, N, K, k_span, num_m, num_n,
         c_ptrs = C + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
         tl.atomic_add(c_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N), sem="relaxed")
     elif TMA:
-        C.store([off_m, off_n], _to_out(acc, C.dtype, INTERPRETER))
+        out = _to_out(acc, C.dtype, INTERPRETER)
+        if TMA == 2:
+            # the c tile stored as two [BLOCK_M, BLOCK_N / 2] halves: the staging buffer in shared memory is half
+            # the tile, which leaves room for one more pipeline stage of a and b at 128x256
+            left, right = tl.split(tl.permute(tl.reshape(out, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1)))
+            C.store([off_m, off_n], left)
+            C.store([off_m, off_n + BLOCK_N // 2], right)
+        else:
+            C.store([off_m, off_n], out)
     else:
         c_ptrs = C + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
         out = _to_out(acc, C.dtype.element_ty, INTERPRETER)
@@ -175,7 +185,7 @@ def launch(a, b, x, y=None, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, nu
     if TMA:
         a_arg = TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K])
         b_arg = TensorDescriptor.from_tensor(b, [BLOCK_N, BLOCK_K] if TRANS_B else [BLOCK_K, BLOCK_N])
-        c_arg = c if SPLIT_K > 1 else TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N])
+        c_arg = c if SPLIT_K > 1 else TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N // (2 if TMA == 2 else 1)])
     else:
         a_arg, b_arg, c_arg = a, b, c
     if SPLIT_K > 1:

@@ -83,8 +83,10 @@ def test_spec_workloads_and_static_rules(op):
     params = {p.name: p.values for p in t.params}
     epilogue, trans_b = PINNED[op]
     assert params["EPILOGUE"] == [epilogue] and params["TRANS_B"] == [trans_b]
-    assert math.prod(len(v) for v in params.values()) <= 2048
-    assert params["TMA"] == [0, 1] and params["PERSISTENT"] == [0, 1]
+    # gemm and the variants sharing its space also have TMA=2: the c tile stored in halves (epilogue subtiling)
+    subtiled = op in ("gemm", "gemm_bias", "gemm_nt")
+    assert math.prod(len(v) for v in params.values()) <= (3072 if subtiled else 2048)
+    assert params["TMA"] == ([0, 1, 2] if subtiled else [0, 1]) and params["PERSISTENT"] == [0, 1]
     assert params.get("SPLIT_K", [1]) == ([1, 2] if op == "gemm_f32out" else [1])
     assert check_source(b.template_sources["tiled"], spec) == []
     # tolerances: sqrt(K)-scaled atol, small enough that zeros fail; only in-domain distributions
@@ -134,6 +136,10 @@ CASES = [
     ("tma-persistent", {"M": 37, "N": 40, "K": 72}, {"TMA": 1, "PERSISTENT": 1, "GROUP_M": 8}),
     ("tma-one-row-short-k", {"M": 1, "N": 40, "K": 16}, {"TMA": 1, "BLOCK_M": 64}),  # boxes past every edge
 ]
+SUBTILE_CASES = [  # gemm, gemm_bias, gemm_nt: c stored as two [BLOCK_M, BLOCK_N / 2] halves, across partial tiles and N edges
+    ("tma-subtiled-persistent", {"M": 37, "N": 72, "K": 72}, {"TMA": 2, "PERSISTENT": 1, "GROUP_M": 8}),
+    ("tma-subtiled-one-row", {"M": 1, "N": 40, "K": 16}, {"TMA": 2, "BLOCK_M": 64, "BLOCK_N": 64}),
+]
 SPLIT_CASES = [
     ("split-k", {"M": 20, "N": 40, "K": 200}, {"SPLIT_K": 2}),
     ("split-k-persistent", {"M": 37, "N": 40, "K": 136}, {"SPLIT_K": 2, "PERSISTENT": 1}),
@@ -174,7 +180,8 @@ def run_case(op: str, axes: dict, dtype: str, cfg: dict, seed: int, distribution
 
 def all_cases():
     for op in GEMM_OPS:
-        for label, axes, over in CASES + (SPLIT_CASES if op == "gemm_f32out" else []):
+        for label, axes, over in CASES + (SPLIT_CASES if op == "gemm_f32out" else []) + \
+                (SUBTILE_CASES if op in ("gemm", "gemm_bias", "gemm_nt") else []):
             for dtype in ("fp16", "bf16"):
                 marks = []
                 if over.get("TMA") and not has_interpreted_tma():
@@ -399,3 +406,30 @@ def test_gpu_sweep_passes_the_verifier():
     rows = [row for r in results.values() for row in r["rows"]]
     failed = [row for row in rows if row["status"] != "PASSED" or not row["deterministic"] or not row["zeros_fail"]]
     assert not failed, failed[:5]
+
+
+def test_subtiled_epilogue_fits_four_stages_at_128x256_for_sm90():
+    """Storing c in halves frees half the c staging buffer: the persistent 128x256x64 tile fits 4 stages (it needs
+    262,176 bytes with the whole tile staged), and the spec's estimate follows the build to within 64 bytes."""
+    from kernelloop.device import VIRTUAL_HOPPER
+    from kernelloop.profile.sass import find_tool
+    from kernelloop.spec.aot import BUILT, build_configs
+    from kernelloop.spec.prune_audit import _estimate
+    from kernelloop.spec.space import why_pruned, workload_names
+    if find_tool("cuobjdump") is None:
+        pytest.skip("no cuobjdump (Triton's wheel ships one)")
+    b = bundle("gemm")
+    t = b.spec.templates[0]
+    w = Workload(op="gemm", axes={"M": 4096, "N": 4096, "K": 4096}, dtype="fp16")
+    props = {**VIRTUAL_HOPPER, "virtual": False}
+    base = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4, PERSISTENT=1,
+                EPILOGUE="none", TRANS_B=0)
+    whole, halves = ({"template": "tiled", **base, "TMA": tma} for tma in (1, 2))
+    outs = build_configs(b.spec, {"tiled": b.folder / t.file}, w, [whole, halves], jobs=1)
+    assert [o.status for o in outs] == [BUILT, BUILT], [o.error for o in outs]
+    assert outs[0].shared_bytes > props["shared_per_block_optin"] >= outs[1].shared_bytes
+    assert why_pruned(t, w, props, {k: v for k, v in whole.items() if k != "template"}) is not None
+    assert why_pruned(t, w, props, {k: v for k, v in halves.items() if k != "template"}) is None
+    for cfg, o in zip((whole, halves), outs):
+        est = _estimate(t, workload_names(w, props), {k: v for k, v in cfg.items() if k != "template"})["shared"]
+        assert 0 <= est - o.shared_bytes <= 64, (cfg["TMA"], est, o.shared_bytes)

@@ -31,8 +31,13 @@ def test_timing_set_joins_pruned_runners_and_the_recorded_best():
                                                {"id": "r1", "axes": {"N": 4096, "M": 8}, "dtype": "fp16"}],
                 "records": recs}
     doc = mod.timing_set(audit, recorded, top=2)
-    assert doc["configs"]["w1"] == [{"template": "rowwise", "BLOCK_N": 256, "ROWS": 1},
-                                    recs[1]["config"], recs[2]["config"]]
+    assert doc["configs"]["w1"] == [recs[1]["config"], recs[2]["config"],
+                                    {"template": "rowwise", "BLOCK_N": 256, "ROWS": 1}]
+    # device-limit removals are timed before semantic ones
+    hw = {"template": "rowwise", "config": {"BLOCK_N": 512, "ROWS": 1}, "pruned": "device limit: x", "same_launches": []}
+    audit["workloads"][0]["pruned_runners"] = [runner, hw]
+    assert mod.timing_set(audit, recorded, top=0)["configs"]["w1"] == [{"template": "rowwise", **hw["config"]},
+                                                                       {"template": "rowwise", **runner["config"]}]
     assert doc["counts"]["w1"] == {"pruned_runners": 1, "recorded_best": 2, "rows": 2}
     with pytest.raises(ValueError, match="no workload"):
         mod.timing_set(audit, {**recorded, "workloads": recorded["workloads"][:1]}, top=2)
