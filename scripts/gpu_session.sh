@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -372,6 +372,17 @@ case "$phase" in
     lane_b() {
       audit_and_time gemm-4096 gemm benchmarks/workloads/gemm-4096.toml \
         benchmarks/results/2026-11-30-h200-s5/gemm_fp16_4096_H200.space.json.gz 200 280
+    }
+    ;;
+  s6b)  # issue 7: GEMM 4096^3 with the subtiled epilogue (TMA=2: 4 stages fit at 128x256x64) against cuBLAS, and
+        # the Llama prefill / decode GEMM suites (never run yet)
+    lane_a() {
+      optimize gemm-4096-subtiled 280 gemm --budget 30,220s --fix TMA=2,PERSISTENT=1,GROUP_M=8 \
+        --workloads benchmarks/workloads/gemm-4096.toml
+      optimize gemm-decode 270 gemm --budget 3,220s --workloads ops/gemm/workloads-decode.toml
+    }
+    lane_b() {
+      optimize gemm-prefill 550 gemm --budget 3,480s --workloads ops/gemm/workloads-prefill.toml
     }
     ;;
   matmul)  # issue 7: GEMM fp16 4096^3 against cuBLAS, attention (seed shape) against the SDPA backends

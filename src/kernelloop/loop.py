@@ -221,6 +221,8 @@ class Controller:
                 opts.templates = archive.get_run(run_id)["options"].get("templates")
             if resume and opts.fixed is None:
                 opts.fixed = archive.get_run(run_id)["options"].get("fixed")
+            if resume and opts.baselines is None:   # the same confirmation as before
+                opts.baselines = archive.get_run(run_id)["options"].get("baselines")
             unknown = sorted(set(opts.templates or ()) - {t.name for t in self.spec.templates})
             if unknown:
                 raise RuntimeError(f"unknown template(s) {', '.join(unknown)}: the spec has "

@@ -43,6 +43,26 @@ def test_optimize_then_show_json(tmp_path):
     assert table.exit_code == 0 and "PASSED" in table.stdout and "interpreter" in table.stdout
 
 
+def test_optimize_baseline_chooses_what_the_winners_are_confirmed_against(tmp_path):
+    out = tmp_path / "run"
+    wl = tmp_path / "w.toml"
+    wl.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 300 }\ndtype = "fp32"\n')
+    args = ["optimize", str(ROOT / "ops" / "rmsnorm"), "--budget", "1", "--device", "interpret", "--workloads", str(wl),
+            "--out", str(out), "--json", "--baseline", "copy", "--no-confirm"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    (w,) = json.loads(r.stdout[r.stdout.index("{"):])["workloads"]
+    assert not w.get("confirmed")
+    # resumed without --baseline, the run confirms against the archived choice only
+    again = runner.invoke(app, ["optimize", str(ROOT / "ops" / "rmsnorm"), "--budget", "1", "--device", "interpret",
+                                "--workloads", str(wl), "--out", str(out), "--json", "--resume"])
+    assert again.exit_code == 0, again.output
+    (w2,) = json.loads(again.stdout[again.stdout.index("{"):])["workloads"]
+    assert set(w2["confirmed"]["baselines"]) == {"copy"} and set(w2["confirmed"]["speedups"]) == {"copy"}
+    bad = runner.invoke(app, ["optimize", "rmsnorm", "--device", "interpret", "--baseline", "cudnn"])
+    assert bad.exit_code == common.BAD_INPUT and "--baseline 'cudnn'" in bad.output and "liger" in bad.output
+
+
 def test_bad_spec_exits_2_naming_the_field(tmp_path):
     import shutil
     op = tmp_path / "softmax"

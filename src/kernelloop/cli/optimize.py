@@ -13,7 +13,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..archive import Archive, ArchiveError
 from ..device import cuda_available
-from ..loop import PLANNER, Controller, RunOptions, strategy_names
+from ..execute.worker import BUILTIN_BASELINES
+from ..loop import PLANNER, Controller, RunOptions, op_baseline_names, strategy_names
 from ..manifest import ManifestChanged
 from ..report.summary import run_summary
 from ..search import DEFAULT_STRATEGY
@@ -47,6 +48,11 @@ def optimize(
     fix: Annotated[Optional[str], typer.Option(
         help="Pin parameters, e.g. 'BLOCK_N=4096,ROWS=1': only templates that have them, only configurations with "
              "these values.")] = None,
+    baseline: Annotated[Optional[list[str]], typer.Option(
+        help="Confirm the winners against only this baseline (repeatable): eager, torch.compile, copy, copy-kernel "
+             "or a name in the op's baselines.py (default: eager, torch.compile, the op's, copy on cuda; eager, copy "
+             "in the interpreter). E.g. leave out eager and torch.compile where their fp32 references are slow.")
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the search.")] = 0,
     checks: Annotated[int, typer.Option(min=1, help="Verification runs (fresh seeded inputs) per trial.")] = 2,
     out: Annotated[Optional[Path], typer.Option(help="Run folder (default: runs/<op>-<time>).")] = None,
@@ -74,6 +80,10 @@ def optimize(
             if t not in names:
                 raise typer.BadParameter(f"--template {t!r}: {bundle.spec.name} has {', '.join(names)}")
         fixed = common.fixed_parameters(fix, bundle, template)
+        known = [*BUILTIN_BASELINES, *op_baseline_names(bundle)]
+        for b in baseline or ():
+            if b not in known:
+                raise typer.BadParameter(f"--baseline {b!r}: choose from {', '.join(known)}")
     except SpecError as e:
         console.print(f"[red]spec error:[/red] {e}")
         raise typer.Exit(common.BAD_INPUT)
@@ -88,7 +98,8 @@ def optimize(
         console.print(f"[yellow]{INTERPRETER_BANNER}[/yellow]")
     opts = RunOptions(device=dev, budget_evals=evals, budget_seconds=seconds,
                       strategy=strategy, seed=seed, checks=checks, confirm=not no_confirm, start=start_config,
-                      profile_timeout_s=profile_timeout, templates=list(template) if template else None, fixed=fixed)
+                      profile_timeout_s=profile_timeout, templates=list(template) if template else None, fixed=fixed,
+                      baselines=list(dict.fromkeys(baseline)) if baseline else None)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("passed {task.fields[passed]}"), TextColumn("{task.fields[best]}"),
                   TimeElapsedColumn(), console=console, transient=as_json) as bar:
