@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -383,6 +383,15 @@ case "$phase" in
     }
     lane_b() {
       optimize gemm-prefill 550 gemm --budget 3,480s --workloads ops/gemm/workloads-prefill.toml
+    }
+    ;;
+  s6c)  # issue 7: the attention suites (9 workloads each; never finished before): two evaluations per workload,
+        # winners confirmed against the cuDNN and FlashAttention-2 SDPA backends only (no slow eager / compile)
+    lane_a() {
+      optimize attention-suite 560 attention --budget 2,420s --baseline sdpa-cudnn --baseline sdpa-flash
+    }
+    lane_b() {
+      optimize attention_causal-suite 560 attention_causal --budget 2,420s --baseline sdpa-cudnn --baseline sdpa-flash
     }
     ;;
   matmul)  # issue 7: GEMM fp16 4096^3 against cuBLAS, attention (seed shape) against the SDPA backends
