@@ -38,6 +38,9 @@ TEMPLATE = textwrap.dedent('''
             time.sleep(3600)
         if MODE == "crash":
             os._exit(3)
+        if MODE == "exit-4-at-end":   # builds, and makes its process exit with code 4 when it ends
+            import atexit
+            atexit.register(os._exit, 4)
         assert x.is_cuda                     # the template sees a CUDA tensor, as on the GPU
         _scale[(1,)](x, y, x.numel(), BLOCK=BLOCK, BAD=MODE == "bad", num_warps=num_warps)
 ''')
@@ -98,3 +101,10 @@ def test_launch_limits_name_each_limit_a_kernel_breaks():
     assert limits[3].startswith("d: 255 registers x 512")
     assert o.shared_bytes == 232449 and o.threads == 2048 and o.registers == 255
     assert BuildOutcome(template="t", config={}, status=BUILT, kernels=[{"STACK": 16}]).spills
+
+
+def test_a_process_failing_after_its_builds_keeps_their_results(setup):
+    spec, files, w = setup
+    outs = build_configs(spec, files, w, [cfg("ok"), cfg("exit-4-at-end"), cfg("ok", 128, 8)], jobs=1, chunk=8,
+                         timeout_s=120)
+    assert [o.status for o in outs] == [BUILT, BUILT, BUILT]

@@ -200,15 +200,20 @@ def _run_chunk(job: dict, items: list[dict], timeout_s: float, startup_s: float,
             else:
                 results[todo[ev["done"]]] = ev
                 started = None
-        if status is None:
+        remaining = [i for i in todo if results[i] is None]
+        if status is None or not remaining:
             break
-        if started is None:  # died before its first configuration: nothing to blame, stop here
-            for i in todo:
-                if results[i] is None:
-                    results[i] = {"status": status, "kernels": [], "error": tail, "seconds": 0.0}
+        if started is not None:  # it was building this one: the hang or crash is its verdict
+            blamed = todo[started]
+        elif len(remaining) < len(todo):  # died between configurations after some progress: try the rest again
+            todo = remaining
+            continue
+        else:  # died before its first configuration (at import: the environment, not a configuration): stop
+            for i in remaining:
+                results[i] = {"status": status, "kernels": [], "error": tail, "seconds": 0.0}
             break
-        results[todo[started]] = {"status": status, "kernels": [], "error": tail, "seconds": 0.0}
-        todo = todo[started + 1:]
+        results[blamed] = {"status": status, "kernels": [], "error": tail, "seconds": 0.0}
+        todo = [i for i in remaining if i != blamed]
     return [r if r is not None else {"status": CRASHED, "kernels": [], "error": "no result", "seconds": 0.0}
             for r in results]
 
