@@ -56,11 +56,7 @@ def audit_pruning(
     except SpecError as e:
         console.print(f"[red]spec error:[/red] {e}")
         raise typer.Exit(common.BAD_INPUT)
-    names = [t.name for t in bundle.spec.templates]
-    for t in template or ():
-        if t not in names:
-            console.print(f"[red]bad argument:[/red] --template {t!r}: {bundle.spec.name} has {', '.join(names)}")
-            raise typer.Exit(common.BAD_INPUT)
+    common.require_templates(bundle, template, console)
     earlier = {}
     if builds is not None:
         try:

@@ -66,3 +66,12 @@ def fixed_parameters(text: str | None, bundle, templates: list[str] | None) -> d
             return fixed
     raise typer.BadParameter(f"--fix {text!r}: no template of {bundle.spec.name} has these parameters with these "
                              f"values")
+
+
+def require_templates(bundle, templates: list[str] | None, console) -> None:
+    """Exit with BAD_INPUT, naming the spec's templates, when a --template is not one of them."""
+    names = [t.name for t in bundle.spec.templates]
+    for t in templates or ():
+        if t not in names:
+            console.print(f"[red]bad argument:[/red] --template {t!r}: {bundle.spec.name} has {', '.join(names)}")
+            raise typer.Exit(BAD_INPUT)

@@ -63,11 +63,7 @@ def record(
     except SpecError as e:
         console.print(f"[red]spec error:[/red] {e}")
         raise typer.Exit(common.BAD_INPUT)
-    names = [t.name for t in bundle.spec.templates]
-    for t in template or ():
-        if t not in names:
-            console.print(f"[red]bad argument:[/red] --template {t!r}: {bundle.spec.name} has {', '.join(names)}")
-            raise typer.Exit(common.BAD_INPUT)
+    common.require_templates(bundle, template, console)
     try:
         fixed = common.fixed_parameters(fix, bundle, template)
     except typer.BadParameter as e:
