@@ -73,7 +73,7 @@ def test_top_share_flags_a_pruned_configuration_among_the_best():
     slow = {"records": records + [{"config": pruned_key_cfg, "results": {"w1": {"value": 150.0, "status": "PASSED"}}}]}
     ok = top_share(runners, slow, "w1", share=0.25)
     assert ok["measured"] == 9 and ok["measured_pruned"] == 1 and ok["top_k"] == 3 and ok["pruned_in_top"] == []
-    assert ok["best_pruned_rank"] == 9 and ok["verdict"].startswith("no pruned")
+    assert ok["best_pruned_rank"] == 9 and ok["verdict"] == "no measured pruned configuration in the top share"
     fast = {"records": records + [{"config": pruned_key_cfg, "results": {"w1": {"value": 90.0, "status": "PASSED"}}}]}
     bad = top_share(runners, fast, "w1", share=0.25)
     assert bad["best_pruned_rank"] == 1 and bad["pruned_in_top"] == [{"config": pruned_key_cfg, "us": 90.0}]
@@ -83,6 +83,7 @@ def test_top_share_flags_a_pruned_configuration_among_the_best():
     assert top_share(runners, fast, "w1", population=800)["top_k"] == 8
     missing = top_share(runners, {"records": records}, "w1")
     assert missing["unmeasured_pruned"] == 1 and missing["best_pruned_rank"] is None
+    assert missing["verdict"] == "no pruned configuration was measured"
     assert top_share(runners, {"records": []}, "w1")["verdict"] == "nothing measured"
 
 

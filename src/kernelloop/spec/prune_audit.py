@@ -153,8 +153,10 @@ def top_share(pruned_runners: list[dict], space: dict, workload_id: str, share: 
             "top_k": k, "population": population or len(times), "threshold_us": threshold, "best_us": times[0][0],
             "best_pruned_us": best_pruned[0] if best_pruned else None,
             "best_pruned_rank": best_pruned[1] if best_pruned else None,
-            "pruned_in_top": intruders, "verdict": "no pruned configuration in the top share" if not intruders
-            else f"{len(intruders)} pruned configuration(s) in the top share"}
+            "pruned_in_top": intruders,
+            "verdict": (f"{len(intruders)} pruned configuration(s) in the top share" if intruders
+                        else "no pruned configuration was measured" if not measured_pruned
+                        else "no measured pruned configuration in the top share")}
 
 
 def outcomes_of(report_rows: list[dict]) -> list[BuildOutcome]:

@@ -1,0 +1,213 @@
+"""Screen what pruning removed against the best of what it kept: short, unverified timings on a GPU.
+
+    python benchmarks/pruning_screen.py AUDIT.json --space RECORDED.space.json.gz --out SCREEN.jsonl \
+        [--top 10] [--samples 10] [--margin 0.10] [--device cuda] [--summary SCREEN.json]
+
+AUDIT.json is a `kernelloop audit-pruning` report (its pruned configurations that build and run, one per distinct
+launch); RECORDED an earlier recording of the op's pruned space, whose `--top` best kept configurations are timed
+again here as the reference. Every configuration is launched once through its template (compiled, or read from
+Triton's cache that the audit's ahead-of-time builds warmed) and timed with the project's timer (cold L2, launch
+hidden) for `--samples` samples: a screen, not a measurement; nothing is verified (a pruned configuration that is
+fast but wrong would be flagged, not hidden: the check can only err towards flagging).
+
+The top-1 % threshold is the k-th best screened time, k = ceil(1 % of the configurations that run, from the
+audit). A pruned configuration within `--margin` of it (or faster) is listed under "to_confirm": time those with
+`kernelloop record --configs` (verified, full timing policy) beside the kept best before calling any of them
+a miss of pruning; none listed means none of the pruned configurations comes near the top 1 %.
+
+Each configuration's result is appended to SCREEN.jsonl as it is measured; a configuration that takes the process
+down (e.g. an illegal memory access) is found "started" by the next run with --resume and recorded as crashed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from kernelloop.replay.space_file import read_space_document  # noqa: E402
+from kernelloop.search.encoding import config_key  # noqa: E402
+
+
+def plan(audit: dict, recorded: dict, top: int) -> list[dict]:
+    """The configurations to screen, in order: per workload the recorded best kept ones, then the pruned runners."""
+    by_shape = {(json.dumps(w["axes"], sort_keys=True), w["dtype"]): w["id"] for w in recorded["workloads"]}
+    items = []
+    for rep in audit["workloads"]:
+        rid = by_shape.get((json.dumps(rep["axes"], sort_keys=True), rep["dtype"]))
+        if rid is None:
+            raise ValueError(f"the recording has no workload {rep['workload']}")
+        measured = sorted((r for r in recorded["records"] if (r["results"].get(rid) or {}).get("value") is not None),
+                          key=lambda r: r["results"][rid]["value"])
+        runs = rep["classes"].get("runs", 0) + rep["classes"].get("spills", 0)
+        base = {"workload_id": rep["workload_id"], "axes": rep["axes"], "dtype": rep["dtype"], "population": runs}
+        for r in measured[:top]:
+            items.append({**base, "config": r["config"], "pruned": None,
+                          "recorded_us": r["results"][rid]["value"]})
+        for r in rep["pruned_runners"]:
+            items.append({**base, "config": {"template": r["template"], **r["config"]}, "pruned": r["pruned"],
+                          "same_launches": len(r.get("same_launches", []))})
+    return items
+
+
+def _key(item: dict) -> str:
+    return item["workload_id"] + "|" + config_key(item["config"])
+
+
+def read_results(path: Path) -> tuple[dict[str, dict], set[str]]:
+    """(done results by key, keys started without a result) of an earlier screen file."""
+    done, started = {}, set()
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
+            ev = json.loads(line)
+            if "started" in ev:
+                started.add(ev["started"])
+            else:
+                done[ev["key"]] = ev
+    return done, started - set(done)
+
+
+def screen(op_folder: Path, items: list[dict], out: Path, device: str, samples: int, resume: bool) -> None:
+    """Time every item not yet in `out`, appending one line per event."""
+    import torch
+
+    from kernelloop.bench.policy import policies_for
+    from kernelloop.bench.timer import sample
+    from kernelloop.records import Workload
+    from kernelloop.reference.inputs import alloc_outputs, make_inputs
+    from kernelloop.spec import load_op
+
+    bundle = load_op(op_folder)
+    spec = bundle.spec
+    policy = policies_for(device)[0]
+    policy = policy.model_copy(update={"name": policy.name + "-screen", "samples": samples,
+                                       "warmup": min(policy.warmup, 2), "output_sets": 1})
+    done, crashed = read_results(out) if resume else ({}, set())
+    if not resume:
+        out.write_text("")
+    log = out.open("a", buffering=1)
+    for key in crashed:  # the process that was building or timing it died
+        log.write(json.dumps({"key": key, "status": "crashed", "us": None}) + "\n")
+        done[key] = {"status": "crashed"}
+    modules, tensors = {}, {}
+    import importlib.util
+    for item in items:
+        key = _key(item)
+        if key in done:
+            continue
+        w = Workload(op=spec.name, axes=item["axes"], dtype=item["dtype"])
+        if w.id not in tensors:
+            tensors.clear()
+            tensors[w.id] = (make_inputs(spec, w, 0, "cuda" if device == "cuda" else "cpu"),
+                             alloc_outputs(spec, w, "cuda" if device == "cuda" else "cpu"))
+        inputs, outputs = tensors[w.id]
+        name = item["config"]["template"]
+        if name not in modules:
+            t = next(t for t in spec.templates if t.name == name)
+            s = importlib.util.spec_from_file_location(f"screen_{name}", bundle.folder / t.file)
+            m = importlib.util.module_from_spec(s)
+            s.loader.exec_module(m)
+            modules[name] = m
+        cfg = {k: v for k, v in item["config"].items() if k != "template"}
+        log.write(json.dumps({"started": key}) + "\n")
+
+        def call(m=modules[name], cfg=cfg):
+            m.launch(*inputs, *outputs, **spec.scalars, **cfg)
+
+        row = {"key": key, **{k: item[k] for k in ("workload_id", "config", "pruned")}}
+        t0 = time.perf_counter()
+        try:
+            call()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            ks = sample({"c": call}, policy, seed=0)["c"]["kernel_us"]
+            row.update(status="timed", us=sorted(ks)[len(ks) // 2], samples=len(ks))
+        except Exception as e:  # noqa: BLE001 - a configuration that cannot run is a result, not the end
+            row.update(status="error", us=None, error=f"{type(e).__name__}: {e}"[:500])
+        row["seconds"] = round(time.perf_counter() - t0, 3)
+        log.write(json.dumps(row) + "\n")
+        done[key] = row
+
+
+def summarize(items: list[dict], results: dict[str, dict], margin: float, share: float = 0.01) -> dict:
+    """Per workload: the top-share threshold among screened times, and the pruned configurations near it."""
+    out = {}
+    for wid in dict.fromkeys(i["workload_id"] for i in items):
+        mine = [i for i in items if i["workload_id"] == wid]
+        timed = [(results[_key(i)]["us"], i) for i in mine
+                 if results.get(_key(i), {}).get("status") == "timed"]
+        pop = mine[0]["population"]
+        k = max(1, math.ceil(share * pop))
+        timed.sort(key=lambda x: x[0])
+        row = {"population": pop, "top_k": k, "screened": len(timed),
+               "pruned_screened": sum(1 for _, i in timed if i["pruned"]),
+               "pruned_unscreened": sum(1 for i in mine if i["pruned"] and
+                                        results.get(_key(i), {}).get("status") != "timed"),
+               "not_timed": [{"config": i["config"], **{k2: results[_key(i)].get(k2) for k2 in ("status", "error")}}
+                             for i in mine if _key(i) in results and results[_key(i)].get("status") != "timed"]}
+        if len(timed) < k:
+            row["verdict"] = f"too few screened for the top {k}"
+        else:
+            threshold = timed[k - 1][0]
+            near = [{"config": i["config"], "us": us, "pruned": i["pruned"]} for us, i in timed
+                    if i["pruned"] and us <= threshold * (1 + margin)]
+            best_pruned = next(((us, n + 1) for n, (us, i) in enumerate(timed) if i["pruned"]), (None, None))
+            row.update(threshold_us=threshold, best_us=timed[0][0], best_pruned_us=best_pruned[0],
+                       best_pruned_rank=best_pruned[1], margin=margin, to_confirm=near,
+                       verdict=("no pruned configuration within {:.0%} of the top-1 % threshold".format(margin)
+                                if not near else f"{len(near)} pruned configuration(s) to confirm"))
+        out[wid] = row
+    return out
+
+
+def confirm_set(items: list[dict], summary: dict) -> dict[str, list[dict]]:
+    """Per workload: the recorded best kept configurations and the flagged pruned ones, for `record --configs`."""
+    out = {}
+    for wid, row in summary.items():
+        best = [i["config"] for i in items if i["workload_id"] == wid and i["pruned"] is None]
+        out[wid] = best + [c["config"] for c in row.get("to_confirm", [])]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("audit", type=Path)
+    ap.add_argument("--space", type=Path, required=True)
+    ap.add_argument("--out", type=Path, required=True, help="results, one JSON line per configuration")
+    ap.add_argument("--summary", type=Path, help="write the per-workload summary here (JSON)")
+    ap.add_argument("--confirm-out", type=Path,
+                    help="write the configurations to confirm (the recorded best and the pruned ones flagged) as a "
+                         "file for `kernelloop record --configs`")
+    ap.add_argument("--top", type=int, default=10)
+    ap.add_argument("--samples", type=int, default=10)
+    ap.add_argument("--margin", type=float, default=0.10)
+    ap.add_argument("--device", default="cuda", choices=["cuda", "interpret"])
+    ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--ops", type=Path, default=ROOT / "ops")
+    a = ap.parse_args()
+    if a.device == "interpret":  # before anything imports triton
+        import os
+        os.environ["TRITON_INTERPRET"] = "1"
+    audit = json.loads(a.audit.read_text())
+    items = plan(audit, read_space_document(a.space), a.top)
+    screen(a.ops / audit["op"], items, a.out, a.device, a.samples, a.resume)
+    done, _ = read_results(a.out)
+    summary = summarize(items, done, a.margin)
+    text = json.dumps({"op": audit["op"], "device": a.device, "samples": a.samples, "workloads": summary}, indent=1)
+    if a.summary:
+        a.summary.write_text(text)
+    if a.confirm_out:
+        a.confirm_out.write_text(json.dumps({"op": audit["op"], "configs": confirm_set(items, summary)}, indent=1))
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

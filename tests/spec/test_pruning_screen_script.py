@@ -1,0 +1,95 @@
+"""benchmarks/pruning_screen.py: what pruning removed, screened beside the recorded best of what it kept."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from kernelloop.replay.space_file import write_space_file
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("pscreen", ROOT / "benchmarks" / "pruning_screen.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+AXES = {"M": 4, "N": 512}
+KEPT = [{"template": "rowwise", "BLOCK_N": 512, "ROWS": 1, "num_warps": w, "EVICT_FIRST": 0, "STREAM_STORE": 0}
+        for w in (1, 2, 4)]
+PRUNED = {"BLOCK_N": 128, "ROWS": 1, "num_warps": 1, "EVICT_FIRST": 0, "STREAM_STORE": 0}
+
+
+def audit_doc(population=150):
+    return {"op": "rmsnorm", "workloads": [{
+        "workload": "rmsnorm[4x512]:fp16", "workload_id": "w1", "axes": AXES, "dtype": "fp16",
+        "classes": {"runs": population - 10, "spills": 10},
+        "pruned_runners": [{"template": "rowwise", "config": PRUNED, "pruned": "constraint 'loop'",
+                            "same_launches": [{"x": 1}]}]}]}
+
+
+def recorded_doc():
+    return {"format": "kernelloop-space/1", "name": "r", "op": "rmsnorm", "objective": "kernel_us", "params": [],
+            "workloads": [{"id": "r1", "axes": {"N": 512, "M": 4}, "dtype": "fp16"}], "complete": True,
+            "records": [{"config": c, "results": {"r1": {"value": 10.0 + i, "status": "PASSED"}}}
+                        for i, c in enumerate(KEPT)]}
+
+
+def test_plan_puts_the_recorded_best_first_then_the_pruned_runners():
+    items = _script().plan(audit_doc(), recorded_doc(), top=2)
+    assert [i["config"] for i in items] == [KEPT[0], KEPT[1], {"template": "rowwise", **PRUNED}]
+    assert [i["pruned"] for i in items] == [None, None, "constraint 'loop'"]
+    assert items[0]["recorded_us"] == 10.0 and items[2]["same_launches"] == 1
+    assert all(i["population"] == 150 and i["workload_id"] == "w1" for i in items)
+
+
+def test_summarize_flags_pruned_configurations_near_the_threshold():
+    mod = _script()
+    items = mod.plan(audit_doc(population=250), recorded_doc(), top=3)   # top 1 % of 250: the best 3
+    keys = [mod._key(i) for i in items]
+    res = {keys[0]: {"status": "timed", "us": 10.0}, keys[1]: {"status": "timed", "us": 11.0},
+           keys[2]: {"status": "timed", "us": 12.0}, keys[3]: {"status": "timed", "us": 13.0}}
+    s = mod.summarize(items, res, margin=0.10)["w1"]
+    assert s["top_k"] == 3 and s["threshold_us"] == 12.0 and s["best_pruned_rank"] == 4
+    assert [c["us"] for c in s["to_confirm"]] == [13.0] and s["verdict"] == "1 pruned configuration(s) to confirm"
+    assert mod.confirm_set(items, {"w1": s})["w1"] == [*KEPT, {"template": "rowwise", **PRUNED}]
+    res[keys[3]]["us"] = 13.3      # more than 10 % above the threshold
+    s = mod.summarize(items, res, margin=0.10)["w1"]
+    assert s["to_confirm"] == [] and s["verdict"].startswith("no pruned configuration within 10%")
+    res[keys[3]] = {"status": "error", "error": "boom"}
+    s = mod.summarize(items, res, margin=0.10)["w1"]
+    assert s["pruned_unscreened"] == 1 and s["not_timed"][0]["error"] == "boom"
+    assert mod.summarize(items, {}, margin=0.1)["w1"]["verdict"] == "too few screened for the top 3"
+
+
+def test_screen_in_the_interpreter_end_to_end_and_resume_after_a_crash(tmp_path):
+    audit, space = tmp_path / "audit.json", tmp_path / "rec.json"
+    audit.write_text(json.dumps(audit_doc()))
+    write_space_file(space, recorded_doc())
+    out, summary = tmp_path / "screen.jsonl", tmp_path / "summary.json"
+    args = [sys.executable, str(ROOT / "benchmarks" / "pruning_screen.py"), str(audit), "--space", str(space),
+            "--out", str(out), "--summary", str(summary), "--top", "2", "--samples", "2", "--device", "interpret"]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    timed = [x for x in rows if x.get("status") == "timed"]
+    assert len(timed) == 3 and all(x["us"] > 0 and x["samples"] == 2 for x in timed)
+    s = json.loads(summary.read_text())["workloads"]["w1"]
+    assert s["screened"] == 3 and s["pruned_screened"] == 1 and s["top_k"] == 2
+    # a run that died while on the pruned configuration: --resume records it as crashed, times nothing again
+    mod = _script()
+    pruned_key = mod._key(mod.plan(audit_doc(), recorded_doc(), top=2)[2])
+    kept_rows = [line for line in out.read_text().splitlines()
+                 if pruned_key not in (json.loads(line).get("key"), json.loads(line).get("started"))]
+    out.write_text("\n".join(kept_rows + [json.dumps({"started": pruned_key})]) + "\n")
+    r = subprocess.run(args + ["--resume"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {x["status"] for x in rows if x.get("key") == pruned_key} == {"crashed"}
+    assert sum(1 for x in rows if x.get("status") == "timed") == 2
+    s = json.loads(summary.read_text())["workloads"]["w1"]
+    assert s["pruned_unscreened"] == 1 and s["not_timed"][0]["status"] == "crashed"
