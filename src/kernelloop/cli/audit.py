@@ -120,7 +120,7 @@ def audit_pruning(
         configs_out.write_text(json.dumps({"op": bundle.spec.name, "configs": runners}, indent=1))
     table = Table(title=f"pruning audit: {bundle.spec.name}, sm_{arch}")
     for col in ("workload", "configs", "pruned", "would fail", "of them pruned", "recall", "kept failures",
-                "pruned but run", "top 1 %"):
+                "pruned, run (distinct)", "top 1 %"):
         table.add_column(col)
     for r in reports:
         recall = "n/a (none fail)" if r["recall"] is None else f"{r['recall']:.1%}"
