@@ -108,3 +108,34 @@ def test_a_process_failing_after_its_builds_keeps_their_results(setup):
     outs = build_configs(spec, files, w, [cfg("ok"), cfg("exit-4-at-end"), cfg("ok", 128, 8)], jobs=1, chunk=8,
                          timeout_s=120)
     assert [o.status for o in outs] == [BUILT, BUILT, BUILT]
+
+
+@pytest.mark.gpu
+def test_ahead_of_time_builds_match_the_kernels_a_real_launch_compiles():
+    """On the GPU host: the audit's builds (another process, compile only) report the shared memory and registers
+    of the very kernels a real launch compiles and runs, for a GEMM configuration near the shared-memory limit."""
+    import importlib.util
+
+    import torch
+
+    b = load_op(ROOT / "ops" / "gemm")
+    t = b.spec.templates[0]
+    w = Workload(op="gemm", axes={"M": 4096, "N": 4096, "K": 4096}, dtype="fp16")
+    cfg = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4, PERSISTENT=1, TMA=2,
+               EPILOGUE="none", TRANS_B=0)
+    (aot,) = build_configs(b.spec, {"tiled": b.folder / t.file}, w, [{"template": "tiled", **cfg}], jobs=1)
+    assert aot.status == BUILT, aot.error
+    spec = importlib.util.spec_from_file_location("_aot_real_gemm", b.folder / t.file)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    a, bb = (torch.randn(4096, 4096, device="cuda", dtype=torch.float16) for _ in range(2))
+    c = torch.empty(4096, 4096, device="cuda", dtype=torch.float16)
+    mod.launch(a, bb, c, **cfg)
+    torch.cuda.synchronize()
+    kernels = [k for entry in mod._gemm_kernel.device_caches.values()
+               for cache in entry if isinstance(cache, dict) for k in cache.values()]
+    assert kernels, "the real launch compiled nothing"
+    real = kernels[-1]
+    assert real.metadata.shared == aot.shared_bytes
+    assert real.n_regs == aot.registers
+    assert torch.allclose(c.float(), (a.float() @ bb.float()), rtol=2e-2, atol=1.0)

@@ -15,7 +15,7 @@ Builds run in fresh interpreters (a process that ran interpreted kernels is not 
 configurations per process, several processes at once; a configuration that hangs or kills its process costs
 only itself. Where there is no GPU, the process stands in a driver that reports the target and hands tensors
 to the template as if they lived on a CUDA device (`is_cuda`, the SM count and capability the template may
-ask for): nothing is launched, so no data is read.
+ask for); on a host whose GPU is the target, Triton's own driver does. Nothing is launched, so no data is read.
 """
 
 from __future__ import annotations
@@ -112,7 +112,10 @@ class _Target:
     def get_current_stream(self, device=None): return 0
     def get_current_target(self): return GPUTarget("cuda", arch, 32)
     def get_active_torch_device(self): return torch.device("cpu")
-driver.set_active(_Target())
+# on a host whose GPU is the target, Triton's own driver reports it (and nothing is launched either way)
+_cap = torch.cuda.get_device_capability() if torch.cuda.is_available() else None
+if _cap is None or _cap[0] * 10 + _cap[1] != arch:
+    driver.set_active(_Target())
 class _OnDevice(torch.Tensor):
     @property
     def is_cuda(self): return True
