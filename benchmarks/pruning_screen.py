@@ -15,8 +15,10 @@ audit). A pruned configuration within `--margin` of it (or faster) is listed und
 `kernelloop record --configs` (verified, full timing policy) beside the kept best before calling any of them
 a miss of pruning; none listed means none of the pruned configurations comes near the top 1 %.
 
-Each configuration's result is appended to SCREEN.jsonl as it is measured; a configuration that takes the process
-down (e.g. an illegal memory access) is found "started" by the next run with --resume and recorded as crashed.
+Each configuration's result is appended to SCREEN.jsonl as it is measured. A run cut by its time limit is continued
+with --resume (the configuration it was on is tried again); one that took its process down twice is recorded as
+crashed; a CUDA fault (sticky for the process) is recorded for its configuration and ends the process, so that
+--resume continues in a fresh one. A verdict with pruned configurations left unscreened says "incomplete".
 """
 
 from __future__ import annotations
@@ -60,19 +62,23 @@ def _key(item: dict) -> str:
     return item["workload_id"] + "|" + config_key(item["config"])
 
 
-def read_results(path: Path) -> tuple[dict[str, dict], set[str]]:
-    """(done results by key, keys started without a result) of an earlier screen file."""
-    done, started = {}, set()
+def read_results(path: Path) -> tuple[dict[str, dict], set[str], set[str]]:
+    """(done results by key, keys started once without a result, keys started twice or more without one) of an
+    earlier screen file. A run cut by its time limit leaves one start: that configuration is tried again; a second
+    start without a result means it took its process down twice."""
+    done, starts = {}, {}
     if path.exists():
         for line in path.read_text().splitlines():
-            if not line.strip():
+            try:
+                ev = json.loads(line)
+            except json.JSONDecodeError:  # a line cut by the process's death
                 continue
-            ev = json.loads(line)
             if "started" in ev:
-                started.add(ev["started"])
-            else:
+                starts[ev["started"]] = starts.get(ev["started"], 0) + 1
+            elif "key" in ev:
                 done[ev["key"]] = ev
-    return done, started - set(done)
+    open_ = {k: n for k, n in starts.items() if k not in done}
+    return done, {k for k, n in open_.items() if n == 1}, {k for k, n in open_.items() if n >= 2}
 
 
 def screen(op_folder: Path, items: list[dict], out: Path, device: str, samples: int, resume: bool) -> None:
@@ -90,11 +96,11 @@ def screen(op_folder: Path, items: list[dict], out: Path, device: str, samples: 
     policy = policies_for(device)[0]
     policy = policy.model_copy(update={"name": policy.name + "-screen", "samples": samples,
                                        "warmup": min(policy.warmup, 2), "output_sets": 1})
-    done, crashed = read_results(out) if resume else ({}, set())
+    done, _, crashed = read_results(out) if resume else ({}, set(), set())
     if not resume:
         out.write_text("")
     log = out.open("a", buffering=1)
-    for key in crashed:  # the process that was building or timing it died
+    for key in crashed:  # it took the process down twice
         log.write(json.dumps({"key": key, "status": "crashed", "us": None}) + "\n")
         done[key] = {"status": "crashed"}
     modules, tensors = {}, {}
@@ -132,6 +138,15 @@ def screen(op_folder: Path, items: list[dict], out: Path, device: str, samples: 
             row.update(status="timed", us=sorted(ks)[len(ks) // 2], samples=len(ks))
         except Exception as e:  # noqa: BLE001 - a configuration that cannot run is a result, not the end
             row.update(status="error", us=None, error=f"{type(e).__name__}: {e}"[:500])
+            if device == "cuda":
+                try:
+                    torch.cuda.synchronize()
+                except Exception:  # noqa: BLE001 - a sticky CUDA error: this process can time nothing more
+                    row.update(status="cuda_fault", seconds=round(time.perf_counter() - t0, 3))
+                    log.write(json.dumps(row) + "\n")
+                    log.close()
+                    import os
+                    os._exit(3)  # --resume continues in a fresh process with the next configuration
         row["seconds"] = round(time.perf_counter() - t0, 3)
         log.write(json.dumps(row) + "\n")
         done[key] = row
@@ -160,10 +175,12 @@ def summarize(items: list[dict], results: dict[str, dict], margin: float, share:
             near = [{"config": i["config"], "us": us, "pruned": i["pruned"]} for us, i in timed
                     if i["pruned"] and us <= threshold * (1 + margin)]
             best_pruned = next(((us, n + 1) for n, (us, i) in enumerate(timed) if i["pruned"]), (None, None))
+            verdict = (f"{len(near)} pruned configuration(s) to confirm" if near
+                       else "no pruned configuration within {:.0%} of the top-1 % threshold".format(margin))
+            if row["pruned_unscreened"]:
+                verdict = f"incomplete: {row['pruned_unscreened']} pruned configuration(s) not screened; " + verdict
             row.update(threshold_us=threshold, best_us=timed[0][0], best_pruned_us=best_pruned[0],
-                       best_pruned_rank=best_pruned[1], margin=margin, to_confirm=near,
-                       verdict=("no pruned configuration within {:.0%} of the top-1 % threshold".format(margin)
-                                if not near else f"{len(near)} pruned configuration(s) to confirm"))
+                       best_pruned_rank=best_pruned[1], margin=margin, to_confirm=near, verdict=verdict)
         out[wid] = row
     return out
 
@@ -199,7 +216,7 @@ def main() -> None:
     audit = json.loads(a.audit.read_text())
     items = plan(audit, read_space_document(a.space), a.top)
     screen(a.ops / audit["op"], items, a.out, a.device, a.samples, a.resume)
-    done, _ = read_results(a.out)
+    done, _, _ = read_results(a.out)
     summary = summarize(items, done, a.margin)
     text = json.dumps({"op": audit["op"], "device": a.device, "samples": a.samples, "workloads": summary}, indent=1)
     if a.summary:

@@ -28,7 +28,9 @@ def test_audit_pruning_end_to_end(tmp_path):
     assert r.exit_code == 0, r.output
     doc = json.loads(out.read_text())
     (rep,) = doc["workloads"]
-    assert doc["arch"] == 90 and doc["templates"] == ["rowwise"] and rep["configurations"] == 3
+    import triton
+    assert doc["arch"] == 90 and doc["triton"] == triton.__version__ and doc["templates"] == ["rowwise"]
+    assert rep["configurations"] == 3
     assert rep["pruned"] == 3 and rep["fails"] == 0 and rep["recall"] is None
     assert len(rep["rows"]) == 3 and all(row["class"] == "runs" and row["registers"] > 0 for row in rep["rows"])
     assert len(rep["pruned_runners"]) == 3 and "1024" in rep["pruned_runners"][0]["pruned"]
@@ -76,4 +78,6 @@ def test_audit_pruning_bad_input(tmp_path):
     assert r.exit_code == common.BAD_INPUT and "not a space file" in " ".join(r.output.split())
     r = runner.invoke(app, ["audit-pruning", str(tmp_path / "nothing"), "--out", str(tmp_path / "a.json")])
     assert r.exit_code == common.BAD_INPUT and "spec error" in r.output
+    r = runner.invoke(app, ["audit-pruning", "rmsnorm", "--arch", "80", "--out", str(tmp_path / "a.json")])
+    assert r.exit_code == common.BAD_INPUT and "--arch 80" in " ".join(r.output.split())
     assert not (tmp_path / "a.json").exists()

@@ -206,8 +206,14 @@ def test_record_configs_records_exactly_the_listed_configurations_pruned_or_not(
     for bad, says in (({"configs": {"w-other": []}}, "no configurations for workload"),
                       ([{"BLOCK_N": 256}], "needs a \"template\""),
                       ([{"template": "rowwise", "BLOCK_N": 256}], "missing"),
+                      ([{"template": "rowwise", **removed, "BLOCK_N": 257}], "BLOCK_N not among the declared"),
                       ("not json", "not a readable JSON file")):
         listed.write_text(bad if isinstance(bad, str) else json.dumps(bad))
         r = runner.invoke(app, ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(tmp_path / "x.json"),
                                 "--device", "interpret", "--workloads", str(wl), "--configs", str(listed)])
         assert r.exit_code == common.BAD_INPUT and says in " ".join(r.output.split()), r.output
+
+    listed.write_text(json.dumps([{"template": "rowwise", **kept}]))
+    r = runner.invoke(app, ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(tmp_path / "x.json"), "--device",
+                            "interpret", "--workloads", str(wl), "--configs", str(listed), "--template", "rowwise"])
+    assert r.exit_code == common.BAD_INPUT and "not with --template" in " ".join(r.output.split())

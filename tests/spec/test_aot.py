@@ -84,8 +84,10 @@ def test_each_configuration_gets_the_verdict_of_its_build(setup):
 
 def test_a_hanging_build_is_stopped_and_the_rest_still_build(setup):
     spec, files, w = setup
-    outs = build_configs(spec, files, w, [cfg("hang"), cfg("ok")], jobs=1, chunk=8, timeout_s=1, startup_s=20)
-    assert [o.status for o in outs] == [TIMEOUT, BUILT]
+    # the limit counts from each configuration's start, not from the process's imports
+    outs = build_configs(spec, files, w, [cfg("ok"), cfg("hang"), cfg("ok", 128, 8)], jobs=1, chunk=8, timeout_s=15)
+    assert [o.status for o in outs] == [BUILT, TIMEOUT, BUILT]
+    assert outs[1].error == "no result within 15 s"
 
 
 def test_launch_limits_name_each_limit_a_kernel_breaks():
@@ -133,7 +135,7 @@ def test_ahead_of_time_builds_match_the_kernels_a_real_launch_compiles():
     mod.launch(a, bb, c, **cfg)
     torch.cuda.synchronize()
     kernels = [k for entry in mod._gemm_kernel.device_caches.values()
-               for cache in entry if isinstance(cache, dict) for k in cache.values()]
+               for cache in entry if isinstance(cache, dict) for k in cache.values() if hasattr(k, "asm")]
     assert kernels, "the real launch compiled nothing"
     real = kernels[-1]
     assert real.metadata.shared == aot.shared_bytes

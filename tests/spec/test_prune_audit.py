@@ -81,6 +81,9 @@ def test_top_share_flags_a_pruned_configuration_among_the_best():
     # 9 measured out of 1000 that run: the top 1 % is the best 10, more than were measured
     assert top_share(runners, fast, "w1", population=1000)["verdict"] == "too few measured for the top 10"
     assert top_share(runners, fast, "w1", population=800)["top_k"] == 8
+    two = runners + [{"template": "tiled", "config": gemm(BLOCK_M=32)}]
+    assert top_share(two, slow, "w1", share=0.25)["verdict"] == \
+        "no measured pruned configuration in the top share (incomplete: 1 not measured)"
     missing = top_share(runners, {"records": records}, "w1")
     assert missing["unmeasured_pruned"] == 1 and missing["best_pruned_rank"] is None
     assert missing["verdict"] == "no pruned configuration was measured"

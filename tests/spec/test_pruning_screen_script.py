@@ -66,7 +66,7 @@ def test_summarize_flags_pruned_configurations_near_the_threshold():
     assert mod.summarize(items, {}, margin=0.1)["w1"]["verdict"] == "too few screened for the top 3"
 
 
-def test_screen_in_the_interpreter_end_to_end_and_resume_after_a_crash(tmp_path):
+def test_screen_in_the_interpreter_end_to_end_and_resume_after_a_cut_or_a_crash(tmp_path):
     audit, space = tmp_path / "audit.json", tmp_path / "rec.json"
     audit.write_text(json.dumps(audit_doc()))
     write_space_file(space, recorded_doc())
@@ -80,16 +80,25 @@ def test_screen_in_the_interpreter_end_to_end_and_resume_after_a_crash(tmp_path)
     assert len(timed) == 3 and all(x["us"] > 0 and x["samples"] == 2 for x in timed)
     s = json.loads(summary.read_text())["workloads"]["w1"]
     assert s["screened"] == 3 and s["pruned_screened"] == 1 and s["top_k"] == 2
-    # a run that died while on the pruned configuration: --resume records it as crashed, times nothing again
+    # a run cut while on the pruned configuration (one start, no result): --resume times it again
     mod = _script()
     pruned_key = mod._key(mod.plan(audit_doc(), recorded_doc(), top=2)[2])
     kept_rows = [line for line in out.read_text().splitlines()
                  if pruned_key not in (json.loads(line).get("key"), json.loads(line).get("started"))]
-    out.write_text("\n".join(kept_rows + [json.dumps({"started": pruned_key})]) + "\n")
+    out.write_text("\n".join(kept_rows + [json.dumps({"started": pruned_key}), '{"cut mid-wr']) + "\n")
+    r = subprocess.run(args + ["--resume"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [json.loads(line) for line in out.read_text().splitlines() if not line.startswith('{"cut')]
+    assert [x["status"] for x in rows if x.get("key") == pruned_key] == ["timed"]
+    assert sum(1 for x in rows if x.get("status") == "timed") == 3          # the kept ones were not timed again
+    # one that took its process down twice (two starts, no result) is recorded as crashed, not tried a third time
+    kept_rows = [line for line in out.read_text().splitlines() if not line.startswith('{"cut')
+                 and pruned_key not in (json.loads(line).get("key"), json.loads(line).get("started"))]
+    out.write_text("\n".join(kept_rows + [json.dumps({"started": pruned_key})] * 2) + "\n")
     r = subprocess.run(args + ["--resume"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert {x["status"] for x in rows if x.get("key") == pruned_key} == {"crashed"}
-    assert sum(1 for x in rows if x.get("status") == "timed") == 2
+    assert [x["status"] for x in rows if x.get("key") == pruned_key] == ["crashed"]
     s = json.loads(summary.read_text())["workloads"]["w1"]
     assert s["pruned_unscreened"] == 1 and s["not_timed"][0]["status"] == "crashed"
+    assert s["verdict"].startswith("incomplete: 1 pruned configuration(s) not screened")

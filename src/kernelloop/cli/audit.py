@@ -63,6 +63,8 @@ def audit_pruning(
             prev = json.loads(builds.read_text())
             if prev.get("op") != bundle.spec.name:
                 raise ValueError(f"it audits {prev.get('op')!r}, not {bundle.spec.name!r}")
+            if prev.get("arch", arch) != arch:
+                raise ValueError(f"its builds are for sm_{prev.get('arch')}, not sm_{arch}")
             earlier = {w["workload_id"]: outcomes_of(w["rows"]) for w in prev["workloads"]}
         except (OSError, ValueError, KeyError, TypeError) as e:
             console.print(f"[red]bad input:[/red] --builds {builds}: {e}")
@@ -74,16 +76,31 @@ def audit_pruning(
         except (ValueError, OSError) as e:
             console.print(f"[red]bad input:[/red] --timed: {timed} is not a space file: {e}")
             raise typer.Exit(common.BAD_INPUT)
-    if cuda_available():
-        props = device_properties("cuda")
-    else:  # the limits of the target a CUDA run would prune for (not the interpreter's view of the space)
-        props = {**VIRTUAL_HOPPER, "virtual": False, "name": f"sm_{arch} limits (ahead-of-time audit, no GPU here)"}
+    import triton
+    local = device_properties("cuda") if cuda_available() else None
+    if local is not None and local["capability"][0] * 10 + local["capability"][1] == arch:
+        props = local
+    elif arch == 90:  # the limits of the target a CUDA run would prune for (not the interpreter's view of the space)
+        props = {**VIRTUAL_HOPPER, "virtual": False, "name": "sm_90 limits (ahead-of-time audit, no sm_90 GPU here)"}
+    else:
+        console.print(f"[red]bad argument:[/red] --arch {arch}: its device limits are known here only for 90 "
+                      f"(or on a host with that GPU)")
+        raise typer.Exit(common.BAD_INPUT)
     templates = {t.name: t for t in bundle.spec.templates if not template or t.name in template}
     files = {n: bundle.folder / t.file for n, t in templates.items()}
     configs = []
     for t in templates.values():
         configs += [{"template": t.name, **c} for c in expand(t)[:limit]]
     reports, runners = [], {}
+    # which Triton built them (from --builds: the earlier report's); the report is written after every workload
+    toolchain = prev.get("triton") if builds is not None else triton.__version__
+
+    def write_report(done: list[dict]) -> None:
+        doc = {"op": bundle.spec.name, "arch": arch, "triton": toolchain, "device": props,
+               "templates": sorted(templates), "limit": limit, "workloads": done}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(doc, indent=1, default=str))
+
     for w in wls:
         console.print(f"{w.label}: {'auditing the builds of' if builds else 'building'} {len(configs)} "
                       f"configurations for sm_{arch} ({len(templates)} template(s))")
@@ -110,11 +127,9 @@ def audit_pruning(
             runs = rep["classes"].get("runs", 0) + rep["classes"].get("spills", 0)
             rep["top_share"] = top_share(rep["pruned_runners"], space_doc, w.id, population=runs)
         reports.append(rep)
+        write_report(reports)
         runners[w.id] = [{"template": r["template"], **r["config"]} for r in rep["pruned_runners"]]
-    doc = {"op": bundle.spec.name, "arch": arch, "device": props, "templates": sorted(templates),
-           "limit": limit, "workloads": reports}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=1, default=str))
+    write_report(reports)
     if configs_out is not None:
         configs_out.parent.mkdir(parents=True, exist_ok=True)
         configs_out.write_text(json.dumps({"op": bundle.spec.name, "configs": runners}, indent=1))

@@ -82,6 +82,9 @@ def record(
     props = device_properties(device)
     valid: dict[str, set[str]] = {}
     configs: dict[str, dict] = {}
+    if configs_file is not None and (template or fix):
+        console.print("[red]bad argument:[/red] --configs lists the configurations itself: not with --template or --fix")
+        raise typer.Exit(common.BAD_INPUT)
     if configs_file is not None:
         try:
             listed = _listed_configs(configs_file, bundle, wls)
@@ -191,4 +194,8 @@ def _listed_configs(path: Path, bundle, wls) -> dict[str, list[dict]]:
             if extra or missing:
                 raise ValueError(f"{cfg!r}: parameters {'unknown ' + str(extra) if extra else ''}"
                                  f"{' missing ' + str(missing) if missing else ''} for template {cfg['template']}")
+            bad = sorted(k for k, v in declared.items() if cfg[k] not in v)
+            if bad:
+                raise ValueError(f"{cfg!r}: {', '.join(bad)} not among the declared values of template "
+                                 f"{cfg['template']}")
     return out

@@ -132,9 +132,12 @@ def _compile_only(self, *args, grid, warmup, **kw):
         e.kernelloop_in_triton = True  # raised by Triton's binding or compiling, not by the template's Python
         raise
     # the launch the template asked for: a grid given as numbers (a callable one is not evaluated here) and the
-    # non-constexpr scalar arguments (tensors are the same for every configuration)
+    # non-constexpr scalar arguments, positional or by keyword (tensors are the same for every configuration)
     g = None if callable(grid) else [int(v) for v in (grid if isinstance(grid, (tuple, list)) else (grid,))]
+    consts = {p.name for p in self.params if p.is_constexpr}
     scalars = [a for a in args if isinstance(a, (int, float, bool))]
+    scalars += [[k, v] for k, v in sorted(kw.items()) if k not in consts and isinstance(v, (int, float, bool))
+                and k in {p.name for p in self.params}]
     built.append((kernel, g, scalars))
     return kernel
 JITFunction.run = _compile_only
@@ -174,6 +177,21 @@ for i, item in enumerate(job["items"]):
 '''
 
 
+def _events(path: str) -> list[dict]:
+    """The events a build process wrote so far (a line cut by its death is skipped)."""
+    out = []
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
 def _run_chunk(job: dict, items: list[dict], timeout_s: float, startup_s: float, workdir: Path) -> list[dict]:
     """Build `items` in fresh processes; a hung or crashed build is recorded and the rest continue."""
     results: list[dict | None] = [None] * len(items)
@@ -187,15 +205,29 @@ def _run_chunk(job: dict, items: list[dict], timeout_s: float, startup_s: float,
             json.dump({**job, "items": [items[i] for i in todo]}, f)
         res_path = job_path + ".jsonl"
         status, tail = None, ""
-        try:
-            proc = subprocess.run([sys.executable, "-c", _CHILD, job_path, res_path], env=env, capture_output=True,
-                                  text=True, timeout=timeout_s * len(todo) + startup_s)
-            if proc.returncode != 0:
-                status, tail = CRASHED, f"the build process exited with code {proc.returncode}: " + (proc.stderr or "")[-1500:]
-        except subprocess.TimeoutExpired:
-            status, tail = TIMEOUT, f"no result within {timeout_s:.0f} s a configuration"
-        lines = [json.loads(line) for line in Path(res_path).read_text().splitlines() if line.strip()] \
-            if Path(res_path).exists() else []
+        err_path = job_path + ".stderr"
+        with open(err_path, "w") as err_file:  # a file, not a pipe: a full pipe would stall the child
+            proc = subprocess.Popen([sys.executable, "-c", _CHILD, job_path, res_path], env=env,
+                                    stdout=subprocess.DEVNULL, stderr=err_file)
+        # the parent watches the result file: `timeout_s` counts from each configuration's start line,
+        # `startup_s` from the process's start to its first line (imports)
+        clock, seen = time.monotonic(), 0
+        limit = startup_s
+        while proc.poll() is None:
+            time.sleep(0.2)
+            n = len(_events(res_path))
+            if n != seen:
+                seen, clock, limit = n, time.monotonic(), timeout_s
+            elif time.monotonic() - clock > limit:
+                proc.kill()
+                proc.wait()
+                status, tail = TIMEOUT, (f"no result within {timeout_s:.0f} s" if seen
+                                         else f"the build process did not start within {startup_s:.0f} s")
+                break
+        err = Path(err_path).read_text(errors="replace")
+        if status is None and proc.returncode != 0:
+            status, tail = CRASHED, f"the build process exited with code {proc.returncode}: " + err[-1500:]
+        lines = _events(res_path)
         started = None
         for ev in lines:
             if "start" in ev:

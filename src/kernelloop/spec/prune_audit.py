@@ -13,7 +13,8 @@ Then:
 - kept failures: configurations pruning keeps that fail (a run spends a compile on each);
 - pruned twins: configurations pruning removes whose launches are identical to a kept configuration's (the same
   cubin, grid and scalar arguments: e.g. a parameter the launcher ignores in that case); they cannot beat their twin;
-- pruned runners: the other configurations pruning removes that build and launch cleanly, one per distinct launch
+- pruned runners: the other configurations pruning removes that build and launch (spilling or not: a mild spill
+  can still be fast), one per distinct launch
   (the others with the same launches listed under it); only a GPU can say whether one of them is fast, so they are
   listed for timing (`kernelloop record --configs`), and `top_share` checks those timings against the best
   configurations the pruner kept;
@@ -71,12 +72,12 @@ def audit(templates: dict[str, TemplateSpec], workload: Workload, props: dict,
     # work on the GPU: it cannot be faster than its kept twin, so it needs no timing
     kept_launches = {}
     for o, r in zip(outcomes, rows):
-        if not r["pruned"] and r["class"] == RUNS and o.launches is not None:
+        if not r["pruned"] and r["class"] in (RUNS, SPILLS) and o.launches is not None:
             kept_launches.setdefault(o.launches, {"template": o.template, **o.config})
     groups: dict[tuple, list[dict]] = {}  # pruned runners with the same launches: one timing serves them all
     for o, r in zip(outcomes, rows):
         r["twin_of"] = kept_launches.get(o.launches) if r["pruned"] and o.launches is not None else None
-        if r["pruned"] and r["class"] == RUNS and r["twin_of"] is None:
+        if r["pruned"] and r["class"] in (RUNS, SPILLS) and r["twin_of"] is None:
             groups.setdefault(o.launches if o.launches is not None else ("row", len(groups)), []).append(r)
     representatives = []
     for members in groups.values():
@@ -103,7 +104,8 @@ def audit(templates: dict[str, TemplateSpec], workload: Workload, props: dict,
         "pruned_runners": [{k: r[k] for k in ("template", "config", "pruned", "same_launches")}
                            for r in representatives],
         "pruned_runner_configurations": sum(len(v) for v in groups.values()),
-        "pruned_twins": sum(1 for r in rows if r["pruned"] and r["class"] == RUNS and r["twin_of"] is not None),
+        "pruned_twins": sum(1 for r in rows if r["pruned"] and r["class"] in (RUNS, SPILLS)
+                            and r["twin_of"] is not None),
         "pruned_spillers": sum(1 for r in rows if r["pruned"] and r["class"] == SPILLS),
         "kept_spillers": sum(1 for r in rows if not r["pruned"] and r["class"] == SPILLS),
         "by_reason": {k: dict(v) for k, v in sorted(by_reason.items())},
@@ -156,7 +158,9 @@ def top_share(pruned_runners: list[dict], space: dict, workload_id: str, share: 
             "pruned_in_top": intruders,
             "verdict": (f"{len(intruders)} pruned configuration(s) in the top share" if intruders
                         else "no pruned configuration was measured" if not measured_pruned
-                        else "no measured pruned configuration in the top share")}
+                        else "no measured pruned configuration in the top share" + (
+                            f" (incomplete: {len(pruned) - measured_pruned} not measured)"
+                            if len(pruned) > measured_pruned else ""))}
 
 
 def outcomes_of(report_rows: list[dict]) -> list[BuildOutcome]:
