@@ -1,19 +1,22 @@
 """Screen what pruning removed against the best of what it kept: short, unverified timings on a GPU.
 
-    python benchmarks/pruning_screen.py AUDIT.json --space RECORDED.space.json.gz --out SCREEN.jsonl \
-        [--top 10] [--samples 10] [--margin 0.10] [--device cuda] [--summary SCREEN.json]
+    python benchmarks/pruning_screen.py AUDIT.json (--kept all | --space RECORDED.space.json.gz [--top 10])
+        --out SCREEN.jsonl [--samples 10] [--margin 0.10] [--device cuda] [--summary SCREEN.json]
 
-AUDIT.json is a `kernelloop audit-pruning` report (its pruned configurations that build and run, one per distinct
-launch); RECORDED an earlier recording of the op's pruned space, whose `--top` best kept configurations are timed
-again here as the reference. Every configuration is launched once through its template (compiled, or read from
-Triton's cache that the audit's ahead-of-time builds warmed) and timed with the project's timer (cold L2, launch
-hidden) for `--samples` samples: a screen, not a measurement; nothing is verified (a pruned configuration that is
-fast but wrong would be flagged, not hidden: the check can only err towards flagging).
+AUDIT.json is a `kernelloop audit-pruning` report. With `--kept all` every configuration that runs, kept or pruned,
+is screened once per distinct launch (configurations whose launches are identical do identical work; a launch a
+kept configuration makes counts as kept), so the top-1 % threshold is that of the whole population. With
+`--space`, only the recording's `--top` best kept configurations are screened beside the pruned ones: cheaper, and
+the threshold can then only be slower than the population's (the check errs towards flagging). Every configuration
+is launched through its template (compiled, or read from Triton's cache that the audit's ahead-of-time builds
+warmed) and timed with the project's timer (cold L2, launch hidden) for `--samples` samples: a screen, not a
+measurement; nothing is verified (a pruned configuration that is fast but wrong would be flagged, not hidden).
 
-The top-1 % threshold is the k-th best screened time, k = ceil(1 % of the configurations that run, from the
-audit). A pruned configuration within `--margin` of it (or faster) is listed under "to_confirm": time those with
-`kernelloop record --configs` (verified, full timing policy) beside the kept best before calling any of them
-a miss of pruning; none listed means none of the pruned configurations comes near the top 1 %.
+The top-1 % threshold is the time of the k-th best configuration screened, k = ceil(1 % of the configurations that
+run, from the audit), each screened launch counted as many times as configurations make it. A pruned configuration
+within `--margin` of it (or faster) is listed under "to_confirm": time those with `kernelloop record --configs`
+(verified, full timing policy) beside the kept best before calling any of them a miss of pruning; none listed
+means none of the pruned configurations comes near the top 1 %.
 
 Each configuration's result is appended to SCREEN.jsonl as it is measured. A run cut by its time limit is continued
 with --resume (the configuration it was on is tried again); one that took its process down twice is recorded as
@@ -37,25 +40,52 @@ from kernelloop.replay.space_file import read_space_document  # noqa: E402
 from kernelloop.search.encoding import config_key  # noqa: E402
 
 
-def plan(audit: dict, recorded: dict, top: int) -> list[dict]:
-    """The configurations to screen, in order: per workload the recorded best kept ones, then the pruned runners."""
-    by_shape = {(json.dumps(w["axes"], sort_keys=True), w["dtype"]): w["id"] for w in recorded["workloads"]}
+def plan(audit: dict, recorded: dict | None, top: int, kept: str = "recorded") -> list[dict]:
+    """The configurations to screen, in order, each with its `weight` (how many configurations of the population
+    it stands for: equal launches do equal work).
+
+    kept="recorded": per workload the recording's `top` best kept configurations, then the pruned runners (one per
+    distinct launch). kept="all": every configuration that runs, kept or pruned, one per distinct launch (from the
+    audit's rows); a launch that a kept configuration makes counts as kept (pruning it loses nothing)."""
     items = []
     for rep in audit["workloads"]:
+        runs = rep["classes"].get("runs", 0) + rep["classes"].get("spills", 0)
+        base = {"workload_id": rep["workload_id"], "axes": rep["axes"], "dtype": rep["dtype"], "population": runs}
+        if kept == "all":
+            items += [{**base, **g} for g in _launch_groups(rep["rows"])]
+            continue
+        by_shape = {(json.dumps(w["axes"], sort_keys=True), w["dtype"]): w["id"] for w in recorded["workloads"]}
         rid = by_shape.get((json.dumps(rep["axes"], sort_keys=True), rep["dtype"]))
         if rid is None:
             raise ValueError(f"the recording has no workload {rep['workload']}")
         measured = sorted((r for r in recorded["records"] if (r["results"].get(rid) or {}).get("value") is not None),
                           key=lambda r: r["results"][rid]["value"])
-        runs = rep["classes"].get("runs", 0) + rep["classes"].get("spills", 0)
-        base = {"workload_id": rep["workload_id"], "axes": rep["axes"], "dtype": rep["dtype"], "population": runs}
         for r in measured[:top]:
-            items.append({**base, "config": r["config"], "pruned": None,
+            items.append({**base, "config": r["config"], "pruned": None, "weight": 1,
                           "recorded_us": r["results"][rid]["value"]})
         for r in rep["pruned_runners"]:
             items.append({**base, "config": {"template": r["template"], **r["config"]}, "pruned": r["pruned"],
-                          "same_launches": len(r.get("same_launches", []))})
+                          "same_launches": len(r.get("same_launches", [])),
+                          "weight": 1 + len(r.get("same_launches", []))})
     return items
+
+
+def _launch_groups(rows: list[dict]) -> list[dict]:
+    """The audit rows that run, grouped by identical launches: one item per group, kept first when it has one."""
+    from kernelloop.spec.prune_audit import outcomes_of
+
+    groups: dict = {}
+    for row, o in zip(rows, outcomes_of(rows)):
+        if row["class"] not in ("runs", "spills"):
+            continue
+        key = o.launches if o.launches is not None else ("row", len(groups))
+        groups.setdefault(key, []).append(row)
+    out = []
+    for members in groups.values():
+        head = next((m for m in members if not m["pruned"]), members[0])
+        out.append({"config": {"template": head["template"], **head["config"]}, "pruned": head["pruned"],
+                    "same_launches": len(members) - 1, "weight": len(members)})
+    return out
 
 
 def _key(item: dict) -> str:
@@ -152,8 +182,16 @@ def screen(op_folder: Path, items: list[dict], out: Path, device: str, samples: 
         done[key] = row
 
 
+def _weight(item: dict) -> int:
+    return item.get("weight", 1)
+
+
 def summarize(items: list[dict], results: dict[str, dict], margin: float, share: float = 0.01) -> dict:
-    """Per workload: the top-share threshold among screened times, and the pruned configurations near it."""
+    """Per workload: the top-share threshold among screened times, and the pruned configurations near it.
+
+    The threshold is the time of the k-th best configuration screened, k = ceil(share * population), counting each
+    item `weight` times (the configurations whose launches it stands for). Where only part of the kept space is
+    screened, that time can only be slower than the population's k-th best: the check errs towards flagging."""
     out = {}
     for wid in dict.fromkeys(i["workload_id"] for i in items):
         mine = [i for i in items if i["workload_id"] == wid]
@@ -163,33 +201,43 @@ def summarize(items: list[dict], results: dict[str, dict], margin: float, share:
         k = max(1, math.ceil(share * pop))
         timed.sort(key=lambda x: x[0])
         row = {"population": pop, "top_k": k, "screened": len(timed),
+               "screened_configurations": sum(_weight(i) for _, i in timed),
                "pruned_screened": sum(1 for _, i in timed if i["pruned"]),
+               "kept_screened": sum(1 for _, i in timed if not i["pruned"]),
                "pruned_unscreened": sum(1 for i in mine if i["pruned"] and
                                         results.get(_key(i), {}).get("status") != "timed"),
                "not_timed": [{"config": i["config"], **{k2: results[_key(i)].get(k2) for k2 in ("status", "error")}}
                              for i in mine if _key(i) in results and results[_key(i)].get("status") != "timed"]}
-        if len(timed) < k:
+        ranks, seen = [], 0
+        for _, i in timed:
+            ranks.append(seen + 1)
+            seen += _weight(i)
+        if seen < k:
             row["verdict"] = f"too few screened for the top {k}"
         else:
-            threshold = timed[k - 1][0]
-            near = [{"config": i["config"], "us": us, "pruned": i["pruned"]} for us, i in timed
-                    if i["pruned"] and us <= threshold * (1 + margin)]
-            best_pruned = next(((us, n + 1) for n, (us, i) in enumerate(timed) if i["pruned"]), (None, None))
+            threshold = next(us for (us, i), r in zip(timed, ranks) if r + _weight(i) - 1 >= k)
+            near = [{"config": i["config"], "us": us, "pruned": i["pruned"], "weight": _weight(i)}
+                    for us, i in timed if i["pruned"] and us <= threshold * (1 + margin)]
+            best_pruned = next(((us, r) for (us, i), r in zip(timed, ranks) if i["pruned"]), (None, None))
             verdict = (f"{len(near)} pruned configuration(s) to confirm" if near
                        else "no pruned configuration within {:.0%} of the top-1 % threshold".format(margin))
             if row["pruned_unscreened"]:
                 verdict = f"incomplete: {row['pruned_unscreened']} pruned configuration(s) not screened; " + verdict
             row.update(threshold_us=threshold, best_us=timed[0][0], best_pruned_us=best_pruned[0],
-                       best_pruned_rank=best_pruned[1], margin=margin, to_confirm=near, verdict=verdict)
+                       best_pruned_rank=best_pruned[1], margin=margin, to_confirm=near, verdict=verdict,
+                       kept_best=[{"config": i["config"], "us": us} for us, i in timed if not i["pruned"]][:k + 10])
         out[wid] = row
     return out
 
 
 def confirm_set(items: list[dict], summary: dict) -> dict[str, list[dict]]:
-    """Per workload: the recorded best kept configurations and the flagged pruned ones, for `record --configs`."""
+    """Per workload, for `record --configs`: the kept configurations screened best (the recorded best, or with
+    kept="all" the best k + 10 screened) and the flagged pruned ones."""
     out = {}
     for wid, row in summary.items():
-        best = [i["config"] for i in items if i["workload_id"] == wid and i["pruned"] is None]
+        best = [i["config"] for i in items if i["workload_id"] == wid and i["pruned"] is None and "recorded_us" in i]
+        if not best:
+            best = [c["config"] for c in row.get("kept_best", [])]
         out[wid] = best + [c["config"] for c in row.get("to_confirm", [])]
     return out
 
@@ -197,7 +245,10 @@ def confirm_set(items: list[dict], summary: dict) -> dict[str, list[dict]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("audit", type=Path)
-    ap.add_argument("--space", type=Path, required=True)
+    ap.add_argument("--space", type=Path, help="an earlier recording of the op (needed with --kept recorded)")
+    ap.add_argument("--kept", choices=["recorded", "all"], default="recorded",
+                    help="which kept configurations to screen beside the pruned ones: the recording's --top best, "
+                         "or every one that runs (one per distinct launch), which makes the threshold exact")
     ap.add_argument("--out", type=Path, required=True, help="results, one JSON line per configuration")
     ap.add_argument("--summary", type=Path, help="write the per-workload summary here (JSON)")
     ap.add_argument("--confirm-out", type=Path,
@@ -214,7 +265,9 @@ def main() -> None:
         import os
         os.environ["TRITON_INTERPRET"] = "1"
     audit = json.loads(a.audit.read_text())
-    items = plan(audit, read_space_document(a.space), a.top)
+    if a.kept == "recorded" and a.space is None:
+        ap.error("--space is needed with --kept recorded")
+    items = plan(audit, read_space_document(a.space) if a.space else None, a.top, a.kept)
     screen(a.ops / audit["op"], items, a.out, a.device, a.samples, a.resume)
     done, _, _ = read_results(a.out)
     summary = summarize(items, done, a.margin)

@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -402,6 +402,29 @@ case "$phase" in
     }
     lane_b() {
       optimize attention_causal-suite 560 attention_causal --budget 2,420s --baseline sdpa-cudnn --baseline sdpa-flash
+    }
+    ;;
+  s7a)  # seventh session, call 2: issue 5's GEMM top-1 % check with every configuration that runs screened (kept
+        # ones too, one per distinct launch: an exact threshold), after the audit warms Triton's cache; issue 7's
+        # GEMM 4096^3 with the subtiled epilogue and the Llama prefill suite, against cuBLAS only
+    lane_a() {
+      local wl=benchmarks/workloads/gemm-4096.toml
+      step audit-gemm-4096 240 $KL audit-pruning gemm --workloads "$wl" --jobs 18 --out "$OUT/audit-gemm-4096.json"
+      local audit="$OUT/audit-gemm-4096.json"
+      [ -s "$audit" ] || audit="benchmarks/results/pruning-audit-2026-11-30/gemm-4096.json"
+      step screen-gemm-4096 170 sh -c 'for i in 1 2 3 4 5 6; do "$@"; [ $? = 3 ] || break; done' _ \
+        python3 benchmarks/pruning_screen.py "$audit" --kept all --samples 10 --resume \
+        --out "$OUT/screen-gemm-4096.jsonl" --summary "$OUT/screen-gemm-4096.json" \
+        --confirm-out "$OUT/confirm-gemm-4096.json"
+      step record-confirm-gemm-4096 110 $KL record gemm --device cuda --workloads "$wl" \
+        --configs "$OUT/confirm-gemm-4096.json" --resume --out "$OUT/confirm-gemm-4096.space.json.gz"
+      step top-share-gemm-4096 30 $KL audit-pruning gemm --workloads "$wl" --builds "$audit" \
+        --timed "$OUT/confirm-gemm-4096.space.json.gz" --out "$OUT/audit-gemm-4096.timed.json"
+    }
+    lane_b() {
+      optimize gemm-4096-subtiled 250 gemm --budget 30,190s --fix TMA=2,PERSISTENT=1,GROUP_M=8 --baseline cublas \
+        --workloads benchmarks/workloads/gemm-4096.toml
+      optimize gemm-prefill 290 gemm --budget 3,230s --baseline cublas --workloads ops/gemm/workloads-prefill.toml
     }
     ;;
   matmul)  # issue 7: GEMM fp16 4096^3 against cuBLAS, attention (seed shape) against the SDPA backends

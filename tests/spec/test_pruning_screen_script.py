@@ -66,6 +66,50 @@ def test_summarize_flags_pruned_configurations_near_the_threshold():
     assert mod.summarize(items, {}, margin=0.1)["w1"]["verdict"] == "too few screened for the top 3"
 
 
+def _row(cfg, pruned, cls="runs", cubin="a", grid=(4,)):
+    return {"template": "rowwise", "config": cfg, "pruned": pruned, "class": cls, "status": "built", "error": "",
+            "kernels": [{"name": "k", "cubin_sha256": cubin, "grid": list(grid), "scalars": [512]}]}
+
+
+def audit_all_doc():
+    """Six rows: two kept ones with the same launch, a pruned twin of them, two pruned ones sharing a launch,
+    one pruned alone, and one that fails (not in the population)."""
+    c = [{"BLOCK_N": 512, "ROWS": 1, "num_warps": w, "EVICT_FIRST": e, "STREAM_STORE": 0}
+         for w in (1, 2, 4) for e in (0, 1)]
+    rows = [_row(c[0], None, cubin="k0"), _row(c[1], None, cubin="k0"), _row(c[2], "rule A", cubin="k0"),
+            _row(c[3], "rule B", cubin="p1"), _row(c[4], "rule B", cubin="p1"), _row(c[5], "rule C", cubin="p2"),
+            _row({**c[0], "ROWS": 2}, "limit", cls="fails", cubin=None)]
+    return {"op": "rmsnorm", "workloads": [{
+        "workload": "rmsnorm[4x512]:fp16", "workload_id": "w1", "axes": AXES, "dtype": "fp16",
+        "classes": {"runs": 6, "fails": 1}, "pruned_runners": [], "rows": rows}]}, c
+
+
+def test_plan_all_groups_every_runner_by_launch_and_weights_the_threshold():
+    mod = _script()
+    doc, c = audit_all_doc()
+    items = mod.plan(doc, None, top=0, kept="all")
+    assert [(i["config"]["num_warps"], i["config"]["EVICT_FIRST"], i["pruned"], i["weight"]) for i in items] == [
+        (1, 0, None, 3),            # two kept and the pruned twin: counted as kept (pruning it lost nothing)
+        (2, 1, "rule B", 2),
+        (4, 1, "rule C", 1)]
+    assert all(i["population"] == 6 for i in items)
+    keys = [mod._key(i) for i in items]
+    # population 6 -> k = ceil(0.5 * 6) = 3 with share 0.5: the kept group alone covers ranks 1-3
+    res = {keys[0]: {"status": "timed", "us": 10.0}, keys[1]: {"status": "timed", "us": 10.5},
+           keys[2]: {"status": "timed", "us": 20.0}}
+    s = mod.summarize(items, res, margin=0.10, share=0.5)["w1"]
+    assert s["top_k"] == 3 and s["threshold_us"] == 10.0 and s["best_pruned_rank"] == 4
+    assert s["screened_configurations"] == 6 and s["kept_screened"] == 1
+    assert [t["us"] for t in s["to_confirm"]] == [10.5]          # within 10 % of the threshold
+    assert mod.confirm_set(items, {"w1": s})["w1"] == [{"template": "rowwise", **c[0]},
+                                                         {"template": "rowwise", **c[1 + 2]}]
+    # with the kept group slower, the pruned pair takes ranks 1-2 and the threshold is the kept group's time
+    res[keys[0]]["us"] = 11.0
+    s = mod.summarize(items, res, margin=0.0, share=0.5)["w1"]
+    assert s["threshold_us"] == 11.0 and s["best_pruned_rank"] == 1
+    assert [t["weight"] for t in s["to_confirm"]] == [2]
+
+
 def test_screen_in_the_interpreter_end_to_end_and_resume_after_a_cut_or_a_crash(tmp_path):
     audit, space = tmp_path / "audit.json", tmp_path / "rec.json"
     audit.write_text(json.dumps(audit_doc()))
