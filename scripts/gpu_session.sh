@@ -409,16 +409,16 @@ case "$phase" in
         # GEMM 4096^3 with the subtiled epilogue and the Llama prefill suite, against cuBLAS only
     lane_a() {
       local wl=benchmarks/workloads/gemm-4096.toml
-      step audit-gemm-4096 240 $KL audit-pruning gemm --workloads "$wl" --jobs 18 --out "$OUT/audit-gemm-4096.json"
+      step audit-gemm-4096 230 $KL audit-pruning gemm --workloads "$wl" --jobs 18 --out "$OUT/audit-gemm-4096.json"
       local audit="$OUT/audit-gemm-4096.json"
       [ -s "$audit" ] || audit="benchmarks/results/pruning-audit-2026-11-30/gemm-4096.json"
-      step screen-gemm-4096 170 sh -c 'for i in 1 2 3 4 5 6; do "$@"; [ $? = 3 ] || break; done' _ \
+      step screen-gemm-4096 215 sh -c 'for i in 1 2 3 4 5 6; do "$@"; [ $? = 3 ] || break; done' _ \
         python3 benchmarks/pruning_screen.py "$audit" --kept all --samples 10 --resume \
         --out "$OUT/screen-gemm-4096.jsonl" --summary "$OUT/screen-gemm-4096.json" \
         --confirm-out "$OUT/confirm-gemm-4096.json"
-      step record-confirm-gemm-4096 110 $KL record gemm --device cuda --workloads "$wl" \
+      step record-confirm-gemm-4096 85 $KL record gemm --device cuda --workloads "$wl" \
         --configs "$OUT/confirm-gemm-4096.json" --resume --out "$OUT/confirm-gemm-4096.space.json.gz"
-      step top-share-gemm-4096 30 $KL audit-pruning gemm --workloads "$wl" --builds "$audit" \
+      step top-share-gemm-4096 25 $KL audit-pruning gemm --workloads "$wl" --builds "$audit" \
         --timed "$OUT/confirm-gemm-4096.space.json.gz" --out "$OUT/audit-gemm-4096.timed.json"
     }
     lane_b() {
