@@ -27,7 +27,9 @@ from .execute.evaluate import Evaluator, Timeouts, derive_seed
 from .execute.pool import Worker, job_root
 from .manifest import build_manifest, check_unchanged, manifest_hash
 from .records import Candidate, Status, Trial, Workload, content_hash
-from .search import DEFAULT_STRATEGY, STRATEGIES, make_strategy
+from .replay.prior import read_prior
+from .search import DEFAULT_STRATEGY, STRATEGIES, make_strategy, takes_prior
+from .search.history import TransferPrior
 from .select.pareto import best_per_workload, front_for_workload
 from .spec import OpBundle
 from .spec.space import selected_space
@@ -73,6 +75,8 @@ class RunOptions:
     templates: list[str] | None = None     # search only these templates of the spec (None: all)
     fixed: dict[str, str] | None = None    # pin parameters (NAME: value text): only templates having them, only
                                            # configurations with these values
+    prior: dict | None = None              # staged: warm start from a recording, RecordedPrior.as_dict() (path,
+                                           # sha256, configurations), see kernelloop.replay.prior
 
     def as_dict(self) -> dict:
         out = {"device": self.device, "budget_evals": self.budget_evals, "budget_seconds": self.budget_seconds,
@@ -84,6 +88,8 @@ class RunOptions:
             out["templates"] = list(self.templates)
         if self.fixed:
             out["fixed"] = dict(self.fixed)
+        if self.prior is not None:
+            out["prior"] = dict(self.prior)
         return out
 
 
@@ -131,11 +137,14 @@ def trial_value(trial: Trial) -> float | None:
 class TemplateSearch:
     """Proposes template configurations from each workload's pruned space through an ask/tell strategy."""
 
-    def __init__(self, bundle: OpBundle, spaces: dict[str, list[dict]], strategy: str, seed: int):
+    def __init__(self, bundle: OpBundle, spaces: dict[str, list[dict]], strategy: str, seed: int,
+                 prior: TransferPrior | None = None):
         self.bundle = bundle
         self.spaces = spaces
         self.name = f"search:{strategy}"
-        self.strategies = {wid: make_strategy(strategy, space, derive_seed(seed, wid)) for wid, space in spaces.items()}
+        options = {} if prior is None else {"prior": prior}
+        self.strategies = {wid: make_strategy(strategy, space, derive_seed(seed, wid), **options)
+                           for wid, space in spaces.items()}
         self._configs: dict[tuple[str, str], dict] = {}
         self._seen: dict[str, int] = {}
 
@@ -223,6 +232,12 @@ class Controller:
                 opts.fixed = archive.get_run(run_id)["options"].get("fixed")
             if resume and opts.baselines is None:   # the same confirmation as before
                 opts.baselines = archive.get_run(run_id)["options"].get("baselines")
+            if resume:   # the same warm start as before: the archive names what warmed the search
+                archived = archive.get_run(run_id)["options"].get("prior")
+                if opts.prior is not None and opts.prior["sha256"] != (archived or {}).get("sha256"):
+                    raise RuntimeError(f"cannot resume with --prior {opts.prior['path']}: the run was "
+                                       + (f"warm-started from {archived['path']}" if archived else "not warm-started"))
+                opts.prior = opts.prior or archived
             unknown = sorted(set(opts.templates or ()) - {t.name for t in self.spec.templates})
             if unknown:
                 raise RuntimeError(f"unknown template(s) {', '.join(unknown)}: the spec has "
@@ -290,12 +305,29 @@ class Controller:
     def _make_proposer(self, spaces: dict[str, list[dict]], props: dict) -> Proposer:
         opts = self.options
         if opts.strategy != PLANNER:
-            return TemplateSearch(self.bundle, spaces, opts.strategy, opts.seed)
+            return TemplateSearch(self.bundle, spaces, opts.strategy, opts.seed, self._prior())
         from .propose.planner_proposer import PlannerProposer
         from .spec.start import resolve_start
         start = resolve_start(self.spec, self.workloads, opts.start, props) if opts.start else None
         return PlannerProposer(self.spec.name, self.bundle.template_sources, self.workloads, spaces,
                                {w.id: derive_seed(opts.seed, w.id) for w in self.workloads}, start=start)
+
+    def _prior(self) -> TransferPrior | None:
+        """The search's warm start, read again from its recording: refused if the file changed since it was chosen."""
+        given = self.options.prior
+        if given is None:
+            return None
+        if not takes_prior(self.options.strategy):
+            raise RuntimeError(f"the run was warm-started from {given['path']}, which --strategy "
+                               f"{self.options.strategy} does not take")
+        try:
+            rec = read_prior(given["path"], self.spec.name)
+        except ValueError as e:
+            raise RuntimeError(f"prior {given['path']}: {e}") from e
+        if rec.sha256 != given["sha256"]:
+            raise RuntimeError(f"prior {given['path']} changed since the run began (sha256 {given['sha256'][:12]}... "
+                               f"now {rec.sha256[:12]}...)")
+        return rec.prior
 
     # -- evidence for proposers that plan from it ---------------------------------------------------------------
     def _evidence_source(self, archive: Archive, run_id: str, proposer: Proposer):

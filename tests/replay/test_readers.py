@@ -78,3 +78,33 @@ def test_space_file_validation_names_the_field(tmp_path):
     bad["records"].append(dict(bad["records"][0]))
     with pytest.raises(ValueError, match="repeats"):
         write_space_file(tmp_path / "bad.json", bad)
+
+
+def test_workload_spaces_and_the_prior_of_a_recording(tmp_path):
+    import hashlib
+
+    from kernelloop.replay.load import load_workload_spaces
+    from kernelloop.replay.prior import read_prior
+    from kernelloop.search.history import TransferPrior
+
+    path = write_space_file(tmp_path / "s.json.gz", doc())
+    w1, w2 = load_workload_spaces(path)
+    assert (w1.meta["workload"], w1.values, w2.values) == ("w1", [10.0, 5.0, None], [100.0, 120.0, 80.0])
+    (kt,) = load_workload_spaces(_cache_file(tmp_path))
+    assert kt.values == [2.0, None, 1.5]
+    rec = read_prior(path, "rmsnorm")
+    assert rec.as_dict() == {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                             "configurations": 3}
+    # every PASSED time over its workload's best: w1 10/5, 5/5; w2 100/80, 120/80, 80/80
+    by_hand = TransferPrior([{"template": "t", "B": b} for b in (1, 2, 1, 2, 4)], [2.0, 1.0, 1.25, 1.5, 1.0])
+    configs = [{"template": "t", "B": b} for b in (1, 2, 4)]
+    assert rec.prior.scores(configs) == pytest.approx(by_hand.scores(configs))
+    with pytest.raises(ValueError, match="a recording of op 'rmsnorm', not 'softmax'"):
+        read_prior(path, "softmax")
+    assert read_prior(_cache_file(tmp_path), "softmax").prior.configurations == 2   # a cache names no op
+
+
+def _cache_file(tmp_path):
+    path = tmp_path / "cache.json"
+    path.write_text(json.dumps(CACHE))
+    return path

@@ -1,9 +1,10 @@
 import numpy as np
 
+from kernelloop.replay import RecordedSpace
 from kernelloop.search.encoding import SpaceEncoding
 from kernelloop.search.history import BadRegions, TransferPrior
 from kernelloop.search.supervisor import Supervisor
-from search_spaces import grid_space, grid_value
+from search_spaces import grid_space, grid_value, mixed_space
 
 
 def test_supervisor_counts_only_gains_beyond_noise():
@@ -38,3 +39,29 @@ def test_transfer_prior_ranks_a_new_space_by_what_another_taught():
     assert target[top[0]] == {"bx": 128, "by": 2, "flag": 1, "kind": "col"}
     scores = prior.scores(target)
     assert scores[top[0]] == scores.min()
+
+
+def test_pooled_prior_divides_each_workload_by_its_best():
+    space = grid_space()
+    wide = [c for c in space if c["bx"] >= 64]                    # another shape, with another pruned space
+    fast = RecordedSpace("small", space, [grid_value(c) for c in space], ["ok"] * len(space))
+    slow = RecordedSpace("large", wide, [1000 * grid_value(c) for c in wide], ["ok"] * len(wide))
+    pooled = TransferPrior.from_spaces([fast, slow])
+    assert pooled.configurations == len(space)
+    best = {"bx": 128, "by": 2, "flag": 1, "kind": "col"}
+    assert space[pooled.top(space, 1)[0]] == best
+    # pooled as measured, the large shape's cost would be blamed on the wide blocks it was measured with
+    raw = TransferPrior(fast.configs + slow.configs, fast.values + slow.values)
+    assert space[raw.top(space, 1)[0]]["bx"] < 64
+
+
+def test_transfer_prior_over_templates_with_different_parameters():
+    space = mixed_space()
+    values = [2.0 + c["BLOCK"] / 256 + c["WARPS"] / 4 if c["template"] == "rows" else 1.0 + abs(c["TILE"] - 16) / 16
+              for c in space]
+    prior = TransferPrior(space, values)
+    assert space[prior.top(space, 1)[0]] == {"template": "tiles", "TILE": 16}
+    # what the recording never saw (a parameter, a value, a template) contributes nothing
+    tile = {"template": "tiles", "TILE": 16}
+    assert prior.predict({**tile, "STAGES": 3}) == prior.predict(tile)
+    assert prior.predict({"template": "cols", "WIDTH": 8}) == prior.mean

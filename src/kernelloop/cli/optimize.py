@@ -17,7 +17,8 @@ from ..execute.worker import BUILTIN_BASELINES
 from ..loop import PLANNER, Controller, RunOptions, op_baseline_names, strategy_names
 from ..manifest import ManifestChanged
 from ..report.summary import run_summary
-from ..search import DEFAULT_STRATEGY
+from ..replay.prior import read_prior
+from ..search import DEFAULT_STRATEGY, STRATEGIES, takes_prior
 from ..report.terminal import INTERPRETER_BANNER, render
 from ..spec import SpecError, load_op, load_workloads
 from ..spec.start import StartError, parse_assignments, resolve_start
@@ -53,6 +54,11 @@ def optimize(
              "or a name in the op's baselines.py (default: eager, torch.compile, the op's, copy on cuda; eager, copy "
              "in the interpreter). E.g. leave out eager and torch.compile where their fp32 references are slow.")
     ] = None,
+    prior: Annotated[Optional[Path], typer.Option(
+        help="Staged only: warm-start the search from a recording of other shapes or another GPU (a `kernelloop "
+             "record` space file or a Kernel Tuner cache). The first evaluations (half the initial design) are the "
+             "configurations of each workload's pruned space that a model fitted to every PASSED measurement of "
+             "the recording (each recorded workload's times divided by its best) predicts fastest.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the search.")] = 0,
     checks: Annotated[int, typer.Option(min=1, help="Verification runs (fresh seeded inputs) per trial.")] = 2,
     out: Annotated[Optional[Path], typer.Option(help="Run folder (default: runs/<op>-<time>).")] = None,
@@ -75,6 +81,7 @@ def optimize(
         wls = load_workloads(wl_file, bundle.spec)
         evals, seconds = common.parse_budget(budget or ("24" if dev == "cuda" else "8"))
         start_config = _start(start, strategy, bundle, wls, dev)
+        prior_used = _prior(prior, strategy, bundle)
         names = [t.name for t in bundle.spec.templates]
         for t in template or ():
             if t not in names:
@@ -99,7 +106,7 @@ def optimize(
     opts = RunOptions(device=dev, budget_evals=evals, budget_seconds=seconds,
                       strategy=strategy, seed=seed, checks=checks, confirm=not no_confirm, start=start_config,
                       profile_timeout_s=profile_timeout, templates=list(template) if template else None, fixed=fixed,
-                      baselines=list(dict.fromkeys(baseline)) if baseline else None)
+                      baselines=list(dict.fromkeys(baseline)) if baseline else None, prior=prior_used)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("passed {task.fields[passed]}"), TextColumn("{task.fields[best]}"),
                   TimeElapsedColumn(), console=console, transient=as_json) as bar:
@@ -139,6 +146,19 @@ def _start(text: str | None, strategy: str, bundle, wls, device: str) -> dict[st
     start = parse_assignments(text)
     resolve_start(bundle.spec, wls, start, device_properties(device))
     return start
+
+
+def _prior(path: Path | None, strategy: str, bundle) -> dict | None:
+    """What the run archives about --prior (path, sha256, configurations); BadParameter says what is wrong."""
+    if path is None:
+        return None
+    if not takes_prior(strategy):
+        raise typer.BadParameter(f"--prior is only used by --strategy "
+                                 f"{', '.join(s for s in STRATEGIES if takes_prior(s))} (got --strategy {strategy})")
+    try:
+        return read_prior(path, bundle.spec.name).as_dict()
+    except ValueError as e:
+        raise typer.BadParameter(f"--prior {path}: {e}")
 
 
 def _default_workloads(folder: Path, device: str) -> Path:

@@ -14,18 +14,39 @@ def load_space(path: str | Path, workload: str | None = None, valid_only: bool =
     """Read `path`; `valid_only` drops failed configurations (as Kernel Tuner's tune_cache does), `workload`
     selects one workload of a multi-workload kernelloop space, `objective` picks a Kernel Tuner cache's key."""
     path = Path(path)
+    data = _read(path)
+    if is_space_document(data):
+        space = from_space_document(data, workload=workload, min_speedup=min_speedup)
+    else:
+        space = from_kernel_tuner_dict(data, objective=objective, name=_stem(path))
+    space.meta["path"] = str(path)
+    return space.valid_only() if valid_only else space
+
+
+def load_workload_spaces(path: str | Path) -> list[RecordedSpace]:
+    """One RecordedSpace per recorded workload of `path`: each workload of a kernelloop space file, or the one
+    space of a Kernel Tuner cache (its own objective)."""
+    path = Path(path)
+    data = _read(path)
+    if is_space_document(data):
+        spaces = [from_space_document(data, workload=w["id"]) for w in data["workloads"]]
+    else:
+        spaces = [from_kernel_tuner_dict(data, name=_stem(path))]
+    for space in spaces:
+        space.meta["path"] = str(path)
+    return spaces
+
+
+def _read(path: Path) -> dict:
+    """The JSON of a kernelloop space file (validated) or of a Kernel Tuner cache."""
     if not path.is_file():
         raise FileNotFoundError(f"no recorded space at {path}")
     data = parse_cache_text(read_text(path))
     if is_space_document(data):
         validate(data, str(path))
-        space = from_space_document(data, workload=workload, min_speedup=min_speedup)
-    elif is_kernel_tuner_cache(data):
-        space = from_kernel_tuner_dict(data, objective=objective, name=_stem(path))
-    else:
+    elif not is_kernel_tuner_cache(data):
         raise ValueError(f"{path}: neither a kernelloop space file nor a Kernel Tuner cache")
-    space.meta["path"] = str(path)
-    return space.valid_only() if valid_only else space
+    return data
 
 
 def merge_spaces(spaces: list[RecordedSpace]) -> RecordedSpace:

@@ -59,6 +59,7 @@ def run_summary(archive: Archive, run_id: str | None = None) -> dict:
         "run": rid, "op": run["op"], "status": run["status"], "manifest_hash": run["manifest_hash"],
         "device": env.get("device"), "gpu": env.get("gpu"), "torch": env.get("torch"), "triton": env.get("triton"),
         "interpreter": env.get("device") != "cuda",
+        "prior": run["options"].get("prior"),   # the recording that warm-started the search (None: none did)
         "counts": archive.count(rid),
         "costs": {"compile_s": sum(t.costs.compile_s for t in trials),
                   "verify_s": sum(t.costs.verify_s for t in trials),

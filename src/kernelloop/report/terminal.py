@@ -23,6 +23,10 @@ def render(summary: dict, console: Console | None = None) -> None:
             f"triton {summary['triton']}")
     if summary["interpreter"]:
         c.print(f"[yellow]{INTERPRETER_BANNER}[/yellow]")
+    if summary["prior"]:
+        p = summary["prior"]
+        c.print(f"search warm-started from {p['path']} ({p['configurations']} configurations, "
+                f"sha256 {p['sha256'][:12]})")
     counts = Table(title="trials by status")
     counts.add_column("status")
     counts.add_column("count", justify="right")

@@ -1,6 +1,6 @@
 """Ask/tell search strategies. They see configurations and numbers only: never the GPU, compiler or archive."""
 
-from .base import Exhaustive, RandomSearch, SearchStrategy, Strategy, make_strategy, STRATEGIES
+from .base import Exhaustive, RandomSearch, SearchStrategy, Strategy, make_strategy, STRATEGIES, takes_prior
 from .encoding import SpaceEncoding, config_key
 from .optuna_strategies import OptunaCmaEs, OptunaRandom, OptunaTPE
 from .annealing import Annealing
@@ -15,4 +15,4 @@ DEFAULT_STRATEGY = Staged.name
 
 __all__ = ["Annealing", "DEFAULT_STRATEGY", "Evolution", "Exhaustive", "MCTS", "OptunaCmaEs", "OptunaRandom",
            "OptunaTPE", "RandomSearch", "SearchStrategy", "SpaceEncoding", "Staged", "Strategy", "config_key",
-           "make_strategy", "STRATEGIES"]
+           "make_strategy", "STRATEGIES", "takes_prior"]

@@ -10,6 +10,7 @@ compiler or the archive. What a strategy wants archived (supervisor intervention
 
 from __future__ import annotations
 
+import inspect
 import math
 import random
 from typing import Protocol
@@ -170,6 +171,11 @@ def _registry() -> dict[str, type]:
 
 
 STRATEGIES: dict[str, type] = _registry()
+
+
+def takes_prior(name: str) -> bool:
+    """Whether strategy `name` can be warm-started by a transfer prior (its constructor has `prior=`)."""
+    return name in STRATEGIES and "prior" in inspect.signature(STRATEGIES[name]).parameters
 
 
 def make_strategy(name: str, space: list[dict], seed: int, **options) -> Strategy:

@@ -7,7 +7,8 @@
 - `TransferPrior` learns from another recording of the same kernel (another shape or GPU): an additive model
   of log(objective) over parameter values (ridge regression on one-hot levels), fitted on the configurations
   the other recording measured; `scores(space)` predicts every configuration of the new space, and `top(k)`
-  gives the k most promising as a warm start. Values it never saw fall back to the mean.
+  gives the k most promising as a warm start. Values it never saw fall back to the mean. `from_spaces` pools
+  the workloads of a recording, each normalised by its own best (what `optimize --prior` learns from).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import math
 
 import numpy as np
 
-from .encoding import SpaceEncoding
+from .encoding import SpaceEncoding, config_key
 
 
 class BadRegions:
@@ -63,16 +64,15 @@ class TransferPrior:
 
     def __init__(self, configs: list[dict], values: list[float | None], ridge: float = 1.0):
         pairs = [(c, v) for c, v in zip(configs, values) if v is not None and v > 0 and math.isfinite(v)]
-        if len(pairs) < 2:
-            raise ValueError("a transfer prior needs at least two measured configurations")
-        self.names = sorted({k for c, _ in pairs for k in c})
-        self.levels = {n: sorted({_key(c.get(n)) for c, _ in pairs}) for n in self.names}
-        cols = [(n, lv) for n in self.names for lv in self.levels[n]]
+        self.configurations = len({config_key(c) for c, _ in pairs})   # distinct ones it learnt from
+        if self.configurations < 2:
+            raise ValueError(f"a transfer prior needs at least two measured configurations, got {self.configurations}")
+        cols = sorted({(n, _key(v)) for c, _ in pairs for n, v in c.items()}, key=repr)
         self.col_of = {c: i for i, c in enumerate(cols)}
         A = np.zeros((len(pairs), len(cols)))
-        for i, (c, _) in enumerate(pairs):
-            for n in self.names:
-                A[i, self.col_of[(n, _key(c.get(n)))]] = 1.0
+        for i, (c, _) in enumerate(pairs):     # a parameter a configuration lacks (another template's) is no level
+            for n, v in c.items():
+                A[i, self.col_of[(n, _key(v))]] = 1.0
         y = np.log([v for _, v in pairs])
         self.mean = float(y.mean())
         self.w = np.linalg.solve(A.T @ A + ridge * np.eye(len(cols)), A.T @ (y - self.mean))
@@ -82,10 +82,22 @@ class TransferPrior:
         """From a RecordedSpace (kernelloop.replay) of another shape or GPU."""
         return cls(space.configs, space.values)
 
+    @classmethod
+    def from_spaces(cls, spaces) -> "TransferPrior":
+        """From several RecordedSpaces (the workloads of one recording) pooled: each one's objective divided by its
+        best, so shapes of different cost share one scale."""
+        configs, values = [], []
+        for space in spaces:
+            measured = [(c, v) for c, v in zip(space.configs, space.values) if v is not None and v > 0]
+            best = min((v for _, v in measured), default=None)
+            configs += [c for c, _ in measured]
+            values += [v / best for _, v in measured]
+        return cls(configs, values)
+
     def predict(self, config: dict) -> float:
-        """Predicted log(objective); unseen values contribute nothing."""
-        return self.mean + sum(float(self.w[self.col_of[(n, _key(config.get(n)))]])
-                               for n in self.names if (n, _key(config.get(n))) in self.col_of)
+        """Predicted log(objective); parameters or values the recording never saw contribute nothing."""
+        return self.mean + sum(float(self.w[self.col_of[(n, _key(v))]])
+                               for n, v in config.items() if (n, _key(v)) in self.col_of)
 
     def scores(self, space: list[dict]) -> np.ndarray:
         return np.array([self.predict(c) for c in space])

@@ -1,0 +1,167 @@
+"""`kernelloop optimize --prior SPACE` in interpreter mode: the staged search is warm-started from a recording of
+other shapes (written here with the space-file writer, no GPU), the archive says so, --resume keeps it, and every
+bad --prior is refused."""
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kernelloop.archive import Archive
+from kernelloop.cli import common
+from kernelloop.cli.app import app
+from kernelloop.device import device_properties
+from kernelloop.records import Workload
+from kernelloop.replay.space_file import FORMAT, write_space_file
+from kernelloop.search.encoding import config_key
+from kernelloop.search.history import TransferPrior
+from kernelloop.spec import load_op, load_workloads
+from kernelloop.spec.space import selected_space
+
+ROOT = Path(__file__).resolve().parents[2]
+RMSNORM = ROOT / "ops" / "rmsnorm"
+runner = CliRunner()
+RECORDED = [({"M": 8, "N": 1000}, 10.0), ({"M": 1, "N": 4096}, 1000.0)]   # other shapes, of very different cost
+
+
+def pruned(axes: dict) -> list[dict]:
+    bundle = load_op(RMSNORM)
+    w = Workload(op="rmsnorm", axes=axes, dtype="fp32")
+    return [c for _, kept, _ in selected_space(bundle.spec.templates, w, device_properties("interpret"), None, None)
+            for c in kept]
+
+
+def cost(c: dict) -> float:
+    """A made-up time over the three templates' parameters: the chunked template with two warps, one row per
+    program and small chunks is fastest."""
+    return (1.0 + {"chunked": 0.0, "persistent": 0.15, "rowwise": 0.3}[c["template"]]
+            + 0.4 * abs(math.log2(c["num_warps"]) - 1) + 0.2 * (c.get("ROWS", 1) - 1)
+            + 0.03 * math.log2(c.get("CHUNK", c.get("BLOCK_N", 256)) / 256)
+            + 0.05 * (1 - c.get("EVICT_FIRST", 1)) + 0.02 * c.get("STREAM_STORE", 0) + 0.01 * c.get("PREFETCH", 0))
+
+
+def recording(path: Path, op: str = "rmsnorm", measured: int | None = None) -> Path:
+    """A space file of rmsnorm measured on RECORDED's shapes; `measured` keeps only that many PASSED results."""
+    wls = [{"id": f"w{i}", "label": str(axes), "axes": axes, "dtype": "fp32", "weight": 1.0}
+           for i, (axes, _) in enumerate(RECORDED)]
+    spaces = [{config_key(c): c for c in pruned(axes)} for axes, _ in RECORDED]
+    configs = {k: c for s in spaces for k, c in s.items()}
+    records, n = [], 0
+    for k, c in configs.items():
+        results = {}
+        for w, space, (_, scale) in zip(wls, spaces, RECORDED):
+            ok = k in space and (measured is None or n < measured)
+            n += ok
+            results[w["id"]] = {"value": scale * cost(c) if ok else None, "status": "PASSED" if ok else "PRUNED",
+                                "ci": None}
+        records.append({"config": c, "results": results})
+    return write_space_file(path, {"format": FORMAT, "name": f"{op}-cuda", "op": op, "objective": "kernel_us",
+                                   "params": sorted({p for c in configs.values() for p in c}), "workloads": wls,
+                                   "records": records, "complete": True})
+
+
+def expected_prior(path: Path) -> TransferPrior:
+    """The prior computed here from the recording's document: each workload's times over its best, pooled."""
+    doc = json.loads(path.read_text())
+    configs, values = [], []
+    for w in doc["workloads"]:
+        times = [(r["config"], r["results"][w["id"]]["value"]) for r in doc["records"]
+                 if r["results"][w["id"]]["value"] is not None]
+        best = min(v for _, v in times)
+        configs += [c for c, _ in times]
+        values += [v / best for _, v in times]
+    return TransferPrior(configs, values)
+
+
+@pytest.fixture
+def workloads(tmp_path) -> Path:
+    wl = tmp_path / "w.toml"
+    wl.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 300 }\ndtype = "fp32"\n')
+    return wl
+
+
+def optimize(workloads: Path, out: Path, *extra: str):
+    return runner.invoke(app, ["optimize", str(RMSNORM), "--device", "interpret", "--workloads", str(workloads),
+                               "--out", str(out), "--no-confirm", "--json", *extra])
+
+
+def said(r) -> str:
+    """The command's output with rich's line wrapping undone."""
+    return " ".join(r.output.split())
+
+
+def evaluated(out: Path) -> tuple[list[dict], dict, list[dict]]:
+    """The configurations in trial order, the archived run options and the archived strategy events."""
+    with Archive(out / "archive.sqlite") as a:
+        run = a.runs()[0]
+        configs = []
+        for t in a.trials(run["id"]):
+            cand = a.get_candidate(t.candidate_id)
+            configs.append({"template": cand.template, **cand.config})
+        events = [e["payload"] for e in a.events(run["id"], "search")]
+    return configs, run["options"], events
+
+
+def test_prior_warm_starts_the_search_and_resume_keeps_it(tmp_path, workloads):
+    rec = recording(tmp_path / "rmsnorm.space.json")
+    target = pruned({"M": 3, "N": 300})
+    first = [target[i] for i in expected_prior(rec).top(target, 3)]
+    out = tmp_path / "run"
+    r = optimize(workloads, out, "--budget", "2", "--prior", str(rec))
+    assert r.exit_code == 0, r.output
+    archived = {"path": str(rec), "sha256": hashlib.sha256(rec.read_bytes()).hexdigest(),
+                "configurations": len({config_key(c) for axes, _ in RECORDED for c in pruned(axes)})}
+    assert json.loads(r.stdout[r.stdout.index("{"):])["prior"] == archived
+    configs, options, events = evaluated(out)
+    assert configs == first[:2], "the first asks are the prior's best predictions in this workload's pruned space"
+    assert options["prior"] == archived
+    assert any(e["kind"] == "prior" and e["action"] == "warm start" for e in events)
+    # resumed without --prior: the archived prior warms the search again, so its next ask is the prior's third
+    r = optimize(workloads, out, "--budget", "3", "--resume")
+    assert r.exit_code == 0, r.output
+    assert evaluated(out)[0] == first
+    # a resume refuses another prior, and the same prior whose file changed since the run began
+    other = recording(tmp_path / "other.space.json.gz", measured=5)
+    r = optimize(workloads, out, "--budget", "3", "--resume", "--prior", str(other))
+    assert r.exit_code == common.STOPPED and "cannot resume with --prior" in said(r), r.output
+    recording(rec, measured=5)
+    r = optimize(workloads, out, "--budget", "3", "--resume")
+    assert r.exit_code == common.STOPPED and "changed since the run began" in said(r), r.output
+
+
+def test_without_prior_the_search_starts_elsewhere(tmp_path, workloads):
+    rec = recording(tmp_path / "rmsnorm.space.json")
+    target = pruned({"M": 3, "N": 300})
+    out = tmp_path / "run"
+    r = optimize(workloads, out, "--budget", "2")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout[r.stdout.index("{"):])["prior"] is None
+    configs, options, events = evaluated(out)
+    assert "prior" not in options and not any(e["kind"] == "prior" for e in events)
+    assert configs != [target[i] for i in expected_prior(rec).top(target, 2)]
+
+
+def test_bad_prior_is_refused(tmp_path, workloads):
+    good = recording(tmp_path / "rmsnorm.space.json.gz")
+    garbage = tmp_path / "garbage.json"
+    garbage.write_bytes(b"\x00\xffnot json")
+    other_json = tmp_path / "other.json"
+    other_json.write_text('{"results": []}')
+    cases = [
+        (["--prior", str(tmp_path / "missing.space.json")], "no recorded space at"),
+        (["--prior", str(garbage)], "not a readable recording"),
+        (["--prior", str(other_json)], "neither a kernelloop space file nor a Kernel Tuner cache"),
+        (["--prior", str(recording(tmp_path / "softmax.space.json", op="softmax"))], "a recording of op 'softmax'"),
+        (["--prior", str(recording(tmp_path / "one.space.json", measured=1))],
+         "at least two measured configurations, got 1"),
+        (["--prior", str(good), "--strategy", "random"], "--prior is only used by --strategy staged"),
+        (["--prior", str(good), "--strategy", "planner"], "--prior is only used by --strategy staged"),
+    ]
+    for args, message in cases:
+        r = optimize(workloads, tmp_path / "never", *args)
+        assert r.exit_code == common.BAD_INPUT, (args, r.output)
+        assert "--prior" in r.output and message in said(r), (args, r.output)
+    assert not (tmp_path / "never").exists()
