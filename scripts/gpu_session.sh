@@ -427,6 +427,26 @@ case "$phase" in
       optimize gemm-prefill 290 gemm --budget 3,230s --baseline cublas --workloads ops/gemm/workloads-prefill.toml
     }
     ;;
+  s7b)  # seventh session, call 3 (the last ~600 s): issue 7's Llama prefill suite warm-started from the 4096^3
+        # recording of call 2 (--prior), the decode suite; issue 5's LayerNorm top-1 % screen of every launch
+    lane_a() {
+      optimize gemm-prefill-prior 555 gemm --budget 3,360s --baseline cublas --workloads ops/gemm/workloads-prefill.toml \
+        --prior benchmarks/results/2026-11-30-h200-s7/call2-confirm-gemm-4096.space.json.gz
+    }
+    lane_b() {
+      local wl=benchmarks/workloads/layernorm-4096.toml
+      # the build warms Triton's cache on the host's CPUs while the decode suite runs on this lane's GPU
+      step audit-layernorm-4096 300 $KL audit-pruning layernorm --workloads "$wl" --jobs 20 --timeout 120 \
+        --out "$OUT/audit-layernorm-4096.json" &
+      optimize gemm-decode 320 gemm --budget 2,220s --baseline cublas --workloads ops/gemm/workloads-decode.toml
+      wait
+      local audit="$OUT/audit-layernorm-4096.json"
+      [ -s "$audit" ] || audit="benchmarks/results/pruning-audit-2026-11-30/layernorm-4096.json"
+      step screen-layernorm-4096 215 sh -c 'for i in 1 2 3 4 5 6; do "$@"; [ $? = 3 ] || break; done' _ \
+        python3 benchmarks/pruning_screen.py "$audit" --kept all --samples 10 --resume \
+        --out "$OUT/screen-layernorm-4096.jsonl" --summary "$OUT/screen-layernorm-4096.json"
+    }
+    ;;
   matmul)  # issue 7: GEMM fp16 4096^3 against cuBLAS, attention (seed shape) against the SDPA backends
     lane_a() {
       optimize gemm-4096 280 gemm --budget 40,220s --workloads benchmarks/workloads/gemm-4096.toml
