@@ -22,6 +22,8 @@ Each configuration's result is appended to SCREEN.jsonl as it is measured. A run
 with --resume (the configuration it was on is tried again); one that took its process down twice is recorded as
 crashed; a CUDA fault (sticky for the process) is recorded for its configuration and ends the process, so that
 --resume continues in a fresh one. A verdict with pruned configurations left unscreened says "incomplete".
+`--summarize-only` times nothing and summarizes SCREEN.jsonl against AUDIT.json, e.g. a re-audit (`audit-pruning
+--builds`) after a pruning rule changed: a group's timing is found through any configuration making its launches.
 """
 
 from __future__ import annotations
@@ -84,12 +86,24 @@ def _launch_groups(rows: list[dict]) -> list[dict]:
     for members in groups.values():
         head = next((m for m in members if not m["pruned"]), members[0])
         out.append({"config": {"template": head["template"], **head["config"]}, "pruned": head["pruned"],
-                    "same_launches": len(members) - 1, "weight": len(members)})
+                    "same_launches": len(members) - 1, "weight": len(members),
+                    # any member's timing serves the group (a re-audit may pick another head for it)
+                    "members": [config_key({"template": m["template"], **m["config"]}) for m in members]})
     return out
 
 
 def _key(item: dict) -> str:
     return item["workload_id"] + "|" + config_key(item["config"])
+
+
+def _result(item: dict, results: dict[str, dict]) -> dict | None:
+    """The item's screened result: its own, or that of any configuration making the same launches."""
+    found = results.get(_key(item))
+    for member in item.get("members", ()):
+        if found is not None:
+            break
+        found = results.get(item["workload_id"] + "|" + member)
+    return found
 
 
 def read_results(path: Path) -> tuple[dict[str, dict], set[str], set[str]]:
@@ -137,7 +151,7 @@ def screen(op_folder: Path, items: list[dict], out: Path, device: str, samples: 
     import importlib.util
     for item in items:
         key = _key(item)
-        if key in done:
+        if _result(item, done) is not None:
             continue
         w = Workload(op=spec.name, axes=item["axes"], dtype=item["dtype"])
         if w.id not in tensors:
@@ -195,8 +209,8 @@ def summarize(items: list[dict], results: dict[str, dict], margin: float, share:
     out = {}
     for wid in dict.fromkeys(i["workload_id"] for i in items):
         mine = [i for i in items if i["workload_id"] == wid]
-        timed = [(results[_key(i)]["us"], i) for i in mine
-                 if results.get(_key(i), {}).get("status") == "timed"]
+        res = {_key(i): _result(i, results) or {} for i in mine}
+        timed = [(res[_key(i)]["us"], i) for i in mine if res[_key(i)].get("status") == "timed"]
         pop = mine[0]["population"]
         k = max(1, math.ceil(share * pop))
         timed.sort(key=lambda x: x[0])
@@ -204,10 +218,9 @@ def summarize(items: list[dict], results: dict[str, dict], margin: float, share:
                "screened_configurations": sum(_weight(i) for _, i in timed),
                "pruned_screened": sum(1 for _, i in timed if i["pruned"]),
                "kept_screened": sum(1 for _, i in timed if not i["pruned"]),
-               "pruned_unscreened": sum(1 for i in mine if i["pruned"] and
-                                        results.get(_key(i), {}).get("status") != "timed"),
-               "not_timed": [{"config": i["config"], **{k2: results[_key(i)].get(k2) for k2 in ("status", "error")}}
-                             for i in mine if _key(i) in results and results[_key(i)].get("status") != "timed"]}
+               "pruned_unscreened": sum(1 for i in mine if i["pruned"] and res[_key(i)].get("status") != "timed"),
+               "not_timed": [{"config": i["config"], **{k2: res[_key(i)].get(k2) for k2 in ("status", "error")}}
+                             for i in mine if res[_key(i)] and res[_key(i)].get("status") != "timed"]}
         ranks, seen = [], 0
         for _, i in timed:
             ranks.append(seen + 1)
@@ -259,6 +272,9 @@ def main() -> None:
     ap.add_argument("--margin", type=float, default=0.10)
     ap.add_argument("--device", default="cuda", choices=["cuda", "interpret"])
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--summarize-only", action="store_true",
+                    help="time nothing: summarize the results already in --out against AUDIT.json (e.g. a re-audit "
+                         "after a pruning rule changed; launches are matched, so no GPU is needed)")
     ap.add_argument("--ops", type=Path, default=ROOT / "ops")
     a = ap.parse_args()
     if a.device == "interpret":  # before anything imports triton
@@ -268,7 +284,8 @@ def main() -> None:
     if a.kept == "recorded" and a.space is None:
         ap.error("--space is needed with --kept recorded")
     items = plan(audit, read_space_document(a.space) if a.space else None, a.top, a.kept)
-    screen(a.ops / audit["op"], items, a.out, a.device, a.samples, a.resume)
+    if not a.summarize_only:
+        screen(a.ops / audit["op"], items, a.out, a.device, a.samples, a.resume)
     done, _, _ = read_results(a.out)
     summary = summarize(items, done, a.margin)
     text = json.dumps({"op": audit["op"], "device": a.device, "samples": a.samples, "workloads": summary}, indent=1)

@@ -110,6 +110,31 @@ def test_plan_all_groups_every_runner_by_launch_and_weights_the_threshold():
     assert [t["weight"] for t in s["to_confirm"]] == [2]
 
 
+def test_a_reaudit_finds_a_groups_timing_through_any_configuration_of_its_launches(tmp_path):
+    """After a rule change a group may get another head (a now-kept member): its timing still counts."""
+    mod = _script()
+    doc, c = audit_all_doc()
+    before = mod.plan(doc, None, top=0, kept="all")
+    results = {mod._key(i): {"key": mod._key(i), "status": "timed", "us": us} for i, us in zip(before, (10, 9, 20))}
+    doc["workloads"][0]["rows"][4]["pruned"] = None          # rule B dropped for one member of the pair
+    after = mod.plan(doc, None, top=0, kept="all")
+    assert after[1]["config"] == {"template": "rowwise", **c[4]} and after[1]["pruned"] is None
+    assert mod._key(after[1]) not in results and mod._result(after[1], results)["us"] == 9
+    s = mod.summarize(after, results, margin=0.1, share=0.5)["w1"]
+    assert s["screened"] == 3 and s["pruned_unscreened"] == 0 and s["best_pruned_us"] == 20
+    # the script's --summarize-only does the same from files, with no GPU and nothing timed
+    audit, out, summary = tmp_path / "audit.json", tmp_path / "screen.jsonl", tmp_path / "summary.json"
+    audit.write_text(json.dumps(doc))
+    out.write_text("".join(json.dumps(r) + "\n" for r in results.values()))
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "pruning_screen.py"), str(audit), "--kept", "all",
+                        "--out", str(out), "--summary", str(summary), "--summarize-only"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(summary.read_text())["workloads"]["w1"]
+    assert got["population"] == 6 and got["screened"] == 3 and got["best_pruned_us"] == 20
+    assert len(out.read_text().splitlines()) == 3                # nothing appended
+
+
 def test_screen_in_the_interpreter_end_to_end_and_resume_after_a_cut_or_a_crash(tmp_path):
     audit, space = tmp_path / "audit.json", tmp_path / "rec.json"
     audit.write_text(json.dumps(audit_doc()))
