@@ -1,12 +1,19 @@
 """Render `kernelloop optimize --json` summaries as a markdown table (used for benchmarks/results/*.md).
 
     python benchmarks/render.py gpu-out/layernorm.json [more.json ...]
+
+One column of kernel time and one of speed-up per baseline the run confirmed against (the device copy, eager,
+torch.compile and the op's own, e.g. Liger-Kernel, cuBLAS or an SDPA backend), and under the table each
+baseline's geometric-mean speed-up over the workloads that have it (plain, and weighted by the workloads' weights).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
+
+OWN_ORDER = ("copy", "eager", "torch.compile")   # first, in this order; the op's baselines follow as the run has them
 
 
 def fmt_ratio(s: dict | None) -> str:
@@ -21,28 +28,55 @@ def baseline_us(conf: dict, name: str) -> str:
     return f"{b['kernel_us']:.1f}" if "kernel_us" in b else ("n/a: " + b.get("note", "")[:60] if b else "n/a")
 
 
+def baseline_names(summary: dict) -> list[str]:
+    """The baselines any workload was confirmed against: the device copy, eager, torch.compile, then the rest."""
+    seen = {}
+    for w in summary["workloads"]:
+        for name in ((w.get("confirmed") or {}).get("baselines") or {}):
+            seen.setdefault(name, None)
+    return [n for n in OWN_ORDER if n in seen] + [n for n in seen if n not in OWN_ORDER]
+
+
+def geomeans(summary: dict, name: str) -> tuple[float, float, int] | None:
+    """(geometric mean, weighted geometric mean, workloads) of the speed-ups over baseline `name`."""
+    pairs = [(s["speedup"], w.get("weight") or 1.0) for w in summary["workloads"]
+             if (s := ((w.get("confirmed") or {}).get("speedups") or {}).get(name)) and s.get("speedup")]
+    if not pairs:
+        return None
+    plain = math.exp(sum(math.log(x) for x, _ in pairs) / len(pairs))
+    weighted = math.exp(sum(wt * math.log(x) for x, wt in pairs) / sum(wt for _, wt in pairs))
+    return plain, weighted, len(pairs)
+
+
 def render(summary: dict) -> str:
+    names = baseline_names(summary)
+    ratios = [n for n in names if n != "copy"]
+    head = (["workload", "best config", "kernel µs [95% CI]", "call µs"] + [f"{n} µs" for n in names]
+            + (["% of copy"] if "copy" in names else []) + [f"vs {n}" for n in ratios])
     lines = [f"### {summary['op']} — {summary.get('gpu') or summary['device']}, torch {summary['torch']}, "
              f"triton {summary['triton']}, run {summary['run']}",
              "",
              f"Trials by status: {summary['counts']}; search wall time {summary['costs']['wall_s']:.0f} s.",
              "",
-             "| workload | best config | kernel µs [95% CI] | call µs | copy µs | eager µs | torch.compile µs | liger µs "
-             "| % of copy | vs eager | vs torch.compile | vs liger |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| " + " | ".join(head) + " |",
+             "|" + "---|" * len(head)]
     for w in summary["workloads"]:
         conf = w.get("confirmed")
         if not conf:
-            lines.append(f"| {w['label']} | no passing candidate | | | | | | | | | | |")
+            lines.append(f"| {w['label']} | no passing candidate |" + " |" * (len(head) - 2))
             continue
         sp = conf["speedups"]
-        roof = f"{100 * conf['roofline_fraction']:.1f}" if conf.get("roofline_fraction") else "n/a"
         lo, hi = conf["kernel_ci_us"]
-        lines.append(
-            f"| {w['label']} | {w['best']['label']} | {conf['kernel_us']:.2f} [{lo:.2f}, {hi:.2f}] | "
-            f"{conf['call_us']:.1f} | {baseline_us(conf, 'copy')} | {baseline_us(conf, 'eager')} | "
-            f"{baseline_us(conf, 'torch.compile')} | {baseline_us(conf, 'liger')} | {roof} | "
-            f"{fmt_ratio(sp.get('eager'))} | {fmt_ratio(sp.get('torch.compile'))} | {fmt_ratio(sp.get('liger'))} |")
+        cells = [w["label"], w["best"]["label"], f"{conf['kernel_us']:.2f} [{lo:.2f}, {hi:.2f}]",
+                 f"{conf['call_us']:.1f}"] + [baseline_us(conf, n) for n in names]
+        if "copy" in names:
+            cells.append(f"{100 * conf['roofline_fraction']:.1f}" if conf.get("roofline_fraction") else "n/a")
+        cells += [fmt_ratio(sp.get(n)) for n in ratios]
+        lines.append("| " + " | ".join(cells) + " |")
+    means = [(n, g) for n in ratios if (g := geomeans(summary, n))]
+    if means:
+        lines.append("")
+        lines += [f"Geometric mean vs {n}: {p:.3f}× (weighted {wt:.3f}×) over {k} workload(s)." for n, (p, wt, k) in means]
     return "\n".join(lines) + "\n"
 
 

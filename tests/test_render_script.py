@@ -1,0 +1,55 @@
+"""benchmarks/render.py: the markdown table of `kernelloop optimize --json` summaries."""
+
+import importlib.util
+import math
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _render():
+    spec = importlib.util.spec_from_file_location("render", ROOT / "benchmarks" / "render.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _workload(label, weight, us, baselines):
+    return {"label": label, "weight": weight, "best": {"label": "tiled(X=1)"},
+            "confirmed": {"kernel_us": us, "kernel_ci_us": [us - 1, us + 1], "call_us": us + 50,
+                          "roofline_fraction": None,
+                          "baselines": {n: {"kernel_us": b} for n, b in baselines.items()},
+                          "speedups": {n: {"speedup": b / us, "ci": [b / us - 0.01, b / us + 0.01],
+                                           "verdict": "FASTER" if b > us else "SLOWER"}
+                                       for n, b in baselines.items() if n != "copy"}}}
+
+
+def summary(workloads):
+    return {"op": "gemm", "device": "cuda", "gpu": "H200", "torch": "2.11", "triton": "3.6", "run": "r-1",
+            "counts": {"PASSED": 3}, "costs": {"wall_s": 10.0}, "workloads": workloads}
+
+
+def test_columns_follow_the_baselines_the_run_confirmed_against_and_geomeans_are_weighted():
+    mod = _render()
+    s = summary([_workload("a", 2.0, 100.0, {"cublas": 50.0}), _workload("b", 1.0, 100.0, {"cublas": 200.0}),
+                 {"label": "c", "weight": 1.0, "confirmed": None}])
+    text = mod.render(s)
+    header = next(line for line in text.splitlines() if line.startswith("| workload"))
+    assert header.split(" | ")[4:] == ["cublas µs", "vs cublas |"]
+    assert "| a | tiled(X=1) | 100.00 [99.00, 101.00] | 150.0 | 50.0 | 0.500 [0.490, 0.510] SLOWER |" in text
+    assert "| c | no passing candidate | |" in text
+    plain, weighted, n = mod.geomeans(s, "cublas")
+    assert n == 2 and math.isclose(plain, 1.0) and math.isclose(weighted, math.exp((2 * math.log(0.5)
+                                                                                      + math.log(2.0)) / 3))
+    assert f"Geometric mean vs cublas: 1.000× (weighted {weighted:.3f}×) over 2 workload(s)." in text
+
+
+def test_the_copy_gives_the_share_of_copy_column_and_no_speed_up_column():
+    mod = _render()
+    w = _workload("a", 1.0, 20.0, {"copy": 19.0, "eager": 30.0, "liger": 22.0})
+    w["confirmed"]["roofline_fraction"] = 0.95
+    text = mod.render(summary([w]))
+    header = next(line for line in text.splitlines() if line.startswith("| workload"))
+    assert header.split(" | ")[4:] == ["copy µs", "eager µs", "liger µs", "% of copy", "vs eager", "vs liger |"]
+    assert "| 19.0 | 30.0 | 22.0 | 95.0 | 1.500" in text
+    assert mod.geomeans(summary([w]), "copy") is None
