@@ -60,7 +60,12 @@ def plan(audit: dict, recorded: dict | None, top: int, kept: str = "recorded") -
         rid = by_shape.get((json.dumps(rep["axes"], sort_keys=True), rep["dtype"]))
         if rid is None:
             raise ValueError(f"the recording has no workload {rep['workload']}")
-        measured = sorted((r for r in recorded["records"] if (r["results"].get(rid) or {}).get("value") is not None),
+        # a recording made under older rules may hold configurations the audit now prunes: they are screened
+        # among the pruned ones, not as kept (one item per configuration, or the threshold would count it twice)
+        pruned_now = {config_key({"template": r["template"], **c})
+                      for r in rep["pruned_runners"] for c in [r["config"], *r.get("same_launches", [])]}
+        measured = sorted((r for r in recorded["records"] if (r["results"].get(rid) or {}).get("value") is not None
+                           and config_key(r["config"]) not in pruned_now),
                           key=lambda r: r["results"][rid]["value"])
         for r in measured[:top]:
             items.append({**base, "config": r["config"], "pruned": None, "weight": 1,
@@ -232,10 +237,10 @@ def summarize(items: list[dict], results: dict[str, dict], margin: float, share:
             near = [{"config": i["config"], "us": us, "pruned": i["pruned"], "weight": _weight(i)}
                     for us, i in timed if i["pruned"] and us <= threshold * (1 + margin)]
             best_pruned = next(((us, r) for (us, i), r in zip(timed, ranks) if i["pruned"]), (None, None))
-            verdict = (f"{len(near)} pruned configuration(s) to confirm" if near
-                       else "no pruned configuration within {:.0%} of the top-1 % threshold".format(margin))
+            verdict = (f"{sum(c['weight'] for c in near)} pruned configuration(s) in {len(near)} launch(es) to confirm"
+                       if near else "no pruned configuration within {:.0%} of the top-1 % threshold".format(margin))
             if row["pruned_unscreened"]:
-                verdict = f"incomplete: {row['pruned_unscreened']} pruned configuration(s) not screened; " + verdict
+                verdict = f"incomplete: {row['pruned_unscreened']} pruned launch(es) not screened; " + verdict
             row.update(threshold_us=threshold, best_us=timed[0][0], best_pruned_us=best_pruned[0],
                        best_pruned_rank=best_pruned[1], margin=margin, to_confirm=near, verdict=verdict,
                        kept_best=[{"config": i["config"], "us": us} for us, i in timed if not i["pruned"]][:k + 10])
@@ -265,8 +270,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True, help="results, one JSON line per configuration")
     ap.add_argument("--summary", type=Path, help="write the per-workload summary here (JSON)")
     ap.add_argument("--confirm-out", type=Path,
-                    help="write the configurations to confirm (the recorded best and the pruned ones flagged) as a "
-                         "file for `kernelloop record --configs`")
+                    help="write the configurations to confirm as a file for `kernelloop record --configs`: the "
+                         "flagged pruned ones beside the kept best (the recording's --top best, or with --kept all "
+                         "the k + 10 best kept launches of the screen)")
     ap.add_argument("--top", type=int, default=10)
     ap.add_argument("--samples", type=int, default=10)
     ap.add_argument("--margin", type=float, default=0.10)
@@ -288,7 +294,11 @@ def main() -> None:
         screen(a.ops / audit["op"], items, a.out, a.device, a.samples, a.resume)
     done, _, _ = read_results(a.out)
     summary = summarize(items, done, a.margin)
-    text = json.dumps({"op": audit["op"], "device": a.device, "samples": a.samples, "workloads": summary}, indent=1)
+    samples = a.samples
+    if a.summarize_only:   # what the results were timed with, not this command's defaults
+        counts = sorted({r["samples"] for r in done.values() if r.get("samples")})
+        samples = counts[0] if len(counts) == 1 else counts
+    text = json.dumps({"op": audit["op"], "device": a.device, "samples": samples, "workloads": summary}, indent=1)
     if a.summary:
         a.summary.write_text(text)
     if a.confirm_out:

@@ -39,12 +39,13 @@ def baseline_names(summary: dict) -> list[str]:
 
 def geomeans(summary: dict, name: str) -> tuple[float, float, int] | None:
     """(geometric mean, weighted geometric mean, workloads) of the speed-ups over baseline `name`."""
-    pairs = [(s["speedup"], w.get("weight") or 1.0) for w in summary["workloads"]
+    pairs = [(s["speedup"], 1.0 if w.get("weight") is None else w["weight"]) for w in summary["workloads"]
              if (s := ((w.get("confirmed") or {}).get("speedups") or {}).get(name)) and s.get("speedup")]
     if not pairs:
         return None
     plain = math.exp(sum(math.log(x) for x, _ in pairs) / len(pairs))
-    weighted = math.exp(sum(wt * math.log(x) for x, wt in pairs) / sum(wt for _, wt in pairs))
+    total = sum(wt for _, wt in pairs)
+    weighted = math.exp(sum(wt * math.log(x) for x, wt in pairs) / total) if total > 0 else float("nan")
     return plain, weighted, len(pairs)
 
 
@@ -63,7 +64,10 @@ def render(summary: dict) -> str:
     for w in summary["workloads"]:
         conf = w.get("confirmed")
         if not conf:
-            lines.append(f"| {w['label']} | no passing candidate |" + " |" * (len(head) - 2))
+            search = (w.get("best") or {}).get("search")
+            what = (f"{w['best']['label']} | {search['kernel_us']:.2f} (search; not confirmed)" if search
+                    else "no passing candidate |")
+            lines.append(f"| {w['label']} | {what} |" + " |" * (len(head) - 3))
             continue
         sp = conf["speedups"]
         lo, hi = conf["kernel_ci_us"]

@@ -91,6 +91,16 @@ wait_for() {  # wait_for FILE SECONDS: until another lane has written FILE (or t
   while [ ! -e "$1" ] && [ "$t" -lt "$2" ]; do sleep 2; t=$((t + 2)); done
 }
 
+screen_step() {  # screen_step NAME SECONDS pruning_screen.py arguments...: the screen, then its summary
+  local name=$1 secs=$2; shift 2
+  # a CUDA fault ends the screen's process after recording its configuration (exit 3): continue in a fresh one;
+  # the step's status is the last run's
+  step "$name" "$secs" sh -c 'rc=0; for i in 1 2 3 4 5 6; do "$@"; rc=$?; [ "$rc" = 3 ] || break; done; exit "$rc"' _ \
+    python3 benchmarks/pruning_screen.py "$@"
+  # summarized again from what was timed, also when the screen was cut, failed or faulted six times
+  step "$name-summary" 60 python3 benchmarks/pruning_screen.py "$@" --summarize-only
+}
+
 gpu_tests() {
   step gpu-tests "$1" python3 -m pytest -m gpu tests -v --tb=short -p no:cacheprovider --timeout 150
 }
@@ -362,9 +372,7 @@ case "$phase" in
       # an audit cut by its limit writes nothing: then screen from the CPU audit's builds (Triton 3.9) in the repo
       local audit="$OUT/audit-$name.json"
       [ -s "$audit" ] || audit="benchmarks/results/pruning-audit-2026-11-30/$name.json"
-      # a CUDA fault ends the screen's process after recording its configuration (exit 3): continue in a fresh one
-      step "screen-$name" "$7" sh -c 'for i in 1 2 3 4 5 6; do "$@"; [ $? = 3 ] || break; done' _ \
-        python3 benchmarks/pruning_screen.py "$audit" --space "$recorded" \
+      screen_step "screen-$name" "$7" "$audit" --space "$recorded" \
         --top 10 --samples 10 --resume --out "$OUT/screen-$name.jsonl" --summary "$OUT/screen-$name.json" \
         --confirm-out "$OUT/confirm-$name.json"
       step "record-confirm-$name" "$8" $KL record "$op" --device cuda --workloads "$wl" \
@@ -412,8 +420,7 @@ case "$phase" in
       step audit-gemm-4096 230 $KL audit-pruning gemm --workloads "$wl" --jobs 18 --out "$OUT/audit-gemm-4096.json"
       local audit="$OUT/audit-gemm-4096.json"
       [ -s "$audit" ] || audit="benchmarks/results/pruning-audit-2026-11-30/gemm-4096.json"
-      step screen-gemm-4096 215 sh -c 'for i in 1 2 3 4 5 6; do "$@"; [ $? = 3 ] || break; done' _ \
-        python3 benchmarks/pruning_screen.py "$audit" --kept all --samples 10 --resume \
+      screen_step screen-gemm-4096 215 "$audit" --kept all --samples 10 --resume \
         --out "$OUT/screen-gemm-4096.jsonl" --summary "$OUT/screen-gemm-4096.json" \
         --confirm-out "$OUT/confirm-gemm-4096.json"
       step record-confirm-gemm-4096 85 $KL record gemm --device cuda --workloads "$wl" \
@@ -442,8 +449,7 @@ case "$phase" in
       wait
       local audit="$OUT/audit-layernorm-4096.json"
       [ -s "$audit" ] || audit="benchmarks/results/pruning-audit-2026-11-30/layernorm-4096.json"
-      step screen-layernorm-4096 215 sh -c 'for i in 1 2 3 4 5 6; do "$@"; [ $? = 3 ] || break; done' _ \
-        python3 benchmarks/pruning_screen.py "$audit" --kept all --samples 10 --resume \
+      screen_step screen-layernorm-4096 215 "$audit" --kept all --samples 10 --resume \
         --out "$OUT/screen-layernorm-4096.jsonl" --summary "$OUT/screen-layernorm-4096.json"
     }
     ;;

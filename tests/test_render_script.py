@@ -37,7 +37,9 @@ def test_columns_follow_the_baselines_the_run_confirmed_against_and_geomeans_are
     header = next(line for line in text.splitlines() if line.startswith("| workload"))
     assert header.split(" | ")[4:] == ["cublas µs", "vs cublas |"]
     assert "| a | tiled(X=1) | 100.00 [99.00, 101.00] | 150.0 | 50.0 | 0.500 [0.490, 0.510] SLOWER |" in text
-    assert "| c | no passing candidate | |" in text
+    rows = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| ")}
+    assert rows["| c"] == "| c | no passing candidate | | | | |"          # as many cells as the header
+    assert rows["| c"].count("|") == header.count("|")
     plain, weighted, n = mod.geomeans(s, "cublas")
     assert n == 2 and math.isclose(plain, 1.0) and math.isclose(weighted, math.exp((2 * math.log(0.5)
                                                                                       + math.log(2.0)) / 3))
@@ -53,3 +55,14 @@ def test_the_copy_gives_the_share_of_copy_column_and_no_speed_up_column():
     assert header.split(" | ")[4:] == ["copy µs", "eager µs", "liger µs", "% of copy", "vs eager", "vs liger |"]
     assert "| 19.0 | 30.0 | 22.0 | 95.0 | 1.500" in text
     assert mod.geomeans(summary([w]), "copy") is None
+
+
+def test_a_workload_searched_but_not_confirmed_shows_its_search_time_with_as_many_cells():
+    mod = _render()
+    w = {"label": "d", "weight": 1.0, "confirmed": None,
+         "best": {"label": "tiled(X=2)", "search": {"kernel_us": 12.5}}}
+    text = mod.render(summary([_workload("a", 1.0, 10.0, {"cublas": 9.0}), w]))
+    header = next(line for line in text.splitlines() if line.startswith("| workload"))
+    row = next(line for line in text.splitlines() if line.startswith("| d "))
+    assert row.startswith("| d | tiled(X=2) | 12.50 (search; not confirmed) |")
+    assert row.count("|") == header.count("|")

@@ -323,7 +323,9 @@ class Controller:
         try:
             rec = read_prior(given["path"], self.spec.name)
         except ValueError as e:
-            raise RuntimeError(f"prior {given['path']}: {e}") from e
+            raise RuntimeError(f"prior {given['path']}: {e} (the path is as the run was given it: from elsewhere, "
+                               f"pass --prior with that file's path; its sha256 {given['sha256'][:12]}... is "
+                               f"checked)") from e
         if rec.sha256 != given["sha256"]:
             raise RuntimeError(f"prior {given['path']} changed since the run began (sha256 {given['sha256'][:12]}... "
                                f"now {rec.sha256[:12]}...)")

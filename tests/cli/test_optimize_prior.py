@@ -132,6 +132,18 @@ def test_prior_warm_starts_the_search_and_resume_keeps_it(tmp_path, workloads):
     assert r.exit_code == common.STOPPED and "changed since the run began" in said(r), r.output
 
 
+def test_a_moved_prior_is_found_again_through_its_new_path_and_its_sha256(tmp_path, workloads):
+    rec = recording(tmp_path / "rmsnorm.space.json")
+    out = tmp_path / "run"
+    assert optimize(workloads, out, "--budget", "1", "--prior", str(rec)).exit_code == 0
+    moved = rec.rename(tmp_path / "moved.space.json")
+    r = optimize(workloads, out, "--budget", "2", "--resume")
+    assert r.exit_code == common.STOPPED and "pass --prior with that file's path" in said(r), r.output
+    r = optimize(workloads, out, "--budget", "2", "--resume", "--prior", str(moved))
+    assert r.exit_code == 0, r.output
+    assert len(evaluated(out)[0]) == 2
+
+
 def test_without_prior_the_search_starts_elsewhere(tmp_path, workloads):
     rec = recording(tmp_path / "rmsnorm.space.json")
     target = pruned({"M": 3, "N": 300})

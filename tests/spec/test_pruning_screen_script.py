@@ -47,6 +47,17 @@ def test_plan_puts_the_recorded_best_first_then_the_pruned_runners():
     assert all(i["population"] == 150 and i["workload_id"] == "w1" for i in items)
 
 
+def test_plan_screens_a_recorded_configuration_the_audit_now_prunes_once_as_pruned():
+    doc = audit_doc()
+    doc["workloads"][0]["pruned_runners"].append({"template": "rowwise", "config": {k: v for k, v in KEPT[0].items()
+                                                                                   if k != "template"},
+                                                  "pruned": "rule D", "same_launches": []})
+    items = _script().plan(doc, recorded_doc(), top=2)
+    assert [(i["config"]["num_warps"], i["pruned"]) for i in items] == [
+        (2, None), (4, None), (1, "constraint 'loop'"), (1, "rule D")]
+    assert len({_script()._key(i) for i in items}) == 4
+
+
 def test_summarize_flags_pruned_configurations_near_the_threshold():
     mod = _script()
     items = mod.plan(audit_doc(population=250), recorded_doc(), top=3)   # top 1 % of 250: the best 3
@@ -55,7 +66,8 @@ def test_summarize_flags_pruned_configurations_near_the_threshold():
            keys[2]: {"status": "timed", "us": 12.0}, keys[3]: {"status": "timed", "us": 13.0}}
     s = mod.summarize(items, res, margin=0.10)["w1"]
     assert s["top_k"] == 3 and s["threshold_us"] == 12.0 and s["best_pruned_rank"] == 4
-    assert [c["us"] for c in s["to_confirm"]] == [13.0] and s["verdict"] == "1 pruned configuration(s) to confirm"
+    assert [c["us"] for c in s["to_confirm"]] == [13.0]
+    assert s["verdict"] == "2 pruned configuration(s) in 1 launch(es) to confirm"   # it stands for two
     assert mod.confirm_set(items, {"w1": s})["w1"] == [*KEPT, {"template": "rowwise", **PRUNED}]
     res[keys[3]]["us"] = 13.3      # more than 10 % above the threshold
     s = mod.summarize(items, res, margin=0.10)["w1"]
@@ -170,4 +182,26 @@ def test_screen_in_the_interpreter_end_to_end_and_resume_after_a_cut_or_a_crash(
     assert [x["status"] for x in rows if x.get("key") == pruned_key] == ["crashed"]
     s = json.loads(summary.read_text())["workloads"]["w1"]
     assert s["pruned_unscreened"] == 1 and s["not_timed"][0]["status"] == "crashed"
-    assert s["verdict"].startswith("incomplete: 1 pruned configuration(s) not screened")
+    assert s["verdict"].startswith("incomplete: 1 pruned launch(es) not screened")
+
+
+def test_kept_all_in_the_interpreter_times_each_launch_once_and_resume_finds_it_under_another_head(tmp_path):
+    doc, c = audit_all_doc()
+    audit, out, summary = tmp_path / "audit.json", tmp_path / "screen.jsonl", tmp_path / "summary.json"
+    audit.write_text(json.dumps(doc))
+    args = [sys.executable, str(ROOT / "benchmarks" / "pruning_screen.py"), str(audit), "--kept", "all",
+            "--out", str(out), "--summary", str(summary), "--samples", "2", "--device", "interpret"]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    timed = [json.loads(x) for x in out.read_text().splitlines() if '"status": "timed"' in x]
+    assert len(timed) == 3 and all(t["us"] > 0 and t["samples"] == 2 for t in timed)
+    got = json.loads(summary.read_text())["workloads"]["w1"]
+    assert got["screened"] == 3 and got["screened_configurations"] == 6 and got["pruned_unscreened"] == 0
+    # a re-audit keeps one member of the pruned pair: its group gets that member as head; resuming times nothing
+    doc["workloads"][0]["rows"][4]["pruned"] = None
+    audit.write_text(json.dumps(doc))
+    r = subprocess.run(args + ["--resume"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert sum('"status": "timed"' in x for x in out.read_text().splitlines()) == 3
+    got = json.loads(summary.read_text())["workloads"]["w1"]
+    assert got["screened"] == 3 and got["kept_screened"] == 2 and got["pruned_screened"] == 1
