@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -451,6 +451,26 @@ case "$phase" in
       [ -s "$audit" ] || audit="benchmarks/results/pruning-audit-2026-11-30/layernorm-4096.json"
       screen_step screen-layernorm-4096 215 "$audit" --kept all --samples 10 --resume \
         --out "$OUT/screen-layernorm-4096.jsonl" --summary "$OUT/screen-layernorm-4096.json"
+    }
+    ;;
+  s8a)  # written in the seventh session for the next: issue 7's six few-tile prefill GEMMs with more evaluations
+        # (0.30-0.62x cuBLAS after three), the attention seed shapes beside all four SDPA backends; issue 5's LayerNorm
+        # configuration flagged after the rule fix, re-timed with verification beside the 19 best kept ones
+    lane_a() {
+      optimize gemm-prefill-few-tiles 560 gemm --budget 16,430s --baseline cublas \
+        --workloads benchmarks/workloads/gemm-prefill-few-tiles.toml
+    }
+    lane_b() {
+      local r=benchmarks/results/2026-11-30-h200-s7 wl=benchmarks/workloads/layernorm-4096.toml
+      step record-confirm-layernorm-4096 90 $KL record layernorm --device cuda --workloads "$wl" \
+        --configs "$r/call4-confirm-layernorm-4096.after-rule-fix.json" --out "$OUT/confirm-layernorm-4096.space.json.gz"
+      gunzip -c "$r/call4-audit-layernorm-4096.json.gz" > "$OUT/audit-layernorm-4096.json"
+      step top-share-layernorm-4096 40 $KL audit-pruning layernorm --workloads "$wl" --builds "$OUT/audit-layernorm-4096.json" \
+        --timed "$OUT/confirm-layernorm-4096.space.json.gz" --out "$OUT/audit-layernorm-4096.timed.json"
+      for op in attention attention_causal; do
+        optimize "$op-seed-backends" 200 "$op" --budget 8,120s --workloads "benchmarks/workloads/$op-seed.toml" \
+          --baseline sdpa-cudnn --baseline sdpa-flash --baseline sdpa-efficient --baseline sdpa-math
+      done
     }
     ;;
   matmul)  # issue 7: GEMM fp16 4096^3 against cuBLAS, attention (seed shape) against the SDPA backends
