@@ -426,7 +426,8 @@ case "$phase" in
       step record-confirm-gemm-4096 85 $KL record gemm --device cuda --workloads "$wl" \
         --configs "$OUT/confirm-gemm-4096.json" --resume --out "$OUT/confirm-gemm-4096.space.json.gz"
       step top-share-gemm-4096 25 $KL audit-pruning gemm --workloads "$wl" --builds "$audit" \
-        --timed "$OUT/confirm-gemm-4096.space.json.gz" --out "$OUT/audit-gemm-4096.timed.json"
+        --timed "$OUT/confirm-gemm-4096.space.json.gz" --screen "$OUT/screen-gemm-4096.json" \
+        --out "$OUT/audit-gemm-4096.timed.json"
     }
     lane_b() {
       optimize gemm-4096-subtiled 250 gemm --budget 30,190s --fix TMA=2,PERSISTENT=1,GROUP_M=8 --baseline cublas \
@@ -466,7 +467,8 @@ case "$phase" in
         --configs "$r/call4-confirm-layernorm-4096.after-rule-fix.json" --out "$OUT/confirm-layernorm-4096.space.json.gz"
       gunzip -c "$r/call4-audit-layernorm-4096.json.gz" > "$OUT/audit-layernorm-4096.json"
       step top-share-layernorm-4096 40 $KL audit-pruning layernorm --workloads "$wl" --builds "$OUT/audit-layernorm-4096.json" \
-        --timed "$OUT/confirm-layernorm-4096.space.json.gz" --out "$OUT/audit-layernorm-4096.timed.json"
+        --timed "$OUT/confirm-layernorm-4096.space.json.gz" --screen "$r/call4-screen-layernorm-4096.after-rule-fix.json" \
+        --out "$OUT/audit-layernorm-4096.timed.json"
       for op in attention attention_causal; do
         optimize "$op-seed-backends" 200 "$op" --budget 8,120s --workloads "benchmarks/workloads/$op-seed.toml" \
           --baseline sdpa-cudnn --baseline sdpa-flash --baseline sdpa-efficient --baseline sdpa-math

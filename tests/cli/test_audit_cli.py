@@ -53,6 +53,16 @@ def test_audit_pruning_end_to_end(tmp_path):
     top = json.loads(out.read_text())["workloads"][0]["top_share"]
     assert top["measured"] == 8 and top["measured_pruned"] == 3 and top["pruned_in_top"] == []
     assert top["best_pruned_rank"] == 6
+    # --screen: the screen's summary beside the recording (here every pruned configuration was measured too)
+    summary = tmp_path / "screen.json"
+    summary.write_text(json.dumps({"op": "rmsnorm", "workloads": {rep["workload_id"]: {
+        "pruned_screened": 3, "pruned_unscreened": 0, "threshold_us": 12.0, "margin": 0.1, "to_confirm": []}}}))
+    r = runner.invoke(app, ["audit-pruning", "rmsnorm", "--workloads", str(wl), "--template", "rowwise", "--limit", "3",
+                            "--out", str(tmp_path / "s.json"), "--builds", str(out), "--timed", str(space),
+                            "--screen", str(summary)])
+    assert r.exit_code == 0, r.output
+    top = json.loads((tmp_path / "s.json").read_text())["workloads"][0]["top_share"]
+    assert top["verdict"].startswith("no pruned configuration in the top share: 3 measured here, 0 screened")
     # the same audit from the report's builds, without building
     again = tmp_path / "again.json"
     r = runner.invoke(app, ["audit-pruning", "rmsnorm", "--workloads", str(wl), "--template", "rowwise", "--limit", "3",
@@ -76,6 +86,20 @@ def test_audit_pruning_bad_input(tmp_path):
     bad.write_text("{}")
     r = runner.invoke(app, ["audit-pruning", "rmsnorm", "--timed", str(bad), "--out", str(tmp_path / "a.json")])
     assert r.exit_code == common.BAD_INPUT and "not a space file" in " ".join(r.output.split())
+    screen = tmp_path / "screen.json"
+    screen.write_text(json.dumps({"op": "softmax", "workloads": {}}))
+    r = runner.invoke(app, ["audit-pruning", "rmsnorm", "--screen", str(screen), "--out", str(tmp_path / "a.json")])
+    assert r.exit_code == common.BAD_INPUT and "it needs --timed" in " ".join(r.output.split())
+    good_space = tmp_path / "space.json"
+    write_space_file(good_space, {"format": "kernelloop-space/1", "name": "t", "op": "rmsnorm", "objective": "kernel_us",
+                                  "params": [], "workloads": [{"id": "w"}], "records": [], "complete": True})
+    r = runner.invoke(app, ["audit-pruning", "rmsnorm", "--timed", str(good_space), "--screen", str(screen),
+                            "--out", str(tmp_path / "a.json")])
+    assert r.exit_code == common.BAD_INPUT and "screens 'softmax', not 'rmsnorm'" in " ".join(r.output.split())
+    screen.write_text("not json")
+    r = runner.invoke(app, ["audit-pruning", "rmsnorm", "--timed", str(good_space), "--screen", str(screen),
+                            "--out", str(tmp_path / "a.json")])
+    assert r.exit_code == common.BAD_INPUT and "--screen" in r.output
     r = runner.invoke(app, ["audit-pruning", str(tmp_path / "nothing"), "--out", str(tmp_path / "a.json")])
     assert r.exit_code == common.BAD_INPUT and "spec error" in r.output
     r = runner.invoke(app, ["audit-pruning", "rmsnorm", "--arch", "80", "--out", str(tmp_path / "a.json")])

@@ -112,3 +112,34 @@ def test_a_pruned_configuration_launching_what_a_kept_one_launches_is_a_twin_not
     # the report holds the builds: auditing it again gives the same answer without building
     again = audit({"tiled": t}, W, PROPS, outcomes_of(rep["rows"]))
     assert {k: v for k, v in again.items() if k != "rows"} == {k: v for k, v in rep.items() if k != "rows"}
+
+
+def test_top_share_with_a_screen_counts_what_the_screen_put_beyond_its_margin():
+    runners = [{"template": "tiled", "config": gemm(BLOCK_M=64, BLOCK_N=64)},
+               {"template": "tiled", "config": gemm(BLOCK_M=32)},
+               {"template": "tiled", "config": gemm(BLOCK_M=16)}]
+    flagged = {"template": "tiled", **runners[0]["config"]}
+    records = [{"config": {"template": "tiled", **gemm(num_stages=s, GROUP_M=g)},
+                "results": {"w1": {"value": 100.0 + s + g, "status": "PASSED"}}} for s in (2, 3, 4, 5) for g in (1, 8)]
+    records.append({"config": flagged, "results": {"w1": {"value": 150.0, "status": "PASSED"}}})
+    screen = {"pruned_screened": 3, "pruned_unscreened": 0, "threshold_us": 103.0, "margin": 0.1,
+              "to_confirm": [{"config": flagged, "us": 110.0}], "verdict": "1 pruned configuration(s) ..."}
+    done = top_share(runners, {"records": records}, "w1", share=0.25, screen=screen)
+    assert done["verdict"] == ("no pruned configuration in the top share: 1 measured here, 2 screened more than 10% "
+                               "slower than the screen's top-1 % threshold")
+    assert done["screened_beyond_margin"] == 2 and done["flagged_unmeasured"] == []
+    # the flagged one missing from the recording, a screen cut short, a screen of another audit: incomplete
+    unmeasured = top_share(runners, {"records": records[:-1] + [{"config": {"template": "tiled", **gemm(BLOCK_M=32)},
+                                                                  "results": {"w1": {"value": 150.0}}}]},
+                           "w1", share=0.25, screen=screen)
+    assert unmeasured["verdict"] == "incomplete: 1 flagged by the screen but not measured here"
+    cut = top_share(runners, {"records": records}, "w1", share=0.25, screen={**screen, "pruned_unscreened": 1})
+    assert cut["verdict"] == "incomplete: 1 not screened" and cut["screened_beyond_margin"] is None
+    other = top_share(runners, {"records": records}, "w1", share=0.25, screen={**screen, "pruned_screened": 5})
+    assert other["verdict"] == "incomplete: the screen covers 5 pruned launches, the audit lists 3"
+    assert top_share(runners, {"records": records}, "w1", share=0.25, screen={})["verdict"].startswith(
+        "incomplete: the screen has no threshold")
+    # a pruned configuration in the top share is reported whatever the screen says
+    fast = records[:-1] + [{"config": flagged, "results": {"w1": {"value": 90.0, "status": "PASSED"}}}]
+    assert top_share(runners, {"records": fast}, "w1", share=0.25, screen=screen)["verdict"] == \
+        "1 pruned configuration(s) in the top share"

@@ -4,7 +4,8 @@ No GPU is needed: every configuration is compiled for the target (sm_90 by defau
 says what share of the configurations that would fail (not compile, or not launch) pruning removes, which failing
 ones it keeps, and which configurations it removes although they build and launch cleanly; those can be timed on
 a GPU with `kernelloop record --configs` (the file `--configs-out` writes), and `--timed` then checks that none of
-them is among the best 1 % of everything measured.
+them is among the best 1 % of everything measured; with `--screen`, the summary of benchmarks/pruning_screen.py
+vouches for the pruned configurations the recording did not measure (those it screened beyond its margin).
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ def audit_pruning(
     timed: Annotated[Optional[Path], typer.Option(
         help="A space file recorded on a GPU with the pruned space and those configurations (same session): "
              "report whether any of them is among the top 1 % (by workload id).")] = None,
+    screen: Annotated[Optional[Path], typer.Option(
+        help="With --timed: the summary of benchmarks/pruning_screen.py (--summary), whose screened pruned "
+             "configurations count as checked when they are beyond its margin; the flagged ones must be in --timed.")]
+    = None,
 ) -> None:
     """Build every configuration of the unpruned space ahead of time and audit pruning against the builds."""
     console = Console()
@@ -75,6 +80,18 @@ def audit_pruning(
             space_doc = read_space_document(timed)
         except (ValueError, OSError) as e:
             console.print(f"[red]bad input:[/red] --timed: {timed} is not a space file: {e}")
+            raise typer.Exit(common.BAD_INPUT)
+    screen_doc = None
+    if screen is not None:
+        try:
+            if timed is None:
+                raise ValueError("it needs --timed (the recording of what the screen flagged)")
+            screen_doc = json.loads(screen.read_text())
+            if screen_doc.get("op") != bundle.spec.name:
+                raise ValueError(f"it screens {screen_doc.get('op')!r}, not {bundle.spec.name!r}")
+            screen_doc["workloads"].items()
+        except (OSError, ValueError, KeyError, AttributeError) as e:
+            console.print(f"[red]bad input:[/red] --screen {screen}: {e}")
             raise typer.Exit(common.BAD_INPUT)
     import triton
     local = device_properties("cuda") if cuda_available() else None
@@ -125,7 +142,8 @@ def audit_pruning(
         rep.update(workload_id=w.id, axes=w.axes, dtype=w.dtype.value)
         if space_doc is not None:
             runs = rep["classes"].get("runs", 0) + rep["classes"].get("spills", 0)
-            rep["top_share"] = top_share(rep["pruned_runners"], space_doc, w.id, population=runs)
+            rep["top_share"] = top_share(rep["pruned_runners"], space_doc, w.id, population=runs,
+                                         screen=screen_doc["workloads"].get(w.id, {}) if screen_doc else None)
         reports.append(rep)
         write_report(reports)
         runners[w.id] = [{"template": r["template"], **r["config"]} for r in rep["pruned_runners"]]

@@ -121,7 +121,7 @@ def audit(templates: dict[str, TemplateSpec], workload: Workload, props: dict,
 
 
 def top_share(pruned_runners: list[dict], space: dict, workload_id: str, share: float = 0.01,
-              population: int | None = None) -> dict:
+              population: int | None = None, screen: dict | None = None) -> dict:
     """Whether any pruned configuration that runs is among the top `share` of everything measured.
 
     `space` is a space document (`kernelloop record`) holding, for `workload_id`, the pruned space's measurements
@@ -130,7 +130,13 @@ def top_share(pruned_runners: list[dict], space: dict, workload_id: str, share: 
     `population` is the number of configurations that run (default: the number measured). When only part of the
     kept space is measured (e.g. its best from an earlier recording, timed again), the k-th best measured time can
     only be slower than the true k-th best, so the check errs towards flagging: a pruned configuration truly in the
-    top k is always flagged."""
+    top k is always flagged.
+
+    `screen` is this workload's summary from `benchmarks/pruning_screen.py` (short unverified timings of every pruned
+    configuration that runs, one per distinct launch, beside the kept ones). With it, a pruned configuration this
+    recording did not measure counts as checked when the screen timed it more than its margin slower than the top-1 %
+    threshold; one the screen flagged (within the margin) must be in the recording. The verdict says "incomplete"
+    while any pruned configuration is checked by neither."""
     from math import ceil
 
     from ..search.encoding import config_key
@@ -151,16 +157,44 @@ def top_share(pruned_runners: list[dict], space: dict, workload_id: str, share: 
     intruders = [{"config": c, "us": v} for v, p, c in times if p and v <= threshold]
     measured_pruned = sum(1 for _, p, _ in times if p)
     best_pruned = next(((v, i + 1) for i, (v, p, _) in enumerate(times) if p), None)
-    return {"measured": len(times), "measured_pruned": measured_pruned, "unmeasured_pruned": len(pruned) - measured_pruned,
-            "top_k": k, "population": population or len(times), "threshold_us": threshold, "best_us": times[0][0],
-            "best_pruned_us": best_pruned[0] if best_pruned else None,
-            "best_pruned_rank": best_pruned[1] if best_pruned else None,
-            "pruned_in_top": intruders,
-            "verdict": (f"{len(intruders)} pruned configuration(s) in the top share" if intruders
-                        else "no pruned configuration was measured" if not measured_pruned
-                        else "no measured pruned configuration in the top share" + (
-                            f" (incomplete: {len(pruned) - measured_pruned} not measured)"
-                            if len(pruned) > measured_pruned else ""))}
+    out = {"measured": len(times), "measured_pruned": measured_pruned, "unmeasured_pruned": len(pruned) - measured_pruned,
+           "top_k": k, "population": population or len(times), "threshold_us": threshold, "best_us": times[0][0],
+           "best_pruned_us": best_pruned[0] if best_pruned else None,
+           "best_pruned_rank": best_pruned[1] if best_pruned else None,
+           "pruned_in_top": intruders,
+           "verdict": (f"{len(intruders)} pruned configuration(s) in the top share" if intruders
+                       else "no pruned configuration was measured" if not measured_pruned
+                       else "no measured pruned configuration in the top share" + (
+                           f" (incomplete: {len(pruned) - measured_pruned} not measured)"
+                           if len(pruned) > measured_pruned else ""))}
+    if screen is not None and not intruders:
+        out.update(_with_screen(pruned, {config_key(c) for _, p, c in times if p}, screen))
+    return out
+
+
+def _with_screen(pruned: set[str], measured: set[str], screen: dict) -> dict:
+    """The verdict over the pruned configurations this recording measured and those a screen checked."""
+    from ..search.encoding import config_key
+
+    flagged = {config_key(c["config"]) for c in screen.get("to_confirm", [])}
+    rest = pruned - measured
+    gaps = []
+    if screen.get("pruned_unscreened"):
+        gaps.append(f"{screen['pruned_unscreened']} not screened")
+    if screen.get("pruned_screened") is not None and screen["pruned_screened"] != len(pruned):
+        gaps.append(f"the screen covers {screen['pruned_screened']} pruned launches, the audit lists {len(pruned)}")
+    if "threshold_us" not in screen:
+        gaps.append(f"the screen has no threshold ({screen.get('verdict', 'no verdict')})")
+    flagged_unmeasured = sorted(rest & flagged)
+    if flagged_unmeasured:
+        gaps.append(f"{len(flagged_unmeasured)} flagged by the screen but not measured here")
+    margin = screen.get("margin", 0.0)
+    checked = len(rest - flagged)
+    verdict = (f"incomplete: {'; '.join(gaps)}" if gaps else
+               f"no pruned configuration in the top share: {len(pruned & measured)} measured here, {checked} "
+               f"screened more than {margin:.0%} slower than the screen's top-1 % threshold")
+    return {"screened_beyond_margin": checked if not gaps else None, "screen_margin": margin,
+            "flagged_unmeasured": flagged_unmeasured, "verdict": verdict}
 
 
 def outcomes_of(report_rows: list[dict]) -> list[BuildOutcome]:
