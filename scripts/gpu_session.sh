@@ -469,10 +469,14 @@ case "$phase" in
       step top-share-layernorm-4096 40 $KL audit-pruning layernorm --workloads "$wl" --builds "$OUT/audit-layernorm-4096.json" \
         --timed "$OUT/confirm-layernorm-4096.space.json.gz" --screen "$r/call4-screen-layernorm-4096.after-rule-fix.json" \
         --out "$OUT/audit-layernorm-4096.timed.json"
-      for op in attention attention_causal; do
-        optimize "$op-seed-backends" 200 "$op" --budget 8,120s --workloads "benchmarks/workloads/$op-seed.toml" \
-          --baseline sdpa-cudnn --baseline sdpa-flash --baseline sdpa-efficient --baseline sdpa-math
-      done
+      # warm-started from the fifth session's tuned runs of the same shapes (their archives)
+      optimize attention-seed-backends 200 attention --budget 8,120s --workloads benchmarks/workloads/attention-seed.toml \
+        --prior benchmarks/results/2026-11-30-h200-s5/call3-attention-nc64.sqlite \
+        --baseline sdpa-cudnn --baseline sdpa-flash --baseline sdpa-efficient --baseline sdpa-math
+      optimize attention_causal-seed-backends 200 attention_causal --budget 8,120s \
+        --workloads benchmarks/workloads/attention_causal-seed.toml \
+        --prior benchmarks/results/2026-11-30-h200-s5/call3-attention_causal-s5.sqlite \
+        --baseline sdpa-cudnn --baseline sdpa-flash --baseline sdpa-efficient --baseline sdpa-math
     }
     ;;
   matmul)  # issue 7: GEMM fp16 4096^3 against cuBLAS, attention (seed shape) against the SDPA backends

@@ -156,6 +156,36 @@ def test_without_prior_the_search_starts_elsewhere(tmp_path, workloads):
     assert configs != [target[i] for i in expected_prior(rec).top(target, 2)]
 
 
+def test_an_earlier_runs_archive_is_a_prior(tmp_path, workloads):
+    """--prior RUN_FOLDER (or its archive.sqlite): learnt from the run's PASSED trials, best time per configuration."""
+    first = tmp_path / "first"
+    assert optimize(workloads, first, "--budget", "4").exit_code == 0
+    with Archive(first / "archive.sqlite", readonly=True) as a:
+        run = a.runs()[0]
+        times = {}
+        for t in a.trials(run["id"], status="PASSED"):
+            cand = a.get_candidate(t.candidate_id)
+            key = config_key({"template": cand.template, **cand.config})
+            times[key] = min(times.get(key, math.inf), t.measurement.kernel.median_us)
+    from kernelloop.replay.prior import read_prior
+    data = {f.name: f.read_bytes() for f in first.iterdir() if f.name in ("archive.sqlite", "archive.sqlite-wal")}
+    rec = read_prior(first, "rmsnorm")
+    assert {n: (first / n).read_bytes() for n in data} == data, "reading the archive changed nothing in it"
+    assert rec.path.endswith("archive.sqlite") and rec.prior.configurations == len(times) >= 2
+    best = min(times, key=times.get)
+    fastest_predicted = min(times, key=lambda k: rec.prior.predict(json.loads(k)))
+    assert fastest_predicted == best, "an additive fit of a few points ranks their best first"
+    with pytest.raises(ValueError, match="a recording of op 'rmsnorm', not 'softmax'"):
+        read_prior(first / "archive.sqlite", "softmax")
+    second = tmp_path / "second"
+    r = optimize(workloads, second, "--budget", "1", "--prior", str(first))
+    assert r.exit_code == 0, r.output
+    configs, options, _ = evaluated(second)
+    assert options["prior"]["configurations"] == len(times)
+    target = pruned({"M": 3, "N": 300})
+    assert configs == [target[i] for i in rec.prior.top(target, 1)]
+
+
 def test_bad_prior_is_refused(tmp_path, workloads):
     good = recording(tmp_path / "rmsnorm.space.json.gz")
     garbage = tmp_path / "garbage.json"

@@ -56,7 +56,8 @@ def optimize(
     ] = None,
     prior: Annotated[Optional[Path], typer.Option(
         help="Staged only: warm-start the search from a recording of other shapes or another GPU (a `kernelloop "
-             "record` space file or a Kernel Tuner cache). The first evaluations (half the initial design) are the "
+             "record` space file, a Kernel Tuner cache, or an earlier run's folder or archive.sqlite: its PASSED trials). "
+             "The first evaluations (half the initial design) are the "
              "configurations of each workload's pruned space that a model fitted to every PASSED measurement of "
              "the recording (each recorded workload's times divided by its best) predicts fastest.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the search.")] = 0,
