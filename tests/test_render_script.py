@@ -1,17 +1,16 @@
 """benchmarks/render.py: the markdown table of `kernelloop optimize --json` summaries."""
 
-import importlib.util
 import math
+import runpy
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _render():
-    spec = importlib.util.spec_from_file_location("render", ROOT / "benchmarks" / "render.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """The script's functions (it is a script, not a module of the package)."""
+    return SimpleNamespace(**runpy.run_path(str(ROOT / "benchmarks" / "render.py")))
 
 
 def _workload(label, weight, us, baselines):
