@@ -56,6 +56,9 @@ def test_bad_candidate_gets_its_verdict_and_the_next_one_passes(evaluator, layer
     assert ev.measurement is None  # only PASSED candidates are timed
     if status is Status.COMPILE_ERROR:
         assert ev.build is not None and ev.build.kind == "failure" and "SyntaxError" in ev.build.log
+    if status is Status.WRONG_INPUT_MUTATED:   # says how much of which input changed, and where first
+        assert "input x changed during the call:" in ev.verdict.message
+        assert "elements differ (first at [0, 0]:" in ev.verdict.message, ev.verdict.message
     ok = _eval(evaluator, _honest(layernorm), tmp_path)
     assert ok.verdict.status is Status.PASSED, ok.verdict
     assert ok.measurement is not None and ok.measurement.kernel.n == INTERPRETER_WALLCLOCK.samples

@@ -102,6 +102,7 @@ def test_persistent_template_passes_the_evaluator_battery(op, tmp_path):
         ev = Evaluator(bundle, "interpret", worker, policies_for("interpret")[0], secret="persistent", checks=1)
         for w in workloads[:2]:
             res = ev.evaluate(cand, w, tmp_path / f"job-{w.id}")
-            assert res.verdict.status is Status.PASSED, (w.label, res.verdict)
+            assert res.verdict.status is Status.PASSED, \
+                f"{w.label}: {res.verdict.status.value}: {res.verdict.message} (case {res.verdict.case})"
     finally:
         worker.close()

@@ -83,11 +83,13 @@ def check_outputs(spec: OpSpec, workload: Workload, outputs: list, references: l
     if len(inputs_after) != len(inputs_before):
         return Verdict(status=Status.WRONG_INPUT_MUTATED, case=case, metrics=metrics, message="inputs missing")
     for t, before, after in zip(spec.inputs, inputs_before, inputs_after):
-        if type(after) is not torch.Tensor or after.shape != before.shape or after.dtype != before.dtype or \
-                not torch.equal(after.view(torch.uint8) if after.dtype != torch.bool else after,
-                                before.view(torch.uint8) if before.dtype != torch.bool else before):
+        if type(after) is not torch.Tensor or after.shape != before.shape or after.dtype != before.dtype:
             return Verdict(status=Status.WRONG_INPUT_MUTATED, case=case, metrics=metrics,
-                           message=f"input {t.name} changed during the call")
+                           message=f"input {t.name} changed during the call (replaced: shape or dtype)")
+        a, b = (after.view(torch.uint8), before.view(torch.uint8)) if after.dtype != torch.bool else (after, before)
+        if not torch.equal(a, b):
+            return Verdict(status=Status.WRONG_INPUT_MUTATED, case=case, metrics=metrics,
+                           message=f"input {t.name} changed during the call: {_changed(before, after)}")
     return Verdict(status=Status.PASSED, case=case, metrics=metrics)
 
 
@@ -105,3 +107,18 @@ def check_repeats(spec: OpSpec, first: list[torch.Tensor], repeats: list[list[to
                                message=f"{t.name}: run {k} on identical inputs differs from run 1 in "
                                        f"{int(differ.sum())} byte(s)")
     return None
+
+
+def _changed(before: torch.Tensor, after: torch.Tensor) -> str:
+    """How many elements of an input changed (compared bit for bit), the first one's index and its values."""
+    if before.is_floating_point():
+        width = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[before.element_size()]
+        differ = before.contiguous().view(width) != after.contiguous().view(width)
+    else:
+        differ = before != after
+    where = torch.nonzero(differ)
+    if not len(where):
+        return "its bytes differ"
+    first = tuple(int(i) for i in where[0])
+    return (f"{len(where)} of {before.numel()} elements differ (first at {list(first)}: "
+            f"{before[first].item()} -> {after[first].item()})")
