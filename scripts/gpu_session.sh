@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -475,6 +475,19 @@ case "$phase" in
         --baseline sdpa-cudnn --baseline sdpa-flash --baseline sdpa-efficient --baseline sdpa-math
       optimize attention_causal-seed-backends 200 attention_causal --budget 8,120s \
         --workloads benchmarks/workloads/attention_causal-seed.toml \
+        --prior benchmarks/results/2026-11-30-h200-s5/call3-attention_causal-s5.sqlite \
+        --baseline sdpa-cudnn --baseline sdpa-flash --baseline sdpa-efficient --baseline sdpa-math
+    }
+    ;;
+  s9a)  # eighth session, call 1 (issue 7): both attention suites (9 workloads each, the seed shape first) beside all
+        # four SDPA backends, four evaluations a workload, warm-started from the fifth session's tuned seed-shape runs
+    lane_a() {
+      optimize attention-suite-backends 560 attention --budget 4,300s \
+        --prior benchmarks/results/2026-11-30-h200-s5/call3-attention-nc64.sqlite \
+        --baseline sdpa-cudnn --baseline sdpa-flash --baseline sdpa-efficient --baseline sdpa-math
+    }
+    lane_b() {
+      optimize attention_causal-suite-backends 560 attention_causal --budget 4,300s \
         --prior benchmarks/results/2026-11-30-h200-s5/call3-attention_causal-s5.sqlite \
         --baseline sdpa-cudnn --baseline sdpa-flash --baseline sdpa-efficient --baseline sdpa-math
     }
