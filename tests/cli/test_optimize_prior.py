@@ -108,7 +108,7 @@ def evaluated(out: Path) -> tuple[list[dict], dict, list[dict]]:
 def test_prior_warm_starts_the_search_and_resume_keeps_it(tmp_path, workloads):
     rec = recording(tmp_path / "rmsnorm.space.json")
     target = pruned({"M": 3, "N": 300})
-    first = [target[i] for i in expected_prior(rec).top(target, 3)]
+    first = [target[i] for i in expected_prior(rec).warm_start(target, 3)]
     out = tmp_path / "run"
     r = optimize(workloads, out, "--budget", "2", "--prior", str(rec))
     assert r.exit_code == 0, r.output
@@ -116,7 +116,7 @@ def test_prior_warm_starts_the_search_and_resume_keeps_it(tmp_path, workloads):
                 "configurations": len({config_key(c) for axes, _ in RECORDED for c in pruned(axes)})}
     assert json.loads(r.stdout[r.stdout.index("{"):])["prior"] == archived
     configs, options, events = evaluated(out)
-    assert configs == first[:2], "the first asks are the prior's best predictions in this workload's pruned space"
+    assert configs == first[:2], "the first asks are the prior's warm start in this workload's pruned space"
     assert options["prior"] == archived
     assert any(e["kind"] == "prior" and e["action"] == "warm start" for e in events)
     # resumed without --prior: the archived prior warms the search again, so its next ask is the prior's third
@@ -153,7 +153,7 @@ def test_without_prior_the_search_starts_elsewhere(tmp_path, workloads):
     assert json.loads(r.stdout[r.stdout.index("{"):])["prior"] is None
     configs, options, events = evaluated(out)
     assert "prior" not in options and not any(e["kind"] == "prior" for e in events)
-    assert configs != [target[i] for i in expected_prior(rec).top(target, 2)]
+    assert configs != [target[i] for i in expected_prior(rec).warm_start(target, 2)]
 
 
 def test_an_earlier_runs_archive_is_a_prior(tmp_path, workloads):
@@ -183,7 +183,7 @@ def test_an_earlier_runs_archive_is_a_prior(tmp_path, workloads):
     configs, options, _ = evaluated(second)
     assert options["prior"]["configurations"] == len(times)
     target = pruned({"M": 3, "N": 300})
-    assert configs == [target[i] for i in rec.prior.top(target, 1)]
+    assert configs == [target[i] for i in rec.prior.warm_start(target, 1)]
 
 
 def test_bad_prior_is_refused(tmp_path, workloads):

@@ -55,6 +55,24 @@ def test_pooled_prior_divides_each_workload_by_its_best():
     assert space[raw.top(space, 1)[0]]["bx"] < 64
 
 
+def test_warm_start_puts_the_recordings_measured_best_first():
+    """A recording that varied two parameters around a tuned optimum: the model predicts the mean for every value it
+    never saw, so it ranks unseen configurations above the measured best; the warm start does not."""
+    space = [{"template": "t", "M": m, "N": n, "S": s} for m in (32, 64, 128) for n in (32, 64) for s in (2, 3, 4)]
+    measured = [c for c in space if c["M"] == 128 and c["N"] == 64]          # only S varied, M and N fixed
+    values = [{2: 1.0, 3: 1.3, 4: 1.6}[c["S"]] for c in measured]
+    prior = TransferPrior(measured, values)
+    best = {"template": "t", "M": 128, "N": 64, "S": 2}
+    assert space[prior.top(space, 1)[0]] != best, "the additive model alone prefers an unseen configuration"
+    warm = prior.warm_start(space, 4)
+    assert [space[i] for i in warm[:2]] == [best, {**best, "S": 3}], "half of k from the measured best, in order"
+    assert len(set(warm)) == 4 and all(space[i] not in measured for i in warm[2:])
+    # a space that holds none of the measured configurations gets the model's picks
+    other = [c for c in space if c["M"] != 128]
+    assert prior.warm_start(other, 3) == prior.top(other, 3)
+    assert prior.warm_start(space, 1) == [space.index(best)]
+
+
 def test_transfer_prior_over_templates_with_different_parameters():
     space = mixed_space()
     values = [2.0 + c["BLOCK"] / 256 + c["WARPS"] / 4 if c["template"] == "rows" else 1.0 + abs(c["TILE"] - 16) / 16

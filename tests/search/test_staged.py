@@ -70,7 +70,7 @@ def test_prior_from_another_shape_warm_starts_the_search():
     prior = TransferPrior.from_space(src)
     s = make_strategy("staged", dst.configs, 0, prior=prior)
     first = s.ask()
-    assert first == dst.configs[prior.top(dst.configs, 1)[0]]
+    assert first == dst.configs[prior.warm_start(dst.configs, 1)[0]]
     assert s.events[0]["kind"] == "prior"
 
 

@@ -7,8 +7,12 @@
 - `TransferPrior` learns from another recording of the same kernel (another shape or GPU): an additive model
   of log(objective) over parameter values (ridge regression on one-hot levels), fitted on the configurations
   the other recording measured; `scores(space)` predicts every configuration of the new space, and `top(k)`
-  gives the k most promising as a warm start. Values it never saw fall back to the mean. `from_spaces` pools
-  the workloads of a recording, each normalised by its own best (what `optimize --prior` learns from).
+  gives the k it predicts best. Values it never saw fall back to the mean. `warm_start(k)` is what a search
+  starts from: first (up to half of k) the configurations the recording itself measured best that the new space
+  holds, then the model's picks. The model alone is not enough: a value the recording never saw predicts the
+  mean, which beats every measured value worse than the mean, so a recording that varied a few parameters
+  around a tuned optimum ranks unseen configurations above its own measured best. `from_spaces` pools the
+  workloads of a recording, each normalised by its own best (what `optimize --prior` learns from).
 """
 
 from __future__ import annotations
@@ -75,6 +79,10 @@ class TransferPrior:
                 A[i, self.col_of[(n, _key(v))]] = 1.0
         y = np.log([v for _, v in pairs])
         self.mean = float(y.mean())
+        logs: dict[str, list[float]] = {}
+        for (c, _), lv in zip(pairs, y):
+            logs.setdefault(config_key(c), []).append(float(lv))
+        self.measured = {k: float(np.mean(v)) for k, v in logs.items()}   # mean log objective of each measured one
         self.w = np.linalg.solve(A.T @ A + ridge * np.eye(len(cols)), A.T @ (y - self.mean))
 
     @classmethod
@@ -106,6 +114,19 @@ class TransferPrior:
         """Rows of `space` with the k lowest predicted objectives (ties by row)."""
         s = self.scores(space)
         return np.lexsort((np.arange(len(s)), s))[:k].tolist()
+
+    def warm_start(self, space: list[dict], k: int) -> list[int]:
+        """k rows of `space` to try first: the recording's best measured configurations that `space` holds (at most
+        half of k, rounded up; by mean measured log objective, ties by row), then the model's best of the rest."""
+        held = sorted((self.measured[key], i) for i, key in enumerate(config_key(c) for c in space)
+                      if key in self.measured)
+        chosen = [i for _, i in held[:(k + 1) // 2]]
+        for i in self.top(space, len(space)):
+            if len(chosen) >= k:
+                break
+            if i not in chosen:
+                chosen.append(i)
+        return chosen
 
 
 def _key(v):

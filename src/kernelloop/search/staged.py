@@ -75,7 +75,7 @@ class Staged(SearchStrategy):
         if prior is not None:
             if not isinstance(prior, TransferPrior):
                 prior = TransferPrior.from_space(prior)
-            self._warm = prior.top(self.space, max(1, self.n_init // 2))
+            self._warm = prior.warm_start(self.space, max(1, self.n_init // 2))
             self.log_event("prior", action="warm start", rows=len(self._warm))
         try:
             from threadpoolctl import ThreadpoolController
