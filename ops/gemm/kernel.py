@@ -10,9 +10,14 @@ B columns and A rows in L2. TMA=1 loads A/B tiles (and stores C) through host-bu
 (Hopper's tensor memory accelerator; no device-side scratch allocator is needed, unlike
 `tl.make_tensor_descriptor`); TMA=2 does the same but stores the C tile as two halves (epilogue subtiling), so
 its staging buffer in shared memory is half the tile: a 128x256x64 persistent tile then fits four pipeline stages
-(229,408 bytes built for sm_90) instead of three. SPLIT_K>1 splits the reduction across programs that add their fp32 partial tiles
-into the (zeroed) fp32 output with atomics: only for an fp32 output without an epilogue, and only SPLIT_K=2 is
-bitwise deterministic (two addends commute; three do not associate).
+(229,408 bytes built for sm_90) instead of three.
+
+Split-K (SPLIT_K > 1, no epilogue) splits the reduction across programs, two ways:
+- fp32 output (gemm_f32out): the programs add their fp32 partial tiles into the zeroed output with atomics; only
+  SPLIT_K=2 is bitwise deterministic (two addends commute; three do not associate);
+- fp16/bf16 output (gemm's "splitk" template): each program stores its fp32 partial tile into the harness's
+  workspace (`scratch`, SPLIT_K * M * N floats), then a second kernel adds the partials of each element in split
+  order, rounds once and stores c: deterministic for any SPLIT_K, and c is rounded once, as without split-K.
 """
 
 import torch
@@ -62,7 +67,7 @@ def _gemm_work(work, A, B, Bias, C, M, N, K, k_span, num_m, num_n,
                stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, TMA: tl.constexpr, TRANS_B: tl.constexpr,
-               HAS_BIAS: tl.constexpr, ACT: tl.constexpr, INTERPRETER: tl.constexpr):
+               HAS_BIAS: tl.constexpr, ACT: tl.constexpr, PARTIALS: tl.constexpr, INTERPRETER: tl.constexpr):
     """One unit of work: the k-range `split` of output tile `tile` (work = split * tiles + tile)."""
     num_tiles = num_m * num_n
     tile = work % num_tiles
@@ -109,7 +114,11 @@ def _gemm_work(work, A, B, Bias, C, M, N, K, k_span, num_m, num_n,
         acc = 0.5 * acc * (1.0 + tl.math.erf(acc * 0.7071067811865476))
     elif ACT == 2:  # SiLU: x * sigmoid(x); exp overflow to inf gives -0.0 for very negative x, never NaN
         acc = acc / (1.0 + tl.exp(-acc))
-    if SPLIT_K > 1:
+    if SPLIT_K > 1 and PARTIALS:
+        # this k-range's fp32 partial tile, into plane `split` of the [SPLIT_K, M, N] workspace
+        w_ptrs = C + split * M * N + offs_m[:, None] * N + offs_n[None, :]
+        tl.store(w_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+    elif SPLIT_K > 1:
         c_ptrs = C + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
         tl.atomic_add(c_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N), sem="relaxed")
     elif TMA:
@@ -133,7 +142,8 @@ def _gemm_kernel(A, B, Bias, C, M, N, K, k_span, num_programs,
                  stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                  SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, PERSISTENT: tl.constexpr, TMA: tl.constexpr,
-                 TRANS_B: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr, INTERPRETER: tl.constexpr):
+                 TRANS_B: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr, PARTIALS: tl.constexpr,
+                 INTERPRETER: tl.constexpr):
     pid = tl.program_id(0)
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
@@ -141,11 +151,28 @@ def _gemm_kernel(A, B, Bias, C, M, N, K, k_span, num_programs,
         for work in range(pid, num_m * num_n * SPLIT_K, num_programs):
             _gemm_work(work, A, B, Bias, C, M, N, K, k_span, num_m, num_n,
                        stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                       BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, EVEN_K, TMA, TRANS_B, HAS_BIAS, ACT, INTERPRETER)
+                       BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, EVEN_K, TMA, TRANS_B, HAS_BIAS, ACT, PARTIALS,
+                       INTERPRETER)
     else:
         _gemm_work(pid, A, B, Bias, C, M, N, K, k_span, num_m, num_n,
                    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                   BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, EVEN_K, TMA, TRANS_B, HAS_BIAS, ACT, INTERPRETER)
+                   BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, EVEN_K, TMA, TRANS_B, HAS_BIAS, ACT, PARTIALS,
+                       INTERPRETER)
+
+
+@triton.jit
+def _sum_partials_kernel(W, C, M, N, stride_cm, stride_cn, SPLIT_K: tl.constexpr, BLOCK_M: tl.constexpr,
+                         BLOCK_N: tl.constexpr, INTERPRETER: tl.constexpr):
+    """c = the sum of the SPLIT_K fp32 partial planes of W ([SPLIT_K, M, N]), in split order, rounded once."""
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    w_ptrs = W + offs_m[:, None] * N + offs_n[None, :]
+    acc = tl.load(w_ptrs, mask=mask, other=0.0)
+    for s in tl.static_range(1, SPLIT_K):
+        acc += tl.load(w_ptrs + s * M * N, mask=mask, other=0.0)
+    out = _to_out(acc, C.dtype.element_ty, INTERPRETER)
+    tl.store(C + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, out, mask=mask)
 
 
 @triton.jit
@@ -167,16 +194,22 @@ def _program_count(t, work):
 
 
 def launch(a, b, x, y=None, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages,
-           PERSISTENT=0, TMA=0, SPLIT_K=1, EPILOGUE="none", TRANS_B=0):
-    """c = act(a @ b [+ bias]) (b.T when TRANS_B): called as launch(a, b, c) or launch(a, b, bias, c)."""
+           PERSISTENT=0, TMA=0, SPLIT_K=1, EPILOGUE="none", TRANS_B=0, scratch=None):
+    """c = act(a @ b [+ bias]) (b.T when TRANS_B): called as launch(a, b, c) or launch(a, b, bias, c).
+    `scratch` (fp32, at least SPLIT_K * M * N elements) holds split-K's partial tiles for a 16-bit c."""
     bias, c = (None, x) if y is None else (x, y)
     if (bias is None) != (EPILOGUE == "none"):
         raise ValueError(f"EPILOGUE={EPILOGUE!r} does not match the {'absence' if bias is None else 'presence'} "
                          "of a bias tensor")
-    if SPLIT_K > 1 and (EPILOGUE != "none" or c.element_size() != 4):
-        raise ValueError("SPLIT_K > 1 needs an fp32 output and no epilogue (partial tiles are summed by atomics)")
     M, K = a.shape
     N = b.shape[0] if TRANS_B else b.shape[1]
+    partials = SPLIT_K > 1 and c.element_size() != 4
+    if SPLIT_K > 1 and EPILOGUE != "none":
+        raise ValueError("SPLIT_K > 1 has no epilogue")
+    if partials and (scratch is None or scratch.dtype != torch.float32 or scratch.numel() < SPLIT_K * M * N):
+        raise ValueError(f"SPLIT_K={SPLIT_K} with a 16-bit output needs an fp32 scratch of at least SPLIT_K * M * N = "
+                         f"{SPLIT_K * M * N} elements (got "
+                         f"{'none' if scratch is None else f'{scratch.numel()} {scratch.dtype}'})")
     stride_bk, stride_bn = (b.stride(1), b.stride(0)) if TRANS_B else (b.stride(0), b.stride(1))
     k_span = triton.cdiv(triton.cdiv(K, BLOCK_K), SPLIT_K) * BLOCK_K
     even_k = K % (BLOCK_K * SPLIT_K) == 0
@@ -188,7 +221,9 @@ def launch(a, b, x, y=None, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, nu
         c_arg = c if SPLIT_K > 1 else TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N // (2 if TMA == 2 else 1)])
     else:
         a_arg, b_arg, c_arg = a, b, c
-    if SPLIT_K > 1:
+    if partials:
+        c_arg = scratch
+    elif SPLIT_K > 1:
         _zero_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 128))](c, M, N, c.stride(0), c.stride(1),
                                                                  BLOCK_M=32, BLOCK_N=128, num_warps=4)
     _gemm_kernel[(programs,)](
@@ -196,5 +231,9 @@ def launch(a, b, x, y=None, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, nu
         a.stride(0), a.stride(1), stride_bk, stride_bn, c.stride(0), c.stride(1),
         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, SPLIT_K=SPLIT_K, EVEN_K=even_k,
         PERSISTENT=PERSISTENT, TMA=TMA, TRANS_B=TRANS_B, HAS_BIAS=bias is not None, ACT=_ACTIVATIONS[EPILOGUE],
-        INTERPRETER=not a.is_cuda,
+        PARTIALS=partials, INTERPRETER=not a.is_cuda,
         num_warps=num_warps, num_stages=num_stages)
+    if partials:
+        _sum_partials_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 128))](
+            scratch, c, M, N, c.stride(0), c.stride(1), SPLIT_K=SPLIT_K, BLOCK_M=32, BLOCK_N=128,
+            INTERPRETER=not a.is_cuda, num_warps=4)

@@ -75,7 +75,9 @@ def test_spec_workloads_and_static_rules(op):
     b = bundle(op)
     spec = b.spec
     assert spec.name == op and set(spec.dtypes) == {DType.fp16, DType.bf16}
-    assert [t.name for t in spec.templates] == ["tiled"]
+    # gemm alone has the split-K template for 16-bit outputs, and the workspace it needs
+    assert [t.name for t in spec.templates] == (["tiled", "splitk"] if op == "gemm" else ["tiled"])
+    assert (spec.scratch is not None) == (op == "gemm")
     t = spec.templates[0]
     # every variant runs the one shared template, pinned by single-valued parameters
     assert (b.folder / t.file).resolve() == (OPS / "gemm" / "kernel.py").resolve()
@@ -215,6 +217,74 @@ def test_launch_rejects_a_mismatched_epilogue_and_split_k_on_16_bit_outputs():
         KERNEL.launch(a, b, c, **{**cfg, "EPILOGUE": "bias"})
     with pytest.raises(ValueError, match="SPLIT_K"):
         KERNEL.launch(a, b, c, **cfg, SPLIT_K=2)
+    with pytest.raises(ValueError, match="fp32 scratch of at least SPLIT_K"):
+        KERNEL.launch(a, b, c, **cfg, SPLIT_K=2, scratch=torch.empty(2 * 4 * 32 - 1))
+    with pytest.raises(ValueError, match="fp32 scratch"):
+        KERNEL.launch(a, b, c, **cfg, SPLIT_K=2, scratch=torch.empty(2 * 4 * 32, dtype=torch.float16))
+    with pytest.raises(ValueError, match="no epilogue"):
+        KERNEL.launch(a, b, torch.ones(32, dtype=torch.float16), c, **{**cfg, "EPILOGUE": "bias"}, SPLIT_K=2,
+                      scratch=torch.empty(2 * 4 * 32))
+
+
+# ---- split-K with a 16-bit output: partial tiles in the harness's workspace ---------------------------------------
+
+SPLITK_16_CASES = [
+    ("k2", {"M": 20, "N": 40, "K": 200}, {"SPLIT_K": 2}),
+    ("k3-ragged", {"M": 37, "N": 72, "K": 136}, {"SPLIT_K": 3, "BLOCK_M": 32, "BLOCK_N": 64}),
+    ("k4-one-row", {"M": 1, "N": 40, "K": 256}, {"SPLIT_K": 4}),
+]
+
+
+def splitk_config(over: dict) -> dict:
+    params = {p.name: p.values for p in bundle("gemm").spec.template("splitk").params}
+    cfg = {**BASE, "GROUP_M": 8, "EPILOGUE": "none", "TRANS_B": 0, **over}
+    for k, v in cfg.items():
+        assert v in params[k], (k, v)
+    return cfg
+
+
+@pytest.mark.parametrize("axes,over", [pytest.param(a, o, id=label) for label, a, o in SPLITK_16_CASES])
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_split_k_with_a_16_bit_output_passes_the_verifier_deterministically(axes, over, dtype):
+    spec = bundle("gemm").spec
+    cfg = splitk_config(over)
+    w = Workload(op="gemm", axes=axes, dtype=dtype)
+    numel = spec.scratch_numel(axes)
+    assert numel == 4 * axes["M"] * axes["N"]
+    outs = []
+    for seed in (7, 7, 8):
+        inputs = make_inputs(spec, w, seed, "cpu", "normal")
+        before = [t.clone() for t in inputs]
+        buf = poison_(torch.empty(axes["M"] + 1, axes["N"], dtype=TORCH_DTYPES[DType(dtype)]))
+        c = buf[:axes["M"]]
+        ws = poison_(torch.empty(numel + 64))      # a guard after the workspace
+        KERNEL.launch(*inputs, c, **cfg, scratch=ws[:numel])
+        assert bool(is_poison(buf[axes["M"]]).all()), "the kernel wrote past the end of its output"
+        assert bool(is_poison(ws[numel:]).all()), "the kernel wrote past the end of its workspace"
+        used = cfg["SPLIT_K"] * axes["M"] * axes["N"]
+        assert not bool(is_poison(ws[:used]).any()), "every partial plane is written before it is read"
+        refs = truth(spec, bundle("gemm").folder / spec.reference, before)
+        verdict = check_outputs(spec, w, [c], refs, before, inputs, f"split-K {axes} {dtype}")
+        assert verdict.status is Status.PASSED, verdict.message
+        assert verdict.metrics[0].error_cap_ratio < 1.0
+        outs.append(c.clone())
+    assert torch.equal(outs[0].view(torch.uint8), outs[1].view(torch.uint8)), "bitwise deterministic"
+    assert not torch.equal(outs[0], outs[2])
+
+
+def test_split_k_template_is_kept_only_for_few_tiles_and_the_workspace_only_for_small_outputs():
+    spec = bundle("gemm").spec
+    t = spec.template("splitk")
+    few = {"M": 512, "N": 1024, "K": 4096}
+    many = {"M": 4096, "N": 4096, "K": 4096}
+    assert spec.scratch_numel(few) == 4 * 512 * 1024 and spec.scratch_numel(many) == 0
+    kept = {name: space.prune(t, Workload(op="gemm", axes=axes, dtype="bf16"), H200_LIKE)[0]
+            for name, axes in (("few", few), ("many", many))}
+    assert kept["many"] == []
+    assert kept["few"] and {c["SPLIT_K"] for c in kept["few"]} == {2, 3, 4}
+    # every kept configuration leaves SMs idle without split-K and fits its partial planes in the workspace
+    assert all(math.ceil(512 / c["BLOCK_M"]) * math.ceil(1024 / c["BLOCK_N"]) < 132 for c in kept["few"])
+    assert all(c["SPLIT_K"] * 512 * 1024 <= spec.scratch_numel(few) for c in kept["few"])
 
 
 # ---- pruning -------------------------------------------------------------------------------------------------
@@ -339,6 +409,10 @@ params = {p.name: p.values for p in spec.templates[0].params}
 configs = [dict(c) for c in (CONFIGS if op in ("gemm", "gemm_f32out") else CONFIGS[:2])]
 if "SPLIT_K" in params:
     configs += [dict(c, SPLIT_K=2) for c in CONFIGS[1:4]]
+FEW = {"M": 512, "N": 1024, "K": 4096}  # 32 tiles of 128x128 on 132 SMs: where split-K pays
+if spec.scratch is not None:  # gemm's splitk template: a 16-bit c summed from fp32 partials in the workspace
+    configs += [dict(c, SPLIT_K=k, PERSISTENT=0, GROUP_M=8) for c, k in ((CONFIGS[1], 2), (CONFIGS[3], 3),
+                                                                           (CONFIGS[4], 4))]
 rows, worst, skipped = [], {}, []
 for i, cfg in enumerate(configs):
     cfg.update(EPILOGUE=params["EPILOGUE"][0], TRANS_B=params["TRANS_B"][0])
@@ -347,7 +421,8 @@ for i, cfg in enumerate(configs):
     smem = evaluate_expression(spec.templates[0].resources.shared_bytes, {**BIG, "elem": 2, **cfg})
     if smem > 232448:  # pruning never keeps it (e.g. the persistent TMA 128x256 tile with an fp32 c staged)
         skipped.append(cfg); continue
-    for axes in SHAPES + ([BIG] if i == 0 or cfg.get("SPLIT_K", 1) > 1 else []):
+    partials = spec.scratch is not None and cfg.get("SPLIT_K", 1) > 1
+    for axes in SHAPES + ([FEW] if partials else [BIG] if i == 0 or cfg.get("SPLIT_K", 1) > 1 else []):
         for dtype in ("fp16", "bf16"):
             w = Workload(op=op, axes=axes, dtype=dtype)
             for k, dist in enumerate(spec.inputs_policy.distributions):
@@ -356,7 +431,8 @@ for i, cfg in enumerate(configs):
                 runs = []
                 for _ in range(3 if k == 0 else 1):
                     buf = poison_(torch.empty(axes["M"] + 1, axes["N"], dtype=out_dt, device="cuda"))
-                    kernel.launch(*inputs, buf[:axes["M"]], **cfg)
+                    ws = {"scratch": poison_(torch.empty(spec.scratch_numel(axes), device="cuda"))} if partials else {}
+                    kernel.launch(*inputs, buf[:axes["M"]], **ws, **cfg)
                     torch.cuda.synchronize()
                     assert bool(is_poison(buf[axes["M"]]).all()), "wrote past the output"
                     runs.append(buf[:axes["M"]].clone())
@@ -461,3 +537,26 @@ def test_shared_memory_estimate_is_never_below_the_build(op):
         assert o.status == BUILT, o.error
         est = _estimate(t, names, {k: v for k, v in cfg.items() if k != "template"})["shared"]
         assert 0 <= est - o.shared_bytes <= 64, (cfg, est, o.shared_bytes)
+
+
+def test_split_k_template_passes_the_evaluator_battery_through_the_harness_workspace(tmp_path):
+    """The worker allocates the workspace the spec declares and passes it as `scratch=`: the splitk template, through
+    the full battery (held-out shapes, repeats, timed-call re-checks with the workspace poisoned before each)."""
+    from kernelloop.bench.policy import policies_for
+    from kernelloop.execute.evaluate import Evaluator
+    from kernelloop.execute.pool import Worker
+    from kernelloop.records import Candidate
+    b = bundle("gemm")
+    cand = Candidate(op="gemm", template="splitk", source=b.template_sources["splitk"],
+                     config=splitk_config({"SPLIT_K": 3}))
+    worker = Worker("interpret", tmp_path / "worker")
+    try:
+        ev = Evaluator(b, "interpret", worker, policies_for("interpret")[0], secret="splitk", checks=1)
+        for axes, dtype in (({"M": 20, "N": 40, "K": 200}, "bf16"), ({"M": 33, "N": 48, "K": 160}, "fp16")):
+            w = Workload(op="gemm", axes=axes, dtype=dtype)
+            res = ev.evaluate(cand, w, tmp_path / f"job-{w.id}")
+            assert res.verdict.status is Status.PASSED, \
+                f"{w.label}: {res.verdict.status.value}: {res.verdict.message} (case {res.verdict.case})"
+            assert res.measurement is not None
+    finally:
+        worker.close()

@@ -29,7 +29,8 @@ def launch_signature(spec: OpSpec) -> str:
     """e.g. 'launch(x, weight, bias, y, *, eps, **config)'."""
     tensors = ", ".join(t.name for t in [*spec.inputs, *spec.outputs])
     scalars = "".join(f", {s}" for s in spec.scalars)
-    return f"launch({tensors}, *{scalars}, **config)"
+    scratch = ", scratch" if spec.scratch is not None else ""
+    return f"launch({tensors}, *{scratch}{scalars}, **config)"
 
 
 def op_interface(spec: OpSpec, workloads: list[Workload]) -> dict:
@@ -45,6 +46,10 @@ def op_interface(spec: OpSpec, workloads: list[Workload]) -> dict:
         "launch": launch_signature(spec),
         "tensors": [tensor(t, "input") for t in spec.inputs] + [tensor(t, "output") for t in spec.outputs],
         "scalars": dict(spec.scalars),
+        "scratch": None if spec.scratch is None else {
+            "name": spec.scratch.name, "numel": spec.scratch.numel, "dtype": spec.scratch.dtype,
+            "note": "a flat workspace passed as the keyword `scratch`, poisoned before every call: write before "
+                    "you read; nothing survives from one call to the next"},
         "axes": {k: {"description": a.description, "min": a.min, "max": a.max} for k, a in spec.axes.items()},
         "dtypes": [d.value for d in spec.dtypes],
         "tolerance": {d.value: {"atol": t.atol, "rtol": t.rtol} for d, t in spec.tolerance.items()},

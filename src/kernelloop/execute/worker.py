@@ -186,9 +186,12 @@ def _settled_thread_count(poll_s: float = 0.2, stable_polls: int = 3, limit_s: f
     return last
 
 
-def _alias_problems(outputs, before: list, inputs) -> list[str]:
-    """Outputs must still be the buffers the harness allocated, and must not share memory with inputs."""
+def _alias_problems(outputs, before: list, inputs, scratch=None) -> list[str]:
+    """Outputs must still be the buffers the harness allocated, and must not share memory with inputs (nor with the
+    workspace: an output viewed into the scratch tensor would be poisoned under the kernel before a timed call)."""
     problems = []
+    if scratch is not None:
+        inputs = [*inputs, scratch]
     for k, (o, (ptr, shape, stride)) in enumerate(zip(outputs, before)):
         if o.data_ptr() != ptr or tuple(o.shape) != shape or o.stride() != stride:
             problems.append(f"output {k} was replaced or re-strided (set_/resize_/as_strided)")
@@ -196,7 +199,8 @@ def _alias_problems(outputs, before: list, inputs) -> list[str]:
         for j, x in enumerate(inputs):
             xlo, xhi = x.data_ptr(), x.data_ptr() + x.numel() * x.element_size()
             if lo < xhi and xlo < hi:
-                problems.append(f"output {k} shares memory with input {j}")
+                problems.append(f"output {k} shares memory with " + ("the scratch workspace" if x is scratch
+                                                                      else f"input {j}"))
     return problems
 
 
@@ -205,7 +209,7 @@ def _check(state: _State, msg: dict) -> dict:
     import torch
 
     from ..records import OpSpec, Workload
-    from ..reference.inputs import alloc_outputs, make_inputs
+    from ..reference.inputs import alloc_outputs, alloc_scratch, make_inputs
     spec = OpSpec.model_validate_json(msg["spec"])
     mod = state.modules[msg["source_hash"]]
     _forget_compiled(mod)  # so the build record describes exactly the kernels this trial compiles
@@ -216,10 +220,11 @@ def _check(state: _State, msg: dict) -> dict:
         runs = []
         for _ in range(case.get("repeats", 1)):
             outputs = alloc_outputs(spec, w, state.tensor_device)
+            scratch = alloc_scratch(spec, w, state.tensor_device)   # fresh and poisoned for every call
             before = [(o.data_ptr(), tuple(o.shape), o.stride()) for o in outputs]
             t0 = time.perf_counter()
             try:
-                mod.launch(*inputs, *outputs, **spec.scalars, **msg["config"])
+                mod.launch(*inputs, *outputs, **scratch, **spec.scalars, **msg["config"])
                 _sync(state.device)
             except BaseException as e:  # noqa: BLE001
                 text = traceback.format_exc()[-20000:]
@@ -229,7 +234,7 @@ def _check(state: _State, msg: dict) -> dict:
             if build is None:
                 build = _build_info(mod, time.perf_counter() - t0, state.device)
                 threads_base = _thread_count()  # after the first call: lazily started runtime pools exist
-            alias += [f"case {k}: {p}" for p in _alias_problems(outputs, before, inputs)]
+            alias += [f"case {k}: {p}" for p in _alias_problems(outputs, before, inputs, scratch.get("scratch"))]
             runs.append([o.detach().cpu() for o in outputs])
         path = Path(msg["job_dir"]) / f"check{k}.pt"
         torch.save({"runs": runs, "inputs_after": [i.detach().cpu() for i in inputs]}, path)
@@ -310,6 +315,7 @@ def _rotating_call(mod, cfg: dict, inputs: list, scalars: dict, live: dict, spec
     pool = live.get("pool")
     if pool is None:
         pool = live["pool"] = [alloc_outputs(spec, w, dev) for _ in range(sets)]
+    scratch = _scratch_of(spec, w, dev, live)
     turn = {"i": start}
     if is_candidate:
         live["outputs"] = pool[start % sets]
@@ -319,8 +325,18 @@ def _rotating_call(mod, cfg: dict, inputs: list, scalars: dict, live: dict, spec
         turn["i"] += 1
         if is_candidate:
             live["outputs"] = outs
-        return mod.launch(*inputs, *outs, **scalars, **cfg)
+        return mod.launch(*inputs, *outs, **scratch, **scalars, **cfg)
     return call
+
+
+def _scratch_of(spec, w, dev, live: dict) -> dict:
+    """A workspace of the subject's own (the `scratch=` keyword, or {}), listed in live["scratch"] so that the timer's
+    hook poisons it before every sample."""
+    from ..reference.inputs import alloc_scratch
+    kw = alloc_scratch(spec, w, dev)
+    if kw:
+        live.setdefault("scratch", []).append(kw["scratch"])
+    return kw
 
 
 def _subjects(state: _State, msg: dict) -> tuple[dict, dict, dict]:
@@ -352,7 +368,9 @@ def _subjects(state: _State, msg: dict) -> tuple[dict, dict, dict]:
                 else:
                     outputs = live.get("outputs") or alloc_outputs(spec, w, dev)
                     live["outputs"] = outputs
-                subjects[name] = lambda mod=mod, outputs=outputs, cfg=cfg: mod.launch(*inputs, *outputs, **scalars, **cfg)
+                scratch = _scratch_of(spec, w, dev, live)
+                subjects[name] = lambda mod=mod, outputs=outputs, cfg=cfg, scratch=scratch: \
+                    mod.launch(*inputs, *outputs, **scratch, **scalars, **cfg)
             else:
                 ref_file = msg.get("reference_file")
                 subjects[name] = make_baseline(
@@ -370,7 +388,7 @@ def _bench(state: _State, msg: dict) -> dict:
 
     from ..bench.timer import gpu_snapshot, sample
     from ..records import OpSpec, TimingPolicy, Workload
-    from ..reference.inputs import make_inputs
+    from ..reference.inputs import make_inputs, poison_
     policy = TimingPolicy.model_validate_json(msg["policy"])
     subjects, notes, live = _subjects(state, msg)
     spec = OpSpec.model_validate_json(msg["spec"])
@@ -381,6 +399,10 @@ def _bench(state: _State, msg: dict) -> dict:
     snapshots = []
 
     def before(name: str) -> None:
+        # The workspaces poisoned again (outside the timed interval): nothing a call leaves there, such as a copy
+        # of its answer and a fingerprint of its inputs, survives to the next sample.
+        for t in live.get("scratch", ()):
+            poison_(t)
         # New input values behind the same pointers before every timed call: caches keyed by pointer, id or
         # content return stale answers, which the snapshot checks below expose.
         if refresh_seeds:
@@ -410,7 +432,8 @@ def _bench(state: _State, msg: dict) -> dict:
     names_before = _thread_names()
     before_snap = gpu_snapshot() if state.device == "cuda" else {}
     try:
-        samples = sample(subjects, policy, msg["seed"], before if refresh_seeds else None, after)
+        samples = sample(subjects, policy, msg["seed"], before if refresh_seeds or live.get("scratch") else None,
+                         after)
         _sync(state.device)
     except BaseException as e:  # noqa: BLE001
         text = traceback.format_exc()[-20000:]

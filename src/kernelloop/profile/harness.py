@@ -23,7 +23,7 @@ MODES = ("candidate", "baseline")
 def build_call(job: dict, device: str = "cuda"):
     """(zero-argument callable, description) of the job's subject on its seeded inputs."""
     from ..records import Workload
-    from ..reference.inputs import alloc_outputs, make_inputs
+    from ..reference.inputs import alloc_outputs, alloc_scratch, make_inputs
     from ..spec import load_op
 
     mode = job.get("mode", "candidate")
@@ -44,10 +44,11 @@ def build_call(job: dict, device: str = "cuda"):
     module = importlib.util.module_from_spec(mod_spec)
     mod_spec.loader.exec_module(module)
     outputs = alloc_outputs(spec, workload, device)
+    scratch = alloc_scratch(spec, workload, device)
     config = job["config"]
 
     def call() -> None:
-        module.launch(*inputs, *outputs, **spec.scalars, **config)
+        module.launch(*inputs, *outputs, **scratch, **spec.scalars, **config)
 
     return call, {"mode": mode, "workload": workload.label, "config": config}
 

@@ -4,7 +4,7 @@ from .base import Record, canonical_json, content_hash, sha256_hex
 from .build import BuildArtifact, BuildFailure
 from .candidate import Candidate
 from .measurement import Comparison, Measurement, Ratio, Stats, TimingPolicy
-from .spec import Axis, Constraint, DType, InputPolicy, OpSpec, ParamSpace, TemplateSpec, TensorSpec, Tolerance, Workload
+from .spec import Axis, Constraint, DType, InputPolicy, OpSpec, ParamSpace, ScratchSpec, TemplateSpec, TensorSpec, Tolerance, Workload
 from .spec import check_expression, evaluate_expression
 from .trial import Costs, Environment, Trial
 from .verdict import ErrorMetrics, Status, Verdict
@@ -12,7 +12,7 @@ from .verdict import ErrorMetrics, Status, Verdict
 __all__ = [
     "Axis", "BuildArtifact", "BuildFailure", "Candidate", "Comparison", "Constraint", "Costs", "DType",
     "Environment", "ErrorMetrics", "InputPolicy", "Measurement", "OpSpec", "ParamSpace", "Ratio", "Record",
-    "Stats", "Status", "TemplateSpec", "TensorSpec", "TimingPolicy", "Tolerance", "Trial", "Verdict",
+    "ScratchSpec", "Stats", "Status", "TemplateSpec", "TensorSpec", "TimingPolicy", "Tolerance", "Trial", "Verdict",
     "Workload", "canonical_json", "content_hash", "sha256_hex",
 ]
 from .profile import BottleneckClass, BuildResources, Ceilings, Classification, Direction, EvidenceItem, Hypothesis, HypothesisOutcome, KernelProfile, KernelShare, ProfileAggregate, ProfileReport, Roofline, RooflineAgreement, RuleHit, ceilings_key; __all__ += ["BottleneckClass", "BuildResources", "Ceilings", "Classification", "Direction", "EvidenceItem", "Hypothesis", "HypothesisOutcome", "KernelProfile", "KernelShare", "ProfileAggregate", "ProfileReport", "Roofline", "RooflineAgreement", "RuleHit", "ceilings_key"]  # noqa: E402,E501 - issue 4 (profile records)

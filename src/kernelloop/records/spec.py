@@ -75,6 +75,26 @@ class TensorSpec(Record):
         "activation", description="How inputs are generated: see reference.inputs.")
 
 
+class ScratchSpec(Record):
+    """A workspace the harness gives the kernel: `launch(..., scratch=t)`, a flat tensor of `numel` elements.
+
+    Kernels may not allocate (an allocation can pick up freed memory that still holds an answer), so a kernel that
+    needs room for intermediate results -- split-K's fp32 partial tiles -- declares it here. The harness allocates
+    it per workload and fills it with the poison pattern before every verified call and every timed sample, so
+    nothing a call leaves in it survives to the next one and a kernel that reads what it did not write fails.
+    """
+
+    name: str = Field(description="What it holds, for humans and agents.")
+    numel: str = Field(description="Elements, an expression over the axes (0: none for that workload).")
+    dtype: Literal["fp16", "bf16", "fp32"] = Field("fp32", description="Element type.")
+
+    @field_validator("numel")
+    @classmethod
+    def _numel(cls, v: str) -> str:
+        check_expression(v)
+        return v
+
+
 class Tolerance(Record):
     """Pass if |out - ref| <= atol + rtol * |ref| elementwise.
 
@@ -176,6 +196,8 @@ class OpSpec(Record):
     heldout_axes: list[str] | None = Field(
         None, description="Axes the verifier varies for held-out shapes (default: the first axis of the first input).")
     templates: list[TemplateSpec] = Field(min_length=1, description="Triton templates.")
+    scratch: ScratchSpec | None = Field(
+        None, description="A workspace the harness passes to `launch` as the keyword `scratch` (see ScratchSpec).")
 
     @field_validator("bytes_formula", "flops_formula")
     @classmethod
@@ -192,6 +214,11 @@ class OpSpec(Record):
         missing = [d.value for d in self.dtypes if d not in self.tolerance]
         if missing:
             raise ValueError(f"no tolerance for dtype(s) {missing}")
+        if self.scratch is not None:
+            unknown = {n.id for n in ast.walk(check_expression(self.scratch.numel)) if isinstance(n, ast.Name)} \
+                - set(self.axes) - set(_FORMULA_FUNCS)
+            if unknown:
+                raise ValueError(f"scratch numel {self.scratch.numel!r} uses unknown name(s) {sorted(unknown)}")
         for ax in self.heldout_axes or []:
             if ax not in self.axes:
                 raise ValueError(f"heldout_axes names unknown axis {ax!r}")
@@ -215,6 +242,15 @@ class OpSpec(Record):
     def tolerance_for(self, workload: "Workload") -> Tolerance:
         """The workload's tolerance: its dtype's, with atol scaled by the workload's axes where the spec says so."""
         return self.tolerance[workload.dtype].resolve(workload.axes)
+
+    def scratch_numel(self, axes: dict[str, int]) -> int:
+        """Elements of the workspace for these axes (0 when the op declares none)."""
+        if self.scratch is None:
+            return 0
+        n = evaluate_expression(self.scratch.numel, dict(axes))
+        if n < 0 or n != int(n):
+            raise ValueError(f"scratch numel {self.scratch.numel!r} gives {n} for {axes}")
+        return int(n)
 
     def tensor_dtype(self, t: TensorSpec, dtype: DType) -> DType:
         return dtype if t.dtype == "op" else DType(t.dtype)

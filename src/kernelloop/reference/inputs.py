@@ -78,3 +78,12 @@ def alloc_outputs(spec: OpSpec, workload: Workload, device: str) -> list[torch.T
     """Fresh, poisoned output buffers."""
     return [poison_(torch.empty(tensor_shape(t, workload), dtype=TORCH_DTYPES[spec.tensor_dtype(t, workload.dtype)],
                                 device=device)) for t in spec.outputs]
+
+
+def alloc_scratch(spec: OpSpec, workload: Workload, device: str) -> dict[str, torch.Tensor]:
+    """The keyword arguments that give `launch` the op's workspace: {"scratch": a fresh, poisoned flat tensor}, or
+    {} when the op declares none (so templates of ops without one are called exactly as before)."""
+    if spec.scratch is None:
+        return {}
+    t = torch.empty(spec.scratch_numel(workload.axes), dtype=TORCH_DTYPES[DType(spec.scratch.dtype)], device=device)
+    return {"scratch": poison_(t)}

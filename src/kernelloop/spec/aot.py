@@ -104,7 +104,7 @@ from triton.runtime.driver import driver
 from triton.runtime.jit import JITFunction
 from kernelloop.profile.sass import resource_usage
 from kernelloop.records import OpSpec, Workload
-from kernelloop.reference.inputs import alloc_outputs, make_inputs
+from kernelloop.reference.inputs import alloc_outputs, alloc_scratch, make_inputs
 arch = int(job["arch"])
 class _Target:
     """Stands in for the CUDA driver: reports the target; nothing is ever launched."""
@@ -145,6 +145,7 @@ spec = OpSpec.model_validate_json(job["spec"])
 w = Workload.model_validate_json(job["workload"])
 inputs = [t.as_subclass(_OnDevice) for t in make_inputs(spec, w, 0, "cpu")]
 outputs = [t.as_subclass(_OnDevice) for t in alloc_outputs(spec, w, "cpu")]
+scratch = {k: t.as_subclass(_OnDevice) for k, t in alloc_scratch(spec, w, "cpu").items()}
 modules = {}
 for i, item in enumerate(job["items"]):
     res.write(json.dumps({"start": i}) + "\n")
@@ -156,7 +157,7 @@ for i, item in enumerate(job["items"]):
     t0 = time.perf_counter()
     out = {"done": i, "status": "built", "kernels": [], "error": ""}
     try:
-        modules[name].launch(*inputs, *outputs, **spec.scalars, **item["config"])
+        modules[name].launch(*inputs, *outputs, **scratch, **spec.scalars, **item["config"])
     except Exception as e:  # noqa: BLE001
         out["status"] = "compile_error" if getattr(e, "kernelloop_in_triton", False) else "launch_error"
         out["error"] = f"{type(e).__name__}: {e}"[:1500]

@@ -1,0 +1,127 @@
+"""An op's declared workspace (`[scratch]` in spec.toml): passed to `launch` as `scratch=`, poisoned before every
+verified call and every timed sample, so a kernel can neither read what it did not write nor keep anything (such
+as a copy of its answer) from one call to the next."""
+
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelloop.agent.interface import launch_signature, op_interface
+from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
+from kernelloop.execute.evaluate import Evaluator, Timeouts
+from kernelloop.execute.pool import Worker
+from kernelloop.records import Candidate, OpSpec, Status, Workload
+from kernelloop.reference.inputs import alloc_scratch, is_poison
+from kernelloop.spec import load_op
+
+OPS = Path(__file__).resolve().parents[2] / "ops"
+
+W = Workload(op="layernorm", axes={"M": 6, "N": 200}, dtype="fp32")
+
+KERNEL = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _ln(X, W, B, Y, N, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    m = cols < N
+    x = tl.load(X + row * N + cols, mask=m, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / N
+    xc = tl.where(m, x - mean, 0.0)
+    rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / N + eps)
+    w = tl.load(W + cols, mask=m, other=0.0).to(tl.float32)
+    b = tl.load(B + cols, mask=m, other=0.0).to(tl.float32)
+    tl.store(Y + row * N + cols, (xc * rstd * w + b).to(Y.dtype.element_ty), mask=m)
+
+
+def honest(x, weight, bias, y, eps):
+    M, N = x.shape
+    _ln[(M,)](x, weight, bias, y, N, eps, BLOCK=triton.next_power_of_2(N))
+'''
+
+
+@pytest.fixture(scope="module")
+def with_scratch(tmp_path_factory):
+    """The layernorm op with a workspace of 2 * M * N fp32 elements."""
+    folder = tmp_path_factory.mktemp("op") / "layernorm"
+    shutil.copytree(OPS / "layernorm", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    spec = folder / "spec.toml"
+    spec.write_text(spec.read_text() + '\n[scratch]\nname = "rows"\nnumel = "2 * M * N"\ndtype = "fp32"\n')
+    return load_op(folder)
+
+
+@pytest.fixture(scope="module")
+def evaluator(with_scratch, tmp_path_factory):
+    worker = Worker("interpret", tmp_path_factory.mktemp("scratch"))
+    ev = Evaluator(with_scratch, "interpret", worker, INTERPRETER_WALLCLOCK.model_copy(update={"samples": 6}),
+                   secret="scratch", checks=2, timeouts=Timeouts(check=30.0, bench=60.0), static_rules=False)
+    yield ev
+    worker.close()
+
+
+def run(evaluator, tmp_path, launch_body: str):
+    src = KERNEL + "\n" + textwrap.dedent(launch_body)
+    return evaluator.evaluate(Candidate(op="layernorm", template="custom", source=src), W, tmp_path / "j")
+
+
+def test_every_verified_call_and_timed_sample_finds_the_workspace_poisoned(evaluator, tmp_path):
+    # a result cache in the workspace: a call that finds what an earlier call left there returns a wrong answer
+    # (doubled), so a PASSED verdict with re-checked timed calls means no verified or timed call ever found any
+    ev = run(evaluator, tmp_path, """
+        def launch(x, weight, bias, y, *, eps, scratch):
+            assert scratch.dtype == torch.float32 and scratch.numel() == 2 * x.numel()
+            leftover = scratch[:1].view(torch.int32).item() != 0x7FC0DEAD
+            honest(x, weight, bias, y, eps)
+            if leftover:
+                y.mul_(2.0)
+            scratch.fill_(1.0)
+        """)
+    assert ev.verdict.status is Status.PASSED, ev.verdict
+    assert ev.measurement is not None
+
+
+def test_a_kernel_that_reads_the_workspace_before_writing_it_fails(evaluator, tmp_path):
+    # it assumes a zeroed workspace (as an atomics accumulator would): the poison NaN reaches its output, payload
+    # and all (so it reads as never written)
+    ev = run(evaluator, tmp_path, """
+        def launch(x, weight, bias, y, *, eps, scratch):
+            honest(x, weight, bias, y, eps)
+            y.add_(scratch[: y.numel()].view(y.shape))
+        """)
+    assert ev.verdict.status in (Status.WRONG_NONFINITE, Status.WRONG_INCOMPLETE), ev.verdict
+
+
+def test_ops_without_a_workspace_are_called_as_before(layernorm):
+    assert layernorm.spec.scratch is None
+    assert alloc_scratch(layernorm.spec, W, "cpu") == {}
+    assert "scratch" not in launch_signature(layernorm.spec)
+    assert op_interface(layernorm.spec, [W])["scratch"] is None
+
+
+def test_the_workspace_is_allocated_poisoned_and_described_to_agents(with_scratch):
+    spec = with_scratch.spec
+    kw = alloc_scratch(spec, W, "cpu")
+    assert set(kw) == {"scratch"} and kw["scratch"].numel() == 2 * 6 * 200 and kw["scratch"].dtype == torch.float32
+    assert bool(is_poison(kw["scratch"]).all())
+    assert launch_signature(spec) == "launch(x, weight, bias, y, *, scratch, eps, **config)"
+    assert op_interface(spec, [W])["scratch"]["numel"] == "2 * M * N"
+
+
+def test_a_malformed_workspace_is_refused(with_scratch):
+    data = with_scratch.spec.model_dump()
+    with pytest.raises(ValueError, match="unknown name"):
+        OpSpec.model_validate({**data, "scratch": {"name": "x", "numel": "2 * Q"}})
+    with pytest.raises(ValueError, match="may be called"):
+        OpSpec.model_validate({**data, "scratch": {"name": "x", "numel": "__import__('os')"}})
+    with pytest.raises(ValueError, match="not allowed"):
+        OpSpec.model_validate({**data, "scratch": {"name": "x", "numel": "[M][0]"}})
+    spec = OpSpec.model_validate({**data, "scratch": {"name": "x", "numel": "M - N"}})
+    with pytest.raises(ValueError, match="gives -194"):
+        spec.scratch_numel(W.axes)
