@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -492,21 +492,26 @@ case "$phase" in
         --baseline sdpa-cudnn --baseline sdpa-flash --baseline sdpa-efficient --baseline sdpa-math
     }
     ;;
-  s9b)  # eighth session, call 2 (issue 7): the six few-tile prefill GEMMs with the new split-K template for 16-bit
-        # outputs (workspace from the harness), 16 evaluations each, beside cuBLAS, then the gemm GPU sweep (split-K
-        # through the workspace on the device); the causal attention suite beside all four SDPA backends, warm-started
-        # from the fifth session's tuned archive (the warm start now tries its measured best first)
+  s9b)  # eighth session, call 2 (issue 7; one GPU): the six few-tile prefill GEMMs with the new split-K template for
+        # 16-bit outputs (workspace from the harness), 12 evaluations each, beside cuBLAS, then the gemm GPU sweep
+        # (split-K through the workspace on the device)
     lane_a() {
-      optimize gemm-prefill-few-tiles 400 gemm --budget 16,330s --baseline cublas \
+      optimize gemm-prefill-few-tiles 360 gemm --budget 12,280s --baseline cublas \
         --workloads benchmarks/workloads/gemm-prefill-few-tiles.toml
       step gpu-sweep-gemm 150 env KERNELLOOP_GPU_TIER=1 python3 -m pytest -q -m gpu -p no:cacheprovider \
         tests/ops/test_gemm.py -k gpu_sweep
     }
-    lane_b() {
-      optimize attention_causal-suite-backends 560 attention_causal --budget 3,280s \
+    lane_b() { :; }
+    ;;
+  s9c)  # eighth session, call 3 (issue 7; one GPU): the causal attention suite beside all four SDPA backends, two
+        # evaluations a workload, warm-started from the fifth session's tuned archive (whose measured best the warm
+        # start now tries first)
+    lane_a() {
+      optimize attention_causal-suite-backends 520 attention_causal --budget 2,240s \
         --prior benchmarks/results/2026-11-30-h200-s5/call3-attention_causal-s5.sqlite \
         --baseline sdpa-cudnn --baseline sdpa-flash --baseline sdpa-efficient --baseline sdpa-math
     }
+    lane_b() { :; }
     ;;
   matmul)  # issue 7: GEMM fp16 4096^3 against cuBLAS, attention (seed shape) against the SDPA backends
     lane_a() {
