@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | s9d | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -509,6 +509,16 @@ case "$phase" in
     lane_a() {
       optimize attention_causal-suite-backends 520 attention_causal --budget 2,240s \
         --prior benchmarks/results/2026-11-30-h200-s5/call3-attention_causal-s5.sqlite \
+        --baseline sdpa-cudnn --baseline sdpa-flash --baseline sdpa-efficient --baseline sdpa-math
+    }
+    lane_b() { :; }
+    ;;
+  s9d)  # eighth session, call 4 (issue 7; one GPU, ~450 s of budget left): the non-causal attention suite again beside all
+        # four SDPA backends, one evaluation a workload: the fifth session's tuned configuration, which the s9a run's
+        # warm start (before the fix) never tried
+    lane_a() {
+      optimize attention-suite-backends 395 attention --budget 1,120s \
+        --prior benchmarks/results/2026-11-30-h200-s5/call3-attention-nc64.sqlite \
         --baseline sdpa-cudnn --baseline sdpa-flash --baseline sdpa-efficient --baseline sdpa-math
     }
     lane_b() { :; }
