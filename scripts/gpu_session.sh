@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | s9d | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | s9d | s10a | s10b | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -520,6 +520,26 @@ case "$phase" in
       optimize attention-suite-backends 395 attention --budget 1,120s \
         --prior benchmarks/results/2026-11-30-h200-s5/call3-attention-nc64.sqlite \
         --baseline sdpa-cudnn --baseline sdpa-flash --baseline sdpa-efficient --baseline sdpa-math
+    }
+    lane_b() { :; }
+    ;;
+  s10a)  # written in the eighth session for the next (issue 7; one GPU is enough): GEMM fp16 4096^3 with the
+         # warp-specialized persistent template (never run on a GPU: Triton 3.6 may refuse to specialize it, which
+         # the trials record), beside cuBLAS; then the decode suite with the split-K template in its space,
+         # warm-started from the eighth session's few-tile archive (its measured best include split-K configurations)
+    lane_a() {
+      optimize gemm-4096-ws 230 gemm --template persistent_ws --budget 20,170s --baseline cublas \
+        --workloads benchmarks/workloads/gemm-4096.toml
+      optimize gemm-decode-splitk 320 gemm --budget 2,200s --baseline cublas --workloads ops/gemm/workloads-decode.toml \
+        --prior benchmarks/results/2026-12-01-h200-s8/call2-gemm-prefill-few-tiles.sqlite
+    }
+    lane_b() { :; }
+    ;;
+  s10b)  # (issue 7) the whole Llama-3 prefill suite in one run, split-K in the space, warm-started from the seventh
+         # session's prefill archive (the measured best of every shape), beside cuBLAS
+    lane_a() {
+      optimize gemm-prefill-splitk 560 gemm --budget 3,330s --baseline cublas --workloads ops/gemm/workloads-prefill.toml \
+        --prior benchmarks/results/2026-11-30-h200-s7/call4-gemm-prefill-prior.sqlite
     }
     lane_b() { :; }
     ;;

@@ -38,3 +38,12 @@ def test_a_finished_session_packs_and_exits_0(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["env-selftest.txt", "session-selftest.tgz", "steps.tsv"]
     steps = (out / "steps.tsv").read_text().splitlines()
     assert [line.split("\t")[:2] for line in steps] == [["quick", "0"], ["slow", "0"]]
+
+
+def test_every_repository_file_a_phase_reads_exists():
+    """A phase that names a missing workload file or prior archive would spend a device call on an error."""
+    import re
+    text = (ROOT / "scripts" / "gpu_session.sh").read_text()
+    refs = set(re.findall(r"(?<![\w$/])((?:benchmarks|ops)/[\w./-]+\.(?:toml|sqlite|json|gz))", text))
+    assert len(refs) >= 20 and "benchmarks/workloads/gemm-prefill-few-tiles.toml" in refs
+    assert [r for r in sorted(refs) if not (ROOT / r).is_file()] == []

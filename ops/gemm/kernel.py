@@ -12,6 +12,13 @@ B columns and A rows in L2. TMA=1 loads A/B tiles (and stores C) through host-bu
 its staging buffer in shared memory is half the tile: a 128x256x64 persistent tile then fits four pipeline stages
 (229,408 bytes built for sm_90) instead of three.
 
+WS=1 (the "persistent_ws" template) is Hopper warp specialization: a persistent grid whose tile loop carries
+`tl.range(..., warp_specialize=True)`, with device-side tensor descriptors (`tl.make_tensor_descriptor`; their
+scratch comes from the harness's `triton.set_allocator`). Triton 3.6 then splits each program into a producer warp
+group (TMA loads) and two consumer warp groups (64-row halves of the tile: MMAs and the epilogue), so one tile's
+epilogue overlaps the next tile's loads; it does so only at 4 warps and only with device descriptors. The
+epilogue's tile index is carried separately from the loop's, as a scheduling hint.
+
 Split-K (SPLIT_K > 1, no epilogue) splits the reduction across programs, two ways:
 - fp32 output (gemm_f32out): the programs add their fp32 partial tiles into the zeroed output with atomics; only
   SPLIT_K=2 is bitwise deterministic (two addends commute; three do not associate);
@@ -161,6 +168,61 @@ def _gemm_kernel(A, B, Bias, C, M, N, K, k_span, num_programs,
 
 
 @triton.jit
+def _ws_tile(tile, epi_tile, a_desc, b_desc, c_desc, Bias, N, k_steps, num_m, num_n,
+             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+             TRANS_B: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr, INTERPRETER: tl.constexpr):
+    """One output tile of the warp-specialized persistent kernel: the k-loop, then the epilogue of `epi_tile`."""
+    pid_m, pid_n = _tile_of(tile, num_m, num_n, GROUP_M)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for ks in range(k_steps):
+        a = a_desc.load([pid_m * BLOCK_M, ks * BLOCK_K])
+        if TRANS_B:
+            b = b_desc.load([pid_n * BLOCK_N, ks * BLOCK_K]).T
+        else:
+            b = b_desc.load([ks * BLOCK_K, pid_n * BLOCK_N])
+        acc = _mma(a, b, acc, INTERPRETER)
+    pid_m, pid_n = _tile_of(epi_tile, num_m, num_n, GROUP_M)
+    if HAS_BIAS:
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        acc += tl.load(Bias + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
+    if ACT == 1:
+        acc = 0.5 * acc * (1.0 + tl.math.erf(acc * 0.7071067811865476))
+    elif ACT == 2:
+        acc = acc / (1.0 + tl.exp(-acc))
+    c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], _to_out(acc, c_desc.dtype, INTERPRETER))
+
+
+@triton.jit
+def _gemm_ws_kernel(A, B, Bias, C, M, N, K, num_programs, stride_am, stride_b, stride_cm,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                    TRANS_B: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr, WS: tl.constexpr,
+                    INTERPRETER: tl.constexpr):
+    pid = tl.program_id(0)
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    k_steps = tl.cdiv(K, BLOCK_K)
+    # out-of-bounds rows, columns and k are zero-filled by the copy engine (and clipped on store): no masks
+    a_desc = tl.make_tensor_descriptor(A, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K])
+    if TRANS_B:
+        b_desc = tl.make_tensor_descriptor(B, shape=[N, K], strides=[stride_b, 1], block_shape=[BLOCK_N, BLOCK_K])
+    else:
+        b_desc = tl.make_tensor_descriptor(B, shape=[K, N], strides=[stride_b, 1], block_shape=[BLOCK_K, BLOCK_N])
+    c_desc = tl.make_tensor_descriptor(C, shape=[M, N], strides=[stride_cm, 1], block_shape=[BLOCK_M, BLOCK_N])
+    epi_tile = pid - num_programs
+    # `warp_specialize` is only spelled out when asked for, so a Triton without it fails those configs alone.
+    if WS:
+        for tile in tl.range(pid, num_m * num_n, num_programs, warp_specialize=True):
+            epi_tile += num_programs
+            _ws_tile(tile, epi_tile, a_desc, b_desc, c_desc, Bias, N, k_steps, num_m, num_n,
+                     BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, TRANS_B, HAS_BIAS, ACT, INTERPRETER)
+    else:
+        for tile in range(pid, num_m * num_n, num_programs):
+            epi_tile += num_programs
+            _ws_tile(tile, epi_tile, a_desc, b_desc, c_desc, Bias, N, k_steps, num_m, num_n,
+                     BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, TRANS_B, HAS_BIAS, ACT, INTERPRETER)
+
+
+@triton.jit
 def _sum_partials_kernel(W, C, M, N, stride_cm, stride_cn, SPLIT_K: tl.constexpr, BLOCK_M: tl.constexpr,
                          BLOCK_N: tl.constexpr, INTERPRETER: tl.constexpr):
     """c = the sum of the SPLIT_K fp32 partial planes of W ([SPLIT_K, M, N]), in split order, rounded once."""
@@ -194,7 +256,7 @@ def _program_count(t, work):
 
 
 def launch(a, b, x, y=None, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages,
-           PERSISTENT=0, TMA=0, SPLIT_K=1, EPILOGUE="none", TRANS_B=0, scratch=None):
+           PERSISTENT=0, TMA=0, SPLIT_K=1, EPILOGUE="none", TRANS_B=0, WS=None, scratch=None):
     """c = act(a @ b [+ bias]) (b.T when TRANS_B): called as launch(a, b, c) or launch(a, b, bias, c).
     `scratch` (fp32, at least SPLIT_K * M * N elements) holds split-K's partial tiles for a 16-bit c."""
     bias, c = (None, x) if y is None else (x, y)
@@ -203,6 +265,16 @@ def launch(a, b, x, y=None, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, nu
                          "of a bias tensor")
     M, K = a.shape
     N = b.shape[0] if TRANS_B else b.shape[1]
+    if WS is not None:  # the persistent_ws template (WS=0: the same kernel without warp specialization)
+        if a.stride(1) != 1 or b.stride(1) != 1 or c.stride(1) != 1:
+            raise ValueError("WS needs row-major a, b and c (device-side tensor descriptors)")
+        programs = _program_count(a, triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N))
+        _gemm_ws_kernel[(programs,)](
+            a, b, c if bias is None else bias, c, M, N, K, programs, a.stride(0), b.stride(0), c.stride(0),
+            BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, TRANS_B=TRANS_B,
+            HAS_BIAS=bias is not None, ACT=_ACTIVATIONS[EPILOGUE], WS=WS, INTERPRETER=not a.is_cuda,
+            num_warps=num_warps, num_stages=num_stages)
+        return
     partials = SPLIT_K > 1 and c.element_size() != 4
     if SPLIT_K > 1 and EPILOGUE != "none":
         raise ValueError("SPLIT_K > 1 has no epilogue")

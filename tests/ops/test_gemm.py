@@ -75,8 +75,10 @@ def test_spec_workloads_and_static_rules(op):
     b = bundle(op)
     spec = b.spec
     assert spec.name == op and set(spec.dtypes) == {DType.fp16, DType.bf16}
-    # gemm alone has the split-K template for 16-bit outputs, and the workspace it needs
-    assert [t.name for t in spec.templates] == (["tiled", "splitk"] if op == "gemm" else ["tiled"])
+    # gemm alone has the split-K template for 16-bit outputs (and the workspace it needs) and the warp-specialized
+    # persistent one; all in the one kernel file
+    assert [t.name for t in spec.templates] == (["tiled", "splitk", "persistent_ws"] if op == "gemm" else ["tiled"])
+    assert {t.file for t in spec.templates} == {spec.templates[0].file}
     assert (spec.scratch is not None) == (op == "gemm")
     t = spec.templates[0]
     # every variant runs the one shared template, pinned by single-valued parameters
@@ -560,3 +562,99 @@ def test_split_k_template_passes_the_evaluator_battery_through_the_harness_works
             assert res.measurement is not None
     finally:
         worker.close()
+
+
+# ---- the warp-specialized persistent template -------------------------------------------------------------------
+
+def ws_config(over: dict) -> dict:
+    params = {p.name: p.values for p in bundle("gemm").spec.template("persistent_ws").params}
+    cfg = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 4, "num_stages": 3, "WS": 0,
+           "EPILOGUE": "none", "TRANS_B": 0, **over}
+    for k, v in cfg.items():
+        assert v in params[k], (k, v)
+    return cfg
+
+
+@pytest.mark.skipif(not has_interpreted_tma(), reason="this Triton's interpreter has no tensor descriptors")
+@pytest.mark.parametrize("ws", [0, 1])
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_persistent_ws_template_passes_the_verifier(ws, dtype):
+    """Device-side descriptors, the persistent tile loop and the epilogue's own tile index, on ragged shapes; the
+    interpreter ignores the specialization itself, so WS=1 must compute bit for bit what WS=0 does."""
+    import triton
+    triton.set_allocator(lambda size, alignment, stream: torch.zeros(size, dtype=torch.int8))
+    spec = bundle("gemm").spec
+    cfg = ws_config({"WS": ws})
+    for axes in ({"M": 37, "N": 72, "K": 136}, {"M": 5, "N": 40, "K": 256}, {"M": 64, "N": 200, "K": 64}):
+        verdict, c, ref, tol = run_case("gemm", axes, dtype, cfg, seed=11, distribution="normal")
+        assert verdict.status is Status.PASSED, verdict.message
+        other, c0, _, _ = run_case("gemm", axes, dtype, {**cfg, "WS": 1 - ws}, seed=11, distribution="normal")
+        assert torch.equal(c.view(torch.uint8), c0.view(torch.uint8))
+
+
+def test_persistent_ws_template_refuses_column_major_operands():
+    a = torch.ones(8, 4, dtype=torch.float16).t()   # [4, 8], stride (1, 4)
+    b, c = torch.ones(8, 32, dtype=torch.float16), torch.empty(4, 32, dtype=torch.float16)
+    with pytest.raises(ValueError, match="row-major"):
+        KERNEL.launch(a, b, c, **ws_config({}))
+
+
+def test_persistent_ws_template_passes_the_evaluator_battery(tmp_path):
+    from kernelloop.bench.policy import policies_for
+    from kernelloop.execute.evaluate import Evaluator
+    from kernelloop.execute.pool import Worker
+    from kernelloop.records import Candidate
+    if not has_interpreted_tma():
+        pytest.skip("this Triton's interpreter has no tensor descriptors")
+    b = bundle("gemm")
+    cand = Candidate(op="gemm", template="persistent_ws", source=b.template_sources["persistent_ws"],
+                     config=ws_config({"BLOCK_M": 64, "BLOCK_N": 64}))
+    worker = Worker("interpret", tmp_path / "worker")
+    try:
+        ev = Evaluator(b, "interpret", worker, policies_for("interpret")[0], secret="ws", checks=1)
+        w = Workload(op="gemm", axes={"M": 48, "N": 40, "K": 72}, dtype="fp16")
+        res = ev.evaluate(cand, w, tmp_path / "job")
+        assert res.verdict.status is Status.PASSED, f"{res.verdict.message} (case {res.verdict.case})"
+    finally:
+        worker.close()
+
+
+def test_ws_and_split_k_estimates_against_sm90_builds():
+    """Ahead-of-time sm_90 builds: the shared-memory estimates of the persistent_ws and splitk templates are never
+    below the build (at most 1 KB above); WS=1 at 4 warps builds 12 warps (a producer and two consumer warp groups:
+    specialized), at 8 warps it builds 8 (not specialized: pruned); 64x256 does not specialize at all (pruned)."""
+    from kernelloop.device import VIRTUAL_HOPPER
+    from kernelloop.profile.sass import find_tool
+    from kernelloop.spec.aot import BUILT, build_configs
+    from kernelloop.spec.prune_audit import _estimate
+    from kernelloop.spec.space import why_pruned, workload_names
+    if find_tool("cuobjdump") is None:
+        pytest.skip("no cuobjdump (Triton's wheel ships one)")
+    b = bundle("gemm")
+    props = {**VIRTUAL_HOPPER, "virtual": False}
+    cases = [("persistent_ws", {"M": 4096, "N": 4096, "K": 4096}, ws_config(o)) for o in (
+        {"BLOCK_M": 128, "BLOCK_N": 256, "num_stages": 3, "WS": 1},
+        {"BLOCK_M": 64, "BLOCK_N": 128, "num_stages": 2, "WS": 1},
+        {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_stages": 3, "WS": 0, "num_warps": 8})]
+    cases += [("splitk", {"M": 512, "N": 1024, "K": 4096}, splitk_config(o)) for o in (
+        {"BLOCK_M": 128, "BLOCK_N": 128, "num_stages": 4, "SPLIT_K": 3, "TMA": 1, "num_warps": 8},
+        {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_stages": 5, "SPLIT_K": 2})]
+    for name, axes, cfg in cases:
+        t = b.spec.template(name)
+        w = Workload(op="gemm", axes=axes, dtype="fp16")
+        assert why_pruned(t, w, props, cfg) is None, (name, cfg)
+        [o] = build_configs(b.spec, {name: b.folder / t.file}, w, [{"template": name, **cfg}], jobs=1)
+        assert o.status == BUILT, o.error
+        est = _estimate(t, workload_names(w, props), cfg)["shared"]
+        assert 0 <= est - o.shared_bytes <= 1024, (name, cfg, est, o.shared_bytes)
+        if cfg.get("WS"):
+            assert {k["num_warps"] for k in o.kernels} == {12}, (cfg, o.kernels)
+    t = b.spec.template("persistent_ws")
+    w = Workload(op="gemm", axes={"M": 4096, "N": 4096, "K": 4096}, dtype="fp16")
+    unspecialized = ws_config({"BLOCK_M": 128, "BLOCK_N": 128, "WS": 1, "num_warps": 8})
+    failing = ws_config({"BLOCK_M": 64, "BLOCK_N": 256, "WS": 1})
+    outs = build_configs(b.spec, {"persistent_ws": b.folder / t.file}, w,
+                         [{"template": "persistent_ws", **c} for c in (unspecialized, failing)], jobs=1)
+    assert outs[0].status == BUILT and {k["num_warps"] for k in outs[0].kernels} == {8}
+    assert outs[1].status != BUILT and "PassManager" in outs[1].error
+    assert why_pruned(t, w, props, unspecialized) and why_pruned(t, w, props, failing)
