@@ -137,7 +137,7 @@ def screen(op_folder: Path, items: list[dict], out: Path, device: str, samples: 
     from kernelloop.bench.policy import policies_for
     from kernelloop.bench.timer import sample
     from kernelloop.records import Workload
-    from kernelloop.reference.inputs import alloc_outputs, make_inputs
+    from kernelloop.reference.inputs import alloc_outputs, alloc_scratch, make_inputs
     from kernelloop.spec import load_op
 
     bundle = load_op(op_folder)
@@ -161,9 +161,9 @@ def screen(op_folder: Path, items: list[dict], out: Path, device: str, samples: 
         w = Workload(op=spec.name, axes=item["axes"], dtype=item["dtype"])
         if w.id not in tensors:
             tensors.clear()
-            tensors[w.id] = (make_inputs(spec, w, 0, "cuda" if device == "cuda" else "cpu"),
-                             alloc_outputs(spec, w, "cuda" if device == "cuda" else "cpu"))
-        inputs, outputs = tensors[w.id]
+            dev = "cuda" if device == "cuda" else "cpu"
+            tensors[w.id] = (make_inputs(spec, w, 0, dev), alloc_outputs(spec, w, dev), alloc_scratch(spec, w, dev))
+        inputs, outputs, scratch = tensors[w.id]
         name = item["config"]["template"]
         if name not in modules:
             t = next(t for t in spec.templates if t.name == name)
@@ -175,7 +175,7 @@ def screen(op_folder: Path, items: list[dict], out: Path, device: str, samples: 
         log.write(json.dumps({"started": key}) + "\n")
 
         def call(m=modules[name], cfg=cfg):
-            m.launch(*inputs, *outputs, **spec.scalars, **cfg)
+            m.launch(*inputs, *outputs, **scratch, **spec.scalars, **cfg)
 
         row = {"key": key, **{k: item[k] for k in ("workload_id", "config", "pruned")}}
         t0 = time.perf_counter()

@@ -278,8 +278,12 @@ def launch(a, b, x, y=None, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, nu
     partials = SPLIT_K > 1 and c.element_size() != 4
     if SPLIT_K > 1 and EPILOGUE != "none":
         raise ValueError("SPLIT_K > 1 has no epilogue")
-    if partials and (scratch is None or scratch.dtype != torch.float32 or scratch.numel() < SPLIT_K * M * N):
-        raise ValueError(f"SPLIT_K={SPLIT_K} with a 16-bit output needs an fp32 scratch of at least SPLIT_K * M * N = "
+    if partials and SPLIT_K * M * N >= 2 ** 31:
+        raise ValueError(f"SPLIT_K * M * N = {SPLIT_K * M * N}: the partial planes are indexed in 32 bits")
+    if partials and (scratch is None or scratch.dtype != torch.float32 or scratch.numel() < SPLIT_K * M * N
+                     or not scratch.is_contiguous()):
+        raise ValueError(f"SPLIT_K={SPLIT_K} with a 16-bit output needs a contiguous fp32 scratch of at least "
+                         f"SPLIT_K * M * N = "
                          f"{SPLIT_K * M * N} elements (got "
                          f"{'none' if scratch is None else f'{scratch.numel()} {scratch.dtype}'})")
     stride_bk, stride_bn = (b.stride(1), b.stride(0)) if TRANS_B else (b.stride(0), b.stride(1))

@@ -1,7 +1,10 @@
 """A/A subjects of a bench: `candidate-twin` (the candidate's kernel, its own output buffers) and `candidate-same`
 (the candidate's kernel writing the candidate's very buffers), whatever their position in the subject list."""
 
+from types import SimpleNamespace
+
 import pytest
+import torch
 
 from kernelloop.bench.policy import policies_for
 from kernelloop.execute import worker
@@ -39,13 +42,15 @@ class _Recorder:
 
     def launch(self, *args, **kw):
         self.calls.append(args[-1])  # the output set written
+        self.scratch = getattr(self, "scratch", []) + [kw.get("scratch")]
 
 
 def test_rotating_outputs_spread_every_subject_over_every_set():
     pool = [("set0",), ("set1",), ("set2",)]
     live = {"pool": pool}
     mods = {name: _Recorder() for name in ("candidate", "candidate-twin")}
-    calls = {name: worker._rotating_call(mods[name], {}, ["x"], {}, live, None, None, "cpu", 3, start=i,
+    no_workspace = SimpleNamespace(scratch=None)
+    calls = {name: worker._rotating_call(mods[name], {}, ["x"], {}, live, no_workspace, None, "cpu", 3, start=i,
                                          is_candidate=name == "candidate")
              for i, name in enumerate(mods)}
     assert live["outputs"] == pool[0]
@@ -60,3 +65,38 @@ def test_rotating_outputs_spread_every_subject_over_every_set():
         assert len(set(kernel_samples)) == 3, (name, kernel_samples)
     assert mods["candidate"].calls[:3] == ["set0", "set1", "set2"]
     assert mods["candidate-twin"].calls[:3] == ["set1", "set2", "set0"]
+
+
+def test_workspaces_rotate_with_the_output_sets(with_workspace):
+    """Each output set has its own workspace, handed to whichever subject writes that set: where the kernel's
+    partial results land in memory is spread over the samples as its outputs are, and every workspace is listed
+    for the poisoning before each call."""
+    spec, w = with_workspace
+    live = {}
+    mods = {name: _Recorder() for name in ("candidate", "candidate-twin")}
+    calls = {name: worker._rotating_call(mods[name], {}, ["x"], {}, live, spec, w, "cpu", 3, start=i,
+                                         is_candidate=name == "candidate")
+             for i, name in enumerate(mods)}
+    for _ in range(6):
+        for name in ("candidate-twin", "candidate"):
+            calls[name]()
+    assert len(live["scratch"]) == 3 and all(t.numel() == 2 * 4 * 8 for t in live["scratch"])
+    for mod in mods.values():
+        for out, ws in zip(mod.calls, mod.scratch):
+            k = next(i for i, p in enumerate(live["pool"]) if p[-1] is out)
+            assert ws is live["scratch"][k]
+
+
+@pytest.fixture
+def with_workspace(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    from kernelloop.spec import load_op
+    folder = tmp_path / "layernorm"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "ops" / "layernorm", folder,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (folder / "spec.toml").write_text((folder / "spec.toml").read_text()
+                                      + '\n[scratch]\nname = "rows"\nnumel = "2 * M * N"\n')
+    return load_op(folder).spec, Workload(op="layernorm", axes={"M": 4, "N": 8}, dtype="fp32")
+

@@ -72,15 +72,14 @@ def run(evaluator, tmp_path, launch_body: str):
 
 
 def test_every_verified_call_and_timed_sample_finds_the_workspace_poisoned(evaluator, tmp_path):
-    # a result cache in the workspace: a call that finds what an earlier call left there returns a wrong answer
-    # (doubled), so a PASSED verdict with re-checked timed calls means no verified or timed call ever found any
+    # a call that finds what an earlier call left in the workspace fails loudly, so a PASSED verdict means that no
+    # call -- verified, warm-up, the untimed first one, or timed -- ever found any
     ev = run(evaluator, tmp_path, """
         def launch(x, weight, bias, y, *, eps, scratch):
             assert scratch.dtype == torch.float32 and scratch.numel() == 2 * x.numel()
-            leftover = scratch[:1].view(torch.int32).item() != 0x7FC0DEAD
+            if scratch[:1].view(torch.int32).item() != 0x7FC0DEAD:
+                raise RuntimeError("found what an earlier call left in the workspace")
             honest(x, weight, bias, y, eps)
-            if leftover:
-                y.mul_(2.0)
             scratch.fill_(1.0)
         """)
     assert ev.verdict.status is Status.PASSED, ev.verdict
@@ -125,3 +124,23 @@ def test_a_malformed_workspace_is_refused(with_scratch):
     spec = OpSpec.model_validate({**data, "scratch": {"name": "x", "numel": "M - N"}})
     with pytest.raises(ValueError, match="gives -194"):
         spec.scratch_numel(W.axes)
+
+
+def test_launch_interface_and_static_rules_know_the_workspace(with_scratch):
+    from kernelloop.propose.proposal import ProposalInvalid, check_interface
+    from kernelloop.verify.rules import check_source
+    spec = with_scratch.spec
+    check_interface("def launch(x, weight, bias, y, *, eps, scratch, **config):\n    pass\n", spec, set())
+    check_interface("def launch(x, weight, bias, y, **kw):\n    pass\n", spec, set())
+    with pytest.raises(ProposalInvalid, match="does not accept keyword.*scratch"):
+        check_interface("def launch(x, weight, bias, y, *, eps):\n    pass\n", spec, set())
+    # the workspace is a tensor to the rules: host reads of it and state kept on it are hits, as on an output
+    hits = check_source(textwrap.dedent("""
+        import torch
+        def launch(x, weight, bias, y, *, eps, scratch):
+            scratch.n = getattr(scratch, "n", 0) + 1
+            if int(scratch.view(torch.int32)[0]) != 0x7FC0DEAD:
+                pass
+        """), spec)
+    assert {h.rule for h in hits} >= {"global-state", "torch-on-hot-path"}, hits
+

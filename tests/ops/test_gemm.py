@@ -219,10 +219,15 @@ def test_launch_rejects_a_mismatched_epilogue_and_split_k_on_16_bit_outputs():
         KERNEL.launch(a, b, c, **{**cfg, "EPILOGUE": "bias"})
     with pytest.raises(ValueError, match="SPLIT_K"):
         KERNEL.launch(a, b, c, **cfg, SPLIT_K=2)
-    with pytest.raises(ValueError, match="fp32 scratch of at least SPLIT_K"):
+    with pytest.raises(ValueError, match="fp32 scratch of at least"):
         KERNEL.launch(a, b, c, **cfg, SPLIT_K=2, scratch=torch.empty(2 * 4 * 32 - 1))
     with pytest.raises(ValueError, match="fp32 scratch"):
         KERNEL.launch(a, b, c, **cfg, SPLIT_K=2, scratch=torch.empty(2 * 4 * 32, dtype=torch.float16))
+    with pytest.raises(ValueError, match="contiguous fp32 scratch"):
+        KERNEL.launch(a, b, c, **cfg, SPLIT_K=2, scratch=torch.empty(2, 2 * 4 * 32)[:, ::2].t())
+    with pytest.raises(ValueError, match="indexed in 32 bits"):
+        KERNEL.launch(torch.ones(65536, 8, dtype=torch.float16), torch.ones(8, 16384, dtype=torch.float16),
+                      torch.empty(1, dtype=torch.float16).expand(65536, 16384), **cfg, SPLIT_K=2, scratch=torch.empty(1))
     with pytest.raises(ValueError, match="no epilogue"):
         KERNEL.launch(a, b, torch.ones(32, dtype=torch.float16), c, **{**cfg, "EPILOGUE": "bias"}, SPLIT_K=2,
                       scratch=torch.empty(2 * 4 * 32))
@@ -638,7 +643,8 @@ def test_ws_and_split_k_estimates_against_sm90_builds():
         {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_stages": 3, "WS": 0, "num_warps": 8})]
     cases += [("splitk", {"M": 512, "N": 1024, "K": 4096}, splitk_config(o)) for o in (
         {"BLOCK_M": 128, "BLOCK_N": 128, "num_stages": 4, "SPLIT_K": 3, "TMA": 1, "num_warps": 8},
-        {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_stages": 5, "SPLIT_K": 2})]
+        {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "num_stages": 5, "SPLIT_K": 2},
+        {"BLOCK_M": 128, "BLOCK_N": 256, "num_stages": 2, "SPLIT_K": 2, "num_warps": 8})]
     for name, axes, cfg in cases:
         t = b.spec.template(name)
         w = Workload(op="gemm", axes=axes, dtype="fp16")

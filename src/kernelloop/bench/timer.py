@@ -36,11 +36,13 @@ class _Flush:
 
 
 def _time_cuda(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, seed: int,
-               before: Hook = None, after: Hook = None) -> dict:
+               before: Hook = None, after: Hook = None, prepare: Hook = None) -> dict:
     names = list(subjects)
     flush = _Flush(policy.flush_bytes, policy.flush_mode) if policy.flush_bytes else None
     for name in names:
         for _ in range(policy.warmup):
+            if prepare:
+                prepare(name)
             subjects[name]()
     torch.cuda.synchronize()
     rng = random.Random(seed)
@@ -96,7 +98,8 @@ def _time_cuda(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, 
     for name in names:
         kernel = [ev[name][2 * i][0].elapsed_time(ev[name][2 * i][1]) * 1e3 for i in range(n)]
         call = [ev[name][2 * i + 1][0].elapsed_time(ev[name][2 * i + 1][1]) * 1e3 for i in range(n)]
-        out[name] = {"kernel_us": kernel, "call_us": call, "audit": _audit_batch(subjects[name], AUDIT_BATCH),
+        out[name] = {"kernel_us": kernel, "call_us": call,
+                     "audit": _audit_batch(subjects[name], AUDIT_BATCH, (lambda n=name: prepare(n)) if prepare else None),
                      "launch": {"exposed_retakes": exposed[name], "kept_exposed": kept_exposed[name],
                                 "sleep_cycles_final": sleep}}
     return out
@@ -115,17 +118,20 @@ def launch_exposed(start_event) -> bool:
     return bool(start_event.query())
 
 
-def _audit_batch(fn: Callable[[], object], batch: int) -> dict:
+def _audit_batch(fn: Callable[[], object], batch: int, prepare: Callable[[], None] | None = None) -> dict:
     """Events on the harness stream versus wall-clock up to a device-wide synchronize, over a batch of calls.
 
     Work the call leaves on other streams is not bracketed by the harness events but is waited for by the
-    device-wide synchronize: when it outlasts the host's launch time it shows up as wall >> events.
+    device-wide synchronize: when it outlasts the host's launch time it shows up as wall >> events. `prepare`
+    runs before each call inside the bracket (it adds the same time to both sides).
     """
     torch.cuda.synchronize()
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     t0 = time.perf_counter()
     a.record()
     for _ in range(batch):
+        if prepare:
+            prepare()
         fn()
     b.record()
     torch.cuda.synchronize()
@@ -134,10 +140,12 @@ def _audit_batch(fn: Callable[[], object], batch: int) -> dict:
 
 
 def _time_wallclock(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, seed: int,
-                    before: Hook = None, after: Hook = None) -> dict:
+                    before: Hook = None, after: Hook = None, prepare: Hook = None) -> dict:
     names = list(subjects)
     for name in names:
         for _ in range(policy.warmup):
+            if prepare:
+                prepare(name)
             subjects[name]()
     rng = random.Random(seed)
     out = {name: {"kernel_us": [], "call_us": []} for name in names}
@@ -159,16 +167,18 @@ def _time_wallclock(subjects: dict[str, Callable[[], object]], policy: TimingPol
 
 
 def sample(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, seed: int,
-           before: Hook = None, after: Hook = None) -> dict:
+           before: Hook = None, after: Hook = None, prepare: Hook = None) -> dict:
     """{subject: {"kernel_us": [...], "call_us": [...]}} with `policy.samples` samples each.
 
     `before(name)` runs outside the timed region ahead of every timed call (the harness refreshes the inputs
     there, so results cached by pointer, id or content cannot pay); `after(name)` runs after each timed call's
-    end event is recorded (the harness snapshots outputs of sampled calls there for re-verification).
+    end event is recorded (the harness snapshots outputs of sampled calls there for re-verification);
+    `prepare(name)` runs before every untimed call (warm-up, and each call of the launch audit's batch): the
+    harness poisons the candidates' workspaces there, as `before` does for timed calls.
     """
     if policy.clock == "cuda-events":
-        return _time_cuda(subjects, policy, seed, before, after)
-    return _time_wallclock(subjects, policy, seed, before, after)
+        return _time_cuda(subjects, policy, seed, before, after, prepare)
+    return _time_wallclock(subjects, policy, seed, before, after, prepare)
 
 
 def gpu_snapshot() -> dict:

@@ -315,17 +315,20 @@ def _rotating_call(mod, cfg: dict, inputs: list, scalars: dict, live: dict, spec
     pool = live.get("pool")
     if pool is None:
         pool = live["pool"] = [alloc_outputs(spec, w, dev) for _ in range(sets)]
-    scratch = _scratch_of(spec, w, dev, live)
+    if "scratch_pool" not in live:
+        # the workspaces rotate with the output sets (where a kernel's writes land in memory is spread the same way)
+        live["scratch_pool"] = [_scratch_of(spec, w, dev, live) for _ in range(sets)]
+    scratches = live["scratch_pool"]
     turn = {"i": start}
     if is_candidate:
         live["outputs"] = pool[start % sets]
 
     def call():
-        outs = pool[turn["i"] % sets]
+        k = turn["i"] % sets
         turn["i"] += 1
         if is_candidate:
-            live["outputs"] = outs
-        return mod.launch(*inputs, *outs, **scratch, **scalars, **cfg)
+            live["outputs"] = pool[k]
+        return mod.launch(*inputs, *pool[k], **scratches[k], **scalars, **cfg)
     return call
 
 
@@ -398,11 +401,14 @@ def _bench(state: _State, msg: dict) -> dict:
     counters = {"refresh": 0, "candidate_calls": 0}
     snapshots = []
 
-    def before(name: str) -> None:
-        # The workspaces poisoned again (outside the timed interval): nothing a call leaves there, such as a copy
-        # of its answer and a fingerprint of its inputs, survives to the next sample.
+    def poison_scratch(name: str | None = None) -> None:
+        # The workspaces poisoned again before every call (outside the timed interval): nothing a call leaves
+        # there, such as a copy of its answer and a fingerprint of its inputs, survives to the next call.
         for t in live.get("scratch", ()):
             poison_(t)
+
+    def before(name: str) -> None:
+        poison_scratch(name)
         # New input values behind the same pointers before every timed call: caches keyed by pointer, id or
         # content return stale answers, which the snapshot checks below expose.
         if refresh_seeds:
@@ -421,6 +427,7 @@ def _bench(state: _State, msg: dict) -> dict:
 
     threads_cold = _thread_count()
     for fn in subjects.values():  # one untimed call each, so lazily started runtime pools exist before counting
+        poison_scratch()
         fn()
     _sync(state.device)
     threads_before = _thread_count()
@@ -433,7 +440,7 @@ def _bench(state: _State, msg: dict) -> dict:
     before_snap = gpu_snapshot() if state.device == "cuda" else {}
     try:
         samples = sample(subjects, policy, msg["seed"], before if refresh_seeds or live.get("scratch") else None,
-                         after)
+                         after, poison_scratch if live.get("scratch") else None)
         _sync(state.device)
     except BaseException as e:  # noqa: BLE001
         text = traceback.format_exc()[-20000:]

@@ -84,8 +84,8 @@ class KernelProposal(BaseModel):
 
     language: Literal["triton"] = Field("triton", description="Kernel language.")
     source: str | None = Field(None, max_length=MAX_SOURCE_CHARS, description=(
-        "Full Python module defining `launch(<inputs>, <outputs>, *, <scalars>, **config)` and its Triton "
-        "kernels. Exactly one of `source` and `patch`."))
+        "Full Python module defining `launch(<inputs>, <outputs>, *, <scalars>, **config)` (plus the keyword "
+        "`scratch` when the op declares a workspace) and its Triton kernels. Exactly one of `source` and `patch`."))
     patch: str | None = Field(None, max_length=MAX_SOURCE_CHARS, description=(
         "Unified diff against the source of parent_ids[0] (hunks '@@ -a,b +c,d @@'; file headers optional)."))
     parent_ids: list[str] = Field(default_factory=list, description=(
@@ -237,8 +237,9 @@ def _find(src: list[str], block: list[str], want: int, lo: int) -> int | None:
 # -- the interface check ------------------------------------------------------------------------------------
 
 def check_interface(source: str, spec: OpSpec, config_keys: set[str]) -> None:
-    """The source parses and its `launch` accepts the op's tensors positionally, its scalars and the config
-    by keyword, with every required argument supplied. ProposalInvalid otherwise."""
+    """The source parses and its `launch` accepts the op's tensors positionally, its scalars, the config and (when
+    the op declares one) the workspace `scratch` by keyword, with every required argument supplied. ProposalInvalid
+    otherwise."""
     try:
         tree = ast.parse(source)
     except SyntaxError as e:
@@ -257,6 +258,8 @@ def check_interface(source: str, spec: OpSpec, config_keys: set[str]) -> None:
     required_extra = extra_positional[:len(extra_positional) - n_defaults] if n_defaults else extra_positional
     keyword = set(extra_positional) | {p.arg for p in a.kwonlyargs}
     given = set(spec.scalars) | config_keys
+    if spec.scratch is not None:  # the harness passes the op's workspace by keyword
+        given.add("scratch")
     if a.kwarg is None:
         unknown = sorted(given - keyword)
         if unknown:

@@ -584,7 +584,9 @@ class _Module:
         params: dict = {f: set() for f in host}
         for f in self.launchers:
             a = f.args
-            params[f] = {x.arg for x in [*a.posonlyargs, *a.args]} | ({a.vararg.arg} if a.vararg else set())
+            # the op's tensors come positionally; the harness's workspace comes as the keyword `scratch`
+            params[f] = {x.arg for x in [*a.posonlyargs, *a.args]} | ({a.vararg.arg} if a.vararg else set()) \
+                | {x.arg for x in a.kwonlyargs if x.arg == "scratch"}
         tensors: dict = {}
         for _ in range(4):
             tensors = {s: set(params.get(s, ())) for s in [None, *host]}
