@@ -217,6 +217,10 @@ def _check(state: _State, msg: dict) -> dict:
     for k, case in enumerate(msg["cases"]):
         w = Workload.model_validate_json(case["workload"])
         inputs = make_inputs(spec, w, case["seed"], state.tensor_device, case["distribution"])
+        # What the candidate is given, before its first call: the controller compares it with its regeneration
+        # (on CPU tensors only, where a rare one-ulp drift between the processes' draws was seen; CUDA inputs come
+        # from the device's Philox generator, and copying them would double the case's host traffic).
+        seen = [i.detach().clone() for i in inputs] if state.tensor_device == "cpu" else None
         runs = []
         for _ in range(case.get("repeats", 1)):
             outputs = alloc_outputs(spec, w, state.tensor_device)
@@ -237,7 +241,8 @@ def _check(state: _State, msg: dict) -> dict:
             alias += [f"case {k}: {p}" for p in _alias_problems(outputs, before, inputs, scratch.get("scratch"))]
             runs.append([o.detach().cpu() for o in outputs])
         path = Path(msg["job_dir"]) / f"check{k}.pt"
-        torch.save({"runs": runs, "inputs_after": [i.detach().cpu() for i in inputs]}, path)
+        torch.save({"runs": runs, **({"inputs_before": seen} if seen is not None else {}),
+                    "inputs_after": [i.detach().cpu() for i in inputs]}, path)
         files.append(str(path))
     return {"ok": True, "files": files, "build": build, "alias": alias,
             "threads": {"base": threads_base, "after": _thread_count()}}

@@ -122,3 +122,31 @@ def _changed(before: torch.Tensor, after: torch.Tensor) -> str:
     first = tuple(int(i) for i in where[0])
     return (f"{len(where)} of {before.numel()} elements differ (first at {list(first)}: "
             f"{before[first].item()} -> {after[first].item()})")
+
+
+def input_drift(regenerated: list[torch.Tensor], seen: list[torch.Tensor]) -> tuple[int, int]:
+    """How the inputs the worker held just before the candidate's call (`seen`) differ from the controller's
+    regeneration of the same seeded inputs: (elements that differ, the largest distance in units in the last place;
+    a sign change, a shape or dtype change or a non-float difference counts as 2**31)."""
+    far = 2 ** 31
+    n, worst = 0, 0
+    for a, b in zip(regenerated, seen):
+        b = b.to(a.device)
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return max(a.numel(), 1), far
+        if not a.is_floating_point():
+            k = int((a != b).sum())
+            n, worst = n + k, max(worst, far if k else 0)
+            continue
+        width = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+        ia, ib = a.contiguous().view(width).long(), b.contiguous().view(width).long()
+        differ = ia != ib
+        k = int(differ.sum())
+        if k:
+            same_sign = (ia < 0) == (ib < 0)
+            dist = torch.where(same_sign, (ia - ib).abs(), torch.full_like(ia, far))
+            n, worst = n + k, max(worst, int(dist[differ].max()))
+    if len(regenerated) != len(seen):
+        return max(n, 1), far
+    return n, worst
+
