@@ -70,6 +70,18 @@ def _to_out(acc, dtype: tl.constexpr, INTERPRETER: tl.constexpr):
 
 
 @triton.jit
+def _epilogue(acc, Bias, offs_n, N, HAS_BIAS: tl.constexpr, ACT: tl.constexpr):
+    """+ bias (broadcast over rows), then the activation, on the fp32 tile."""
+    if HAS_BIAS:
+        acc += tl.load(Bias + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
+    if ACT == 1:  # exact GELU: 0.5 x (1 + erf(x / sqrt(2)))
+        acc = 0.5 * acc * (1.0 + tl.math.erf(acc * 0.7071067811865476))
+    elif ACT == 2:  # SiLU: x * sigmoid(x); exp overflow to inf gives -0.0 for very negative x, never NaN
+        acc = acc / (1.0 + tl.exp(-acc))
+    return acc
+
+
+@triton.jit
 def _gemm_work(work, A, B, Bias, C, M, N, K, k_span, num_m, num_n,
                stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
@@ -114,13 +126,7 @@ def _gemm_work(work, A, B, Bias, C, M, N, K, k_span, num_m, num_n,
             acc = _mma(a, b, acc, INTERPRETER)
             a_ptrs += BLOCK_K * stride_ak
             b_ptrs += BLOCK_K * stride_bk
-    if HAS_BIAS:
-        bias = tl.load(Bias + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)
-        acc += bias[None, :]
-    if ACT == 1:  # exact GELU: 0.5 x (1 + erf(x / sqrt(2)))
-        acc = 0.5 * acc * (1.0 + tl.math.erf(acc * 0.7071067811865476))
-    elif ACT == 2:  # SiLU: x * sigmoid(x); exp overflow to inf gives -0.0 for very negative x, never NaN
-        acc = acc / (1.0 + tl.exp(-acc))
+    acc = _epilogue(acc, Bias, offs_n, N, HAS_BIAS, ACT)
     if SPLIT_K > 1 and PARTIALS:
         # this k-range's fp32 partial tile, into plane `split` of the [SPLIT_K, M, N] workspace
         w_ptrs = C + split * M * N + offs_m[:, None] * N + offs_n[None, :]
@@ -182,13 +188,7 @@ def _ws_tile(tile, epi_tile, a_desc, b_desc, c_desc, Bias, N, k_steps, num_m, nu
             b = b_desc.load([ks * BLOCK_K, pid_n * BLOCK_N])
         acc = _mma(a, b, acc, INTERPRETER)
     pid_m, pid_n = _tile_of(epi_tile, num_m, num_n, GROUP_M)
-    if HAS_BIAS:
-        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        acc += tl.load(Bias + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
-    if ACT == 1:
-        acc = 0.5 * acc * (1.0 + tl.math.erf(acc * 0.7071067811865476))
-    elif ACT == 2:
-        acc = acc / (1.0 + tl.exp(-acc))
+    acc = _epilogue(acc, Bias, pid_n * BLOCK_N + tl.arange(0, BLOCK_N), N, HAS_BIAS, ACT)
     c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], _to_out(acc, c_desc.dtype, INTERPRETER))
 
 
