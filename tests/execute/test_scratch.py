@@ -131,4 +131,10 @@ def test_launch_interface_and_static_rules_know_the_workspace(with_scratch):
                 pass
         """), spec)
     assert {h.rule for h in hits} >= {"global-state", "torch-on-hot-path"}, hits
+    # ... also when it arrives through **config
+    for body in ('ws = config["scratch"]\n    ws.fill_(1.0)', 'config.get("scratch").zero_()',
+                 'ws = config.pop("scratch")\n    ws[0] = 1.0'):
+        src = f"def launch(x, weight, bias, y, *, eps, **config):\n    {body}\n"
+        assert "torch-on-hot-path" in {h.rule for h in check_source(src, spec)}, body
+    assert check_source("def launch(x, weight, bias, y, *, eps, **config):\n    n = config['BLOCK']\n", spec) == []
 

@@ -538,8 +538,20 @@ class _Module:
             out |= tensors.get(s, set())
         return out
 
+    def _workspace_lookup(self, e: ast.AST) -> bool:
+        """`config["scratch"]`, `config.get("scratch")` or `.pop` on a launcher's **kwargs: the harness's workspace."""
+        kw = {f.args.kwarg.arg for f in self.launchers if f.args.kwarg}
+        if isinstance(e, ast.Subscript) and isinstance(e.value, ast.Name) and e.value.id in kw:
+            return isinstance(e.slice, ast.Constant) and e.slice.value == "scratch"
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in ("get", "pop") \
+                and isinstance(e.func.value, ast.Name) and e.func.value.id in kw:
+            return bool(e.args) and isinstance(e.args[0], ast.Constant) and e.args[0].value == "scratch"
+        return False
+
     def is_tensor(self, e: ast.AST, names: set[str]) -> bool:
         """Whether a host expression evaluates to a tensor (inferred; metadata and shapes are not tensors)."""
+        if self._workspace_lookup(e):
+            return True
         if isinstance(e, ast.Name):
             return e.id in names
         if isinstance(e, (ast.Starred, ast.Subscript, ast.NamedExpr)):
