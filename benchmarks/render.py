@@ -1,10 +1,15 @@
 """Render `kernelloop optimize --json` summaries as a markdown table (used for benchmarks/results/*.md).
 
     python benchmarks/render.py gpu-out/layernorm.json [more.json ...]
+    python benchmarks/render.py --combine older.json newer.json ...
 
 One column of kernel time and one of speed-up per baseline the run confirmed against (the device copy, eager,
 torch.compile and the op's own, e.g. Liger-Kernel, cuBLAS or an SDPA backend), and under the table each
 baseline's geometric-mean speed-up over the workloads that have it (plain, and weighted by the workloads' weights).
+
+`--combine` makes one suite out of several runs of the same op: each workload (by id) keeps the confirmation of the
+last file, in the order given, that confirmed it; a column names the run each row comes from, and the geometric
+means say how many runs they combine (each speed-up is from its own run's same-run confirmation).
 """
 
 from __future__ import annotations
@@ -84,7 +89,55 @@ def render(summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def combine(summaries: list[dict]) -> dict:
+    """One summary of the workloads of several runs of one op: per workload id, the last confirmed one (its run id
+    recorded in the workload's `run`); workloads no run confirmed keep their last appearance."""
+    ops = {s["op"] for s in summaries}
+    if len(ops) != 1:
+        raise ValueError(f"--combine needs runs of one op, got {sorted(ops)}")
+    rows: dict[str, dict] = {}
+    for s in summaries:
+        for w in s["workloads"]:
+            if w.get("confirmed") or w["id"] not in rows or not rows[w["id"]].get("confirmed"):
+                rows[w["id"]] = {**w, "run": s["run"]}
+    runs = sorted({w["run"] for w in rows.values() if w.get("confirmed")})
+    last = summaries[-1]
+    counts: dict[str, int] = {}
+    for s in summaries:
+        for k, v in s["counts"].items():
+            counts[k] = counts.get(k, 0) + v
+    return {**last, "run": " + ".join(runs), "runs": runs, "counts": counts,
+            "costs": {"wall_s": sum(s["costs"]["wall_s"] for s in summaries)}, "workloads": list(rows.values())}
+
+
+def render_combined(summary: dict) -> str:
+    """render() with a column naming each row's run, and the number of runs under the geometric means."""
+    text = render(summary)
+    out = []
+    for line in text.splitlines():
+        if line.startswith("| workload"):
+            line = "| run " + line
+        elif line.startswith("|---"):
+            line = "|---" + line
+        elif line.startswith("| "):
+            label = line[2:].split(" | ")[0]
+            run = next((w["run"] for w in summary["workloads"] if w["label"] == label), "")
+            line = f"| {run} " + line
+        elif line.startswith("Geometric mean"):
+            line += f" Combines {len(summary['runs'])} run(s); each speed-up is from its own run."
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
 if __name__ == "__main__":
-    for path in sys.argv[1:]:
-        with open(path) as f:
-            print(render(json.load(f)))
+    args = sys.argv[1:]
+    if args and args[0] == "--combine":
+        docs = []
+        for path in args[1:]:
+            with open(path) as f:
+                docs.append(json.load(f))
+        print(render_combined(combine(docs)))
+    else:
+        for path in args:
+            with open(path) as f:
+                print(render(json.load(f)))

@@ -5,6 +5,8 @@ import runpy
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -65,3 +67,25 @@ def test_a_workload_searched_but_not_confirmed_shows_its_search_time_with_as_man
     row = next(line for line in text.splitlines() if line.startswith("| d "))
     assert row.startswith("| d | tiled(X=2) | 12.50 (search; not confirmed) |")
     assert row.count("|") == header.count("|")
+
+
+def test_combine_keeps_each_workloads_last_confirmation_and_names_its_run():
+    mod = _render()
+    a = summary([{**_workload("a", 1.0, 100.0, {"cublas": 50.0}), "id": "w-a"},
+                 {**_workload("b", 1.0, 100.0, {"cublas": 100.0}), "id": "w-b"}])
+    b = {**summary([{**_workload("a", 1.0, 50.0, {"cublas": 50.0}), "id": "w-a"},
+                    {"label": "b", "id": "w-b", "weight": 1.0, "confirmed": None}]), "run": "r-2"}
+    both = mod.combine([a, b])
+    rows = {w["id"]: w for w in both["workloads"]}
+    assert rows["w-a"]["run"] == "r-2" and rows["w-a"]["confirmed"]["kernel_us"] == 50.0   # the later confirmation
+    assert rows["w-b"]["run"] == "r-1" and rows["w-b"]["confirmed"]["kernel_us"] == 100.0  # not lost to r-2's miss
+    assert both["runs"] == ["r-1", "r-2"] and both["counts"] == {"PASSED": 6}
+    plain, _, n = mod.geomeans(both, "cublas")
+    assert n == 2 and math.isclose(plain, 1.0)
+    text = mod.render_combined(both)
+    assert "| r-2 | a | tiled(X=1) | 50.00" in text and "| r-1 | b |" in text
+    assert "Combines 2 run(s)" in text
+    header = next(line for line in text.splitlines() if line.startswith("| run | workload"))
+    assert all(line.count("|") == header.count("|") for line in text.splitlines() if line.startswith("|"))
+    with pytest.raises(ValueError, match="one op"):
+        mod.combine([a, {**b, "op": "attention"}])
