@@ -536,9 +536,12 @@ case "$phase" in
     lane_b() { :; }
     ;;
   s10b)  # (issue 7) the whole Llama-3 prefill suite in one run, split-K in the space, warm-started from the seventh
-         # session's prefill archive (the measured best of every shape), beside cuBLAS
+         # session's prefill archive (the measured best of every shape), beside cuBLAS. The persistent_ws template
+         # is left out: at 8 warps it is the tiled template's persistent TMA kernel, and its warp-specialized
+         # builds gave no gain at 4096^3 in s10a (one of them wrote NaN)
     lane_a() {
-      optimize gemm-prefill-splitk 560 gemm --budget 3,330s --baseline cublas --workloads ops/gemm/workloads-prefill.toml \
+      optimize gemm-prefill-splitk 560 gemm --template tiled --template splitk --budget 3,330s --baseline cublas \
+        --workloads ops/gemm/workloads-prefill.toml \
         --prior benchmarks/results/2026-11-30-h200-s7/call4-gemm-prefill-prior.sqlite
     }
     lane_b() { :; }
