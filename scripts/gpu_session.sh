@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | s9d | s10a | s10b | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | s9d | s10a | s10b | s11a | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -543,6 +543,18 @@ case "$phase" in
       optimize gemm-prefill-splitk 560 gemm --template tiled --template splitk --budget 3,330s --baseline cublas \
         --workloads ops/gemm/workloads-prefill.toml \
         --prior benchmarks/results/2026-11-30-h200-s7/call4-gemm-prefill-prior.sqlite
+    }
+    lane_b() { :; }
+    ;;
+  s11a)  # ninth session (issue 7; one GPU): the whole Llama-3 prefill suite again, each workload warm-started from
+         # its own measured best in three earlier runs (the seventh session's suite, the eighth's few-tile run with
+         # split-K, the ninth's s10b run): --prior repeated, the warm start per workload
+    lane_a() {
+      optimize gemm-prefill-own-best 540 gemm --template tiled --template splitk --budget 3,330s --baseline cublas \
+        --workloads ops/gemm/workloads-prefill.toml \
+        --prior benchmarks/results/2026-11-30-h200-s7/call4-gemm-prefill-prior.sqlite \
+        --prior benchmarks/results/2026-12-01-h200-s8/call2-gemm-prefill-few-tiles.sqlite \
+        --prior benchmarks/results/2026-12-01-h200-s9/call2-gemm-prefill-splitk.sqlite
     }
     lane_b() { :; }
     ;;

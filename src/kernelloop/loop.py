@@ -27,7 +27,7 @@ from .execute.evaluate import Evaluator, Timeouts, derive_seed
 from .execute.pool import Worker, job_root
 from .manifest import build_manifest, check_unchanged, manifest_hash
 from .records import Candidate, Status, Trial, Workload, content_hash
-from .replay.prior import read_prior
+from .replay.prior import prior_files, read_prior
 from .search import DEFAULT_STRATEGY, STRATEGIES, make_strategy, takes_prior
 from .search.history import TransferPrior
 from .select.pareto import best_per_workload, front_for_workload
@@ -75,8 +75,8 @@ class RunOptions:
     templates: list[str] | None = None     # search only these templates of the spec (None: all)
     fixed: dict[str, str] | None = None    # pin parameters (NAME: value text): only templates having them, only
                                            # configurations with these values
-    prior: dict | None = None              # staged: warm start from a recording, RecordedPrior.as_dict() (path,
-                                           # sha256, configurations), see kernelloop.replay.prior
+    prior: dict | None = None              # staged: warm start from recordings, RecordedPrior.as_dict() (files:
+                                           # path and sha256 each; configurations), see kernelloop.replay.prior
 
     def as_dict(self) -> dict:
         out = {"device": self.device, "budget_evals": self.budget_evals, "budget_seconds": self.budget_seconds,
@@ -138,13 +138,21 @@ class TemplateSearch:
     """Proposes template configurations from each workload's pruned space through an ask/tell strategy."""
 
     def __init__(self, bundle: OpBundle, spaces: dict[str, list[dict]], strategy: str, seed: int,
-                 prior: TransferPrior | None = None):
+                 prior: TransferPrior | None = None, axes: dict[str, dict] | None = None):
+        """`prior` warm-starts each workload's search from the recorded workload nearest to it (the same one when
+        recorded; by `axes`, each workload's shape, otherwise): `TransferPrior.for_workload`."""
         self.bundle = bundle
         self.spaces = spaces
         self.name = f"search:{strategy}"
-        options = {} if prior is None else {"prior": prior}
-        self.strategies = {wid: make_strategy(strategy, space, derive_seed(seed, wid), **options)
-                           for wid, space in spaces.items()}
+        self.prior_sources: dict[str, str] = {}   # workload -> the recorded workload its warm start comes from
+        self.strategies = {}
+        for wid, space in spaces.items():
+            options = {}
+            if prior is not None:
+                mine = prior.for_workload(wid, (axes or {}).get(wid))
+                self.prior_sources[wid] = mine.source
+                options = {"prior": mine}
+            self.strategies[wid] = make_strategy(strategy, space, derive_seed(seed, wid), **options)
         self._configs: dict[tuple[str, str], dict] = {}
         self._seen: dict[str, int] = {}
 
@@ -234,9 +242,12 @@ class Controller:
                 opts.baselines = archive.get_run(run_id)["options"].get("baselines")
             if resume:   # the same warm start as before: the archive names what warmed the search
                 archived = archive.get_run(run_id)["options"].get("prior")
-                if opts.prior is not None and opts.prior["sha256"] != (archived or {}).get("sha256"):
-                    raise RuntimeError(f"cannot resume with --prior {opts.prior['path']}: the run was "
-                                       + (f"warm-started from {archived['path']}" if archived else "not warm-started"))
+                if opts.prior is not None and ([h for _, h in prior_files(opts.prior)]
+                                               != [h for _, h in prior_files(archived)]):
+                    given = " + ".join(p for p, _ in prior_files(opts.prior))
+                    raise RuntimeError(f"cannot resume with --prior {given}: the run was "
+                                       + (f"warm-started from {' + '.join(p for p, _ in prior_files(archived))}"
+                                          if archived else "not warm-started"))
                 opts.prior = opts.prior or archived
             unknown = sorted(set(opts.templates or ()) - {t.name for t in self.spec.templates})
             if unknown:
@@ -305,7 +316,8 @@ class Controller:
     def _make_proposer(self, spaces: dict[str, list[dict]], props: dict) -> Proposer:
         opts = self.options
         if opts.strategy != PLANNER:
-            return TemplateSearch(self.bundle, spaces, opts.strategy, opts.seed, self._prior())
+            return TemplateSearch(self.bundle, spaces, opts.strategy, opts.seed, self._prior(),
+                                  axes={w.id: dict(w.axes) for w in self.workloads})
         from .propose.planner_proposer import PlannerProposer
         from .spec.start import resolve_start
         start = resolve_start(self.spec, self.workloads, opts.start, props) if opts.start else None
@@ -313,22 +325,24 @@ class Controller:
                                {w.id: derive_seed(opts.seed, w.id) for w in self.workloads}, start=start)
 
     def _prior(self) -> TransferPrior | None:
-        """The search's warm start, read again from its recording: refused if the file changed since it was chosen."""
+        """The search's warm start, read again from its recordings: refused if a file changed since it was chosen."""
         given = self.options.prior
         if given is None:
             return None
+        files = prior_files(given)
+        names = " + ".join(p for p, _ in files)
         if not takes_prior(self.options.strategy):
-            raise RuntimeError(f"the run was warm-started from {given['path']}, which --strategy "
+            raise RuntimeError(f"the run was warm-started from {names}, which --strategy "
                                f"{self.options.strategy} does not take")
         try:
-            rec = read_prior(given["path"], self.spec.name)
+            rec = read_prior([p for p, _ in files], self.spec.name)
         except ValueError as e:
-            raise RuntimeError(f"prior {given['path']}: {e} (the path is as the run was given it: from elsewhere, "
-                               f"pass --prior with that file's path; its sha256 {given['sha256'][:12]}... is "
-                               f"checked)") from e
-        if rec.sha256 != given["sha256"]:
-            raise RuntimeError(f"prior {given['path']} changed since the run began (sha256 {given['sha256'][:12]}... "
-                               f"now {rec.sha256[:12]}...)")
+            raise RuntimeError(f"prior {names}: {e} (the paths are as the run was given them: from elsewhere, "
+                               f"pass --prior with those files' paths; their sha256 are checked)") from e
+        for (path, want), (_, got) in zip(files, rec.files):
+            if got != want:
+                raise RuntimeError(f"prior {path} changed since the run began (sha256 {want[:12]}... "
+                                   f"now {got[:12]}...)")
         return rec.prior
 
     # -- evidence for proposers that plan from it ---------------------------------------------------------------

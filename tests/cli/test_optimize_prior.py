@@ -63,6 +63,18 @@ def recording(path: Path, op: str = "rmsnorm", measured: int | None = None) -> P
                                    "records": records, "complete": True})
 
 
+def expected_warm_start(path: Path, target: list[dict], k: int, nearest: str = "w0") -> list[int]:
+    """The warm start computed here: up to half of k (rounded up) the target rows that the recorded workload
+    `nearest` (the target's nearest shape) measured, fastest first, then the pooled model's picks."""
+    doc = json.loads(path.read_text())
+    own = {config_key(r["config"]): r["results"][nearest]["value"] for r in doc["records"]
+           if r["results"][nearest]["value"] is not None}
+    held = sorted((own[config_key(c)], i) for i, c in enumerate(target) if config_key(c) in own)
+    chosen = [i for _, i in held[:(k + 1) // 2]]
+    chosen += [i for i in expected_prior(path).top(target, len(target)) if i not in chosen]
+    return chosen[:k]
+
+
 def expected_prior(path: Path) -> TransferPrior:
     """The prior computed here from the recording's document: each workload's times over its best, pooled."""
     doc = json.loads(path.read_text())
@@ -108,17 +120,19 @@ def evaluated(out: Path) -> tuple[list[dict], dict, list[dict]]:
 def test_prior_warm_starts_the_search_and_resume_keeps_it(tmp_path, workloads):
     rec = recording(tmp_path / "rmsnorm.space.json")
     target = pruned({"M": 3, "N": 300})
-    first = [target[i] for i in expected_prior(rec).warm_start(target, 3)]
+    # the target (M 3, N 300) is nearest to the recorded M 8, N 1000 (w0): its own best are tried first
+    first = [target[i] for i in expected_warm_start(rec, target, 3)]
     out = tmp_path / "run"
     r = optimize(workloads, out, "--budget", "2", "--prior", str(rec))
     assert r.exit_code == 0, r.output
-    archived = {"path": str(rec), "sha256": hashlib.sha256(rec.read_bytes()).hexdigest(),
+    sha = hashlib.sha256(rec.read_bytes()).hexdigest()
+    archived = {"files": [{"path": str(rec), "sha256": sha}], "path": str(rec), "sha256": sha,
                 "configurations": len({config_key(c) for axes, _ in RECORDED for c in pruned(axes)})}
     assert json.loads(r.stdout[r.stdout.index("{"):])["prior"] == archived
     configs, options, events = evaluated(out)
     assert configs == first[:2], "the first asks are the prior's warm start in this workload's pruned space"
     assert options["prior"] == archived
-    assert any(e["kind"] == "prior" and e["action"] == "warm start" for e in events)
+    assert any(e["kind"] == "prior" and e["action"] == "warm start" and e["source"] == "w0" for e in events)
     # resumed without --prior: the archived prior warms the search again, so its next ask is the prior's third
     r = optimize(workloads, out, "--budget", "3", "--resume")
     assert r.exit_code == 0, r.output
@@ -138,7 +152,7 @@ def test_a_moved_prior_is_found_again_through_its_new_path_and_its_sha256(tmp_pa
     assert optimize(workloads, out, "--budget", "1", "--prior", str(rec)).exit_code == 0
     moved = rec.rename(tmp_path / "moved.space.json")
     r = optimize(workloads, out, "--budget", "2", "--resume")
-    assert r.exit_code == common.STOPPED and "pass --prior with that file's path" in said(r), r.output
+    assert r.exit_code == common.STOPPED and "pass --prior with those files' paths" in said(r), r.output
     r = optimize(workloads, out, "--budget", "2", "--resume", "--prior", str(moved))
     assert r.exit_code == 0, r.output
     assert len(evaluated(out)[0]) == 2
@@ -153,7 +167,7 @@ def test_without_prior_the_search_starts_elsewhere(tmp_path, workloads):
     assert json.loads(r.stdout[r.stdout.index("{"):])["prior"] is None
     configs, options, events = evaluated(out)
     assert "prior" not in options and not any(e["kind"] == "prior" for e in events)
-    assert configs != [target[i] for i in expected_prior(rec).warm_start(target, 2)]
+    assert configs != [target[i] for i in expected_warm_start(rec, target, 2)]
 
 
 def test_an_earlier_runs_archive_is_a_prior(tmp_path, workloads):
@@ -206,4 +220,46 @@ def test_bad_prior_is_refused(tmp_path, workloads):
         r = optimize(workloads, tmp_path / "never", *args)
         assert r.exit_code == common.BAD_INPUT, (args, r.output)
         assert "--prior" in r.output and message in said(r), (args, r.output)
+    assert not (tmp_path / "never").exists()
+
+
+def test_several_priors_pool_and_the_target_starts_from_its_own_recorded_best(tmp_path, workloads):
+    """--prior repeated: a space file of other shapes and an earlier run of the target workload itself. The
+    archive names both files; the first ask is the target's own measured best from the earlier run (not the
+    nearer shape's of the space file); a resume keeps both and refuses a different set."""
+    rec = recording(tmp_path / "rmsnorm.space.json")
+    earlier = tmp_path / "earlier"
+    assert optimize(workloads, earlier, "--budget", "4").exit_code == 0
+    with Archive(earlier / "archive.sqlite", readonly=True) as a:
+        run = a.runs()[0]
+        times = {}
+        for t in a.trials(run["id"], status="PASSED"):
+            cand = a.get_candidate(t.candidate_id)
+            times[config_key({"template": cand.template, **cand.config})] = t.measurement.kernel.median_us
+    own_best = json.loads(min(times, key=times.get))
+    out = tmp_path / "run"
+    r = optimize(workloads, out, "--budget", "1", "--prior", str(rec), "--prior", str(earlier))
+    assert r.exit_code == 0, r.output
+    configs, options, events = evaluated(out)
+    assert configs == [own_best]
+    files = options["prior"]["files"]
+    assert [f["path"] for f in files] == [str(rec), str(earlier / "archive.sqlite")]
+    assert files[0]["sha256"] == hashlib.sha256(rec.read_bytes()).hexdigest()
+    assert "path" not in options["prior"], "several files: only the list"
+    source = next(e["source"] for e in events if e["kind"] == "prior")
+    assert source not in ("w0", "w1", "pooled"), "the target's own recording, by its workload id"
+    r = optimize(workloads, out, "--budget", "2", "--resume")
+    assert r.exit_code == 0, r.output
+    assert len(evaluated(out)[0]) == 2
+    shown = runner.invoke(app, ["show", str(out)], env={"COLUMNS": "500"})   # long paths unwrapped
+    assert shown.exit_code == 0, shown.output
+    assert f"search warm-started from {rec} (sha256 {files[0]['sha256'][:12]})" in said(shown), shown.output
+    assert "earlier/archive.sqlite (sha256" in said(shown), shown.output
+    r = optimize(workloads, out, "--budget", "3", "--resume", "--prior", str(rec))
+    assert r.exit_code == common.STOPPED and "cannot resume with --prior" in said(r), r.output
+    # a file given twice, and a bad second file (named in the message), are refused
+    r = optimize(workloads, tmp_path / "never", "--prior", str(rec), "--prior", str(rec))
+    assert r.exit_code == common.BAD_INPUT and "is given twice" in said(r), r.output
+    r = optimize(workloads, tmp_path / "never", "--prior", str(rec), "--prior", str(tmp_path / "missing.json"))
+    assert r.exit_code == common.BAD_INPUT and "missing.json: not a readable recording" in said(r), r.output
     assert not (tmp_path / "never").exists()

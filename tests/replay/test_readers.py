@@ -85,6 +85,7 @@ def test_workload_spaces_and_the_prior_of_a_recording(tmp_path):
 
     from kernelloop.replay.load import load_workload_spaces
     from kernelloop.replay.prior import read_prior
+    from kernelloop.search.encoding import config_key
     from kernelloop.search.history import TransferPrior
 
     path = write_space_file(tmp_path / "s.json.gz", doc())
@@ -93,8 +94,11 @@ def test_workload_spaces_and_the_prior_of_a_recording(tmp_path):
     (kt,) = load_workload_spaces(_cache_file(tmp_path))
     assert kt.values == [2.0, None, 1.5]
     rec = read_prior(path, "rmsnorm")
-    assert rec.as_dict() == {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert rec.as_dict() == {"files": [{"path": str(path), "sha256": sha}], "path": str(path), "sha256": sha,
                              "configurations": 3}
+    assert set(rec.prior.workloads) == {"w1", "w2"} and rec.prior.workloads["w1"][config_key(
+        {"template": "t", "B": 2})] == 0.0, "each recorded workload's own times over its best, in logs"
     # every PASSED time over its workload's best: w1 10/5, 5/5; w2 100/80, 120/80, 80/80
     by_hand = TransferPrior([{"template": "t", "B": b} for b in (1, 2, 1, 2, 4)], [2.0, 1.0, 1.25, 1.5, 1.0])
     configs = [{"template": "t", "B": b} for b in (1, 2, 4)]

@@ -1,7 +1,7 @@
 import numpy as np
 
 from kernelloop.replay import RecordedSpace
-from kernelloop.search.encoding import SpaceEncoding
+from kernelloop.search.encoding import SpaceEncoding, config_key
 from kernelloop.search.history import BadRegions, TransferPrior
 from kernelloop.search.supervisor import Supervisor
 from search_spaces import grid_space, grid_value, mixed_space
@@ -83,3 +83,49 @@ def test_transfer_prior_over_templates_with_different_parameters():
     tile = {"template": "tiles", "TILE": 16}
     assert prior.predict({**tile, "STAGES": 3}) == prior.predict(tile)
     assert prior.predict({"template": "cols", "WIDTH": 8}) == prior.mean
+
+
+def _recorded(name, wid, axes, scores):
+    """A RecordedSpace of workload `wid` (shape `axes`) whose configurations {"template": "t", "X": x} took
+    scores[x]."""
+    configs = [{"template": "t", "X": x} for x in scores]
+    return RecordedSpace(name, configs, list(scores.values()), ["ok"] * len(configs),
+                         meta={"workload": wid, "axes": axes})
+
+
+def test_each_workload_starts_from_its_own_recorded_best():
+    """A suite of a small and a large shape whose best configurations differ: pooled, both would start from the
+    configuration best on average; per workload, each starts from what it measured best itself."""
+    small = _recorded("r1:ws", "ws", {"M": 512, "N": 1024}, {1: 1.0, 2: 1.5, 3: 3.0, 4: 4.0})
+    large = _recorded("r1:wl", "wl", {"M": 8192, "N": 8192}, {1: 40.0, 2: 30.0, 3: 10.0, 4: 10.5})
+    prior = TransferPrior.from_spaces([small, large])
+    space = [{"template": "t", "X": x} for x in (1, 2, 3, 4)]
+    assert prior.source == "pooled" and set(prior.workloads) == {"ws", "wl"}
+    mine = prior.for_workload("ws")
+    assert mine.source == "ws" and [space[i]["X"] for i in mine.warm_start(space, 4)[:2]] == [1, 2]
+    assert [space[i]["X"] for i in prior.for_workload("wl").warm_start(space, 4)[:2]] == [3, 4]
+    # the model is the pooled one in every view
+    assert prior.for_workload("ws").predict(space[0]) == prior.predict(space[0])
+    # an unrecorded shape starts from the nearest recorded one (log distance over the same axes)
+    assert prior.nearest(None, {"M": 1024, "N": 2048}) == "ws"
+    assert prior.nearest("w-new", {"M": 4096, "N": 14336}) == "wl"
+    assert prior.for_workload("w-new", {"M": 4096, "N": 14336}).source == "wl"
+    # other axis names, no shape, or a non-positive axis: the pooled prior
+    assert prior.for_workload("w-new", {"B": 8, "S": 4096}) is prior
+    assert prior.for_workload("w-new") is prior
+    assert prior.nearest(None, {"M": 0, "N": 8}) is None
+
+
+def test_a_workload_recorded_twice_is_merged_at_its_faster_times():
+    """Two recordings of one workload (e.g. a first run and a later one that found split-K): one workload, each
+    configuration at its faster time, normalised by the merged best."""
+    old = _recorded("r1:w", "w", {"M": 512}, {1: 2.0, 2: 3.0, 3: 4.0})
+    new = _recorded("r2:w", "w", {"M": 512}, {3: 1.0, 2: 5.0, 4: 1.2})
+    prior = TransferPrior.from_spaces([old, new])
+    assert set(prior.workloads) == {"w"} and prior.configurations == 4
+    own = prior.workloads["w"]
+    assert min(own, key=own.get) == config_key({"template": "t", "X": 3})
+    space = [{"template": "t", "X": x} for x in (1, 2, 3, 4)]
+    assert [space[i]["X"] for i in prior.for_workload("w").warm_start(space, 6)[:3]] == [3, 4, 1]
+    assert np.isclose(own[min(own, key=own.get)], 0.0)
+    assert np.isclose(max(own.values()), np.log(3.0 / 1.0))   # X=2 at its faster 3.0, over the best 1.0

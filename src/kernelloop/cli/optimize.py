@@ -54,12 +54,14 @@ def optimize(
              "or a name in the op's baselines.py (default: eager, torch.compile, the op's, copy on cuda; eager, copy "
              "in the interpreter). E.g. leave out eager and torch.compile where their fp32 references are slow.")
     ] = None,
-    prior: Annotated[Optional[Path], typer.Option(
+    prior: Annotated[Optional[list[Path]], typer.Option(
         help="Staged only: warm-start the search from a recording of other shapes or another GPU (a `kernelloop "
-             "record` space file, a Kernel Tuner cache, or an earlier run's folder or archive.sqlite: its PASSED trials). "
-             "The first evaluations (half the initial design) are the "
-             "configurations of each workload's pruned space that a model fitted to every PASSED measurement of "
-             "the recording (each recorded workload's times divided by its best) predicts fastest.")] = None,
+             "record` space file, a Kernel Tuner cache, or an earlier run's folder or archive.sqlite: its PASSED "
+             "trials); repeatable, the recordings pooled. The first evaluations (half the initial design) are, "
+             "up to half of them, the configurations the same workload measured best in the recordings (else the "
+             "recorded workload nearest in shape), then those of the workload's pruned space that a model fitted "
+             "to every PASSED measurement (each recorded workload's times divided by its best) predicts fastest.")
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the search.")] = 0,
     checks: Annotated[int, typer.Option(min=1, help="Verification runs (fresh seeded inputs) per trial.")] = 2,
     out: Annotated[Optional[Path], typer.Option(help="Run folder (default: runs/<op>-<time>).")] = None,
@@ -149,17 +151,18 @@ def _start(text: str | None, strategy: str, bundle, wls, device: str) -> dict[st
     return start
 
 
-def _prior(path: Path | None, strategy: str, bundle) -> dict | None:
-    """What the run archives about --prior (path, sha256, configurations); BadParameter says what is wrong."""
-    if path is None:
+def _prior(paths: list[Path] | None, strategy: str, bundle) -> dict | None:
+    """What the run archives about --prior (files, configurations); BadParameter says what is wrong."""
+    if not paths:
         return None
     if not takes_prior(strategy):
         raise typer.BadParameter(f"--prior is only used by --strategy "
                                  f"{', '.join(s for s in STRATEGIES if takes_prior(s))} (got --strategy {strategy})")
     try:
-        return read_prior(path, bundle.spec.name).as_dict()
+        return read_prior(paths if len(paths) > 1 else paths[0], bundle.spec.name).as_dict()
     except ValueError as e:
-        raise typer.BadParameter(f"--prior {path}: {e}")
+        # with several files the message names the file it is about
+        raise typer.BadParameter(f"--prior {paths[0]}: {e}" if len(paths) == 1 else f"--prior: {e}")
 
 
 def _default_workloads(folder: Path, device: str) -> Path:

@@ -3,8 +3,11 @@
 One prior from the whole recording (a `kernelloop record` space file, a Kernel Tuner cache, or the archive of an
 earlier run: `archive.sqlite` or its run folder, all of its runs' PASSED trials): every PASSED
 measurement of every recorded workload, each workload's objective divided by that workload's best so shapes of
-different cost pool into one additive model of log(objective) (`TransferPrior.from_spaces`). The recorded
-workload closest to a target is not singled out: every target workload is warmed by the same prior.
+different cost pool into one additive model of log(objective) (`TransferPrior.from_spaces`). Several recordings
+(`--prior` repeated) pool into one prior, a workload recorded in more than one with its measurements merged. The
+model is shared by every target workload; the configurations a warm start tries first are those the target
+workload itself measured best when it was recorded, else those of the recorded workload nearest in shape
+(`TransferPrior.for_workload`).
 """
 
 from __future__ import annotations
@@ -21,33 +24,60 @@ from .space import RecordedSpace
 
 @dataclass
 class RecordedPrior:
-    path: str                 # as given
-    sha256: str               # of the file's bytes
+    files: list[tuple[str, str]]    # (path as given, sha256 of the file's bytes), one per recording
     prior: TransferPrior
 
+    @property
+    def path(self) -> str:
+        return " + ".join(p for p, _ in self.files)
+
     def as_dict(self) -> dict:
-        """What a run archives about its warm start."""
-        return {"path": self.path, "sha256": self.sha256, "configurations": self.prior.configurations}
+        """What a run archives about its warm start: `files` (path, sha256 each) and, for one recording, its `path`
+        and `sha256` too (the form runs archived before several recordings were allowed)."""
+        out = {"files": [{"path": p, "sha256": h} for p, h in self.files],
+               "configurations": self.prior.configurations}
+        if len(self.files) == 1:
+            out |= {"path": self.files[0][0], "sha256": self.files[0][1]}
+        return out
 
 
-def read_prior(path: str | Path, op: str | None = None) -> RecordedPrior:
-    """The prior learnt from the recording at `path`. ValueError, saying why, when the file is missing, unreadable
-    or no recording, records another op than `op` (when it names one), or has fewer than two measured
-    configurations."""
-    path = Path(path)
-    if path.is_dir() and (path / "archive.sqlite").is_file():   # a run folder
-        path = path / "archive.sqlite"
-    try:
-        spaces = archive_spaces(path) if _is_sqlite(path) else load_workload_spaces(path)
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    except (OSError, EOFError, ValueError) as e:
-        raise ValueError(f"not a readable recording: {e}") from e
-    if not spaces:
-        raise ValueError("not a readable recording: it holds no run")
-    recorded = spaces[0].meta.get("op")
-    if op is not None and recorded is not None and recorded != op:
-        raise ValueError(f"a recording of op {recorded!r}, not {op!r}")
-    return RecordedPrior(str(path), digest, TransferPrior.from_spaces(spaces))
+def prior_files(archived: dict | None) -> list[tuple[str, str]]:
+    """(path, sha256) of each recording an archived warm start names (either form of `RecordedPrior.as_dict`)."""
+    if not archived:
+        return []
+    if archived.get("files"):
+        return [(f["path"], f["sha256"]) for f in archived["files"]]
+    return [(archived["path"], archived["sha256"])]
+
+
+def read_prior(paths: str | Path | list, op: str | None = None) -> RecordedPrior:
+    """The prior learnt from the recording(s) at `paths` (one path or a list). ValueError, saying which file and
+    why, when a file is missing, unreadable or no recording, records another op than `op` (when it names one), or
+    the recordings together hold fewer than two measured configurations."""
+    many = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if not many:
+        raise ValueError("no recording given")
+    spaces, files = [], []
+    for given in many:
+        path = Path(given)
+        if path.is_dir() and (path / "archive.sqlite").is_file():   # a run folder
+            path = path / "archive.sqlite"
+        where = f"{path}: " if len(many) > 1 else ""
+        try:
+            got = archive_spaces(path) if _is_sqlite(path) else load_workload_spaces(path)
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        except (OSError, EOFError, ValueError) as e:
+            raise ValueError(f"{where}not a readable recording: {e}") from e
+        if not got:
+            raise ValueError(f"{where}not a readable recording: it holds no run")
+        recorded = got[0].meta.get("op")
+        if op is not None and recorded is not None and recorded != op:
+            raise ValueError(f"{where}a recording of op {recorded!r}, not {op!r}")
+        if any(str(path) == p for p, _ in files):
+            raise ValueError(f"{path} is given twice")
+        spaces += got
+        files.append((str(path), digest))
+    return RecordedPrior(files, TransferPrior.from_spaces(spaces))
 
 
 def _is_sqlite(path: Path) -> bool:
@@ -88,7 +118,9 @@ def _spaces_of(archive, path: Path) -> list[RecordedSpace]:
             if config_key(cfg) not in mine or v < mine[config_key(cfg)][1]:
                 mine[config_key(cfg)] = (cfg, v)
         for wid, got in best.items():
+            w = archive.get_workload(wid)
             spaces.append(RecordedSpace(f"{run['id']}:{wid}", [c for c, _ in got.values()],
                                         [v for _, v in got.values()], ["ok"] * len(got), "kernel_us",
-                                        meta={"op": run["op"], "path": str(path), "workload": wid}))
+                                        meta={"op": run["op"], "path": str(path), "workload": wid,
+                                              **({"axes": dict(w.axes)} if w is not None else {})}))
     return spaces

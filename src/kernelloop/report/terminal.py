@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from ..replay.prior import prior_files
+
 INTERPRETER_BANNER = ("No CUDA device: running the Triton interpreter on CPU tensors. Verdicts are real; "
                       "timings are CPU-interpreter timings, not kernel performance.")
 
@@ -25,8 +27,8 @@ def render(summary: dict, console: Console | None = None) -> None:
         c.print(f"[yellow]{INTERPRETER_BANNER}[/yellow]")
     if summary["prior"]:
         p = summary["prior"]
-        c.print(f"search warm-started from {p['path']} ({p['configurations']} configurations, "
-                f"sha256 {p['sha256'][:12]})")
+        files = ", ".join(f"{path} (sha256 {sha[:12]})" for path, sha in prior_files(p))
+        c.print(f"search warm-started from {files}: {p['configurations']} configurations")
     counts = Table(title="trials by status")
     counts.add_column("status")
     counts.add_column("count", justify="right")

@@ -12,11 +12,16 @@
   holds, then the model's picks. The model alone is not enough: a value the recording never saw predicts the
   mean, which beats every measured value worse than the mean, so a recording that varied a few parameters
   around a tuned optimum ranks unseen configurations above its own measured best. `from_spaces` pools the
-  workloads of a recording, each normalised by its own best (what `optimize --prior` learns from).
+  workloads of a recording, each normalised by its own best (what `optimize --prior` learns from); it also keeps
+  each recorded workload's own measurements (a workload recorded twice, e.g. in two recordings, has them merged,
+  each configuration at its faster time), and `for_workload` gives the prior whose measured-first warm start is
+  that of the target workload itself when it was recorded, else of the recorded workload nearest in shape, so a
+  suite of very different shapes does not start every shape from the configurations that were best on average.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -84,6 +89,9 @@ class TransferPrior:
             logs.setdefault(config_key(c), []).append(float(lv))
         self.measured = {k: float(np.mean(v)) for k, v in logs.items()}   # mean log objective of each measured one
         self.w = np.linalg.solve(A.T @ A + ridge * np.eye(len(cols)), A.T @ (y - self.mean))
+        self.workloads: dict[str, dict[str, float]] = {}   # recorded workload -> its own log(objective / best)
+        self.axes: dict[str, dict[str, float]] = {}        # recorded workload -> its shape, where known
+        self.source = "pooled"                             # whose measurements warm_start tries first
 
     @classmethod
     def from_space(cls, space) -> "TransferPrior":
@@ -92,15 +100,61 @@ class TransferPrior:
 
     @classmethod
     def from_spaces(cls, spaces) -> "TransferPrior":
-        """From several RecordedSpaces (the workloads of one recording) pooled: each one's objective divided by its
-        best, so shapes of different cost share one scale."""
-        configs, values = [], []
+        """From several RecordedSpaces (the workloads of one or more recordings) pooled: each workload's objective
+        divided by its best, so shapes of different cost share one scale. Spaces of the same workload (meta
+        "workload", else the space's name) are merged first, each configuration at its faster time."""
+        groups: dict[str, dict[str, tuple[dict, float]]] = {}
+        axes: dict[str, dict[str, float]] = {}
         for space in spaces:
-            measured = [(c, v) for c, v in zip(space.configs, space.values) if v is not None and v > 0]
-            best = min((v for _, v in measured), default=None)
-            configs += [c for c, _ in measured]
-            values += [v / best for _, v in measured]
-        return cls(configs, values)
+            wid = space.meta.get("workload") or space.name
+            if space.meta.get("axes"):
+                axes[wid] = dict(space.meta["axes"])
+            got = groups.setdefault(wid, {})
+            for c, v in zip(space.configs, space.values):
+                if v is None or not v > 0 or not math.isfinite(v):
+                    continue
+                key = config_key(c)
+                if key not in got or v < got[key][1]:
+                    got[key] = (c, v)
+        configs, values, per = [], [], {}
+        for wid, got in groups.items():
+            if not got:
+                continue
+            best = min(v for _, v in got.values())
+            configs += [c for c, _ in got.values()]
+            values += [v / best for _, v in got.values()]
+            per[wid] = {key: math.log(v / best) for key, (_, v) in got.items()}
+        prior = cls(configs, values)
+        prior.workloads = per
+        prior.axes = {w: a for w, a in axes.items() if w in per}
+        return prior
+
+    def nearest(self, workload: str | None = None, axes: dict | None = None) -> str | None:
+        """The recorded workload a target should start from: itself when recorded, else the recorded workload with
+        the same axis names nearest to `axes` (sum over axes of |log(recorded / target)|; ties by id), else None."""
+        if workload is not None and workload in self.workloads:
+            return workload
+        if not axes or any(not isinstance(v, (int, float)) or v <= 0 for v in axes.values()):
+            return None
+        best = None
+        for wid, rec in sorted(self.axes.items()):
+            if set(rec) != set(axes) or any(not isinstance(v, (int, float)) or v <= 0 for v in rec.values()):
+                continue
+            d = sum(abs(math.log(rec[k] / axes[k])) for k in axes)
+            if best is None or d < best[0]:
+                best = (d, wid)
+        return None if best is None else best[1]
+
+    def for_workload(self, workload: str | None = None, axes: dict | None = None) -> "TransferPrior":
+        """This prior with `warm_start`'s measured-first part taken from the recorded workload `nearest` to the
+        target (the same model of parameter values); the pooled prior itself when none matches."""
+        wid = self.nearest(workload, axes)
+        if wid is None:
+            return self
+        view = copy.copy(self)
+        view.measured = self.workloads[wid]
+        view.source = wid
+        return view
 
     def predict(self, config: dict) -> float:
         """Predicted log(objective); parameters or values the recording never saw contribute nothing."""

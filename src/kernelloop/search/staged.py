@@ -76,7 +76,8 @@ class Staged(SearchStrategy):
             if not isinstance(prior, TransferPrior):
                 prior = TransferPrior.from_space(prior)
             self._warm = prior.warm_start(self.space, max(1, self.n_init // 2))
-            self.log_event("prior", action="warm start", rows=len(self._warm))
+            self.log_event("prior", action="warm start", rows=len(self._warm),
+                           source=getattr(prior, "source", "pooled"))
         try:
             from threadpoolctl import ThreadpoolController
             self._threads = ThreadpoolController()
