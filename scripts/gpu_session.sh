@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | s9d | s10a | s10b | s11a | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | s9d | s10a | s10b | s11a | s12a | s12b | s12c | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -555,6 +555,43 @@ case "$phase" in
         --prior benchmarks/results/2026-11-30-h200-s7/call4-gemm-prefill-prior.sqlite \
         --prior benchmarks/results/2026-12-01-h200-s8/call2-gemm-prefill-few-tiles.sqlite \
         --prior benchmarks/results/2026-12-01-h200-s9/call2-gemm-prefill-splitk.sqlite
+    }
+    lane_b() { :; }
+    ;;
+  s12a)  # written in the ninth session for the next (issue 7; one GPU): the non-causal attention suite, three
+         # evaluations a workload, each warm-started from its own measured best in the eighth session's two suite
+         # runs and the fifth session's tuned seed-shape run; confirmed beside cuDNN and FA2 (the efficient and
+         # math backends were reported in the eighth session and cost ~150 s of confirmation)
+    lane_a() {
+      optimize attention-suite-own-best 560 attention --budget 3,330s \
+        --prior benchmarks/results/2026-12-01-h200-s8/call4-attention-suite-backends.sqlite \
+        --prior benchmarks/results/2026-12-01-h200-s8/call1-attention-suite-backends.sqlite \
+        --prior benchmarks/results/2026-11-30-h200-s5/call3-attention-nc64.sqlite \
+        --baseline sdpa-cudnn --baseline sdpa-flash
+    }
+    lane_b() { :; }
+    ;;
+  s12b)  # (issue 7; one GPU) the causal attention suite likewise
+    lane_a() {
+      optimize attention_causal-suite-own-best 560 attention_causal --budget 3,330s \
+        --prior benchmarks/results/2026-12-01-h200-s8/call3-attention_causal-suite-backends.sqlite \
+        --prior benchmarks/results/2026-12-01-h200-s8/call1-attention_causal-suite-backends.cut.sqlite \
+        --prior benchmarks/results/2026-11-30-h200-s5/call3-attention_causal-s5.sqlite \
+        --baseline sdpa-cudnn --baseline sdpa-flash
+    }
+    lane_b() { :; }
+    ;;
+  s12c)  # (issue 7; one GPU) the six few-tile prefill GEMMs, 12 evaluations each from their own best of two runs;
+         # then GEMM fp16 4096^3, 50 evaluations of the tiled template from the seventh session's recorded space
+    lane_a() {
+      optimize gemm-few-tiles-own-best 300 gemm --template tiled --template splitk --budget 12,220s \
+        --baseline cublas --workloads benchmarks/workloads/gemm-prefill-few-tiles.toml \
+        --prior benchmarks/results/2026-12-01-h200-s9/call4-gemm-prefill-own-best.sqlite \
+        --prior benchmarks/results/2026-12-01-h200-s8/call2-gemm-prefill-few-tiles.sqlite
+      optimize gemm-4096-tiled 250 gemm --template tiled --budget 50,190s --baseline cublas \
+        --workloads benchmarks/workloads/gemm-4096.toml \
+        --prior benchmarks/results/2026-11-30-h200-s5/gemm_fp16_4096_H200.space.json.gz \
+        --prior benchmarks/results/2026-11-30-h200-s7/call3-gemm-4096-subtiled.sqlite
     }
     lane_b() { :; }
     ;;
