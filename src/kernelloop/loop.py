@@ -138,20 +138,17 @@ class TemplateSearch:
     """Proposes template configurations from each workload's pruned space through an ask/tell strategy."""
 
     def __init__(self, bundle: OpBundle, spaces: dict[str, list[dict]], strategy: str, seed: int,
-                 prior: TransferPrior | None = None, axes: dict[str, dict] | None = None):
+                 prior: TransferPrior | None = None, shapes: dict[str, tuple[dict, str]] | None = None):
         """`prior` warm-starts each workload's search from the recorded workload nearest to it (the same one when
-        recorded; by `axes`, each workload's shape, otherwise): `TransferPrior.for_workload`."""
+        recorded; by `shapes`, each workload's axes and dtype, otherwise): `TransferPrior.for_workload`."""
         self.bundle = bundle
         self.spaces = spaces
         self.name = f"search:{strategy}"
-        self.prior_sources: dict[str, str] = {}   # workload -> the recorded workload its warm start comes from
         self.strategies = {}
         for wid, space in spaces.items():
             options = {}
             if prior is not None:
-                mine = prior.for_workload(wid, (axes or {}).get(wid))
-                self.prior_sources[wid] = mine.source
-                options = {"prior": mine}
+                options = {"prior": prior.for_workload(wid, *(shapes or {}).get(wid, (None, None)))}
             self.strategies[wid] = make_strategy(strategy, space, derive_seed(seed, wid), **options)
         self._configs: dict[tuple[str, str], dict] = {}
         self._seen: dict[str, int] = {}
@@ -242,12 +239,15 @@ class Controller:
                 opts.baselines = archive.get_run(run_id)["options"].get("baselines")
             if resume:   # the same warm start as before: the archive names what warmed the search
                 archived = archive.get_run(run_id)["options"].get("prior")
-                if opts.prior is not None and ([h for _, h in prior_files(opts.prior)]
-                                               != [h for _, h in prior_files(archived)]):
-                    given = " + ".join(p for p, _ in prior_files(opts.prior))
+                now, then = prior_files(opts.prior), prior_files(archived)
+                if opts.prior is not None and sorted(h for _, h in now) != sorted(h for _, h in then):
+                    given = " + ".join(p for p, _ in now)
+                    if then and sorted(p for p, _ in now) == sorted(p for p, _ in then):
+                        raise RuntimeError(f"cannot resume with --prior {given}: a file changed since the run "
+                                           f"began (its sha256 is not the archived one)")
                     raise RuntimeError(f"cannot resume with --prior {given}: the run was "
-                                       + (f"warm-started from {' + '.join(p for p, _ in prior_files(archived))}"
-                                          if archived else "not warm-started"))
+                                       + (f"warm-started from {' + '.join(p for p, _ in then)}"
+                                          if then else "not warm-started"))
                 opts.prior = opts.prior or archived
             unknown = sorted(set(opts.templates or ()) - {t.name for t in self.spec.templates})
             if unknown:
@@ -317,7 +317,7 @@ class Controller:
         opts = self.options
         if opts.strategy != PLANNER:
             return TemplateSearch(self.bundle, spaces, opts.strategy, opts.seed, self._prior(),
-                                  axes={w.id: dict(w.axes) for w in self.workloads})
+                                  shapes={w.id: (dict(w.axes), w.dtype.value) for w in self.workloads})
         from .propose.planner_proposer import PlannerProposer
         from .spec.start import resolve_start
         start = resolve_start(self.spec, self.workloads, opts.start, props) if opts.start else None

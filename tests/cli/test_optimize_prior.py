@@ -16,6 +16,7 @@ from kernelloop.cli.app import app
 from kernelloop.device import device_properties
 from kernelloop.records import Workload
 from kernelloop.replay.space_file import FORMAT, write_space_file
+from kernelloop.search import make_strategy
 from kernelloop.search.encoding import config_key
 from kernelloop.search.history import TransferPrior
 from kernelloop.spec import load_op, load_workloads
@@ -24,7 +25,8 @@ from kernelloop.spec.space import selected_space
 ROOT = Path(__file__).resolve().parents[2]
 RMSNORM = ROOT / "ops" / "rmsnorm"
 runner = CliRunner()
-RECORDED = [({"M": 8, "N": 1000}, 10.0), ({"M": 1, "N": 4096}, 1000.0)]   # other shapes, of very different cost
+# other shapes, of very different cost and different best warp counts
+RECORDED = [({"M": 8, "N": 1000}, 10.0, 1), ({"M": 1, "N": 4096}, 1000.0, 3)]
 
 
 def pruned(axes: dict) -> list[dict]:
@@ -34,11 +36,11 @@ def pruned(axes: dict) -> list[dict]:
             for c in kept]
 
 
-def cost(c: dict) -> float:
-    """A made-up time over the three templates' parameters: the chunked template with two warps, one row per
-    program and small chunks is fastest."""
+def cost(c: dict, log2_warps: int = 1) -> float:
+    """A made-up time over the three templates' parameters: the chunked template with 2**log2_warps warps, one row
+    per program and small chunks is fastest."""
     return (1.0 + {"chunked": 0.0, "persistent": 0.15, "rowwise": 0.3}[c["template"]]
-            + 0.4 * abs(math.log2(c["num_warps"]) - 1) + 0.2 * (c.get("ROWS", 1) - 1)
+            + 0.4 * abs(math.log2(c["num_warps"]) - log2_warps) + 0.2 * (c.get("ROWS", 1) - 1)
             + 0.03 * math.log2(c.get("CHUNK", c.get("BLOCK_N", 256)) / 256)
             + 0.05 * (1 - c.get("EVICT_FIRST", 1)) + 0.02 * c.get("STREAM_STORE", 0) + 0.01 * c.get("PREFETCH", 0))
 
@@ -46,16 +48,17 @@ def cost(c: dict) -> float:
 def recording(path: Path, op: str = "rmsnorm", measured: int | None = None) -> Path:
     """A space file of rmsnorm measured on RECORDED's shapes; `measured` keeps only that many PASSED results."""
     wls = [{"id": f"w{i}", "label": str(axes), "axes": axes, "dtype": "fp32", "weight": 1.0}
-           for i, (axes, _) in enumerate(RECORDED)]
-    spaces = [{config_key(c): c for c in pruned(axes)} for axes, _ in RECORDED]
+           for i, (axes, _, _) in enumerate(RECORDED)]
+    spaces = [{config_key(c): c for c in pruned(axes)} for axes, _, _ in RECORDED]
     configs = {k: c for s in spaces for k, c in s.items()}
     records, n = [], 0
     for k, c in configs.items():
         results = {}
-        for w, space, (_, scale) in zip(wls, spaces, RECORDED):
+        for w, space, (_, scale, warps) in zip(wls, spaces, RECORDED):
             ok = k in space and (measured is None or n < measured)
             n += ok
-            results[w["id"]] = {"value": scale * cost(c) if ok else None, "status": "PASSED" if ok else "PRUNED",
+            results[w["id"]] = {"value": scale * cost(c, warps) if ok else None,
+                                "status": "PASSED" if ok else "PRUNED",
                                 "ci": None}
         records.append({"config": c, "results": results})
     return write_space_file(path, {"format": FORMAT, "name": f"{op}-cuda", "op": op, "objective": "kernel_us",
@@ -121,13 +124,16 @@ def test_prior_warm_starts_the_search_and_resume_keeps_it(tmp_path, workloads):
     rec = recording(tmp_path / "rmsnorm.space.json")
     target = pruned({"M": 3, "N": 300})
     # the target (M 3, N 300) is nearest to the recorded M 8, N 1000 (w0): its own best are tried first
-    first = [target[i] for i in expected_warm_start(rec, target, 3)]
+    k = max(1, make_strategy("staged", target, 0).n_init // 2)   # the size of the staged search's warm start
+    first = [target[i] for i in expected_warm_start(rec, target, k)][:3]
+    assert first[:2] != [target[i] for i in expected_prior(rec).warm_start(target, 2)], \
+        "this recording tells the per-workload warm start from the pooled one"
     out = tmp_path / "run"
     r = optimize(workloads, out, "--budget", "2", "--prior", str(rec))
     assert r.exit_code == 0, r.output
     sha = hashlib.sha256(rec.read_bytes()).hexdigest()
     archived = {"files": [{"path": str(rec), "sha256": sha}], "path": str(rec), "sha256": sha,
-                "configurations": len({config_key(c) for axes, _ in RECORDED for c in pruned(axes)})}
+                "configurations": len({config_key(c) for axes, _, _ in RECORDED for c in pruned(axes)})}
     assert json.loads(r.stdout[r.stdout.index("{"):])["prior"] == archived
     configs, options, events = evaluated(out)
     assert configs == first[:2], "the first asks are the prior's warm start in this workload's pruned space"
@@ -232,6 +238,7 @@ def test_several_priors_pool_and_the_target_starts_from_its_own_recorded_best(tm
     assert optimize(workloads, earlier, "--budget", "4").exit_code == 0
     with Archive(earlier / "archive.sqlite", readonly=True) as a:
         run = a.runs()[0]
+        (run_workload,) = {t.workload_id for t in a.trials(run["id"])}
         times = {}
         for t in a.trials(run["id"], status="PASSED"):
             cand = a.get_candidate(t.candidate_id)
@@ -247,8 +254,10 @@ def test_several_priors_pool_and_the_target_starts_from_its_own_recorded_best(tm
     assert files[0]["sha256"] == hashlib.sha256(rec.read_bytes()).hexdigest()
     assert "path" not in options["prior"], "several files: only the list"
     source = next(e["source"] for e in events if e["kind"] == "prior")
-    assert source not in ("w0", "w1", "pooled"), "the target's own recording, by its workload id"
-    r = optimize(workloads, out, "--budget", "2", "--resume")
+    assert source == run_workload, "the target's own recording, by its workload id"
+    # resumed with the same files in another order: the same prior
+    r = optimize(workloads, out, "--budget", "2", "--resume", "--prior", str(earlier), "--prior", str(rec))
+    assert r.exit_code == 0, r.output
     assert r.exit_code == 0, r.output
     assert len(evaluated(out)[0]) == 2
     shown = runner.invoke(app, ["show", str(out)], env={"COLUMNS": "500"})   # long paths unwrapped
@@ -257,6 +266,9 @@ def test_several_priors_pool_and_the_target_starts_from_its_own_recorded_best(tm
     assert "earlier/archive.sqlite (sha256" in said(shown), shown.output
     r = optimize(workloads, out, "--budget", "3", "--resume", "--prior", str(rec))
     assert r.exit_code == common.STOPPED and "cannot resume with --prior" in said(r), r.output
+    recording(rec, measured=5)   # the same paths, one file changed
+    r = optimize(workloads, out, "--budget", "3", "--resume", "--prior", str(rec), "--prior", str(earlier))
+    assert r.exit_code == common.STOPPED and "a file changed since the run began" in said(r), r.output
     # a file given twice, and a bad second file (named in the message), are refused
     r = optimize(workloads, tmp_path / "never", "--prior", str(rec), "--prior", str(rec))
     assert r.exit_code == common.BAD_INPUT and "is given twice" in said(r), r.output

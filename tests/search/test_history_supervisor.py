@@ -129,3 +129,48 @@ def test_a_workload_recorded_twice_is_merged_at_its_faster_times():
     assert [space[i]["X"] for i in prior.for_workload("w").warm_start(space, 6)[:3]] == [3, 4, 1]
     assert np.isclose(own[min(own, key=own.get)], 0.0)
     assert np.isclose(max(own.values()), np.log(3.0 / 1.0))   # X=2 at its faster 3.0, over the best 1.0
+
+
+def test_a_workload_on_two_devices_is_normalised_per_device():
+    """One workload recorded on two GPUs: raw times are not comparable across them, so each device's times are
+    divided by that device's best and the workload's table is the mean of those logs."""
+    h100 = RecordedSpace("a:w", [{"template": "t", "X": x} for x in (1, 2)], [10.0, 11.0], ["ok"] * 2,
+                         meta={"workload": "w", "device": "H100"})
+    a100 = RecordedSpace("b:w", [{"template": "t", "X": x} for x in (1, 2, 3, 4)], [30.0, 33.0, 40.0, 20.0],
+                         ["ok"] * 4, meta={"workload": "w", "device": {"name": "A100"}})
+    prior = TransferPrior.from_spaces([h100, a100])
+    own = prior.workloads["w"]
+    key = lambda x: config_key({"template": "t", "X": x})  # noqa: E731
+    assert np.isclose(own[key(4)], 0.0) and np.isclose(own[key(3)], np.log(2.0))
+    assert np.isclose(own[key(1)], (0.0 + np.log(1.5)) / 2) and np.isclose(own[key(2)], (np.log(1.1) + np.log(1.65)) / 2)
+    space = [{"template": "t", "X": x} for x in (1, 2, 3, 4)]
+    assert [space[i]["X"] for i in prior.for_workload("w").warm_start(space, 8)] == [4, 1, 2, 3]
+
+
+def test_spaces_that_name_no_workload_are_never_merged():
+    """Two Kernel Tuner caches with the same file stem (the space's name) but different problem sizes: each is
+    normalised by its own best, as if read alone, and neither is a per-workload table."""
+    small = RecordedSpace("gemm", [{"template": "t", "X": x} for x in (1, 2)], [1.0, 2.0], ["ok"] * 2)
+    large = RecordedSpace("gemm", [{"template": "t", "X": x} for x in (3, 4)], [100.0, 120.0], ["ok"] * 2)
+    prior = TransferPrior.from_spaces([small, large])
+    assert prior.workloads == {}
+    assert np.isclose(prior.measured[config_key({"template": "t", "X": 3})], 0.0)
+    assert prior.for_workload("gemm", {"M": 1}) is prior
+
+
+def test_malformed_axes_are_ignored_and_dtype_is_preferred():
+    bad = [RecordedSpace(f"r:{w}", [{"template": "t", "X": 1}, {"template": "t", "X": 2}], [1.0, 2.0], ["ok"] * 2,
+                         meta={"workload": w, "axes": axes}) for w, axes in
+           (("list", [8, 1000]), ("text", "8x1000"), ("flag", {"M": True}))]
+    prior = TransferPrior.from_spaces(bad)
+    assert set(prior.workloads) == {"list", "text", "flag"} and prior.axes == {}
+    assert prior.for_workload("new", {"M": 8}) is prior
+    # the same shape in fp32 and a near shape in fp16: an fp16 target starts from the fp16 one
+    same = _recorded("r:f32", "f32", {"M": 512, "N": 512}, {1: 1.0, 2: 2.0})
+    same.meta["dtype"] = "fp32"
+    near = _recorded("r:f16", "f16", {"M": 1024, "N": 512}, {1: 2.0, 2: 1.0})
+    near.meta["dtype"] = "fp16"
+    prior = TransferPrior.from_spaces([same, near])
+    assert prior.nearest(None, {"M": 512, "N": 512}, "fp16") == "f16"
+    assert prior.nearest(None, {"M": 512, "N": 512}, "fp32") == "f32"
+    assert prior.nearest(None, {"M": 512, "N": 512}) == "f32"

@@ -4,7 +4,8 @@ One prior from the whole recording (a `kernelloop record` space file, a Kernel T
 earlier run: `archive.sqlite` or its run folder, all of its runs' PASSED trials): every PASSED
 measurement of every recorded workload, each workload's objective divided by that workload's best so shapes of
 different cost pool into one additive model of log(objective) (`TransferPrior.from_spaces`). Several recordings
-(`--prior` repeated) pool into one prior, a workload recorded in more than one with its measurements merged. The
+(`--prior` repeated) pool into one prior, a workload recorded in more than one with its measurements merged (per
+GPU: see `TransferPrior.from_spaces`). The
 model is shared by every target workload; the configurations a warm start tries first are those the target
 workload itself measured best when it was recorded, else those of the recorded workload nearest in shape
 (`TransferPrior.for_workload`).
@@ -119,8 +120,11 @@ def _spaces_of(archive, path: Path) -> list[RecordedSpace]:
                 mine[config_key(cfg)] = (cfg, v)
         for wid, got in best.items():
             w = archive.get_workload(wid)
+            env = run.get("environment") or {}
             spaces.append(RecordedSpace(f"{run['id']}:{wid}", [c for c, _ in got.values()],
                                         [v for _, v in got.values()], ["ok"] * len(got), "kernel_us",
                                         meta={"op": run["op"], "path": str(path), "workload": wid,
-                                              **({"axes": dict(w.axes)} if w is not None else {})}))
+                                              "device": env.get("gpu") or env.get("device") or "",
+                                              **({"axes": dict(w.axes), "dtype": w.dtype.value}
+                                                 if w is not None else {})}))
     return spaces

@@ -100,9 +100,10 @@ def from_space_document(doc: dict, workload: str | None = None, min_speedup: flo
             res = rec["results"].get(wid, {"value": None, "status": "not measured"})
             values.append(res.get("value"))
             statuses.append("ok" if res.get("value") is not None else res.get("status", "failed"))
-        axes = next((w.get("axes") for w in wls if w["id"] == wid), None)
+        mine = next(w for w in wls if w["id"] == wid)
+        shape = {k: mine[k] for k in ("axes", "dtype") if mine.get(k)}   # the transfer prior checks them
         return RecordedSpace(f"{doc['name']}:{wid}", configs, values, statuses, doc["objective"], params,
-                             {**meta, "workload": wid, **({"axes": axes} if axes else {})})
+                             {**meta, "workload": wid, **shape})
     baseline = space_baseline(doc)
     weights = {w["id"]: float(w.get("weight", 1.0)) for w in wls}
     objective = MultiWorkloadObjective(baseline, weights, min_speedup)

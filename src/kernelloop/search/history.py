@@ -13,8 +13,9 @@
   mean, which beats every measured value worse than the mean, so a recording that varied a few parameters
   around a tuned optimum ranks unseen configurations above its own measured best. `from_spaces` pools the
   workloads of a recording, each normalised by its own best (what `optimize --prior` learns from); it also keeps
-  each recorded workload's own measurements (a workload recorded twice, e.g. in two recordings, has them merged,
-  each configuration at its faster time), and `for_workload` gives the prior whose measured-first warm start is
+  each recorded workload's own measurements (a workload recorded twice on one device, e.g. in two runs, has them
+  merged, each configuration at its faster time; on two devices, each normalised by its own best and averaged in
+  logs), and `for_workload` gives the prior whose measured-first warm start is
   that of the target workload itself when it was recorded, else of the recorded workload nearest in shape, so a
   suite of very different shapes does not start every shape from the configurations that were best on average.
 """
@@ -91,6 +92,7 @@ class TransferPrior:
         self.w = np.linalg.solve(A.T @ A + ridge * np.eye(len(cols)), A.T @ (y - self.mean))
         self.workloads: dict[str, dict[str, float]] = {}   # recorded workload -> its own log(objective / best)
         self.axes: dict[str, dict[str, float]] = {}        # recorded workload -> its shape, where known
+        self.dtypes: dict[str, str] = {}                   # recorded workload -> its dtype, where known
         self.source = "pooled"                             # whose measurements warm_start tries first
 
     @classmethod
@@ -101,54 +103,70 @@ class TransferPrior:
     @classmethod
     def from_spaces(cls, spaces) -> "TransferPrior":
         """From several RecordedSpaces (the workloads of one or more recordings) pooled: each workload's objective
-        divided by its best, so shapes of different cost share one scale. Spaces of the same workload (meta
-        "workload", else the space's name) are merged first, each configuration at its faster time."""
-        groups: dict[str, dict[str, tuple[dict, float]]] = {}
-        axes: dict[str, dict[str, float]] = {}
-        for space in spaces:
-            wid = space.meta.get("workload") or space.name
-            if space.meta.get("axes"):
-                axes[wid] = dict(space.meta["axes"])
-            got = groups.setdefault(wid, {})
+        divided by its best, so shapes of different cost share one scale.
+
+        Spaces that name the same workload (meta "workload") on the same device (meta "device") are merged first,
+        each configuration at its faster time; a space that names no workload is never merged. A workload measured
+        on several devices is normalised per device, and its own table (`workloads`) is the mean over devices of
+        each configuration's log(objective / that device's best)."""
+        groups: dict[tuple, dict[str, tuple[dict, float]]] = {}
+        shapes: dict[str, tuple[dict, str | None]] = {}
+        for n, space in enumerate(spaces):
+            wid = space.meta.get("workload")
+            group = (wid, _device_of(space.meta)) if wid else (None, n)
+            got = groups.setdefault(group, {})
             for c, v in zip(space.configs, space.values):
                 if v is None or not v > 0 or not math.isfinite(v):
                     continue
                 key = config_key(c)
                 if key not in got or v < got[key][1]:
                     got[key] = (c, v)
-        configs, values, per = [], [], {}
-        for wid, got in groups.items():
+            axes = space.meta.get("axes")
+            if wid and isinstance(axes, dict) and axes and all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) for x in axes.values()):
+                shapes[wid] = (dict(axes), space.meta.get("dtype"))
+        configs, values = [], []
+        logs: dict[str, dict[str, list[float]]] = {}   # workload -> configuration -> its log ratio on each device
+        for (wid, _), got in groups.items():
             if not got:
                 continue
             best = min(v for _, v in got.values())
             configs += [c for c, _ in got.values()]
             values += [v / best for _, v in got.values()]
-            per[wid] = {key: math.log(v / best) for key, (_, v) in got.items()}
+            if wid is not None:
+                mine = logs.setdefault(wid, {})
+                for key, (_, v) in got.items():
+                    mine.setdefault(key, []).append(math.log(v / best))
         prior = cls(configs, values)
-        prior.workloads = per
-        prior.axes = {w: a for w, a in axes.items() if w in per}
+        prior.workloads = {w: {k: float(np.mean(v)) for k, v in t.items()} for w, t in logs.items()}
+        prior.axes = {w: a for w, (a, _) in shapes.items() if w in logs}
+        prior.dtypes = {w: d for w, (_, d) in shapes.items() if w in logs and d}
         return prior
 
-    def nearest(self, workload: str | None = None, axes: dict | None = None) -> str | None:
+    def nearest(self, workload: str | None = None, axes: dict | None = None, dtype: str | None = None) -> str | None:
         """The recorded workload a target should start from: itself when recorded, else the recorded workload with
-        the same axis names nearest to `axes` (sum over axes of |log(recorded / target)|; ties by id), else None."""
+        the same axis names nearest to `axes` (the same dtype first, when both are known; then the sum over axes
+        of |log(recorded / target)|; ties by id), else None."""
         if workload is not None and workload in self.workloads:
             return workload
-        if not axes or any(not isinstance(v, (int, float)) or v <= 0 for v in axes.values()):
+        if not isinstance(axes, dict) or not axes or any(
+                not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0 for v in axes.values()):
             return None
         best = None
         for wid, rec in sorted(self.axes.items()):
-            if set(rec) != set(axes) or any(not isinstance(v, (int, float)) or v <= 0 for v in rec.values()):
+            if set(rec) != set(axes) or any(v <= 0 for v in rec.values()):
                 continue
-            d = sum(abs(math.log(rec[k] / axes[k])) for k in axes)
-            if best is None or d < best[0]:
-                best = (d, wid)
-        return None if best is None else best[1]
+            other = dtype is not None and self.dtypes.get(wid) not in (None, dtype)
+            rank = (other, sum(abs(math.log(rec[k] / axes[k])) for k in axes), wid)
+            if best is None or rank < best:
+                best = rank
+        return None if best is None else best[2]
 
-    def for_workload(self, workload: str | None = None, axes: dict | None = None) -> "TransferPrior":
+    def for_workload(self, workload: str | None = None, axes: dict | None = None,
+                     dtype: str | None = None) -> "TransferPrior":
         """This prior with `warm_start`'s measured-first part taken from the recorded workload `nearest` to the
         target (the same model of parameter values); the pooled prior itself when none matches."""
-        wid = self.nearest(workload, axes)
+        wid = self.nearest(workload, axes, dtype)
         if wid is None:
             return self
         view = copy.copy(self)
@@ -185,3 +203,12 @@ class TransferPrior:
 
 def _key(v):
     return tuple(v) if isinstance(v, list) else v
+
+
+def _device_of(meta: dict) -> str:
+    """The device a recording was measured on, as far as its meta says ("" when it does not): a name, or the name
+    in a device-properties mapping."""
+    d = meta.get("device")
+    if isinstance(d, dict):
+        d = d.get("name") or d.get("gpu")
+    return "" if d is None else str(d)
