@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | s9d | s10a | s10b | s11a | s12a | s12b | s12c | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | s9d | s10a | s10b | s11a | s12a | s12b | s12c | s12d | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -581,17 +581,34 @@ case "$phase" in
     }
     lane_b() { :; }
     ;;
-  s12c)  # (issue 7; one GPU) the six few-tile prefill GEMMs, 12 evaluations each from their own best of two runs;
-         # then GEMM fp16 4096^3, 50 evaluations of the tiled template from the seventh session's recorded space
+  s12c)  # (issue 7; one GPU) prefill in one call. First the six few-tile shapes with split-K of the 128x256 tile
+         # only (the tile the large shapes run best with: 64 or 16 tiles split 2 or 8 ways fill one wave of 132 SMs;
+         # no earlier run tried it there), 12 evaluations each; then the whole suite, three evaluations a
+         # workload, each warm-started from its own best of every earlier prefill run and of the first step
     lane_a() {
-      optimize gemm-few-tiles-own-best 300 gemm --template tiled --template splitk --budget 12,220s \
+      optimize gemm-few-tiles-wave 210 gemm --template splitk --fix 'BLOCK_M=128,BLOCK_N=256' --budget 12,150s \
         --baseline cublas --workloads benchmarks/workloads/gemm-prefill-few-tiles.toml \
-        --prior benchmarks/results/2026-12-01-h200-s9/call4-gemm-prefill-own-best.sqlite \
         --prior benchmarks/results/2026-12-01-h200-s8/call2-gemm-prefill-few-tiles.sqlite
+      wave=(); [ -s runs/gemm-few-tiles-wave/archive.sqlite ] && wave=(--prior runs/gemm-few-tiles-wave)
+      optimize gemm-prefill-all-best 340 gemm --template tiled --template splitk --budget 3,250s --baseline cublas \
+        --workloads ops/gemm/workloads-prefill.toml \
+        --prior benchmarks/results/2026-11-30-h200-s7/call4-gemm-prefill-prior.sqlite \
+        --prior benchmarks/results/2026-12-01-h200-s8/call2-gemm-prefill-few-tiles.sqlite \
+        --prior benchmarks/results/2026-12-01-h200-s9/call4-gemm-prefill-own-best.sqlite \
+        ${wave[@]+"${wave[@]}"}
+    }
+    lane_b() { :; }
+    ;;
+  s12d)  # (issue 7; one GPU) GEMM fp16 4096^3, 50 evaluations of the tiled template warm-started from the fifth
+         # session's recorded space and the seventh session's subtiled run; then the GPU sweep of the GEMM ops
+         # (split-K 8 has never run on a GPU)
+    lane_a() {
       optimize gemm-4096-tiled 250 gemm --template tiled --budget 50,190s --baseline cublas \
         --workloads benchmarks/workloads/gemm-4096.toml \
         --prior benchmarks/results/2026-11-30-h200-s5/gemm_fp16_4096_H200.space.json.gz \
         --prior benchmarks/results/2026-11-30-h200-s7/call3-gemm-4096-subtiled.sqlite
+      step gpu-sweep-gemm 150 env KERNELLOOP_GPU_TIER=1 python3 -m pytest -q -m gpu -p no:cacheprovider \
+        tests/ops/test_gemm.py -k gpu_sweep
     }
     lane_b() { :; }
     ;;

@@ -239,6 +239,8 @@ SPLITK_16_CASES = [
     ("k2", {"M": 20, "N": 40, "K": 200}, {"SPLIT_K": 2}),
     ("k3-ragged", {"M": 37, "N": 72, "K": 136}, {"SPLIT_K": 3, "BLOCK_M": 32, "BLOCK_N": 64}),
     ("k4-one-row", {"M": 1, "N": 40, "K": 256}, {"SPLIT_K": 4}),
+    ("k8-ragged", {"M": 19, "N": 48, "K": 1000}, {"SPLIT_K": 8, "BLOCK_K": 64}),   # the last k-ranges short
+    ("k8-empty-splits", {"M": 5, "N": 40, "K": 100}, {"SPLIT_K": 8, "BLOCK_K": 64}),  # 2 k-steps: 6 splits empty
 ]
 
 
@@ -257,7 +259,7 @@ def test_split_k_with_a_16_bit_output_passes_the_verifier_deterministically(axes
     cfg = splitk_config(over)
     w = Workload(op="gemm", axes=axes, dtype=dtype)
     numel = spec.scratch_numel(axes)
-    assert numel == 4 * axes["M"] * axes["N"]
+    assert numel == 8 * axes["M"] * axes["N"], "eight partial planes for outputs of at most 2^21 elements"
     outs = []
     for seed in (7, 7, 8):
         inputs = make_inputs(spec, w, seed, "cpu", "normal")
@@ -283,15 +285,22 @@ def test_split_k_template_is_kept_only_for_few_tiles_and_the_workspace_only_for_
     spec = bundle("gemm").spec
     t = spec.template("splitk")
     few = {"M": 512, "N": 1024, "K": 4096}
+    wide = {"M": 512, "N": 8192, "K": 4096}          # 2^22 elements: four planes at most
     many = {"M": 4096, "N": 4096, "K": 4096}
-    assert spec.scratch_numel(few) == 4 * 512 * 1024 and spec.scratch_numel(many) == 0
+    assert spec.scratch_numel(few) == 8 * 512 * 1024 and spec.scratch_numel(wide) == 4 * 512 * 8192
+    assert spec.scratch_numel(many) == 0
     kept = {name: space.prune(t, Workload(op="gemm", axes=axes, dtype="bf16"), H200_LIKE)[0]
-            for name, axes in (("few", few), ("many", many))}
+            for name, axes in (("few", few), ("wide", wide), ("many", many))}
     assert kept["many"] == []
-    assert kept["few"] and {c["SPLIT_K"] for c in kept["few"]} == {2, 3, 4}
+    assert kept["few"] and {c["SPLIT_K"] for c in kept["few"]} == {2, 3, 4, 8}
+    assert kept["wide"] and {c["SPLIT_K"] for c in kept["wide"]} == {2, 3, 4}
+    # 16 tiles of 128x256 split 8 ways: 128 programs, one wave on 132 SMs
+    assert any(c["BLOCK_M"] == 128 and c["BLOCK_N"] == 256 and c["SPLIT_K"] == 8 for c in kept["few"])
     # every kept configuration leaves SMs idle without split-K and fits its partial planes in the workspace
-    assert all(math.ceil(512 / c["BLOCK_M"]) * math.ceil(1024 / c["BLOCK_N"]) < 132 for c in kept["few"])
-    assert all(c["SPLIT_K"] * 512 * 1024 <= spec.scratch_numel(few) for c in kept["few"])
+    for name, axes in (("few", few), ("wide", wide)):
+        assert all(math.ceil(axes["M"] / c["BLOCK_M"]) * math.ceil(axes["N"] / c["BLOCK_N"]) < 132
+                   for c in kept[name])
+        assert all(c["SPLIT_K"] * axes["M"] * axes["N"] <= spec.scratch_numel(axes) for c in kept[name])
 
 
 # ---- pruning -------------------------------------------------------------------------------------------------
@@ -419,7 +428,7 @@ if "SPLIT_K" in params:
 FEW = {"M": 512, "N": 1024, "K": 4096}  # 32 tiles of 128x128 on 132 SMs: where split-K pays
 if spec.scratch is not None:  # gemm's splitk template: a 16-bit c summed from fp32 partials in the workspace
     configs += [dict(c, SPLIT_K=k, PERSISTENT=0, GROUP_M=8) for c, k in ((CONFIGS[1], 2), (CONFIGS[3], 3),
-                                                                           (CONFIGS[4], 4))]
+                                                                           (CONFIGS[4], 4), (CONFIGS[0], 8))]
 rows, worst, skipped = [], {}, []
 for i, cfg in enumerate(configs):
     cfg.update(EPILOGUE=params["EPILOGUE"][0], TRANS_B=params["TRANS_B"][0])
