@@ -27,7 +27,9 @@ from . import common
 def record(
     spec: Annotated[str, typer.Argument(help="Op folder, its spec.toml, or an op name under ./ops.")],
     out: Annotated[Path, typer.Option(help="Space file to write (.json or .json.gz).")],
-    workloads: Annotated[Optional[Path], typer.Option(help="Workload file (default: the op's workloads.toml).")] = None,
+    workloads: Annotated[Optional[Path], typer.Option(
+        help="Workload file (default: the op's workloads.toml; workloads-interpret.toml with --device interpret).")
+    ] = None,
     device: Annotated[str, typer.Option(help="cuda (interpret only for testing the command).")] = "cuda",
     limit: Annotated[Optional[int], typer.Option(min=1, help="Measure only the first N configurations.")] = None,
     checks: Annotated[int, typer.Option(min=1, help="Verification runs per configuration.")] = 1,
