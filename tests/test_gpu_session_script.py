@@ -47,3 +47,70 @@ def test_every_repository_file_a_phase_reads_exists():
     refs = set(re.findall(r"(?<![\w$/])((?:benchmarks|ops)/[\w./-]+\.(?:toml|sqlite|json|gz))", text))
     assert len(refs) >= 20 and "benchmarks/workloads/gemm-prefill-few-tiles.toml" in refs
     assert [r for r in sorted(refs) if not (ROOT / r).is_file()] == []
+
+
+def _optimize_calls(text: str) -> list[tuple[str, str, list[str]]]:
+    """(phase, step name, the arguments after the op) of every `optimize NAME SECONDS OP ...` line of each phase
+    of gpu_session.sh, continuation lines joined; shell expansions (`${...}`) and paths under runs/ (written
+    by an earlier step of the same call) are left out."""
+    import re
+    import shlex
+    calls, phase = [], None
+    lines = text.replace("\\\n", " ").splitlines()
+    for line in lines:
+        m = re.match(r"^  ([\w-]+)\)", line)
+        if m:
+            phase = m.group(1)
+        words = line.split()
+        if phase and words[:1] == ["optimize"] and len(words) >= 4:
+            args = [w for w in shlex.split(" ".join(words[4:])) if not w.startswith("${")]
+            cleaned = []
+            for i, w in enumerate(args):
+                if w.startswith("runs/") or (w == "--prior" and i + 1 < len(args) and args[i + 1].startswith("runs/")):
+                    continue
+                cleaned.append(w)
+            calls.append((phase, words[1], [words[3], *cleaned]))
+    return calls
+
+
+def test_the_newest_phases_optimize_arguments_pass_the_commands_checks(monkeypatch, tmp_path):
+    """Each `optimize` of the phases written for the next session, through the real command up to the run: the
+    spec, workload file, templates, --fix, baselines and every --prior are read and checked as on the GPU host;
+    then every workload must keep configurations after pruning for an H200-like device. A wrong argument would
+    otherwise cost a device call."""
+    from typer.testing import CliRunner
+
+    import kernelloop.cli.optimize as optimize_cli
+    from kernelloop.cli.app import app
+    from kernelloop.device import device_properties
+    from kernelloop.spec.space import selected_space
+
+    h200 = {**device_properties("interpret"), "virtual": False, "name": "H200-like (sm_90, 132 SMs)"}
+    seen = []
+
+    class Checked(RuntimeError):
+        pass
+
+    class FakeController:
+        def __init__(self, bundle, wls, opts, run_dir, on_progress):
+            self.bundle, self.wls, self.opts = bundle, wls, opts
+
+        def run(self, resume=False):
+            for w in self.wls:
+                kept = [c for _, k, _ in selected_space(self.bundle.spec.templates, w, h200, self.opts.templates,
+                                                        self.opts.fixed) for c in k]
+                assert kept, f"{w.label}: nothing kept for templates {self.opts.templates} fix {self.opts.fixed}"
+            seen.append(self.opts)
+            raise Checked("arguments checked")
+
+    monkeypatch.setattr(optimize_cli, "cuda_available", lambda: True)
+    monkeypatch.setattr(optimize_cli, "Controller", FakeController)
+    monkeypatch.chdir(ROOT)
+    calls = [c for c in _optimize_calls((ROOT / "scripts" / "gpu_session.sh").read_text())
+             if c[0] in ("s12a", "s12b", "s12c", "s12d")]
+    assert len(calls) >= 5
+    for phase, name, (op, *args) in calls:
+        r = CliRunner().invoke(app, ["optimize", f"ops/{op}", "--device", "cuda", "--out", str(tmp_path / name),
+                                     "--json", *args])
+        assert r.exit_code == 3 and "arguments checked" in r.output, (phase, name, r.output)
+    assert len(seen) == len(calls) and all(o.prior for o in seen if o.strategy == "staged")
