@@ -581,34 +581,37 @@ case "$phase" in
     }
     lane_b() { :; }
     ;;
-  s12c)  # (issue 7; one GPU) prefill in one call. First the six few-tile shapes with split-K of the 128x256 tile
-         # only (the tile the large shapes run best with: 64 or 16 tiles split 2 or 8 ways fill one wave of 132 SMs;
-         # no earlier run tried it there), 12 evaluations each; then the whole suite, three evaluations a
-         # workload, each warm-started from its own best of every earlier prefill run and of the first step
+  s12c)  # (issue 7; one GPU) the six few-tile prefill shapes with split-K of the 128x256 tile only (the tile the
+         # large shapes run best with: 64 or 16 tiles split 2 or 8 ways fill one wave of 132 SMs; no earlier run
+         # tried it there), 12 evaluations each; the GEMM GPU sweep (split-K 8 has never run on a GPU); GEMM fp16
+         # 4096^3, 30 evaluations of the tiled template warm-started from the recorded space and the seventh
+         # session's subtiled run; and the installed Triton's Gluon sources (its Hopper API changes between
+         # releases), for writing a warp-specialized ping-pong GEMM offline
     lane_a() {
-      optimize gemm-few-tiles-wave 210 gemm --template splitk --fix 'BLOCK_M=128,BLOCK_N=256' --budget 12,150s \
+      step gluon-sources 20 sh -c 'd=$(python3 -c "import triton, os; print(os.path.dirname(triton.__file__))") &&
+        tar czf "$1/triton-gluon-sources.tgz" -C "$d" experimental/gluon' _ "$OUT"
+      optimize gemm-few-tiles-wave 200 gemm --template splitk --fix 'BLOCK_M=128,BLOCK_N=256' --budget 12,150s \
         --baseline cublas --workloads benchmarks/workloads/gemm-prefill-few-tiles.toml \
         --prior benchmarks/results/2026-12-01-h200-s8/call2-gemm-prefill-few-tiles.sqlite
-      wave=(); [ -s runs/gemm-few-tiles-wave/archive.sqlite ] && wave=(--prior runs/gemm-few-tiles-wave)
-      optimize gemm-prefill-all-best 340 gemm --template tiled --template splitk --budget 3,250s --baseline cublas \
+      step gpu-sweep-gemm 150 env KERNELLOOP_GPU_TIER=1 python3 -m pytest -q -m gpu -p no:cacheprovider \
+        tests/ops/test_gemm.py -k gpu_sweep
+      optimize gemm-4096-tiled 150 gemm --template tiled --budget 30,110s --baseline cublas \
+        --workloads benchmarks/workloads/gemm-4096.toml \
+        --prior benchmarks/results/2026-11-30-h200-s5/gemm_fp16_4096_H200.space.json.gz \
+        --prior benchmarks/results/2026-11-30-h200-s7/call3-gemm-4096-subtiled.sqlite
+    }
+    lane_b() { :; }
+    ;;
+  s12d)  # (issue 7; one GPU) the whole prefill suite, three evaluations a workload, each warm-started from its own
+         # best of every earlier prefill run; EXTRA_PRIOR names one more (the s12c few-tile archive, once copied
+         # into benchmarks/results/): EXTRA_PRIOR=benchmarks/results/.../call1-gemm-few-tiles-wave.sqlite
+    lane_a() {
+      optimize gemm-prefill-all-best 545 gemm --template tiled --template splitk --budget 3,330s --baseline cublas \
         --workloads ops/gemm/workloads-prefill.toml \
         --prior benchmarks/results/2026-11-30-h200-s7/call4-gemm-prefill-prior.sqlite \
         --prior benchmarks/results/2026-12-01-h200-s8/call2-gemm-prefill-few-tiles.sqlite \
         --prior benchmarks/results/2026-12-01-h200-s9/call4-gemm-prefill-own-best.sqlite \
-        ${wave[@]+"${wave[@]}"}
-    }
-    lane_b() { :; }
-    ;;
-  s12d)  # (issue 7; one GPU) GEMM fp16 4096^3, 50 evaluations of the tiled template warm-started from the fifth
-         # session's recorded space and the seventh session's subtiled run; then the GPU sweep of the GEMM ops
-         # (split-K 8 has never run on a GPU)
-    lane_a() {
-      optimize gemm-4096-tiled 250 gemm --template tiled --budget 50,190s --baseline cublas \
-        --workloads benchmarks/workloads/gemm-4096.toml \
-        --prior benchmarks/results/2026-11-30-h200-s5/gemm_fp16_4096_H200.space.json.gz \
-        --prior benchmarks/results/2026-11-30-h200-s7/call3-gemm-4096-subtiled.sqlite
-      step gpu-sweep-gemm 150 env KERNELLOOP_GPU_TIER=1 python3 -m pytest -q -m gpu -p no:cacheprovider \
-        tests/ops/test_gemm.py -k gpu_sweep
+        ${EXTRA_PRIOR:+--prior "$EXTRA_PRIOR"}
     }
     lane_b() { :; }
     ;;
