@@ -604,7 +604,7 @@ case "$phase" in
     ;;
   s12d)  # (issue 7; one GPU) the whole prefill suite, three evaluations a workload, each warm-started from its own
          # best of every earlier prefill run; EXTRA_PRIOR names one more (the s12c few-tile archive, once copied
-         # into benchmarks/results/): EXTRA_PRIOR=benchmarks/results/.../call1-gemm-few-tiles-wave.sqlite
+         # into this session's results folder): EXTRA_PRIOR=<that archive> bash scripts/gpu_session.sh s12d
     lane_a() {
       optimize gemm-prefill-all-best 545 gemm --template tiled --template splitk --budget 3,330s --baseline cublas \
         --workloads ops/gemm/workloads-prefill.toml \

@@ -51,7 +51,7 @@ def test_every_repository_file_a_phase_reads_exists():
 
 def _optimize_calls(text: str) -> list[tuple[str, str, list[str]]]:
     """(phase, step name, the arguments after the op) of every `optimize NAME SECONDS OP ...` line of each phase
-    of gpu_session.sh, continuation lines joined; shell expansions (`${...}`) and paths under runs/ (written
+    of gpu_session.sh, continuation lines joined; words with shell expansions (`${...}`) and paths under runs/ (written
     by an earlier step of the same call) are left out."""
     import re
     import shlex
@@ -63,7 +63,7 @@ def _optimize_calls(text: str) -> list[tuple[str, str, list[str]]]:
             phase = m.group(1)
         words = line.split()
         if phase and words[:1] == ["optimize"] and len(words) >= 4:
-            args = [w for w in shlex.split(" ".join(words[4:])) if not w.startswith("${")]
+            args = [w for w in shlex.split(" ".join(words[4:])) if "$" not in w]
             cleaned = []
             for i, w in enumerate(args):
                 if w.startswith("runs/") or (w == "--prior" and i + 1 < len(args) and args[i + 1].startswith("runs/")):
