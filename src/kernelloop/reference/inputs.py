@@ -4,6 +4,13 @@ Inputs are drawn in float32 from a generator seeded on the device they live on (
 CUDA, the CPU generator otherwise), then cast, so the parent and a worker that use the same seed and
 device hold bit-identical tensors. Activations have a non-zero mean (spec's
 InputPolicy) so a kernel that forgets to centre or to subtract the max is caught.
+
+On the CPU the transcendental steps of a distribution (log, sqrt and pow) run in float64. In float32, torch's
+CPU `log` was seen to return other values after the Triton interpreter had run a kernel in the same process:
+in 6 of 24 processes, 14,713 of 32,768 elements changed, by up to 1e-4 relative (2026-12-01, torch 2.13 CPU,
+triton 3.9), and a worker's heavy-tailed inputs differed from the controller's by up to 19 fp16 ulps. In float64
+none of those 24 processes differed, and a float64 difference would reach a 16-bit input only at rare rounding
+ties (which the controller's one-ulp drift rule covers).
 """
 
 from __future__ import annotations
@@ -24,6 +31,11 @@ def tensor_shape(t: TensorSpec, workload: Workload) -> tuple[int, ...]:
     return tuple(workload.axes[a] for a in t.shape)
 
 
+def _math(x: torch.Tensor) -> torch.Tensor:
+    """`x` in the precision the transcendental steps run in: float64 on the CPU (see the module doc)."""
+    return x.double() if x.device.type == "cpu" else x
+
+
 def _activation(base: torch.Tensor, g: torch.Generator, distribution: str, mean: float, std: float) -> torch.Tensor:
     if distribution == "normal":
         return base * std + mean
@@ -34,11 +46,11 @@ def _activation(base: torch.Tensor, g: torch.Generator, distribution: str, mean:
     if distribution == "mixed":
         rows = base.shape[0] if base.dim() > 1 else 1
         exps = torch.rand((rows,) + (1,) * (base.dim() - 1), generator=g, device=base.device) * 4.0 - 2.0
-        return (base * std + mean) * torch.pow(10.0, exps)
+        return ((_math(base) * std + mean) * torch.pow(10.0, _math(exps))).to(base.dtype)
     if distribution == "heavy_tail":
         u = torch.rand(base.shape, generator=g, device=base.device).clamp_min(1e-12)
-        t = base / torch.sqrt(-torch.log(u))  # Student-t, 2 degrees of freedom
-        return (t * std).clamp(-1e3 * std, 1e3 * std) + mean
+        t = _math(base) / torch.sqrt(-torch.log(_math(u)))  # Student-t, 2 degrees of freedom
+        return ((t * std).clamp(-1e3 * std, 1e3 * std) + mean).to(base.dtype)
     raise ValueError(f"unknown distribution {distribution!r}")
 
 
