@@ -42,6 +42,7 @@ def test_honest_kernel_passes_with_build_resources_and_cold_l2_times(evaluator, 
     b = ev.build
     assert b.kind == "artifact" and b.registers and b.registers > 0 and b.spills is not None
     assert "sm_90" in b.toolchain and b.binary_hash
+    assert b.warps == honest(layernorm).config["num_warps"], "no loop is warp-specialized: the config's warps"
     m = ev.measurement
     assert m.kernel.n == 30 and m.kernel.median_us > 1.0
     # Kernel time excludes the host launch; call time includes it.

@@ -1,3 +1,4 @@
+import json
 import pytest
 from pydantic import ValidationError
 
@@ -60,3 +61,11 @@ def test_tolerance_scales_atol_with_the_reduction_length():
     assert Tolerance(atol=1e-3, rtol=0).resolve({"K": 9}).atol == 1e-3
     with pytest.raises(ValidationError):
         Tolerance(atol=1e-3, rtol=0, atol_scale="__import__('os')")
+
+
+def test_build_artifact_keeps_the_compiled_warp_count_and_reads_records_without_it():
+    b = BuildArtifact(registers=168, spills=0, shared_bytes=213464, warps=12, compile_s=1.3, toolchain="triton 3.6.0")
+    assert BuildArtifact.from_json(b.to_json()).warps == 12
+    old = json.loads(b.to_json())
+    del old["warps"]                              # a record archived before the field existed
+    assert BuildArtifact.model_validate(old).warps is None

@@ -33,8 +33,8 @@ def _build_info(module, compile_s: float, device: str) -> dict:
 
     import triton
     from triton.runtime.jit import JITFunction
-    info = {"kernel_names": [], "registers": None, "spills": None, "shared_bytes": None, "compile_s": compile_s,
-            "toolchain": f"triton {triton.__version__}", "binary_hash": None}
+    info = {"kernel_names": [], "registers": None, "spills": None, "shared_bytes": None, "warps": None,
+            "compile_s": compile_s, "toolchain": f"triton {triton.__version__}", "binary_hash": None}
     if device != "cuda":
         info["toolchain"] += " / interpreter"
         info["kernel_names"] = [n for n, v in vars(module).items() if isinstance(v, JITFunction)]
@@ -52,6 +52,9 @@ def _build_info(module, compile_s: float, device: str) -> dict:
                 info["kernel_names"].append(kernel.metadata.name if hasattr(kernel.metadata, "name") else name)
                 regs, spills = getattr(kernel, "n_regs", None), getattr(kernel, "n_spills", None)
                 shared = getattr(kernel.metadata, "shared", None)
+                warps = getattr(kernel.metadata, "num_warps", None)   # after warp specialization, all of them
+                if warps is not None:
+                    info["warps"] = max(info["warps"] or 0, int(warps))
                 if regs is not None:
                     info["registers"] = max(info["registers"] or 0, int(regs))
                 if spills is not None:

@@ -17,6 +17,9 @@ class BuildArtifact(Record):
     registers: int | None = Field(None, description="Registers per thread (max over kernels); None in the interpreter.")
     spills: int | None = Field(None, description="Spilled registers (max over kernels); None in the interpreter.")
     shared_bytes: int | None = Field(None, description="Shared memory per program in bytes (max over kernels).")
+    warps: int | None = Field(None, description="Warps per program as compiled (max over kernels): more than the "
+                                                "config's num_warps where Triton warp-specialized a loop; None in "
+                                                "the interpreter and in records made before it was kept.")
     compile_s: float = Field(ge=0, description="Seconds spent compiling (first call).")
     toolchain: str = Field(description="Compiler identity, e.g. 'triton 3.6.0 / sm_90'.")
     binary_hash: str | None = Field(None, description="sha256 of the compiled binary, when there is one.")
