@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | s9d | s10a | s10b | s11a | s12a | s12b | s12c | s12d | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | s9d | s10a | s10b | s11a | s12a | s12b | s12c | s12d | s13a | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -612,6 +612,20 @@ case "$phase" in
         --prior benchmarks/results/2026-12-01-h200-s8/call2-gemm-prefill-few-tiles.sqlite \
         --prior benchmarks/results/2026-12-01-h200-s9/call4-gemm-prefill-own-best.sqlite \
         ${EXTRA_PRIOR:+--prior "$EXTRA_PRIOR"}
+    }
+    lane_b() { :; }
+    ;;
+  s13a)  # (issue 7; one GPU; tenth session) the six few-tile prefill shapes, exhaustively over one-tile-per-program
+         # 128- and 64-row tiles of one warpgroup with pipelines up to 8 stages deep: the kernel records of
+         # benchmarks/gemm_kernels.py showed cuBLAS running 128x128 (6 stages) and 64x64 (13 stages) tiles there, one
+         # wave of 128 CTAs and no split, and our 128x128 tile at 5 stages and 4 warps within 4 % of it
+    lane_a() {
+      optimize gemm-few-tiles-bm128 270 gemm --template tiled --strategy exhaustive --budget 24,225s \
+        --fix 'BLOCK_M=128,BLOCK_K=64,GROUP_M=8,num_warps=4,PERSISTENT=0,TMA=1' --baseline cublas \
+        --workloads benchmarks/workloads/gemm-prefill-few-tiles.toml
+      optimize gemm-few-tiles-bm64 270 gemm --template tiled --strategy exhaustive --budget 24,225s \
+        --fix 'BLOCK_M=64,BLOCK_K=64,GROUP_M=8,num_warps=4,PERSISTENT=0,TMA=1' --baseline cublas \
+        --workloads benchmarks/workloads/gemm-prefill-few-tiles.toml
     }
     lane_b() { :; }
     ;;

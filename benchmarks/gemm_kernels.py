@@ -1,0 +1,129 @@
+"""Which kernels a GEMM call launches, and how long each takes: cuBLAS (torch.matmul) beside configurations of
+ops/gemm's templates, per shape, from the CUDA profiler's kernel records (name, grid, block, registers, shared
+memory, duration). A diagnostic, not a benchmark of record: the loop's timer gives the figures we report; this
+says where a call's time goes (the split-K GEMM vs its partial-sum kernel, cuBLAS's kernel choice and grid).
+
+    python3 benchmarks/gemm_kernels.py --out gemm-kernels.json [--shapes few-tiles|4096] [--iters 20]
+
+L2 is flushed (a 256 MiB write) before every call; the flush kernel is left out of the records.
+"""
+
+import argparse
+import importlib.util
+import json
+import pathlib
+import statistics
+import sys
+
+import torch
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+SHAPES = {
+    # (M, N, K): the six prefill shapes with few output tiles (Llama-3 8B/70B projections at M = 512 / 2048)
+    "few-tiles": [(512, 4096, 4096), (512, 1024, 4096), (2048, 1024, 4096), (512, 4096, 14336),
+                  (512, 1024, 8192), (2048, 1024, 8192)],
+    "4096": [(4096, 4096, 4096)],
+}
+
+
+def _cfg(bm, bn, bk, stages, warps, split=1, tma=1, persistent=0, group=8):
+    return dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group, num_stages=stages, num_warps=warps,
+                SPLIT_K=split, TMA=tma, PERSISTENT=persistent)
+
+
+CONFIGS = {
+    "few-tiles": [_cfg(128, 256, 64, 4, 8, split=2), _cfg(128, 256, 64, 3, 8, split=2),
+                  _cfg(128, 256, 64, 4, 8, split=4), _cfg(128, 256, 64, 4, 8, split=8),
+                  _cfg(128, 128, 64, 4, 8), _cfg(128, 128, 64, 5, 4), _cfg(64, 256, 64, 4, 4),
+                  _cfg(128, 64, 128, 4, 8), _cfg(128, 128, 64, 4, 8, split=2)],
+    "4096": [_cfg(128, 256, 64, 4, 8, tma=2, persistent=1), _cfg(128, 256, 64, 3, 8, tma=1, persistent=0)],
+}
+
+
+def _kernel_module():
+    spec = importlib.util.spec_from_file_location("gemm_kernel", ROOT / "ops" / "gemm" / "kernel.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _profile(fn, flush, iters):
+    """Kernel records of `iters` calls of fn, each after an L2 flush: {name: [records]}."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            flush.zero_()
+            fn()
+        torch.cuda.synchronize()
+    path = pathlib.Path("/tmp/gemm-kernels-trace.json")
+    prof.export_chrome_trace(str(path))
+    events = json.loads(path.read_text())["traceEvents"]
+    by_name: dict[str, list] = {}
+    for e in events:
+        if e.get("cat") != "kernel":
+            continue
+        name = e["name"]
+        if "elementwise" in name or "fill" in name.lower() or "zero_" in name.lower():
+            continue  # the flush
+        by_name.setdefault(name, []).append(e)
+    out = []
+    for name, evs in by_name.items():
+        a = evs[0].get("args", {})
+        out.append({"kernel": name[:160], "calls": len(evs), "median_us": statistics.median(e["dur"] for e in evs),
+                    "grid": a.get("grid"), "block": a.get("block"), "registers": a.get("registers per thread"),
+                    "shared_memory": a.get("shared memory"), "blocks_per_sm": a.get("blocks per SM")})
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--shapes", default="few-tiles", choices=sorted(SHAPES))
+    p.add_argument("--iters", type=int, default=20)
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit("gemm_kernels.py needs a CUDA GPU")
+    mod = _kernel_module()
+    flush = torch.empty(64 * 2 ** 20, dtype=torch.float32, device="cuda")
+    rows = []
+    for (M, N, K) in SHAPES[args.shapes]:
+        dtype = torch.bfloat16 if args.shapes == "few-tiles" else torch.float16
+        a = torch.randn(M, K, device="cuda", dtype=dtype)
+        b = torch.randn(K, N, device="cuda", dtype=dtype)
+        c = torch.empty(M, N, device="cuda", dtype=dtype)
+        scratch = torch.empty(8 * M * N, device="cuda", dtype=torch.float32)
+        ref = (a.float() @ b.float())
+        entry = {"M": M, "N": N, "K": K, "dtype": str(dtype), "runs": []}
+        entry["runs"].append({"what": "cublas", "kernels": _profile(lambda: torch.matmul(a, b, out=c), flush,
+                                                                    args.iters)})
+        for cfg in CONFIGS[args.shapes]:
+            run = {"what": "ours", "config": cfg}
+            try:
+                fn = lambda: mod.launch(a, b, c, scratch=scratch, **cfg)  # noqa: E731
+                fn()
+                torch.cuda.synchronize()
+                run["max_rel_err"] = float(((c.float() - ref).abs().max() / ref.abs().max()).item())
+                run["kernels"] = _profile(fn, flush, args.iters)
+                run["total_median_us"] = sum(k["median_us"] for k in run["kernels"])
+            except Exception as exc:  # a configuration that does not build or launch here: say so, go on
+                run["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            entry["runs"].append(run)
+        rows.append(entry)
+        for r in entry["runs"]:
+            ks = "; ".join(f"{k['kernel'][:70]} grid={k['grid']} regs={k['registers']} smem={k['shared_memory']} "
+                           f"{k['median_us']:.1f}us" for k in r.get("kernels", []))
+            print(f"M={M} N={N} K={K} {r['what']} {r.get('config', '')} {r.get('error', '')} {ks}", flush=True)
+    meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
+    try:
+        import triton
+        meta["triton"] = triton.__version__
+    except ImportError:
+        pass
+    pathlib.Path(args.out).write_text(json.dumps({"meta": meta, "shapes": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
