@@ -3,7 +3,7 @@ ops/gemm's templates, per shape, from the CUDA profiler's kernel records (name, 
 memory, duration). A diagnostic, not a benchmark of record: the loop's timer gives the figures we report; this
 says where a call's time goes (the split-K GEMM vs its partial-sum kernel, cuBLAS's kernel choice and grid).
 
-    python3 benchmarks/gemm_kernels.py --out gemm-kernels.json [--shapes few-tiles|4096] [--iters 20]
+    python3 benchmarks/gemm_kernels.py --out gemm-kernels.json [--shapes few-tiles|4096|narrow|large] [--iters 20]
 
 L2 is flushed (a 256 MiB write) before every call; the flush kernel is left out of the records.
 """
@@ -24,12 +24,16 @@ SHAPES = {
     "few-tiles": [(512, 4096, 4096), (512, 1024, 4096), (2048, 1024, 4096), (512, 4096, 14336),
                   (512, 1024, 8192), (2048, 1024, 8192)],
     "4096": [(4096, 4096, 4096)],
+    # four prefill shapes with many tiles, where the 128x256 persistent tile ran at 0.96-0.98x cuBLAS (tenth session)
+    # the two 512x1024 shapes: cuBLAS runs 64x64 tiles 13 stages deep (K = 4096) and split-K 128x64 (K = 8192)
+    "narrow": [(512, 1024, 4096), (512, 1024, 8192)],
+    "large": [(4096, 4096, 4096), (8192, 4096, 4096), (8192, 14336, 4096), (512, 28672, 8192)],
 }
 
 
-def _cfg(bm, bn, bk, stages, warps, split=1, tma=1, persistent=0, group=8):
+def _cfg(bm, bn, bk, stages, warps, split=1, tma=1, persistent=0, group=8, flatten=0):
     return dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group, num_stages=stages, num_warps=warps,
-                SPLIT_K=split, TMA=tma, PERSISTENT=persistent)
+                SPLIT_K=split, TMA=tma, PERSISTENT=persistent, FLATTEN=flatten)
 
 
 CONFIGS = {
@@ -38,6 +42,16 @@ CONFIGS = {
                   _cfg(128, 128, 64, 4, 8), _cfg(128, 128, 64, 5, 4), _cfg(64, 256, 64, 4, 4),
                   _cfg(128, 64, 128, 4, 8), _cfg(128, 128, 64, 4, 8, split=2)],
     "4096": [_cfg(128, 256, 64, 4, 8, tma=2, persistent=1), _cfg(128, 256, 64, 3, 8, tma=1, persistent=0)],
+    "narrow": [_cfg(64, 128, 64, 8, 4), _cfg(64, 64, 64, 8, 4), _cfg(64, 64, 64, 10, 4), _cfg(64, 64, 64, 12, 4),
+               _cfg(64, 64, 64, 13, 4), _cfg(64, 64, 128, 6, 4), _cfg(128, 64, 64, 8, 4, split=2),
+               _cfg(128, 64, 64, 10, 4, split=2), _cfg(64, 64, 64, 10, 4, split=2), _cfg(64, 128, 64, 10, 4)],
+    # the recorded best (persistent, TMA=2, 4 stages) beside the same tile with the fused (flattened) loop, and
+    # 256x128 tiles (two warpgroups of 128x128, as cuBLAS's 256x128 kernel)
+    "large": [_cfg(128, 256, 64, 4, 8, tma=2, persistent=1), _cfg(128, 256, 64, 4, 8, tma=2, persistent=1, flatten=1),
+              _cfg(128, 256, 64, 3, 8, tma=1, persistent=1, flatten=1),
+              _cfg(256, 128, 64, 4, 8, tma=2, persistent=1), _cfg(256, 128, 64, 4, 8, tma=2, persistent=1, flatten=1),
+              _cfg(256, 128, 64, 3, 8, tma=1, persistent=0), _cfg(256, 128, 64, 4, 8, tma=2, persistent=0),
+              _cfg(128, 256, 64, 4, 8, tma=2, persistent=0)],
 }
 
 
@@ -90,7 +104,7 @@ def main(argv=None):
     flush = torch.empty(64 * 2 ** 20, dtype=torch.float32, device="cuda")
     rows = []
     for (M, N, K) in SHAPES[args.shapes]:
-        dtype = torch.bfloat16 if args.shapes == "few-tiles" else torch.float16
+        dtype = torch.float16 if args.shapes == "4096" else torch.bfloat16
         a = torch.randn(M, K, device="cuda", dtype=dtype)
         b = torch.randn(K, N, device="cuda", dtype=dtype)
         c = torch.empty(M, N, device="cuda", dtype=dtype)

@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | s9d | s10a | s10b | s11a | s12a | s12b | s12c | s12d | s13a | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | s9d | s10a | s10b | s11a | s12a | s12b | s12c | s12d | s13a | s14a | s14b | s14c | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -104,6 +104,18 @@ screen_step() {  # screen_step NAME SECONDS pruning_screen.py arguments...: the 
 gpu_tests() {
   step gpu-tests "$1" python3 -m pytest -m gpu tests -v --tb=short -p no:cacheprovider --timeout 150
 }
+
+# Every prefill archive so far, for a per-workload warm start (each workload from its own measured best): s14b, s14c
+PREFILL_PRIORS=(
+  --prior benchmarks/results/2026-11-30-h200-s7/call4-gemm-prefill-prior.sqlite
+  --prior benchmarks/results/2026-12-01-h200-s8/call2-gemm-prefill-few-tiles.sqlite
+  --prior benchmarks/results/2026-12-01-h200-s9/call4-gemm-prefill-own-best.sqlite
+  --prior benchmarks/results/2026-12-01-h200-s10/call2/gemm-prefill-all-best.sqlite
+  --prior benchmarks/results/2026-12-01-h200-s10/call4/gemm-few-tiles-bm128.sqlite
+  --prior benchmarks/results/2026-12-01-h200-s10/call4/gemm-few-tiles-bm64.sqlite
+  --prior benchmarks/results/2026-12-01-h200-s11/call2/gemm-narrow-64x64.sqlite
+  --prior benchmarks/results/2026-12-01-h200-s11/call2/gemm-narrow-splitk.sqlite
+)
 
 lane_a() { :; }
 lane_b() { :; }
@@ -626,6 +638,40 @@ case "$phase" in
       optimize gemm-few-tiles-bm64 270 gemm --template tiled --strategy exhaustive --budget 24,225s \
         --fix 'BLOCK_M=64,BLOCK_K=64,GROUP_M=8,num_warps=4,PERSISTENT=0,TMA=1' --baseline cublas \
         --workloads benchmarks/workloads/gemm-prefill-few-tiles.toml
+    }
+    lane_b() { :; }
+    ;;
+  s14a)  # (issue 7; one GPU; eleventh session) the two 512x1024 prefill shapes: 64x64 tiles of one warpgroup over
+         # both k-step lengths and every pipeline depth, and split-K of the 128x64 tile over every split and depth
+         # (the kernel records put 64x64x128 6 deep and split-K 128x64 8 deep within 3 % of cuBLAS there; no
+         # earlier search tried them); then the GPU test tier
+    lane_a() {
+      optimize gemm-narrow-64x64 150 gemm --template tiled --strategy exhaustive --budget 12,120s \
+        --fix 'BLOCK_M=64,BLOCK_N=64,GROUP_M=8,num_warps=4,PERSISTENT=0,TMA=1' --baseline cublas \
+        --workloads benchmarks/workloads/gemm-prefill-narrow.toml
+      optimize gemm-narrow-splitk 150 gemm --template splitk --strategy exhaustive --budget 24,120s \
+        --fix 'BLOCK_M=128,BLOCK_N=64,BLOCK_K=64,num_warps=4,TMA=1' --baseline cublas \
+        --workloads benchmarks/workloads/gemm-prefill-narrow.toml
+      gpu_tests 270
+    }
+    lane_b() { :; }
+    ;;
+  s14b)  # (issue 7; one GPU) the whole prefill suite, three evaluations a workload, each warm-started from its own
+         # best of every earlier prefill run, the tenth session's exhaustive few-tile runs and s14a's narrow runs
+    lane_a() {
+      optimize gemm-prefill-s14 545 gemm --template tiled --template splitk --budget 3,330s --baseline cublas \
+        --workloads ops/gemm/workloads-prefill.toml "${PREFILL_PRIORS[@]}"
+    }
+    lane_b() { :; }
+    ;;
+  s14c)  # (issue 7; one GPU) the four prefill workloads whose confirmations s14b's time limit cut, same priors,
+         # three evaluations a workload; then the GPU tests s14a's time limit cut (the planner's ncu test, the CUDA
+         # cheat gallery)
+    lane_a() {
+      optimize gemm-prefill-s14-tail 330 gemm --template tiled --template splitk --budget 3,200s --baseline cublas \
+        --workloads benchmarks/workloads/gemm-prefill-tail.toml "${PREFILL_PRIORS[@]}"
+      step gpu-tests-rest 200 python3 -m pytest -m gpu tests/test_loop_planner.py tests/verify/test_cheat_gallery.py \
+        -v --tb=short -p no:cacheprovider --timeout 150
     }
     lane_b() { :; }
     ;;

@@ -12,6 +12,12 @@ B columns and A rows in L2. TMA=1 loads A/B tiles (and stores C) through host-bu
 its staging buffer in shared memory is half the tile: a 128x256x64 persistent tile then fits four pipeline stages
 (229,408 bytes built for sm_90) instead of three.
 
+FLATTEN=1 (a launch option, not in the searched space) fuses the persistent grid's tile loop with its k-loop
+(`tl.range(..., flatten=True)`), so the software pipeline runs across tile boundaries. In the eleventh session's
+kernel records on the H200 (benchmarks/gemm_kernels.py --shapes large, Triton 3.6) 128x256x64 persistent tiles took
+7.5 % longer with it at 8192x14336x4096, 3 % less time at 512x28672x8192 and the same at 4096^3 and 8192x4096x4096,
+so the space leaves it out.
+
 WS=1 (the "persistent_ws" template) is Hopper warp specialization: a persistent grid whose tile loop carries
 `tl.range(..., warp_specialize=True)`, with device-side tensor descriptors (`tl.make_tensor_descriptor`; their
 scratch comes from the harness's `triton.set_allocator`). Triton 3.6 then splits each program into a producer warp
@@ -156,11 +162,20 @@ def _gemm_kernel(A, B, Bias, C, M, N, K, k_span, num_programs,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                  SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, PERSISTENT: tl.constexpr, TMA: tl.constexpr,
                  TRANS_B: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr, PARTIALS: tl.constexpr,
-                 INTERPRETER: tl.constexpr):
+                 FLATTEN: tl.constexpr, INTERPRETER: tl.constexpr):
     pid = tl.program_id(0)
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
-    if PERSISTENT:
+    if PERSISTENT and FLATTEN:
+        # the tile loop and its k-loop fused into one loop, software-pipelined across tile boundaries: the next
+        # tile's first loads are in flight during this tile's last MMAs and epilogue (`flatten` is only spelled
+        # out when asked for, so a Triton without it fails those configurations alone)
+        for work in tl.range(pid, num_m * num_n * SPLIT_K, num_programs, flatten=True):
+            _gemm_work(work, A, B, Bias, C, M, N, K, k_span, num_m, num_n,
+                       stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                       BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, EVEN_K, TMA, TRANS_B, HAS_BIAS, ACT, PARTIALS,
+                       INTERPRETER)
+    elif PERSISTENT:
         for work in range(pid, num_m * num_n * SPLIT_K, num_programs):
             _gemm_work(work, A, B, Bias, C, M, N, K, k_span, num_m, num_n,
                        stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
@@ -256,7 +271,7 @@ def _program_count(t, work):
 
 
 def launch(a, b, x, y=None, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages,
-           PERSISTENT=0, TMA=0, SPLIT_K=1, EPILOGUE="none", TRANS_B=0, WS=None, scratch=None):
+           PERSISTENT=0, TMA=0, SPLIT_K=1, EPILOGUE="none", TRANS_B=0, WS=None, FLATTEN=0, scratch=None):
     """c = act(a @ b [+ bias]) (b.T when TRANS_B): called as launch(a, b, c) or launch(a, b, bias, c).
     `scratch` (fp32, at least SPLIT_K * M * N elements) holds split-K's partial tiles for a 16-bit c."""
     bias, c = (None, x) if y is None else (x, y)
@@ -307,7 +322,7 @@ def launch(a, b, x, y=None, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, nu
         a.stride(0), a.stride(1), stride_bk, stride_bn, c.stride(0), c.stride(1),
         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, SPLIT_K=SPLIT_K, EVEN_K=even_k,
         PERSISTENT=PERSISTENT, TMA=TMA, TRANS_B=TRANS_B, HAS_BIAS=bias is not None, ACT=_ACTIVATIONS[EPILOGUE],
-        PARTIALS=partials, INTERPRETER=not a.is_cuda,
+        PARTIALS=partials, FLATTEN=FLATTEN, INTERPRETER=not a.is_cuda,
         num_warps=num_warps, num_stages=num_stages)
     if partials:
         _sum_partials_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 128))](

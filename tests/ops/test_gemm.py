@@ -675,3 +675,21 @@ def test_ws_and_split_k_estimates_against_sm90_builds():
     assert outs[0].status == BUILT and {k["num_warps"] for k in outs[0].kernels} == {8}
     assert outs[1].status != BUILT and "PassManager" in outs[1].error
     assert why_pruned(t, w, props, unspecialized) and why_pruned(t, w, props, failing)
+
+
+@pytest.mark.parametrize("op,over", [
+    ("gemm", {"PERSISTENT": 1, "GROUP_M": 8}),
+    ("gemm_bias_gelu", {"PERSISTENT": 1, "GROUP_M": 8}),
+    ("gemm_f32out", {"PERSISTENT": 1, "SPLIT_K": 2}),
+])
+def test_flattened_persistent_loop_computes_what_the_nested_loop_does(op, over):
+    """FLATTEN=1 (a launch option of the template, outside the searched space: benchmarks/gemm_kernels.py measures
+    it) fuses the persistent tile loop with its k-loop; the interpreter runs the fused loop as written, so the
+    result must pass the verifier and equal the nested loop's bit for bit, over partial tiles and several tiles a
+    program."""
+    cfg = config_for(op, over)
+    for axes in ({"M": 37, "N": 72, "K": 136}, {"M": 70, "N": 40, "K": 64}):
+        verdict, c, _, _ = run_case(op, axes, "fp16", {**cfg, "FLATTEN": 1}, seed=5, distribution="normal")
+        assert verdict.status is Status.PASSED, verdict.message
+        _, c0, _, _ = run_case(op, axes, "fp16", cfg, seed=5, distribution="normal")
+        assert torch.equal(c.view(torch.uint8), c0.view(torch.uint8))
