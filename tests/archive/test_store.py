@@ -183,6 +183,32 @@ def test_readonly_open_never_changes_the_file(db_path: Path, tmp_path: Path):
         Archive(tmp_path / "missing.sqlite", readonly=True)
 
 
+def test_a_gzipped_archive_opens_read_only_with_the_same_contents(arch: Archive, db_path: Path, tmp_path: Path):
+    """Committed results are kept as archive.sqlite.gz: read-only, it opens as the plain file does (through a
+    temporary decompressed copy) and is left as it was; a .gz that is not a gzipped archive is a clear error."""
+    import gzip
+    import shutil
+    arch.close()
+    gz = tmp_path / "kept" / "archive.sqlite.gz"
+    gz.parent.mkdir()
+    with open(db_path, "rb") as src, gzip.open(gz, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    before = gz.read_bytes()
+    with Archive(db_path, readonly=True) as plain, Archive(gz, readonly=True) as packed:
+        assert packed.runs() == plain.runs() and packed.runs()[0]["id"] == RUN
+        assert packed.trials(RUN) == plain.trials(RUN)
+    assert gz.read_bytes() == before
+    not_gz = tmp_path / "x.sqlite.gz"
+    not_gz.write_bytes(b"plain text, not gzip")
+    with pytest.raises(ArchiveError, match="cannot open archive"):
+        Archive(not_gz, readonly=True)
+    not_db = tmp_path / "y.sqlite.gz"
+    with gzip.open(not_db, "wb") as f:
+        f.write(b"gzipped, but no SQLite database")
+    with pytest.raises(ArchiveError, match="cannot open archive"):
+        Archive(not_db, readonly=True)
+
+
 # ---------------------------------------------------------------- runs
 
 def test_run_round_trip_and_conflict(arch: Archive):

@@ -197,6 +197,16 @@ def test_an_earlier_runs_archive_is_a_prior(tmp_path, workloads):
     assert fastest_predicted == best, "an additive fit of a few points ranks their best first"
     with pytest.raises(ValueError, match="a recording of op 'rmsnorm', not 'softmax'"):
         read_prior(first / "archive.sqlite", "softmax")
+    # committed results keep archives gzipped: the same prior, the sha256 that of the .gz file as given
+    import gzip
+    import shutil
+    gz = tmp_path / "kept.sqlite.gz"
+    with open(first / "archive.sqlite", "rb") as src, gzip.open(gz, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    packed = read_prior(gz, "rmsnorm")
+    assert packed.prior.configurations == rec.prior.configurations
+    assert packed.files == [(str(gz), hashlib.sha256(gz.read_bytes()).hexdigest())]
+    assert packed.prior.warm_start(pruned({"M": 3, "N": 300}), 3) == rec.prior.warm_start(pruned({"M": 3, "N": 300}), 3)
     second = tmp_path / "second"
     r = optimize(workloads, second, "--budget", "1", "--prior", str(first))
     assert r.exit_code == 0, r.output

@@ -8,8 +8,11 @@ Every write is one explicit transaction (`BEGIN IMMEDIATE ... COMMIT`), so a con
 
 from __future__ import annotations
 
+import gzip
 import json
+import shutil
 import sqlite3
+import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -19,6 +22,19 @@ from typing import Any, Iterator
 from ..records import Candidate, Environment, Measurement, OpSpec, Status, Trial, Workload
 from ..records.base import canonical_json
 from .schema import LATEST_VERSION, SchemaError, migrate
+
+
+@contextmanager
+def _plain_copy(path: Path):
+    """The archive file itself, or for a name ending in .gz a temporary decompressed copy of it."""
+    if not path.name.endswith(".gz"):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="kl-archive-") as tmp:
+        plain = Path(tmp) / path.name[:-3]
+        with gzip.open(path, "rb") as src, open(plain, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        yield plain
 
 
 class ArchiveError(RuntimeError):
@@ -54,7 +70,8 @@ class Archive:
     def __init__(self, path: str | Path, *, timeout_s: float = 30.0, readonly: bool = False) -> None:
         """`readonly=True`: read a snapshot of the file in memory (migrated there when it is older than this
         code), so that reading an archive — `show`, `profile` without `--ncu`, committed results — never
-        changes it. Writes then go to the snapshot only."""
+        changes it. Writes then go to the snapshot only. Read-only, a gzipped archive (`archive.sqlite.gz`, as
+        committed results are kept) is read the same way."""
         self.path = Path(path)
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
@@ -62,13 +79,14 @@ class Archive:
             if not self.path.is_file():
                 raise ArchiveError(f"cannot open archive {path}: no such file")
             try:
-                src = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=timeout_s)
-                conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-                try:
-                    src.backup(conn)
-                finally:
-                    src.close()
-            except sqlite3.Error as e:
+                with _plain_copy(self.path) as plain:
+                    src = sqlite3.connect(f"file:{plain}?mode=ro", uri=True, timeout=timeout_s)
+                    conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+                    try:
+                        src.backup(conn)
+                    finally:
+                        src.close()
+            except (sqlite3.Error, OSError, EOFError) as e:
                 raise ArchiveError(f"cannot open archive {path}: {e}") from e
         elif str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
