@@ -107,14 +107,14 @@ gpu_tests() {
 
 # Every prefill archive so far, for a per-workload warm start (each workload from its own measured best): s14b, s14c
 PREFILL_PRIORS=(
-  --prior benchmarks/results/2026-11-30-h200-s7/call4-gemm-prefill-prior.sqlite
-  --prior benchmarks/results/2026-12-01-h200-s8/call2-gemm-prefill-few-tiles.sqlite
-  --prior benchmarks/results/2026-12-01-h200-s9/call4-gemm-prefill-own-best.sqlite
-  --prior benchmarks/results/2026-12-01-h200-s10/call2/gemm-prefill-all-best.sqlite
-  --prior benchmarks/results/2026-12-01-h200-s10/call4/gemm-few-tiles-bm128.sqlite
-  --prior benchmarks/results/2026-12-01-h200-s10/call4/gemm-few-tiles-bm64.sqlite
-  --prior benchmarks/results/2026-12-01-h200-s11/call2/gemm-narrow-64x64.sqlite
-  --prior benchmarks/results/2026-12-01-h200-s11/call2/gemm-narrow-splitk.sqlite
+  --prior benchmarks/results/2026-11-30-h200-s7/call4-gemm-prefill-prior.sqlite.gz
+  --prior benchmarks/results/2026-12-01-h200-s8/call2-gemm-prefill-few-tiles.sqlite.gz
+  --prior benchmarks/results/2026-12-01-h200-s9/call4-gemm-prefill-own-best.sqlite.gz
+  --prior benchmarks/results/2026-12-01-h200-s10/call2/gemm-prefill-all-best.sqlite.gz
+  --prior benchmarks/results/2026-12-01-h200-s10/call4/gemm-few-tiles-bm128.sqlite.gz
+  --prior benchmarks/results/2026-12-01-h200-s10/call4/gemm-few-tiles-bm64.sqlite.gz
+  --prior benchmarks/results/2026-12-01-h200-s11/call2/gemm-narrow-64x64.sqlite.gz
+  --prior benchmarks/results/2026-12-01-h200-s11/call2/gemm-narrow-splitk.sqlite.gz
 )
 
 lane_a() { :; }
@@ -483,11 +483,11 @@ case "$phase" in
         --out "$OUT/audit-layernorm-4096.timed.json"
       # warm-started from the fifth session's tuned runs of the same shapes (their archives)
       optimize attention-seed-backends 200 attention --budget 8,120s --workloads benchmarks/workloads/attention-seed.toml \
-        --prior benchmarks/results/2026-11-30-h200-s5/call3-attention-nc64.sqlite \
+        --prior benchmarks/results/2026-11-30-h200-s5/call3-attention-nc64.sqlite.gz \
         --baseline sdpa-cudnn --baseline sdpa-flash --baseline sdpa-efficient --baseline sdpa-math
       optimize attention_causal-seed-backends 200 attention_causal --budget 8,120s \
         --workloads benchmarks/workloads/attention_causal-seed.toml \
-        --prior benchmarks/results/2026-11-30-h200-s5/call3-attention_causal-s5.sqlite \
+        --prior benchmarks/results/2026-11-30-h200-s5/call3-attention_causal-s5.sqlite.gz \
         --baseline sdpa-cudnn --baseline sdpa-flash --baseline sdpa-efficient --baseline sdpa-math
     }
     ;;
@@ -495,12 +495,12 @@ case "$phase" in
         # four SDPA backends, four evaluations a workload, warm-started from the fifth session's tuned seed-shape runs
     lane_a() {
       optimize attention-suite-backends 560 attention --budget 4,300s \
-        --prior benchmarks/results/2026-11-30-h200-s5/call3-attention-nc64.sqlite \
+        --prior benchmarks/results/2026-11-30-h200-s5/call3-attention-nc64.sqlite.gz \
         --baseline sdpa-cudnn --baseline sdpa-flash --baseline sdpa-efficient --baseline sdpa-math
     }
     lane_b() {
       optimize attention_causal-suite-backends 560 attention_causal --budget 4,300s \
-        --prior benchmarks/results/2026-11-30-h200-s5/call3-attention_causal-s5.sqlite \
+        --prior benchmarks/results/2026-11-30-h200-s5/call3-attention_causal-s5.sqlite.gz \
         --baseline sdpa-cudnn --baseline sdpa-flash --baseline sdpa-efficient --baseline sdpa-math
     }
     ;;
@@ -520,7 +520,7 @@ case "$phase" in
         # start now tries first)
     lane_a() {
       optimize attention_causal-suite-backends 520 attention_causal --budget 2,240s \
-        --prior benchmarks/results/2026-11-30-h200-s5/call3-attention_causal-s5.sqlite \
+        --prior benchmarks/results/2026-11-30-h200-s5/call3-attention_causal-s5.sqlite.gz \
         --baseline sdpa-cudnn --baseline sdpa-flash --baseline sdpa-efficient --baseline sdpa-math
     }
     lane_b() { :; }
@@ -530,7 +530,7 @@ case "$phase" in
         # warm start (before the fix) never tried
     lane_a() {
       optimize attention-suite-backends 395 attention --budget 1,120s \
-        --prior benchmarks/results/2026-11-30-h200-s5/call3-attention-nc64.sqlite \
+        --prior benchmarks/results/2026-11-30-h200-s5/call3-attention-nc64.sqlite.gz \
         --baseline sdpa-cudnn --baseline sdpa-flash --baseline sdpa-efficient --baseline sdpa-math
     }
     lane_b() { :; }
@@ -543,7 +543,7 @@ case "$phase" in
       optimize gemm-4096-ws 230 gemm --template persistent_ws --budget 20,170s --baseline cublas \
         --workloads benchmarks/workloads/gemm-4096.toml
       optimize gemm-decode-splitk 320 gemm --budget 2,200s --baseline cublas --workloads ops/gemm/workloads-decode.toml \
-        --prior benchmarks/results/2026-12-01-h200-s8/call2-gemm-prefill-few-tiles.sqlite
+        --prior benchmarks/results/2026-12-01-h200-s8/call2-gemm-prefill-few-tiles.sqlite.gz
     }
     lane_b() { :; }
     ;;
@@ -554,7 +554,7 @@ case "$phase" in
     lane_a() {
       optimize gemm-prefill-splitk 560 gemm --template tiled --template splitk --budget 3,330s --baseline cublas \
         --workloads ops/gemm/workloads-prefill.toml \
-        --prior benchmarks/results/2026-11-30-h200-s7/call4-gemm-prefill-prior.sqlite
+        --prior benchmarks/results/2026-11-30-h200-s7/call4-gemm-prefill-prior.sqlite.gz
     }
     lane_b() { :; }
     ;;
@@ -564,9 +564,9 @@ case "$phase" in
     lane_a() {
       optimize gemm-prefill-own-best 540 gemm --template tiled --template splitk --budget 3,330s --baseline cublas \
         --workloads ops/gemm/workloads-prefill.toml \
-        --prior benchmarks/results/2026-11-30-h200-s7/call4-gemm-prefill-prior.sqlite \
-        --prior benchmarks/results/2026-12-01-h200-s8/call2-gemm-prefill-few-tiles.sqlite \
-        --prior benchmarks/results/2026-12-01-h200-s9/call2-gemm-prefill-splitk.sqlite
+        --prior benchmarks/results/2026-11-30-h200-s7/call4-gemm-prefill-prior.sqlite.gz \
+        --prior benchmarks/results/2026-12-01-h200-s8/call2-gemm-prefill-few-tiles.sqlite.gz \
+        --prior benchmarks/results/2026-12-01-h200-s9/call2-gemm-prefill-splitk.sqlite.gz
     }
     lane_b() { :; }
     ;;
@@ -576,9 +576,9 @@ case "$phase" in
          # math backends were reported in the eighth session and cost ~150 s of confirmation)
     lane_a() {
       optimize attention-suite-own-best 560 attention --budget 3,330s \
-        --prior benchmarks/results/2026-12-01-h200-s8/call4-attention-suite-backends.sqlite \
-        --prior benchmarks/results/2026-12-01-h200-s8/call1-attention-suite-backends.sqlite \
-        --prior benchmarks/results/2026-11-30-h200-s5/call3-attention-nc64.sqlite \
+        --prior benchmarks/results/2026-12-01-h200-s8/call4-attention-suite-backends.sqlite.gz \
+        --prior benchmarks/results/2026-12-01-h200-s8/call1-attention-suite-backends.sqlite.gz \
+        --prior benchmarks/results/2026-11-30-h200-s5/call3-attention-nc64.sqlite.gz \
         --baseline sdpa-cudnn --baseline sdpa-flash
     }
     lane_b() { :; }
@@ -586,9 +586,9 @@ case "$phase" in
   s12b)  # (issue 7; one GPU) the causal attention suite likewise
     lane_a() {
       optimize attention_causal-suite-own-best 560 attention_causal --budget 3,330s \
-        --prior benchmarks/results/2026-12-01-h200-s8/call3-attention_causal-suite-backends.sqlite \
-        --prior benchmarks/results/2026-12-01-h200-s8/call1-attention_causal-suite-backends.cut.sqlite \
-        --prior benchmarks/results/2026-11-30-h200-s5/call3-attention_causal-s5.sqlite \
+        --prior benchmarks/results/2026-12-01-h200-s8/call3-attention_causal-suite-backends.sqlite.gz \
+        --prior benchmarks/results/2026-12-01-h200-s8/call1-attention_causal-suite-backends.cut.sqlite.gz \
+        --prior benchmarks/results/2026-11-30-h200-s5/call3-attention_causal-s5.sqlite.gz \
         --baseline sdpa-cudnn --baseline sdpa-flash
     }
     lane_b() { :; }
@@ -604,13 +604,13 @@ case "$phase" in
         tar czf "$1/triton-gluon-sources.tgz" -C "$d" experimental/gluon' _ "$OUT"
       optimize gemm-few-tiles-wave 200 gemm --template splitk --fix 'BLOCK_M=128,BLOCK_N=256' --budget 12,150s \
         --baseline cublas --workloads benchmarks/workloads/gemm-prefill-few-tiles.toml \
-        --prior benchmarks/results/2026-12-01-h200-s8/call2-gemm-prefill-few-tiles.sqlite
+        --prior benchmarks/results/2026-12-01-h200-s8/call2-gemm-prefill-few-tiles.sqlite.gz
       step gpu-sweep-gemm 150 env KERNELLOOP_GPU_TIER=1 python3 -m pytest -q -m gpu -p no:cacheprovider \
         tests/ops/test_gemm.py -k gpu_sweep
       optimize gemm-4096-tiled 150 gemm --template tiled --budget 30,110s --baseline cublas \
         --workloads benchmarks/workloads/gemm-4096.toml \
         --prior benchmarks/results/2026-11-30-h200-s5/gemm_fp16_4096_H200.space.json.gz \
-        --prior benchmarks/results/2026-11-30-h200-s7/call3-gemm-4096-subtiled.sqlite
+        --prior benchmarks/results/2026-11-30-h200-s7/call3-gemm-4096-subtiled.sqlite.gz
     }
     lane_b() { :; }
     ;;
@@ -620,9 +620,9 @@ case "$phase" in
     lane_a() {
       optimize gemm-prefill-all-best 545 gemm --template tiled --template splitk --budget 3,330s --baseline cublas \
         --workloads ops/gemm/workloads-prefill.toml \
-        --prior benchmarks/results/2026-11-30-h200-s7/call4-gemm-prefill-prior.sqlite \
-        --prior benchmarks/results/2026-12-01-h200-s8/call2-gemm-prefill-few-tiles.sqlite \
-        --prior benchmarks/results/2026-12-01-h200-s9/call4-gemm-prefill-own-best.sqlite \
+        --prior benchmarks/results/2026-11-30-h200-s7/call4-gemm-prefill-prior.sqlite.gz \
+        --prior benchmarks/results/2026-12-01-h200-s8/call2-gemm-prefill-few-tiles.sqlite.gz \
+        --prior benchmarks/results/2026-12-01-h200-s9/call4-gemm-prefill-own-best.sqlite.gz \
         ${EXTRA_PRIOR:+--prior "$EXTRA_PRIOR"}
     }
     lane_b() { :; }
