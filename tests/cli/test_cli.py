@@ -41,6 +41,15 @@ def test_optimize_then_show_json(tmp_path):
     assert json.loads(shown.stdout)["workloads"] == summary["workloads"]
     table = runner.invoke(app, ["show", str(out)])
     assert table.exit_code == 0 and "PASSED" in table.stdout and "interpreter" in table.stdout
+    # the archive as results keep it, gzipped: the same summary
+    import gzip
+    import shutil
+    packed = tmp_path / "kept.sqlite.gz"
+    with open(out / "archive.sqlite", "rb") as src, gzip.open(packed, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    shown_gz = runner.invoke(app, ["show", str(packed), "--json"])
+    assert shown_gz.exit_code == 0, shown_gz.output
+    assert json.loads(shown_gz.stdout)["workloads"] == summary["workloads"]
 
 
 def test_optimize_baseline_chooses_what_the_winners_are_confirmed_against(tmp_path):
