@@ -74,7 +74,7 @@ step() {  # step NAME SECONDS command...
   return 0
 }
 
-optimize() {  # optimize NAME SECONDS OP [options...]: a run folder runs/NAME, its JSON summary and archive in $OUT
+optimize() {  # optimize NAME SECONDS OP [options...]: a run folder runs/NAME, its JSON summary and gzipped archive in $OUT
   local name=$1 secs=$2 op=$3; shift 3
   rm -rf "runs/$name"
   step "$name" "$secs" sh -c 'out=$1; shift; "$@" > "$out"' _ "$OUT/$name.json" \
@@ -82,7 +82,8 @@ optimize() {  # optimize NAME SECONDS OP [options...]: a run folder runs/NAME, i
   # a step cut by its timeout leaves the newest trials in the write-ahead log: fold it into the file first
   python3 -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute("PRAGMA wal_checkpoint(TRUNCATE)"); c.close()' \
     "runs/$name/archive.sqlite" 2>/dev/null
-  cp "runs/$name/archive.sqlite" "$OUT/$name.sqlite" 2>/dev/null
+  # gzipped, as committed results keep archives (--prior, show and profile read .sqlite.gz; ~7x smaller)
+  [ -f "runs/$name/archive.sqlite" ] && gzip -9n -c "runs/$name/archive.sqlite" > "$OUT/$name.sqlite.gz"
   python3 benchmarks/render.py "$OUT/$name.json" > "$OUT/$name.md" 2>&1
 }
 
