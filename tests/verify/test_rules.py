@@ -552,3 +552,33 @@ def test_allowed_imports(specs):
 ])
 def test_evasions_are_still_caught(specs, src, rule):
     assert rule in rules(specs, src, kernel=False)
+
+
+def test_gluon_kernels_are_device_code(specs):
+    """@gluon.jit functions (and gluon.constexpr_function helpers) are kernels: their arithmetic and casts are not
+    torch on the hot path, but torch called inside one still is."""
+    gluon = '''
+    import torch
+    import triton
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+
+
+    @gluon.constexpr_function
+    def _layout(num_warps):
+        return gl.BlockedLayout([1], [32], [num_warps], [0])
+
+
+    @gluon.jit
+    def _k(X, Y, N, BLOCK: gl.constexpr, num_warps: gl.constexpr):
+        offs = gl.program_id(0) * BLOCK + gl.arange(0, BLOCK, layout=_layout(num_warps))
+        x = gl.load(X + offs, mask=offs < N, other=0.0).to(gl.float32)
+        gl.store(Y + offs, (x * 2.0).to(Y.dtype.element_ty), mask=offs < N)
+
+
+    def launch(x, weight, bias, y, *, eps, **config):
+        _k[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024, num_warps=4)
+    '''
+    assert rules(specs, gluon, kernel=False) == set()
+    bad = gluon.replace("x = gl.load", "torch.manual_seed(0)\n        x = gl.load")
+    assert "torch-on-hot-path" in rules(specs, bad, kernel=False)

@@ -5,8 +5,8 @@
 runs this before the worker ever sees the source.
 
 What a candidate is. A module that imports only `triton` (with `triton.language`), `math`, `typing`, `functools`
-and `torch`; whose `@triton.jit` functions do all the arithmetic; and whose host code (`launch`, its helpers and
-the module-level statements) uses torch only for metadata -- shapes, strides, `numel`, dtype and device,
+and `torch`; whose `@triton.jit` functions (or Gluon's `@gluon.jit`) do all the arithmetic; and whose host code
+(`launch`, its helpers and the module-level statements) uses torch only for metadata -- shapes, strides, `numel`, dtype and device,
 `data_ptr` for alignment, allocation-free views -- and triton only to launch (`cdiv`, `next_power_of_2`,
 autotune configs). Everything else a candidate might do is either a rule below or unnecessary for a kernel.
 
@@ -197,7 +197,11 @@ _NON_TENSOR_RESULTS = _META_METHODS | {"item", "tolist", "type", "equal", "is_se
                                        "storage", "__len__", "numpy"}
 _CACHES = frozenset({"functools.lru_cache", "functools.cache", "functools.cached_property"})
 _JIT = frozenset({"triton.jit", "triton.autotune", "triton.heuristics", "triton.runtime.jit.jit",
-                  "triton.runtime.autotuner.autotune", "triton.runtime.autotuner.heuristics"})
+                  "triton.runtime.autotuner.autotune", "triton.runtime.autotuner.heuristics",
+                  # Gluon (Triton's tile-level language): its kernels and its compile-time helpers
+                  "triton.experimental.gluon.jit", "triton.experimental.gluon._runtime.jit",
+                  "triton.experimental.gluon.constexpr_function",
+                  "triton.experimental.gluon._runtime.constexpr_function"})
 _TF32_PRECISIONS = frozenset({"tf32", "tf32x3", "bf16", "bf16x3", "bf16x6"})
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
