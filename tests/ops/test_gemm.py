@@ -75,10 +75,11 @@ def test_spec_workloads_and_static_rules(op):
     b = bundle(op)
     spec = b.spec
     assert spec.name == op and set(spec.dtypes) == {DType.fp16, DType.bf16}
-    # gemm alone has the split-K template for 16-bit outputs (and the workspace it needs) and the warp-specialized
-    # persistent one; all in the one kernel file
-    assert [t.name for t in spec.templates] == (["tiled", "splitk", "persistent_ws"] if op == "gemm" else ["tiled"])
-    assert {t.file for t in spec.templates} == {spec.templates[0].file}
+    # gemm alone has the split-K template for 16-bit outputs (and the workspace it needs), the warp-specialized
+    # persistent one, all three in the one kernel file, and the Gluon kernel in its own file
+    assert [t.name for t in spec.templates] == (["tiled", "splitk", "persistent_ws", "gluon_ws"] if op == "gemm"
+                                                else ["tiled"])
+    assert {t.file for t in spec.templates if t.name != "gluon_ws"} == {spec.templates[0].file}
     assert (spec.scratch is not None) == (op == "gemm")
     t = spec.templates[0]
     # every variant runs the one shared template, pinned by single-valued parameters

@@ -1,0 +1,205 @@
+"""GEMM c = a @ b (b.T when TRANS_B) as a warp-specialized Hopper kernel written in Gluon, Triton's tile-level
+language with explicit layouts, shared memory, barriers and partitions (sm_90 only; no interpreter).
+
+Each program of a persistent grid (one per SM) walks the output tiles in GROUP_M-row super-groups, as the
+"tiled" template does, with two partitions of warps:
+- the loader: one warp that issues the TMA copies of the a and b tiles into a ring of `num_stages` shared-memory
+  slots; a slot's "ready" barrier completes when its bytes have landed, and the loader waits on the slot's
+  "empty" barrier before it overwrites it;
+- the math partition: `num_warps` warps (one or two warpgroups) that wait for each slot, issue Hopper's
+  asynchronous warpgroup MMA on it, keep one MMA in flight (`warpgroup_mma_wait(1)`), then release the slot of the
+  MMA that has just completed; after a tile's k-loop they round the fp32 accumulator to c's dtype and store it,
+  through shared memory and a TMA store (EPI_TMA=1; the store's completion is awaited only before the next
+  tile's epilogue reuses the buffer) or straight from registers (EPI_TMA=0, which leaves the shared memory of the
+  staging tile to the ring).
+
+Releasing a slot is one thread's mbarrier arrive, so all math warps must be past their wait first: SYNC=1 (the
+default) puts a barrier over the math warps there. Triton 3.6 and 3.9 already emit one before the arrive (seen in the
+PTX of both, twelfth session), so SYNC=0 is kept only to measure that.
+
+So the loads of the next tile run during this tile's last MMAs and its epilogue, which is what the persistent
+"tiled" kernels could not do (their software pipeline restarts at each tile). Register budget: the kernel is
+built with `maxnreg` = 65536 / all threads, and the loader gives its registers back (`worker_num_regs`) so the
+math warps can hold the accumulator (128 fp32 values a thread for 128x256 on 8 warps).
+
+Out-of-bounds rows, columns and k of a tile are zero-filled by the copy engine and clipped on the TMA store (the
+register store masks them), so any M, N, K with 16-byte aligned rows works.
+"""
+
+import torch
+import triton
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
+
+_TORCH_TO_GL = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
+# a barrier over the warps of the calling partition: `thread_barrier` in Triton 3.6, `barrier` in 3.9
+_sync_warps = getattr(gl, "thread_barrier", None) or gl.barrier
+# TMA copies: `async_copy_global_to_shared` / `async_copy_shared_to_global` in 3.6, `async_load` / `async_store`
+# in 3.9 (same positional arguments)
+_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+_tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+
+
+@gluon.constexpr_function
+def _mma_layout(BLOCK_M, BLOCK_N, num_warps):
+    """The warpgroup-MMA accumulator layout: warps stacked along M (16 rows each), the widest instruction N."""
+    warps = [4, 1]
+    while warps[0] * warps[1] != num_warps:
+        if BLOCK_M > 16 * warps[0]:
+            warps[0] *= 2
+        else:
+            warps[1] *= 2
+    n = 256
+    while n > max(BLOCK_N // warps[1], 8) or BLOCK_N % n != 0:
+        n -= 8
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=warps, instr_shape=[16, n, 16])
+
+@gluon.jit
+def _tile_coords(tile, num_m, num_n, GROUP_M: gl.constexpr):
+    """(pid_m, pid_n) of a linear tile index, GROUP_M tile-rows at a time (as the tiled template's order)."""
+    per_group = GROUP_M * num_n
+    first_m = (tile // per_group) * GROUP_M
+    rows = gl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % per_group) % rows
+    pid_n = (tile % per_group) // rows
+    return pid_m, pid_n
+
+@gluon.jit
+def _loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K,
+            BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
+            STAGES: gl.constexpr, TRANS_B: gl.constexpr, TILE_BYTES: gl.constexpr):
+    num_m = gl.cdiv(M, BLOCK_M)
+    num_n = gl.cdiv(N, BLOCK_N)
+    k_steps = gl.cdiv(K, BLOCK_K)
+    it = 0
+    for tile in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
+        pid_m, pid_n = _tile_coords(tile, num_m, num_n, GROUP_M)
+        for ks in range(k_steps):
+            s = it % STAGES
+            # a fresh barrier counts as having completed the phase before phase 0: the first lap does not wait
+            mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
+            bar = ready.index(s)
+            mbarrier.expect(bar, TILE_BYTES)
+            _tma_load(a_desc, [pid_m * BLOCK_M, ks * BLOCK_K], bar, a_bufs.index(s))
+            if TRANS_B:
+                _tma_load(b_desc, [pid_n * BLOCK_N, ks * BLOCK_K], bar, b_bufs.index(s))
+            else:
+                _tma_load(b_desc, [ks * BLOCK_K, pid_n * BLOCK_N], bar, b_bufs.index(s))
+            it += 1
+
+@gluon.jit
+def _math(a_bufs, b_bufs, ready, empty, c_desc, c_smem, C, stride_cm, M, N, K,
+          BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
+          STAGES: gl.constexpr, TRANS_B: gl.constexpr, EPI_TMA: gl.constexpr, SYNC: gl.constexpr,
+          num_warps: gl.constexpr):
+    layout: gl.constexpr = _mma_layout(BLOCK_M, BLOCK_N, num_warps)
+    num_m = gl.cdiv(M, BLOCK_M)
+    num_n = gl.cdiv(N, BLOCK_N)
+    k_steps = gl.cdiv(K, BLOCK_K)
+    it = 0
+    for tile in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
+        pid_m, pid_n = _tile_coords(tile, num_m, num_n, GROUP_M)
+        acc = gl.zeros((BLOCK_M, BLOCK_N), dtype=gl.float32, layout=layout)
+        for ks in range(k_steps):
+            s = it % STAGES
+            mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+            if TRANS_B:
+                b = b_bufs.index(s).permute((1, 0))
+            else:
+                b = b_bufs.index(s)
+            acc = warpgroup_mma(a_bufs.index(s), b, acc, is_async=True)
+            # at most this MMA still in flight: the previous one, and its slot, are done (every warp of the
+            # partition, hence the barrier, before one thread releases the slot)
+            acc = warpgroup_mma_wait(1, deps=(acc,))
+            if SYNC:
+                _sync_warps()
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=ks > 0)
+            it += 1
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+        if SYNC:
+            _sync_warps()
+        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+        out = acc.to(c_desc.dtype)
+        if EPI_TMA:
+            tma.store_wait(pendings=0)  # the previous tile's store has read the staging buffer
+            c_smem.store(out)
+            fence_async_shared()
+            _tma_store(c_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N], c_smem)
+        else:
+            offs_m = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
+            offs_n = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
+            mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+            gl.store(C + offs_m[:, None] * stride_cm + offs_n[None, :], out, mask=mask)
+    if EPI_TMA:
+        tma.store_wait(pendings=0)
+
+@gluon.jit
+def _gemm_ws_kernel(a_desc, b_desc, c_desc, C, stride_cm, M, N, K,
+                    BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                    GROUP_M: gl.constexpr, STAGES: gl.constexpr, TRANS_B: gl.constexpr, EPI_TMA: gl.constexpr,
+                    SYNC: gl.constexpr, LOADER_REGS: gl.constexpr, num_warps: gl.constexpr):
+    dtype: gl.constexpr = a_desc.dtype
+    a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
+    if TRANS_B:
+        b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
+    else:
+        b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
+    if EPI_TMA:
+        c_smem = gl.allocate_shared_memory(c_desc.dtype, [BLOCK_M, BLOCK_N], c_desc.layout)
+    else:
+        c_smem = a_bufs  # unused
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    TILE_BYTES: gl.constexpr = (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * (dtype.primitive_bitwidth // 8)
+    gl.warp_specialize([
+        (_math, (a_bufs, b_bufs, ready, empty, c_desc, c_smem, C, stride_cm, M, N, K, BLOCK_M, BLOCK_N,
+                 BLOCK_K, GROUP_M, STAGES, TRANS_B, EPI_TMA, SYNC, num_warps)),
+        (_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K,
+                   GROUP_M, STAGES, TRANS_B, TILE_BYTES)),
+    ], [1], [LOADER_REGS])
+
+
+LOADER_WARPS = 1
+REGISTERS = 65536  # per SM on sm_90
+
+
+def max_registers(num_warps: int) -> int:
+    """The `maxnreg` every thread is built with: the register file over all threads of the program (the math
+    warps and the loader's warpgroup: allocation is per 4 warps), rounded down to a multiple of 8."""
+    threads = (num_warps + 4) * 32
+    return min(255, REGISTERS // threads) // 8 * 8
+
+
+def launch(a, b, c, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, EPI_TMA=1, LOADER_REGS=40,
+           SYNC=1, EPILOGUE="none", TRANS_B=0, scratch=None):
+    """c = a @ b (b.T when TRANS_B), c in a's dtype (fp16 or bf16)."""
+    if EPILOGUE != "none":
+        raise ValueError(f"the gluon_ws template has no {EPILOGUE!r} epilogue (only 'none')")
+    if not a.is_cuda:
+        raise RuntimeError("the gluon_ws template runs on sm_90 GPUs only (Gluon has no interpreter)")
+    if a.dtype not in (torch.float16, torch.bfloat16) or b.dtype != a.dtype or c.dtype != a.dtype:
+        raise ValueError(f"gluon_ws needs fp16/bf16 a, b and c of one dtype (got {a.dtype}, {b.dtype}, {c.dtype})")
+    if a.stride(1) != 1 or b.stride(1) != 1 or c.stride(1) != 1:
+        raise ValueError("gluon_ws needs row-major a, b and c (TMA descriptors)")
+    M, K = a.shape
+    N = b.shape[0] if TRANS_B else b.shape[1]
+    dt = _TORCH_TO_GL[a.dtype]
+    a_desc = TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K],
+                                          gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_K], dt))
+    b_block = [BLOCK_N, BLOCK_K] if TRANS_B else [BLOCK_K, BLOCK_N]
+    b_desc = TensorDescriptor.from_tensor(b, b_block, gl.NVMMASharedLayout.get_default_for(b_block, dt))
+    c_desc = TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N],
+                                          gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], dt))
+    tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
+    programs = max(1, min(tiles, torch.cuda.get_device_properties(a.device).multi_processor_count))
+    _gemm_ws_kernel[(programs,)](
+        a_desc, b_desc, c_desc, c, c.stride(0), M, N, K,
+        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, STAGES=num_stages, TRANS_B=TRANS_B,
+        EPI_TMA=EPI_TMA, SYNC=SYNC, LOADER_REGS=LOADER_REGS, num_warps=num_warps, maxnreg=max_registers(num_warps))

@@ -1,0 +1,222 @@
+"""ops/gemm's warp-specialized Gluon template (gluon_kernel.py, template "gluon_ws"): its space and input checks on
+the CPU, ahead-of-time sm_90 builds of its whole pruned space against the spec's resource estimates, and a `gpu`
+tier that runs it through the verifier on a CUDA device (both dtypes, b row-major and transposed, shapes that are
+no multiple of a tile, deterministic, nothing written past c).
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelloop.device import VIRTUAL_HOPPER
+from kernelloop.records import Workload, evaluate_expression
+from kernelloop.spec import load_op, load_workloads
+from kernelloop.spec.space import prune, why_pruned, workload_names
+
+ROOT = Path(__file__).resolve().parents[2]
+GEMM = ROOT / "ops" / "gemm"
+HOPPER = {**VIRTUAL_HOPPER, "virtual": False}
+pytestmark = pytest.mark.timeout(300)
+
+
+def _bundle():
+    return load_op(GEMM)
+
+
+def _template():
+    return next(t for t in _bundle().spec.templates if t.name == "gluon_ws")
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("_test_gluon_kernel", GEMM / "gluon_kernel.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _cfg(bm=128, bn=256, warps=8, stages=3):
+    return dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, GROUP_M=8, num_warps=warps, num_stages=stages)
+
+
+def test_space_is_sm90_only_and_keeps_the_measured_best():
+    b = _bundle()
+    t = _template()
+    suite = load_workloads(GEMM / "workloads-prefill.toml", b.spec)
+    for w in suite:
+        kept, _ = prune(t, w, HOPPER)
+        # the kernel records' best (128x256 on 8 warps, 3 stages) and 64-row tiles for every prefill shape
+        assert _cfg() | {"EPILOGUE": "none", "TRANS_B": 0} in kept, w.axes
+        assert any(c["BLOCK_M"] == 64 for c in kept)
+        assert not prune(t, w, VIRTUAL_HOPPER)[0], "Gluon has no interpreter: nothing to run there"
+        assert not prune(t, w, {**HOPPER, "capability": [8, 0]})[0], "sm_80 has no warpgroup MMA or TMA"
+    w = suite[-1]
+    # 128x256 on 4 warps would need 256 accumulator registers a thread; 8 warps on 64 rows have nothing to stack
+    assert "accumulator" in why_pruned(t, w, HOPPER, _cfg(warps=4) | {"EPILOGUE": "none", "TRANS_B": 0})
+    assert "stacked" in why_pruned(t, w, HOPPER, _cfg(bm=64, warps=8) | {"EPILOGUE": "none", "TRANS_B": 0})
+    # rows of 16-byte multiples only (TMA)
+    odd = Workload(op="gemm", axes={"M": 512, "N": 1001, "K": 4096}, dtype="bf16")
+    assert "16-byte" in why_pruned(t, odd, HOPPER, _cfg() | {"EPILOGUE": "none", "TRANS_B": 0})
+
+
+def test_registers_per_thread_fill_the_register_file():
+    mod = _module()
+    t = _template()
+    for warps, regs in ((8, 168), (4, 248)):
+        assert mod.max_registers(warps) == regs
+        threads = evaluate_expression(t.resources.threads, {"num_warps": warps})
+        assert threads == (warps + 4) * 32 and regs * threads <= 65536
+
+
+def test_launch_says_why_it_cannot_run():
+    mod = _module()
+    a = torch.ones(64, 64, dtype=torch.bfloat16)
+    c = torch.empty(64, 64, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="sm_90"):
+        mod.launch(a, a, c, **_cfg())
+    with pytest.raises(ValueError, match="epilogue"):
+        mod.launch(a, a, c, **_cfg(), EPILOGUE="bias")
+
+
+def _build(configs, axes, dtype="fp16"):
+    from kernelloop.profile.sass import find_tool
+    from kernelloop.spec.aot import build_configs
+    if find_tool("cuobjdump") is None:
+        pytest.skip("no cuobjdump (Triton's wheel ships one)")
+    b = _bundle()
+    w = Workload(op="gemm", axes=axes, dtype=dtype)
+    outs = build_configs(b.spec, {"gluon_ws": GEMM / "gluon_kernel.py"}, w,
+                         [{"template": "gluon_ws", **c} for c in configs], jobs=2)
+    return w, outs
+
+
+def test_whole_pruned_space_builds_for_sm90_within_the_estimates():
+    """Every configuration pruning keeps builds for sm_90 (this host's Triton, ahead of time), without spills, with
+    the threads the spec says, shared memory at most 256 bytes under the estimate and registers at maxnreg."""
+    from kernelloop.spec.aot import BUILT
+    from kernelloop.spec.prune_audit import _estimate
+    t = _template()
+    axes = {"M": 2048, "N": 4096, "K": 4096}
+    kept, _ = prune(t, Workload(op="gemm", axes=axes, dtype="fp16"), HOPPER)
+    assert 10 <= len(kept) <= 20
+    w, outs = _build(kept, axes)
+    names = workload_names(w, HOPPER)
+    mod = _module()
+    for cfg, o in zip(kept, outs):
+        if o.status != BUILT and "no Gluon" in o.error:
+            pytest.skip(o.error)
+        assert o.status == BUILT, (cfg, o.error[-800:])
+        est = _estimate(t, names, cfg)
+        assert 0 <= est["shared"] - o.shared_bytes <= 256, (cfg, est["shared"], o.shared_bytes)
+        assert o.shared_bytes <= HOPPER["shared_per_block_optin"]
+        threads = evaluate_expression(t.resources.threads, {**names, **cfg})
+        assert o.threads == threads == (cfg["num_warps"] + 4) * 32, (cfg, o.threads)
+        assert est["regs"] >= o.registers
+        assert o.registers == mod.max_registers(cfg["num_warps"]), (cfg, o.registers)
+        assert not o.spills, cfg
+
+
+def test_pruned_four_stage_128x256_does_not_fit():
+    """The estimate's one exclusion that matters: 128x256 with 4 stages and the staged c tile builds past sm_90's
+    shared memory per block, so pruning it loses nothing."""
+    from kernelloop.spec.aot import BUILT
+    t = _template()
+    axes = {"M": 4096, "N": 4096, "K": 4096}
+    cfg = _cfg(stages=4) | {"EPILOGUE": "none", "TRANS_B": 0}
+    assert "shared" in why_pruned(t, Workload(op="gemm", axes=axes, dtype="fp16"), HOPPER, cfg)
+    _, outs = _build([cfg], axes)
+    if outs[0].status != BUILT and "no Gluon" in outs[0].error:
+        pytest.skip(outs[0].error)
+    assert outs[0].status == BUILT, outs[0].error[-800:]
+    assert outs[0].shared_bytes > HOPPER["shared_per_block_optin"]
+
+
+# ---- GPU tier --------------------------------------------------------------------------------------------------
+
+GPU_CHECK = r"""
+import importlib.util, json, sys, torch
+from pathlib import Path
+from kernelloop.records import Workload
+from kernelloop.reference.inputs import is_poison, make_inputs, poison_
+from kernelloop.reference.truth import truth
+from kernelloop.spec import load_op
+from kernelloop.verify.compare import check_outputs, error_metrics
+gemm = Path(sys.argv[1])
+s = importlib.util.spec_from_file_location("gluon_gpu", gemm / "gluon_kernel.py")
+kernel = importlib.util.module_from_spec(s); s.loader.exec_module(kernel)
+spec = load_op(gemm).spec
+SHAPES = [{"M": 1000, "N": 1000, "K": 4000}, {"M": 333, "N": 520, "K": 200}, {"M": 4096, "N": 4096, "K": 4096},
+          {"M": 1, "N": 1024, "K": 8192}]
+CONFIGS = [dict(BLOCK_M=128, BLOCK_N=256, num_warps=8, num_stages=3), dict(BLOCK_M=128, BLOCK_N=128, num_warps=4,
+           num_stages=6), dict(BLOCK_M=64, BLOCK_N=256, num_warps=4, num_stages=4),
+           dict(BLOCK_M=64, BLOCK_N=128, num_warps=4, num_stages=3), dict(BLOCK_M=128, BLOCK_N=128, num_warps=8,
+           num_stages=5)]
+rows = []
+for cfg in CONFIGS:
+    cfg = dict(cfg, BLOCK_K=64, GROUP_M=8)
+    for axes in SHAPES:
+        for dtype in ("fp16", "bf16"):
+            for trans_b in (0, 1):
+                w = Workload(op="gemm", axes=axes, dtype=dtype)
+                a, b = make_inputs(spec, w, 11, "cuda", "normal")
+                refs = truth(spec, gemm / spec.reference, [a, b])
+                if trans_b:
+                    b = b.t().contiguous()
+                runs = []
+                for _ in range(2):
+                    buf = poison_(torch.empty(axes["M"] + 1, axes["N"], dtype=a.dtype, device="cuda"))
+                    kernel.launch(a, b, buf[:axes["M"]], TRANS_B=trans_b, **cfg)
+                    torch.cuda.synchronize()
+                    assert bool(is_poison(buf[axes["M"]]).all()), "wrote past the output"
+                    runs.append(buf[:axes["M"]].clone())
+                v = check_outputs(spec, w, [runs[0]], refs, [a, b], [a, b], "gpu")
+                det = torch.equal(runs[0].view(torch.uint8), runs[1].view(torch.uint8))
+                zeros_fail = error_metrics("c", torch.zeros_like(runs[0]), refs[0], spec.tolerance_for(w)).mismatched > 0
+                rows.append(dict(cfg=cfg, axes=axes, dtype=dtype, trans_b=trans_b, status=v.status.value,
+                                 message=v.message[:300], deterministic=det, zeros_fail=zeros_fail,
+                                 ratio=v.metrics[0].error_cap_ratio if v.metrics else None))
+print(json.dumps({"rows": rows}))
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(400)
+def test_gpu_gluon_passes_the_verifier():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
+    p = subprocess.run([sys.executable, "-c", GPU_CHECK, str(GEMM)], env=env, text=True, capture_output=True,
+                       timeout=380)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = json.loads(p.stdout.strip().splitlines()[-1])["rows"]
+    if os.environ.get("OUT"):
+        (Path(os.environ["OUT"]) / "gemm-gluon-gpu.json").write_text(json.dumps(rows, indent=1))
+    assert len(rows) == 5 * 4 * 2 * 2
+    failed = [r for r in rows if r["status"] != "PASSED" or not r["deterministic"] or not r["zeros_fail"]]
+    assert not failed, failed[:5]
+
+
+def test_kernel_records_script_configurations_bind_to_their_templates():
+    """benchmarks/gemm_kernels.py's configurations (the tiled template's and, marked "template": "gluon_ws", the
+    Gluon kernel's) are accepted by the launch they are passed to; without a GPU the script says so."""
+    import inspect
+    spec = importlib.util.spec_from_file_location("_gemm_kernels_script", ROOT / "benchmarks" / "gemm_kernels.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    mods = {"tiled": script._kernel_module(), "gluon_ws": script._kernel_module("gluon_kernel")}
+    a = torch.empty(8, 8)
+    assert {"gluon", "large", "narrow"} <= set(script.SHAPES) and set(script.CONFIGS) == set(script.SHAPES)
+    templates = set()
+    for cfg in (c for cs in script.CONFIGS.values() for c in cs):
+        kw = dict(cfg)
+        name = kw.pop("template", "tiled")
+        templates.add(name)
+        inspect.signature(mods[name].launch).bind(a, a, a, scratch=None, **kw)
+    assert templates == {"tiled", "gluon_ws"}
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit, match="CUDA"):
+            script.main(["--out", "/dev/null", "--shapes", "gluon"])
