@@ -3,7 +3,10 @@ ops/gemm's templates, per shape, from the CUDA profiler's kernel records (name, 
 memory, duration). A diagnostic, not a benchmark of record: the loop's timer gives the figures we report; this
 says where a call's time goes (the split-K GEMM vs its partial-sum kernel, cuBLAS's kernel choice and grid).
 
-    python3 benchmarks/gemm_kernels.py --out gemm-kernels.json [--shapes few-tiles|4096|narrow|large] [--iters 20]
+    python3 benchmarks/gemm_kernels.py --out gemm-kernels.json [--shapes few-tiles|4096|narrow|large|gluon] [--iters 20]
+
+A configuration with "template": "gluon_ws" runs ops/gemm/gluon_kernel.py (the warp-specialized Gluon kernel)
+instead of ops/gemm/kernel.py. Shapes are bf16, but for 4096^3 in the "4096" and "gluon" sets: fp16 (the seed's case study).
 
 L2 is flushed (a 256 MiB write) before every call; the flush kernel is left out of the records.
 """
@@ -28,6 +31,9 @@ SHAPES = {
     # the two 512x1024 shapes: cuBLAS runs 64x64 tiles 13 stages deep (K = 4096) and split-K 128x64 (K = 8192)
     "narrow": [(512, 1024, 4096), (512, 1024, 8192)],
     "large": [(4096, 4096, 4096), (8192, 4096, 4096), (8192, 14336, 4096), (512, 28672, 8192)],
+    # the warp-specialized Gluon kernel on the many-tile shapes, and one whose M, N, K are no multiples of a tile
+    "gluon": [(4096, 4096, 4096), (8192, 4096, 4096), (8192, 14336, 4096), (2048, 28672, 8192),
+              (8192, 8192, 28672), (1000, 1000, 4000)],
 }
 
 
@@ -55,8 +61,23 @@ CONFIGS = {
 }
 
 
-def _kernel_module():
-    spec = importlib.util.spec_from_file_location("gemm_kernel", ROOT / "ops" / "gemm" / "kernel.py")
+def _gluon(bm, bn, bk, stages, warps, epi_tma=1, group=8, loader_regs=40, sync=1):
+    return dict(template="gluon_ws", BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group, num_stages=stages,
+                num_warps=warps, EPI_TMA=epi_tma, LOADER_REGS=loader_regs, SYNC=sync)
+
+
+# the first device call (twelfth session) tried 128x256 and 256x128 with the epilogue from registers (EPI_TMA=0,
+# 4 stages: 5-12 % slower), 128x128 on 4 and 8 warps and GROUP_M=1: all slower than 128x256, 3 stages, TMA store;
+# this list is the second call's: the tiled template's best two beside GROUP_M, SYNC and the loader's registers
+# (benchmarks/results/2026-12-01-h200-s12/call2)
+CONFIGS["gluon"] = [_cfg(128, 256, 64, 4, 8, tma=2, persistent=1), _cfg(128, 256, 64, 4, 8, tma=2, persistent=0),
+                    _gluon(128, 256, 64, 3, 8), _gluon(128, 256, 64, 3, 8, sync=0), _gluon(128, 256, 64, 3, 8, group=4),
+                    _gluon(128, 256, 64, 3, 8, group=16), _gluon(128, 256, 64, 3, 8, loader_regs=24),
+                    _gluon(128, 128, 64, 5, 4)]
+
+
+def _kernel_module(name="kernel"):
+    spec = importlib.util.spec_from_file_location(f"gemm_{name}", ROOT / "ops" / "gemm" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -100,11 +121,11 @@ def main(argv=None):
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         sys.exit("gemm_kernels.py needs a CUDA GPU")
-    mod = _kernel_module()
+    mods = {"tiled": _kernel_module(), "gluon_ws": _kernel_module("gluon_kernel")}
     flush = torch.empty(64 * 2 ** 20, dtype=torch.float32, device="cuda")
     rows = []
     for (M, N, K) in SHAPES[args.shapes]:
-        dtype = torch.float16 if args.shapes == "4096" else torch.bfloat16
+        dtype = torch.float16 if (M, N, K) == (4096, 4096, 4096) and args.shapes in ("4096", "gluon") else torch.bfloat16
         a = torch.randn(M, K, device="cuda", dtype=dtype)
         b = torch.randn(K, N, device="cuda", dtype=dtype)
         c = torch.empty(M, N, device="cuda", dtype=dtype)
@@ -116,7 +137,9 @@ def main(argv=None):
         for cfg in CONFIGS[args.shapes]:
             run = {"what": "ours", "config": cfg}
             try:
-                fn = lambda: mod.launch(a, b, c, scratch=scratch, **cfg)  # noqa: E731
+                kw = dict(cfg)
+                mod = mods[kw.pop("template", "tiled")]
+                fn = lambda: mod.launch(a, b, c, scratch=scratch, **kw)  # noqa: E731
                 fn()
                 torch.cuda.synchronize()
                 run["max_rel_err"] = float(((c.float() - ref).abs().max() / ref.abs().max()).item())
