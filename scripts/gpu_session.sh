@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | s9d | s10a | s10b | s11a | s12a | s12b | s12c | s12d | s13a | s14a | s14b | s14c | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | s9d | s10a | s10b | s11a | s12a | s12b | s12c | s12d | s13a | s14a | s14b | s14c | s15a | s15b | s15c | s15d | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -117,6 +117,8 @@ PREFILL_PRIORS=(
   --prior benchmarks/results/2026-12-01-h200-s11/call2/gemm-narrow-64x64.sqlite.gz
   --prior benchmarks/results/2026-12-01-h200-s11/call2/gemm-narrow-splitk.sqlite.gz
 )
+# s15a's recordings of the Gluon template over the prefill suite (its 256-wide tiles), for s15b and s15c
+GLUON_PRIORS=(--prior benchmarks/results/2026-12-01-h200-s12/call4/gemm-prefill-gluon.sqlite.gz)
 
 lane_a() { :; }
 lane_b() { :; }
@@ -673,6 +675,44 @@ case "$phase" in
         --workloads benchmarks/workloads/gemm-prefill-tail.toml "${PREFILL_PRIORS[@]}"
       step gpu-tests-rest 200 python3 -m pytest -m gpu tests/test_loop_planner.py tests/verify/test_cheat_gallery.py \
         -v --tb=short -p no:cacheprovider --timeout 150
+    }
+    lane_b() { :; }
+    ;;
+  s15a)  # (issue 7; one GPU) the Gluon template (ops/gemm/gluon_kernel.py): its GPU test; GEMM fp16 4096^3 over its
+         # 128-row tiles (exhaustive) beside cuBLAS; the prefill suite with the Gluon template alone, its 256-wide tiles
+         # (3 configurations a workload, exhaustive, no confirmation): recordings that s15b's warm start ranks
+    lane_a() {
+      step gpu-tests-gluon 130 python3 -m pytest -m gpu tests/ops/test_gemm_gluon.py -v --tb=short -p no:cacheprovider \
+        --timeout 125
+      optimize gemm-4096-gluon 90 gemm --template gluon_ws --strategy exhaustive --fix BLOCK_M=128 --budget 12,50s \
+        --baseline cublas --workloads benchmarks/workloads/gemm-4096.toml
+      optimize gemm-prefill-gluon 300 gemm --template gluon_ws --strategy exhaustive --fix BLOCK_N=256 \
+        --budget 3,270s --no-confirm --workloads ops/gemm/workloads-prefill.toml
+    }
+    lane_b() { :; }
+    ;;
+  s15b)  # (issue 7; one GPU) the whole prefill suite over the tiled, split-K and Gluon templates, three evaluations a
+         # workload: each workload's three best recorded configurations (every earlier prefill archive and s15a's
+         # Gluon recordings, ranked by their mean measured times), then its winner confirmed beside cuBLAS (531 s in
+         # the twelfth session; should a slower host cut the last confirmations, s15c runs those workloads)
+    lane_a() {
+      optimize gemm-prefill-s15 545 gemm --template tiled --template splitk --template gluon_ws --budget 3,330s \
+        --baseline cublas --workloads ops/gemm/workloads-prefill.toml "${PREFILL_PRIORS[@]}" "${GLUON_PRIORS[@]}"
+    }
+    lane_b() { :; }
+    ;;
+  s15c)  # (issue 7; one GPU) s15b's workloads that its time limit cut (benchmarks/workloads/gemm-prefill-tail.toml), the
+         # same templates and priors
+    lane_a() {
+      optimize gemm-prefill-s15-tail 330 gemm --template tiled --template splitk --template gluon_ws --budget 3,200s \
+        --baseline cublas --workloads "${TAIL_WORKLOADS:-benchmarks/workloads/gemm-prefill-tail.toml}" \
+        "${PREFILL_PRIORS[@]}" "${GLUON_PRIORS[@]}"
+    }
+    lane_b() { :; }
+    ;;
+  s15d)  # the GPU test tier (twelfth session: what the remaining device time allows; the step limit may cut it)
+    lane_a() {
+      gpu_tests "${GPU_TIER_SECONDS:-380}"
     }
     lane_b() { :; }
     ;;
