@@ -75,10 +75,10 @@ def test_spec_workloads_and_static_rules(op):
     b = bundle(op)
     spec = b.spec
     assert spec.name == op and set(spec.dtypes) == {DType.fp16, DType.bf16}
-    # gemm alone has the split-K template for 16-bit outputs (and the workspace it needs), the warp-specialized
-    # persistent one, all three in the one kernel file, and the Gluon kernel in its own file
-    assert [t.name for t in spec.templates] == (["tiled", "splitk", "persistent_ws", "gluon_ws"] if op == "gemm"
-                                                else ["tiled"])
+    # gemm alone has the split-K template for 16-bit outputs (and the workspace it needs) and the warp-specialized
+    # persistent one, all three in the one kernel file; gemm and gemm_nt also have the Gluon kernel (its own file)
+    assert [t.name for t in spec.templates] == {"gemm": ["tiled", "splitk", "persistent_ws", "gluon_ws"],
+                                                "gemm_nt": ["tiled", "gluon_ws"]}.get(op, ["tiled"])
     assert {t.file for t in spec.templates if t.name != "gluon_ws"} == {spec.templates[0].file}
     assert (spec.scratch is not None) == (op == "gemm")
     t = spec.templates[0]

@@ -1,5 +1,5 @@
-"""ops/gemm's warp-specialized Gluon template (gluon_kernel.py, template "gluon_ws"): its space and input checks on
-the CPU, ahead-of-time sm_90 builds of its whole pruned space against the spec's resource estimates, and a `gpu`
+"""ops/gemm's warp-specialized Gluon template (gluon_kernel.py, template "gluon_ws", also in ops/gemm_nt with b as
+[N, K]): its space and input checks on the CPU, ahead-of-time sm_90 builds of its whole pruned space against the spec's resource estimates, and a `gpu`
 tier that runs it through the verifier on a CUDA device (both dtypes, b row-major and transposed, shapes that are
 no multiple of a tile, deterministic, nothing written past c).
 """
@@ -25,12 +25,16 @@ HOPPER = {**VIRTUAL_HOPPER, "virtual": False}
 pytestmark = pytest.mark.timeout(300)
 
 
-def _bundle():
-    return load_op(GEMM)
+def _bundle(op="gemm"):
+    return load_op(ROOT / "ops" / op)
 
 
-def _template():
-    return next(t for t in _bundle().spec.templates if t.name == "gluon_ws")
+def _template(op="gemm"):
+    return next(t for t in _bundle(op).spec.templates if t.name == "gluon_ws")
+
+
+def _pinned(op="gemm"):
+    return {"EPILOGUE": "none", "TRANS_B": int(op == "gemm_nt")}
 
 
 def _module():
@@ -44,24 +48,26 @@ def _cfg(bm=128, bn=256, warps=8, stages=3):
     return dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, GROUP_M=8, num_warps=warps, num_stages=stages)
 
 
-def test_space_is_sm90_only_and_keeps_the_measured_best():
-    b = _bundle()
-    t = _template()
+@pytest.mark.parametrize("op", ["gemm", "gemm_nt"])
+def test_space_is_sm90_only_and_keeps_the_measured_best(op):
+    b = _bundle(op)
+    t = _template(op)
+    pin = _pinned(op)
     suite = load_workloads(GEMM / "workloads-prefill.toml", b.spec)
     for w in suite:
         kept, _ = prune(t, w, HOPPER)
         # the kernel records' best (128x256 on 8 warps, 3 stages) and 64-row tiles for every prefill shape
-        assert _cfg() | {"EPILOGUE": "none", "TRANS_B": 0} in kept, w.axes
+        assert _cfg() | pin in kept, w.axes
         assert any(c["BLOCK_M"] == 64 for c in kept)
         assert not prune(t, w, VIRTUAL_HOPPER)[0], "Gluon has no interpreter: nothing to run there"
         assert not prune(t, w, {**HOPPER, "capability": [8, 0]})[0], "sm_80 has no warpgroup MMA or TMA"
     w = suite[-1]
     # 128x256 on 4 warps would need 256 accumulator registers a thread; 8 warps on 64 rows have nothing to stack
-    assert "accumulator" in why_pruned(t, w, HOPPER, _cfg(warps=4) | {"EPILOGUE": "none", "TRANS_B": 0})
-    assert "stacked" in why_pruned(t, w, HOPPER, _cfg(bm=64, warps=8) | {"EPILOGUE": "none", "TRANS_B": 0})
+    assert "accumulator" in why_pruned(t, w, HOPPER, _cfg(warps=4) | pin)
+    assert "stacked" in why_pruned(t, w, HOPPER, _cfg(bm=64, warps=8) | pin)
     # rows of 16-byte multiples only (TMA)
-    odd = Workload(op="gemm", axes={"M": 512, "N": 1001, "K": 4096}, dtype="bf16")
-    assert "16-byte" in why_pruned(t, odd, HOPPER, _cfg() | {"EPILOGUE": "none", "TRANS_B": 0})
+    odd = Workload(op=op, axes={"M": 512, "N": 1001, "K": 4096}, dtype="bf16")
+    assert "16-byte" in why_pruned(t, odd, HOPPER, _cfg() | pin)
 
 
 def test_registers_per_thread_fill_the_register_file():
@@ -83,28 +89,29 @@ def test_launch_says_why_it_cannot_run():
         mod.launch(a, a, c, **_cfg(), EPILOGUE="bias")
 
 
-def _build(configs, axes, dtype="fp16"):
+def _build(configs, axes, dtype="fp16", op="gemm"):
     from kernelloop.profile.sass import find_tool
     from kernelloop.spec.aot import build_configs
     if find_tool("cuobjdump") is None:
         pytest.skip("no cuobjdump (Triton's wheel ships one)")
-    b = _bundle()
-    w = Workload(op="gemm", axes=axes, dtype=dtype)
+    b = _bundle(op)
+    w = Workload(op=op, axes=axes, dtype=dtype)
     outs = build_configs(b.spec, {"gluon_ws": GEMM / "gluon_kernel.py"}, w,
                          [{"template": "gluon_ws", **c} for c in configs], jobs=2)
     return w, outs
 
 
-def test_whole_pruned_space_builds_for_sm90_within_the_estimates():
+@pytest.mark.parametrize("op", ["gemm", "gemm_nt"])
+def test_whole_pruned_space_builds_for_sm90_within_the_estimates(op):
     """Every configuration pruning keeps builds for sm_90 (this host's Triton, ahead of time), without spills, with
     the threads the spec says, shared memory at most 256 bytes under the estimate and registers at maxnreg."""
     from kernelloop.spec.aot import BUILT
     from kernelloop.spec.prune_audit import _estimate
-    t = _template()
+    t = _template(op)
     axes = {"M": 2048, "N": 4096, "K": 4096}
-    kept, _ = prune(t, Workload(op="gemm", axes=axes, dtype="fp16"), HOPPER)
-    assert 10 <= len(kept) <= 20
-    w, outs = _build(kept, axes)
+    kept, _ = prune(t, Workload(op=op, axes=axes, dtype="fp16"), HOPPER)
+    assert 10 <= len(kept) <= 20 and all(c["TRANS_B"] == _pinned(op)["TRANS_B"] for c in kept)
+    w, outs = _build(kept, axes, op=op)
     names = workload_names(w, HOPPER)
     mod = _module()
     for cfg, o in zip(kept, outs):
