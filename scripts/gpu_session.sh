@@ -705,7 +705,7 @@ case "$phase" in
          # same templates and priors
     lane_a() {
       optimize gemm-prefill-s15-tail 330 gemm --template tiled --template splitk --template gluon_ws --budget 3,200s \
-        --baseline cublas --workloads "${TAIL_WORKLOADS:-benchmarks/workloads/gemm-prefill-tail.toml}" \
+        --baseline cublas --workloads benchmarks/workloads/gemm-prefill-tail.toml \
         "${PREFILL_PRIORS[@]}" "${GLUON_PRIORS[@]}"
     }
     lane_b() { :; }
