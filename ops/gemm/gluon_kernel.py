@@ -92,48 +92,88 @@ def _loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K,
             it += 1
 
 @gluon.jit
+def _b_slice(b_bufs, s, start: gl.constexpr, width: gl.constexpr, TRANS_B: gl.constexpr):
+    """Columns [start, start + width) of slot s's b tile, as the MMA's [BLOCK_K, width] operand."""
+    if TRANS_B:
+        return b_bufs.index(s).slice(start, width, dim=0).permute((1, 0))
+    else:
+        return b_bufs.index(s).slice(start, width, dim=1)
+
+@gluon.jit
 def _math(a_bufs, b_bufs, ready, empty, c_desc, c_smem, C, stride_cm, M, N, K,
           BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
           STAGES: gl.constexpr, TRANS_B: gl.constexpr, EPI_TMA: gl.constexpr, SYNC: gl.constexpr,
-          num_warps: gl.constexpr):
+          SUBTILE: gl.constexpr, num_warps: gl.constexpr):
     layout: gl.constexpr = _mma_layout(BLOCK_M, BLOCK_N, num_warps)
+    HALF: gl.constexpr = BLOCK_N // 2
+    half_layout: gl.constexpr = _mma_layout(BLOCK_M, HALF, num_warps)
     num_m = gl.cdiv(M, BLOCK_M)
     num_n = gl.cdiv(N, BLOCK_N)
     k_steps = gl.cdiv(K, BLOCK_K)
     it = 0
     for tile in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
         pid_m, pid_n = _tile_coords(tile, num_m, num_n, GROUP_M)
-        acc = gl.zeros((BLOCK_M, BLOCK_N), dtype=gl.float32, layout=layout)
-        for ks in range(k_steps):
-            s = it % STAGES
-            mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-            if TRANS_B:
-                b = b_bufs.index(s).permute((1, 0))
-            else:
-                b = b_bufs.index(s)
-            acc = warpgroup_mma(a_bufs.index(s), b, acc, is_async=True)
-            # at most this MMA still in flight: the previous one, and its slot, are done (every warp of the
-            # partition, hence the barrier, before one thread releases the slot)
-            acc = warpgroup_mma_wait(1, deps=(acc,))
+        if SUBTILE == 2:
+            # two accumulators, the tile's left and right halves: each k-step issues two MMAs, and the c tile
+            # goes out half by half through a staging buffer of half the size
+            left = gl.zeros((BLOCK_M, HALF), dtype=gl.float32, layout=half_layout)
+            right = gl.zeros((BLOCK_M, HALF), dtype=gl.float32, layout=half_layout)
+            for ks in range(k_steps):
+                s = it % STAGES
+                mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+                left = warpgroup_mma(a_bufs.index(s), _b_slice(b_bufs, s, 0, HALF, TRANS_B), left, is_async=True)
+                right = warpgroup_mma(a_bufs.index(s), _b_slice(b_bufs, s, HALF, HALF, TRANS_B), right,
+                                      is_async=True)
+                # this k-step's two MMAs at most still in flight: the previous k-step's slot is free
+                left, right = warpgroup_mma_wait(2, deps=(left, right))
+                if SYNC:
+                    _sync_warps()
+                mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=ks > 0)
+                it += 1
+            left, right = warpgroup_mma_wait(0, deps=(left, right))
             if SYNC:
                 _sync_warps()
-            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=ks > 0)
-            it += 1
-        acc = warpgroup_mma_wait(0, deps=(acc,))
-        if SYNC:
-            _sync_warps()
-        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-        out = acc.to(c_desc.dtype)
-        if EPI_TMA:
-            tma.store_wait(pendings=0)  # the previous tile's store has read the staging buffer
-            c_smem.store(out)
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+            tma.store_wait(pendings=0)  # the previous store has read the staging buffer
+            c_smem.store(left.to(c_desc.dtype))
             fence_async_shared()
             _tma_store(c_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N], c_smem)
+            tma.store_wait(pendings=0)
+            c_smem.store(right.to(c_desc.dtype))
+            fence_async_shared()
+            _tma_store(c_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N + HALF], c_smem)
         else:
-            offs_m = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
-            offs_n = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
-            mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-            gl.store(C + offs_m[:, None] * stride_cm + offs_n[None, :], out, mask=mask)
+            acc = gl.zeros((BLOCK_M, BLOCK_N), dtype=gl.float32, layout=layout)
+            for ks in range(k_steps):
+                s = it % STAGES
+                mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+                if TRANS_B:
+                    b = b_bufs.index(s).permute((1, 0))
+                else:
+                    b = b_bufs.index(s)
+                acc = warpgroup_mma(a_bufs.index(s), b, acc, is_async=True)
+                # at most this MMA still in flight: the previous one, and its slot, are done (every warp of the
+                # partition, hence the barrier, before one thread releases the slot)
+                acc = warpgroup_mma_wait(1, deps=(acc,))
+                if SYNC:
+                    _sync_warps()
+                mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=ks > 0)
+                it += 1
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+            if SYNC:
+                _sync_warps()
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+            out = acc.to(c_desc.dtype)
+            if EPI_TMA:
+                tma.store_wait(pendings=0)  # the previous tile's store has read the staging buffer
+                c_smem.store(out)
+                fence_async_shared()
+                _tma_store(c_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N], c_smem)
+            else:
+                offs_m = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
+                offs_n = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
+                mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+                gl.store(C + offs_m[:, None] * stride_cm + offs_n[None, :], out, mask=mask)
     if EPI_TMA:
         tma.store_wait(pendings=0)
 
@@ -141,7 +181,7 @@ def _math(a_bufs, b_bufs, ready, empty, c_desc, c_smem, C, stride_cm, M, N, K,
 def _gemm_ws_kernel(a_desc, b_desc, c_desc, C, stride_cm, M, N, K,
                     BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
                     GROUP_M: gl.constexpr, STAGES: gl.constexpr, TRANS_B: gl.constexpr, EPI_TMA: gl.constexpr,
-                    SYNC: gl.constexpr, LOADER_REGS: gl.constexpr, num_warps: gl.constexpr):
+                    SYNC: gl.constexpr, LOADER_REGS: gl.constexpr, SUBTILE: gl.constexpr, num_warps: gl.constexpr):
     dtype: gl.constexpr = a_desc.dtype
     a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
     if TRANS_B:
@@ -149,7 +189,7 @@ def _gemm_ws_kernel(a_desc, b_desc, c_desc, C, stride_cm, M, N, K,
     else:
         b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
     if EPI_TMA:
-        c_smem = gl.allocate_shared_memory(c_desc.dtype, [BLOCK_M, BLOCK_N], c_desc.layout)
+        c_smem = gl.allocate_shared_memory(c_desc.dtype, [BLOCK_M, BLOCK_N // SUBTILE], c_desc.layout)
     else:
         c_smem = a_bufs  # unused
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -160,7 +200,7 @@ def _gemm_ws_kernel(a_desc, b_desc, c_desc, C, stride_cm, M, N, K,
     TILE_BYTES: gl.constexpr = (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * (dtype.primitive_bitwidth // 8)
     gl.warp_specialize([
         (_math, (a_bufs, b_bufs, ready, empty, c_desc, c_smem, C, stride_cm, M, N, K, BLOCK_M, BLOCK_N,
-                 BLOCK_K, GROUP_M, STAGES, TRANS_B, EPI_TMA, SYNC, num_warps)),
+                 BLOCK_K, GROUP_M, STAGES, TRANS_B, EPI_TMA, SYNC, SUBTILE, num_warps)),
         (_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K,
                    GROUP_M, STAGES, TRANS_B, TILE_BYTES)),
     ], [1], [LOADER_REGS])
@@ -178,8 +218,11 @@ def max_registers(num_warps: int) -> int:
 
 
 def launch(a, b, c, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, EPI_TMA=1, LOADER_REGS=40,
-           SYNC=1, EPILOGUE="none", TRANS_B=0, scratch=None):
-    """c = a @ b (b.T when TRANS_B), c in a's dtype (fp16 or bf16)."""
+           SYNC=1, SUBTILE=1, EPILOGUE="none", TRANS_B=0, scratch=None):
+    """c = a @ b (b.T when TRANS_B), c in a's dtype (fp16 or bf16). SUBTILE=2 keeps the tile as two accumulators
+    of half its width and stores c half by half (a staging buffer of half the tile: room for one more stage)."""
+    if SUBTILE not in (1, 2) or (SUBTILE == 2 and not EPI_TMA):
+        raise ValueError(f"SUBTILE={SUBTILE}: 1, or 2 with the TMA-store epilogue (EPI_TMA=1)")
     if EPILOGUE != "none":
         raise ValueError(f"the gluon_ws template has no {EPILOGUE!r} epilogue (only 'none')")
     if not a.is_cuda:
@@ -195,11 +238,12 @@ def launch(a, b, c, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages
                                           gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_K], dt))
     b_block = [BLOCK_N, BLOCK_K] if TRANS_B else [BLOCK_K, BLOCK_N]
     b_desc = TensorDescriptor.from_tensor(b, b_block, gl.NVMMASharedLayout.get_default_for(b_block, dt))
-    c_desc = TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N],
-                                          gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], dt))
+    c_block = [BLOCK_M, BLOCK_N // SUBTILE]
+    c_desc = TensorDescriptor.from_tensor(c, c_block, gl.NVMMASharedLayout.get_default_for(c_block, dt))
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
     programs = max(1, min(tiles, torch.cuda.get_device_properties(a.device).multi_processor_count))
     _gemm_ws_kernel[(programs,)](
         a_desc, b_desc, c_desc, c, c.stride(0), M, N, K,
         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, STAGES=num_stages, TRANS_B=TRANS_B,
-        EPI_TMA=EPI_TMA, SYNC=SYNC, LOADER_REGS=LOADER_REGS, num_warps=num_warps, maxnreg=max_registers(num_warps))
+        EPI_TMA=EPI_TMA, SYNC=SYNC, LOADER_REGS=LOADER_REGS, SUBTILE=SUBTILE, num_warps=num_warps,
+        maxnreg=max_registers(num_warps))

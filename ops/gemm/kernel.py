@@ -88,6 +88,66 @@ def _epilogue(acc, Bias, offs_n, N, HAS_BIAS: tl.constexpr, ACT: tl.constexpr):
 
 
 @triton.jit
+def _accumulate(A, B, off_m, off_n, k_lo, k_hi, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+                TMA: tl.constexpr, TRANS_B: tl.constexpr, INTERPRETER: tl.constexpr):
+    """The fp32 tile at (off_m, off_n) summed over k in [k_lo, k_hi) (a multiple of BLOCK_K from k_lo; only the end
+    of K itself needs masking, and only when not EVEN_K)."""
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if TMA:
+        # Out-of-bounds rows, columns and k are zero-filled by the copy engine: no masks.
+        for k in range(k_lo, k_hi, BLOCK_K):
+            a = A.load([off_m, k])
+            if TRANS_B:
+                b = B.load([off_n, k]).T
+            else:
+                b = B.load([k, off_n])
+            acc = _mma(a, b, acc, INTERPRETER)
+    else:
+        # Rows past M / columns past N wrap onto valid ones (never stored), so only k needs a mask.
+        rm = (off_m + tl.arange(0, BLOCK_M)) % M
+        rn = (off_n + tl.arange(0, BLOCK_N)) % N
+        offs_k = k_lo + tl.arange(0, BLOCK_K)
+        a_ptrs = A + rm[:, None] * stride_am + offs_k[None, :] * stride_ak
+        b_ptrs = B + offs_k[:, None] * stride_bk + rn[None, :] * stride_bn
+        for k in range(k_lo, k_hi, BLOCK_K):
+            if EVEN_K:
+                a = tl.load(a_ptrs)
+                b = tl.load(b_ptrs)
+            else:
+                kk = k + tl.arange(0, BLOCK_K)
+                a = tl.load(a_ptrs, mask=kk[None, :] < K, other=0.0)
+                b = tl.load(b_ptrs, mask=kk[:, None] < K, other=0.0)
+            acc = _mma(a, b, acc, INTERPRETER)
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
+    return acc
+
+
+@triton.jit
+def _store_tile(acc, C, off_m, off_n, M, N, stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                TMA: tl.constexpr, INTERPRETER: tl.constexpr):
+    """The finished fp32 tile, rounded once to c's dtype, stored at (off_m, off_n): through the tensor descriptor
+    C (TMA; in two halves with TMA = 2) or through pointers, masked to M x N."""
+    if TMA:
+        out = _to_out(acc, C.dtype, INTERPRETER)
+        if TMA == 2:
+            # the c tile stored as two [BLOCK_M, BLOCK_N / 2] halves: the staging buffer in shared memory is half
+            # the tile, which leaves room for one more pipeline stage of a and b at 128x256
+            left, right = tl.split(tl.permute(tl.reshape(out, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1)))
+            C.store([off_m, off_n], left)
+            C.store([off_m, off_n + BLOCK_N // 2], right)
+        else:
+            C.store([off_m, off_n], out)
+    else:
+        offs_m = off_m + tl.arange(0, BLOCK_M)
+        offs_n = off_n + tl.arange(0, BLOCK_N)
+        c_ptrs = C + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+        out = _to_out(acc, C.dtype.element_ty, INTERPRETER)
+        tl.store(c_ptrs, out, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+@triton.jit
 def _gemm_work(work, A, B, Bias, C, M, N, K, k_span, num_m, num_n,
                stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
@@ -104,34 +164,8 @@ def _gemm_work(work, A, B, Bias, C, M, N, K, k_span, num_m, num_n,
     k_lo = split * k_span
     offs_m = off_m + tl.arange(0, BLOCK_M)
     offs_n = off_n + tl.arange(0, BLOCK_N)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    if TMA:
-        # Out-of-bounds rows, columns and k are zero-filled by the copy engine: no masks.
-        for k in range(k_lo, k_lo + k_span, BLOCK_K):
-            a = A.load([off_m, k])
-            if TRANS_B:
-                b = B.load([off_n, k]).T
-            else:
-                b = B.load([k, off_n])
-            acc = _mma(a, b, acc, INTERPRETER)
-    else:
-        # Rows past M / columns past N wrap onto valid ones (never stored), so only k needs a mask.
-        rm = offs_m % M
-        rn = offs_n % N
-        offs_k = k_lo + tl.arange(0, BLOCK_K)
-        a_ptrs = A + rm[:, None] * stride_am + offs_k[None, :] * stride_ak
-        b_ptrs = B + offs_k[:, None] * stride_bk + rn[None, :] * stride_bn
-        for k in range(k_lo, k_lo + k_span, BLOCK_K):
-            if EVEN_K:
-                a = tl.load(a_ptrs)
-                b = tl.load(b_ptrs)
-            else:
-                kk = k + tl.arange(0, BLOCK_K)
-                a = tl.load(a_ptrs, mask=kk[None, :] < K, other=0.0)
-                b = tl.load(b_ptrs, mask=kk[:, None] < K, other=0.0)
-            acc = _mma(a, b, acc, INTERPRETER)
-            a_ptrs += BLOCK_K * stride_ak
-            b_ptrs += BLOCK_K * stride_bk
+    acc = _accumulate(A, B, off_m, off_n, k_lo, k_lo + k_span, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                      BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, TMA, TRANS_B, INTERPRETER)
     acc = _epilogue(acc, Bias, offs_n, N, HAS_BIAS, ACT)
     if SPLIT_K > 1 and PARTIALS:
         # this k-range's fp32 partial tile, into plane `split` of the [SPLIT_K, M, N] workspace
@@ -140,20 +174,8 @@ def _gemm_work(work, A, B, Bias, C, M, N, K, k_span, num_m, num_n,
     elif SPLIT_K > 1:
         c_ptrs = C + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
         tl.atomic_add(c_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N), sem="relaxed")
-    elif TMA:
-        out = _to_out(acc, C.dtype, INTERPRETER)
-        if TMA == 2:
-            # the c tile stored as two [BLOCK_M, BLOCK_N / 2] halves: the staging buffer in shared memory is half
-            # the tile, which leaves room for one more pipeline stage of a and b at 128x256
-            left, right = tl.split(tl.permute(tl.reshape(out, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1)))
-            C.store([off_m, off_n], left)
-            C.store([off_m, off_n + BLOCK_N // 2], right)
-        else:
-            C.store([off_m, off_n], out)
     else:
-        c_ptrs = C + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-        out = _to_out(acc, C.dtype.element_ty, INTERPRETER)
-        tl.store(c_ptrs, out, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+        _store_tile(acc, C, off_m, off_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, TMA, INTERPRETER)
 
 
 @triton.jit
@@ -186,6 +208,74 @@ def _gemm_kernel(A, B, Bias, C, M, N, K, k_span, num_programs,
                    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                    BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, EVEN_K, TMA, TRANS_B, HAS_BIAS, ACT, PARTIALS,
                        INTERPRETER)
+
+
+@triton.jit
+def _owner(it, num_programs, sk_iters):
+    """The program whose stream-K range [p * sk_iters // P, (p + 1) * sk_iters // P) holds k-step `it`."""
+    return ((it + 1) * num_programs + sk_iters - 1) // sk_iters - 1
+
+
+@triton.jit
+def _gemm_sk_kernel(A, B, Bias, C, W, Flags, token, M, N, K, num_programs, sk_tiles,
+                    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                    EVEN_K: tl.constexpr, TMA: tl.constexpr, TRANS_B: tl.constexpr, HAS_BIAS: tl.constexpr,
+                    ACT: tl.constexpr, INTERPRETER: tl.constexpr):
+    """Stream-K: the first `sk_tiles` tiles' k-steps, laid end to end, are cut into one equal range per program;
+    the remaining tiles are then dealt one at a time, as in the persistent grid.
+
+    A program walks its range from the end backwards, one tile's piece at a time. The program holding a tile's last
+    k-step finishes it: it waits for the flags of the lower programs holding the rest of that tile (their piece is
+    the end of their range, so the first thing they computed), adds their fp32 partial tiles to its own (always
+    in the same order, so c is bitwise deterministic) and stores c. Any other piece is stored as the program's one
+    partial tile (W, one slot a program), then its flag is set to this call's `token` with release semantics.
+    Flags hold the token, not a count, so a workspace filled with anything but this token needs no clearing. All
+    programs are resident at once (one per SM at most), and a program only ever waits for lower programs' first
+    pieces, which wait for nothing: no deadlock, and in the interpreter (programs run in order) no wait at all.
+    """
+    pid = tl.program_id(0)
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    sk_iters = sk_tiles * k_tiles
+    first = pid * sk_iters // num_programs
+    end = (pid + 1) * sk_iters // num_programs
+    offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    while end > first:
+        tile = (end - 1) // k_tiles
+        tile_lo = tile * k_tiles
+        start = tl.maximum(first, tile_lo)
+        pid_m, pid_n = _tile_of(tile, num_m, num_n, GROUP_M)
+        acc = _accumulate(A, B, pid_m * BLOCK_M, pid_n * BLOCK_N, (start - tile_lo) * BLOCK_K,
+                          (end - tile_lo) * BLOCK_K, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                          BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, TMA, TRANS_B, INTERPRETER)
+        if end == tile_lo + k_tiles:
+            # this program holds the tile's last k-step: add the lower programs' pieces, nearest first
+            q_lo = _owner(tile_lo, num_programs, sk_iters)
+            for i in range(0, pid - q_lo):
+                q = pid - 1 - i
+                seen = tl.atomic_cas(Flags + q, token, token, sem="acquire", scope="gpu")
+                while seen != token:
+                    seen = tl.atomic_cas(Flags + q, token, token, sem="acquire", scope="gpu")
+                acc += tl.load(W + q * (BLOCK_M * BLOCK_N) + offs, cache_modifier=".cg")
+            acc = _epilogue(acc, Bias, pid_n * BLOCK_N + tl.arange(0, BLOCK_N), N, HAS_BIAS, ACT)
+            _store_tile(acc, C, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N,
+                        TMA, INTERPRETER)
+        else:
+            # a piece without the tile's last k-step (only ever the end of this program's range): publish it
+            tl.store(W + pid * (BLOCK_M * BLOCK_N) + offs, acc)
+            tl.debug_barrier()
+            tl.atomic_xchg(Flags + pid, token, sem="release", scope="gpu")
+        end = start
+    for tile in range(sk_tiles + pid, num_m * num_n, num_programs):
+        pid_m, pid_n = _tile_of(tile, num_m, num_n, GROUP_M)
+        acc = _accumulate(A, B, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, k_tiles * BLOCK_K, M, N, K,
+                          stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, TMA,
+                          TRANS_B, INTERPRETER)
+        acc = _epilogue(acc, Bias, pid_n * BLOCK_N + tl.arange(0, BLOCK_N), N, HAS_BIAS, ACT)
+        _store_tile(acc, C, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, TMA,
+                    INTERPRETER)
 
 
 @triton.jit
@@ -270,16 +360,71 @@ def _program_count(t, work):
     return max(1, min(work, sms))
 
 
+def stream_k_plan(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, sms, slots):
+    """(programs, sk_tiles) of a stream-K launch: one program per SM (at most `slots`, the workspace's partial
+    tiles, and at most one per k-step of the stream-K tiles); the stream-K tiles are all of them when there are
+    fewer tiles than programs, else the last partial wave plus one full wave (none when the tiles fill whole
+    waves), so each program's range spans one to two tiles and the rest are dealt whole."""
+    tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
+    k_tiles = triton.cdiv(K, BLOCK_K)
+    programs = max(1, min(sms, slots, tiles * k_tiles))
+    if tiles < programs:
+        return programs, tiles
+    rest = tiles % programs
+    return programs, (rest + programs if rest else 0)
+
+
+def _launch_stream_k(a, b, bias, c, scratch, *, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages,
+                     TMA, TRANS_B, EPILOGUE, PROGRAMS):
+    tile = BLOCK_M * BLOCK_N
+    if scratch is None or scratch.dtype != torch.float32 or not scratch.is_contiguous() \
+            or scratch.numel() < tile + 2:
+        raise ValueError(f"SK=1 needs a contiguous fp32 scratch of at least one {BLOCK_M}x{BLOCK_N} partial tile and "
+                         f"its flag per program (got {'none' if scratch is None else f'{scratch.numel()} {scratch.dtype}'})")
+    slots = scratch.numel() // (tile + 2)
+    if PROGRAMS is None:
+        PROGRAMS = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 4
+    programs, sk_tiles = stream_k_plan(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, PROGRAMS, slots)
+    if (programs + 1) * sk_tiles * triton.cdiv(K, BLOCK_K) >= 2 ** 31:
+        raise ValueError("the stream-K k-step ranges are indexed in 32 bits: K too long for SK=1")
+    work = scratch[:programs * tile]
+    flags = scratch[slots * tile:slots * tile + 2 * programs].view(torch.int64)
+    # this call's flag value, drawn from the OS's entropy by a generator of its own (torch's global one is left
+    # alone): odd and above 2^40, so the poison pattern (0x7FC0DEAD7FC0DEAD, even) never reads as set, and a flag
+    # an earlier call left equals it only with odds of 2^-59
+    token = (torch.Generator().seed() % 2 ** 60 | 1) + 2 ** 40
+    stride_bk, stride_bn = (b.stride(1), b.stride(0)) if TRANS_B else (b.stride(0), b.stride(1))
+    if TMA:
+        a_arg = TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K])
+        b_arg = TensorDescriptor.from_tensor(b, [BLOCK_N, BLOCK_K] if TRANS_B else [BLOCK_K, BLOCK_N])
+        c_arg = TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N // (2 if TMA == 2 else 1)])
+    else:
+        a_arg, b_arg, c_arg = a, b, c
+    _gemm_sk_kernel[(programs,)](
+        a_arg, b_arg, c if bias is None else bias, c_arg, work, flags, token, M, N, K, programs, sk_tiles,
+        a.stride(0), a.stride(1), stride_bk, stride_bn, c.stride(0), c.stride(1),
+        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, EVEN_K=K % BLOCK_K == 0, TMA=TMA,
+        TRANS_B=TRANS_B, HAS_BIAS=bias is not None, ACT=_ACTIVATIONS[EPILOGUE], INTERPRETER=not a.is_cuda,
+        num_warps=num_warps, num_stages=num_stages)
+
+
 def launch(a, b, x, y=None, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages,
-           PERSISTENT=0, TMA=0, SPLIT_K=1, EPILOGUE="none", TRANS_B=0, WS=None, FLATTEN=0, scratch=None):
+           PERSISTENT=0, TMA=0, SPLIT_K=1, EPILOGUE="none", TRANS_B=0, WS=None, FLATTEN=0, SK=0, PROGRAMS=None,
+           scratch=None):
     """c = act(a @ b [+ bias]) (b.T when TRANS_B): called as launch(a, b, c) or launch(a, b, bias, c).
-    `scratch` (fp32, at least SPLIT_K * M * N elements) holds split-K's partial tiles for a 16-bit c."""
+    `scratch` (fp32, at least SPLIT_K * M * N elements) holds split-K's partial tiles for a 16-bit c; with SK=1
+    (stream-K), one partial tile and one 64-bit flag per program. PROGRAMS (tests) overrides the SM count."""
     bias, c = (None, x) if y is None else (x, y)
     if (bias is None) != (EPILOGUE == "none"):
         raise ValueError(f"EPILOGUE={EPILOGUE!r} does not match the {'absence' if bias is None else 'presence'} "
                          "of a bias tensor")
     M, K = a.shape
     N = b.shape[0] if TRANS_B else b.shape[1]
+    if SK:
+        _launch_stream_k(a, b, bias, c, scratch, M=M, N=N, K=K, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
+                         GROUP_M=GROUP_M, num_warps=num_warps, num_stages=num_stages, TMA=TMA, TRANS_B=TRANS_B,
+                         EPILOGUE=EPILOGUE, PROGRAMS=PROGRAMS)
+        return
     if WS is not None:  # the persistent_ws template (WS=0: the same kernel without warp specialization)
         if a.stride(1) != 1 or b.stride(1) != 1 or c.stride(1) != 1:
             raise ValueError("WS needs row-major a, b and c (device-side tensor descriptors)")

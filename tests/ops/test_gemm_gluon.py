@@ -29,8 +29,8 @@ def _bundle(op="gemm"):
     return load_op(ROOT / "ops" / op)
 
 
-def _template(op="gemm"):
-    return next(t for t in _bundle(op).spec.templates if t.name == "gluon_ws")
+def _template(op="gemm", name="gluon_ws"):
+    return next(t for t in _bundle(op).spec.templates if t.name == name)
 
 
 def _pinned(op="gemm"):
@@ -87,31 +87,50 @@ def test_launch_says_why_it_cannot_run():
         mod.launch(a, a, c, **_cfg())
     with pytest.raises(ValueError, match="epilogue"):
         mod.launch(a, a, c, **_cfg(), EPILOGUE="bias")
+    with pytest.raises(ValueError, match="SUBTILE=3"):
+        mod.launch(a, a, c, **_cfg(), SUBTILE=3)
+    with pytest.raises(ValueError, match="SUBTILE=2"):
+        mod.launch(a, a, c, **_cfg(), SUBTILE=2, EPI_TMA=0)
 
 
-def _build(configs, axes, dtype="fp16", op="gemm"):
+def test_subtiled_template_fits_four_stages_of_the_128x256_tile():
+    """gluon_subtiled (two half-width accumulators, c staged half by half): 128x256 keeps 4 stages where gluon_ws
+    keeps 3; 5 stages still overflow; the rest of its space is gluon_ws's 256-wide tiles."""
+    w = Workload(op="gemm", axes={"M": 2048, "N": 4096, "K": 4096}, dtype="bf16")
+    sub, whole = _template(name="gluon_subtiled"), _template()
+    pin = _pinned()
+    assert why_pruned(sub, w, HOPPER, _cfg(stages=4) | pin | {"SUBTILE": 2}) is None
+    assert "shared" in why_pruned(whole, w, HOPPER, _cfg(stages=4) | pin)
+    assert "shared" in why_pruned(sub, w, HOPPER, _cfg(stages=5) | pin | {"SUBTILE": 2})
+    kept = prune(sub, w, HOPPER)[0]
+    assert {c["BLOCK_N"] for c in kept} == {256} and {c["SUBTILE"] for c in kept} == {2}
+    assert not prune(sub, w, VIRTUAL_HOPPER)[0]
+
+
+def _build(configs, axes, dtype="fp16", op="gemm", name="gluon_ws"):
     from kernelloop.profile.sass import find_tool
     from kernelloop.spec.aot import build_configs
     if find_tool("cuobjdump") is None:
         pytest.skip("no cuobjdump (Triton's wheel ships one)")
     b = _bundle(op)
     w = Workload(op=op, axes=axes, dtype=dtype)
-    outs = build_configs(b.spec, {"gluon_ws": GEMM / "gluon_kernel.py"}, w,
-                         [{"template": "gluon_ws", **c} for c in configs], jobs=2)
+    outs = build_configs(b.spec, {name: GEMM / "gluon_kernel.py"}, w,
+                         [{"template": name, **c} for c in configs], jobs=2)
     return w, outs
 
 
-@pytest.mark.parametrize("op", ["gemm", "gemm_nt"])
-def test_whole_pruned_space_builds_for_sm90_within_the_estimates(op):
+@pytest.mark.parametrize("op,name", [("gemm", "gluon_ws"), ("gemm_nt", "gluon_ws"), ("gemm", "gluon_subtiled")])
+def test_whole_pruned_space_builds_for_sm90_within_the_estimates(op, name):
     """Every configuration pruning keeps builds for sm_90 (this host's Triton, ahead of time), without spills, with
     the threads the spec says, shared memory at most 256 bytes under the estimate and registers at maxnreg."""
     from kernelloop.spec.aot import BUILT
     from kernelloop.spec.prune_audit import _estimate
-    t = _template(op)
+    t = _template(op, name)
     axes = {"M": 2048, "N": 4096, "K": 4096}
     kept, _ = prune(t, Workload(op=op, axes=axes, dtype="fp16"), HOPPER)
-    assert 10 <= len(kept) <= 20 and all(c["TRANS_B"] == _pinned(op)["TRANS_B"] for c in kept)
-    w, outs = _build(kept, axes, op=op)
+    assert (10 <= len(kept) <= 20 if name == "gluon_ws" else len(kept) == 5)
+    assert all(c["TRANS_B"] == _pinned(op)["TRANS_B"] for c in kept)
+    w, outs = _build(kept, axes, op=op, name=name)
     names = workload_names(w, HOPPER)
     mod = _module()
     for cfg, o in zip(kept, outs):
@@ -163,6 +182,8 @@ CONFIGS = [dict(BLOCK_M=128, BLOCK_N=256, num_warps=8, num_stages=3), dict(BLOCK
            num_stages=6), dict(BLOCK_M=64, BLOCK_N=256, num_warps=4, num_stages=4),
            dict(BLOCK_M=64, BLOCK_N=128, num_warps=4, num_stages=3), dict(BLOCK_M=128, BLOCK_N=128, num_warps=8,
            num_stages=5)]
+if len(sys.argv) > 2:
+    CONFIGS = json.loads(sys.argv[2])
 rows = []
 for cfg in CONFIGS:
     cfg = dict(cfg, BLOCK_K=64, GROUP_M=8)
@@ -191,20 +212,34 @@ print(json.dumps({"rows": rows}))
 """
 
 
-@pytest.mark.gpu
-@pytest.mark.timeout(400)
-def test_gpu_gluon_passes_the_verifier():
+def _gpu_check(name: str, configs: list | None = None) -> list[dict]:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
-    p = subprocess.run([sys.executable, "-c", GPU_CHECK, str(GEMM)], env=env, text=True, capture_output=True,
-                       timeout=380)
+    args = [sys.executable, "-c", GPU_CHECK, str(GEMM)] + ([json.dumps(configs)] if configs else [])
+    p = subprocess.run(args, env=env, text=True, capture_output=True, timeout=380)
     assert p.returncode == 0, p.stderr[-3000:]
     rows = json.loads(p.stdout.strip().splitlines()[-1])["rows"]
     if os.environ.get("OUT"):
-        (Path(os.environ["OUT"]) / "gemm-gluon-gpu.json").write_text(json.dumps(rows, indent=1))
-    assert len(rows) == 5 * 4 * 2 * 2
+        (Path(os.environ["OUT"]) / f"{name}.json").write_text(json.dumps(rows, indent=1))
     failed = [r for r in rows if r["status"] != "PASSED" or not r["deterministic"] or not r["zeros_fail"]]
     assert not failed, failed[:5]
+    return rows
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(400)
+def test_gpu_gluon_passes_the_verifier():
+    assert len(_gpu_check("gemm-gluon-gpu")) == 5 * 4 * 2 * 2
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(400)
+def test_gpu_gluon_subtiled_passes_the_verifier():
+    """The two half-width accumulators (b's halves sliced out of each slot, transposed or not) and the c tile stored
+    half by half: the same four shapes, both dtypes, b row-major and transposed."""
+    configs = [dict(BLOCK_M=128, BLOCK_N=256, num_warps=8, num_stages=4, SUBTILE=2),
+               dict(BLOCK_M=64, BLOCK_N=256, num_warps=4, num_stages=5, SUBTILE=2)]
+    assert len(_gpu_check("gemm-gluon-subtiled-gpu", configs)) == 2 * 4 * 2 * 2
 
 
 def test_kernel_records_script_configurations_bind_to_their_templates():

@@ -582,3 +582,27 @@ def test_gluon_kernels_are_device_code(specs):
     assert rules(specs, gluon, kernel=False) == set()
     bad = gluon.replace("x = gl.load", "torch.manual_seed(0)\n        x = gl.load")
     assert "torch-on-hot-path" in rules(specs, bad, kernel=False)
+
+
+def test_a_generator_seed_is_host_metadata(specs):
+    """A launch may draw a one-off integer from a torch.Generator of its own (gemm's stream-K flag value): no tensor
+    is computed. Drawing a tensor with that generator is still torch on the hot path."""
+    src = '''
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def _k(X, Y, N, token, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(Y + offs, tl.load(X + offs, mask=offs < N), mask=offs < N)
+
+
+    def launch(x, weight, bias, y, *, eps, **config):
+        token = (torch.Generator().seed() % 2 ** 60 | 1) + 2 ** 40
+        _k[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), token, BLOCK=1024)
+    '''
+    assert rules(specs, src, kernel=False) == set()
+    bad = src.replace("token = (", "noise = torch.rand(4, generator=torch.Generator())\n        token = (")
+    assert "torch-on-hot-path" in rules(specs, bad, kernel=False)

@@ -159,7 +159,10 @@ _TORCH_METADATA = frozenset({
     "torch.is_floating_point", "torch.get_default_dtype", "torch.no_grad", "torch.inference_mode",
     "torch.__version__", "torch.cuda.is_available", "torch.cuda.device_count", "torch.cuda.current_device",
     "torch.cuda.get_device_properties", "torch.cuda.get_device_capability", "torch.cuda.get_device_name",
-    "torch.cuda.device", "torch.cuda.synchronize"})
+    "torch.cuda.device", "torch.cuda.synchronize",
+    # a random-number generator object (e.g. a launch's one-off flag value from `torch.Generator().seed()`): it
+    # computes no tensor; drawing tensors with it still goes through torch.rand* and friends
+    "torch.Generator"})
 
 # Tensor methods and attributes that only read metadata or make an allocation-free view.
 _VIEW_METHODS = frozenset({"view", "view_as", "reshape", "flatten", "unflatten", "unsqueeze", "squeeze", "t",
