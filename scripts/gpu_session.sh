@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | s9d | s10a | s10b | s11a | s12a | s12b | s12c | s12d | s13a | s14a | s14b | s14c | s15a | s15b | s15c | s15d | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | s9d | s10a | s10b | s11a | s12a | s12b | s12c | s12d | s13a | s14a | s14b | s14c | s15a | s15b | s15c | s15d | s16a | s16b | s16c | s16d | s16e | s16f | s16g | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -118,7 +118,8 @@ PREFILL_PRIORS=(
   --prior benchmarks/results/2026-12-01-h200-s11/call2/gemm-narrow-splitk.sqlite.gz
 )
 # s15a's recordings of the Gluon template over the prefill suite (its 256-wide tiles), for s15b and s15c
-GLUON_PRIORS=(--prior benchmarks/results/2026-12-01-h200-s12/call4/gemm-prefill-gluon.sqlite.gz)
+GLUON_PRIORS=(--prior benchmarks/results/2026-12-01-h200-s12/call4/gemm-prefill-gluon.sqlite.gz
+  --prior benchmarks/results/2026-12-01-h200-s13/call4/gemm-prefill-gluon128.sqlite.gz)
 
 lane_a() { :; }
 lane_b() { :; }
@@ -713,6 +714,83 @@ case "$phase" in
   s15d)  # the GPU test tier (twelfth session: what the remaining device time allows; the step limit may cut it)
     lane_a() {
       gpu_tests "${GPU_TIER_SECONDS:-380}"
+    }
+    lane_b() { :; }
+    ;;
+  s16a)  # (issue 7; one GPU; thirteenth session) the stream-K template: its GPU test (programs spinning on each
+         # other's flags for real), then kernel records of stream-K tiles beside the persistent tiled and Gluon
+         # kernels and cuBLAS on the prefill shapes with ragged last waves (benchmarks/gemm_kernels.py)
+    lane_a() {
+      step gpu-tests-streamk 200 python3 -m pytest -m gpu tests/ops/test_gemm_streamk.py -v --tb=short \
+        -p no:cacheprovider --timeout 195
+      step kernels-streamk 300 python3 benchmarks/gemm_kernels.py --shapes streamk --out "$OUT/streamk.json"
+    }
+    lane_b() { :; }
+    ;;
+  s16b)  # (issue 7; one GPU) the Gluon template's 128x128 tile on one warpgroup, 6 stages, over the whole prefill
+         # suite (one configuration a workload, no confirmation): recordings for s16c's warm start. In the thirteenth
+         # session's kernel records it ran 512x28672x8192 in 310.4 us beside cuBLAS's 324.5 (896 tiles fill the
+         # waves that 448 of 128x256 leave ragged)
+    lane_a() {
+      optimize gemm-prefill-gluon128 300 gemm --template gluon_ws --strategy exhaustive \
+        --fix BLOCK_M=128,BLOCK_N=128,num_warps=4,num_stages=6 --budget 1,270s --no-confirm \
+        --workloads ops/gemm/workloads-prefill.toml
+    }
+    lane_b() { :; }
+    ;;
+  s16c)  # (issue 7; one GPU) s15b again with s16b's recordings among the priors: the whole prefill suite over the
+         # tiled, split-K and Gluon templates, each workload's three best recorded configurations, then its winner
+         # confirmed beside cuBLAS
+    lane_a() {
+      optimize gemm-prefill-s16 545 gemm --template tiled --template splitk --template gluon_ws --budget 3,330s \
+        --baseline cublas --workloads ops/gemm/workloads-prefill.toml "${PREFILL_PRIORS[@]}" "${GLUON_PRIORS[@]}"
+    }
+    lane_b() { :; }
+    ;;
+  s16d)  # (issue 7; one GPU) the two 512x1024 prefill shapes with the Gluon template's 64x128 tile on one warpgroup,
+         # every pipeline depth, beside cuBLAS (kernel records, thirteenth session: 15.2 us at K = 4096 with 6 stages,
+         # where the tiled 128x128 took 21.8)
+    lane_a() {
+      optimize gemm-narrow-gluon 200 gemm --template gluon_ws --strategy exhaustive --budget 4,150s \
+        --fix 'BLOCK_M=64,BLOCK_N=128,num_warps=4' --baseline cublas \
+        --workloads benchmarks/workloads/gemm-prefill-narrow.toml
+    }
+    lane_b() { :; }
+    ;;
+  s16e)  # (issue 7; one GPU) the Gluon kernel with its tile as two half-width accumulators (template gluon_subtiled:
+         # a half-size c staging buffer, so 128x256 fits 4 stages): recordings over the 16 large prefill workloads
+         # (one configuration each, no confirmation), then the whole suite as s16c with those among the priors
+    lane_a() {
+      optimize gemm-prefill-subtiled 120 gemm --template gluon_subtiled --strategy exhaustive \
+        --fix BLOCK_M=128,num_warps=8,num_stages=4 --budget 1,100s --no-confirm \
+        --workloads benchmarks/workloads/gemm-prefill-large.toml
+      optimize gemm-prefill-s16e 500 gemm --template tiled --template splitk --template gluon_ws \
+        --template gluon_subtiled --budget 3,300s --baseline cublas --workloads ops/gemm/workloads-prefill.toml \
+        "${PREFILL_PRIORS[@]}" "${GLUON_PRIORS[@]}" --prior runs/gemm-prefill-subtiled/archive.sqlite \
+        --prior benchmarks/results/2026-12-01-h200-s13/call5/gemm-prefill-s16.sqlite.gz
+    }
+    lane_b() { :; }
+    ;;
+  s16f)  # (issue 7; one GPU; written in the thirteenth session for the next) s16e's second step alone, as a call of
+         # its own (in s16e a cold start plus the recordings left it too little time): the whole prefill suite over
+         # the tiled, split-K, Gluon and subtiled-Gluon templates, warm-started from every prefill archive, the
+         # thirteenth session's suite run and its subtiled recordings (call 8), winners confirmed beside cuBLAS
+    lane_a() {
+      optimize gemm-prefill-s16f 545 gemm --template tiled --template splitk --template gluon_ws \
+        --template gluon_subtiled --budget 3,330s --baseline cublas --workloads ops/gemm/workloads-prefill.toml \
+        "${PREFILL_PRIORS[@]}" "${GLUON_PRIORS[@]}" \
+        --prior benchmarks/results/2026-12-01-h200-s13/call8/gemm-prefill-subtiled.sqlite.gz \
+        --prior benchmarks/results/2026-12-01-h200-s13/call5/gemm-prefill-s16.sqlite.gz
+    }
+    lane_b() { :; }
+    ;;
+  s16g)  # (issue 7; one GPU) the subtiled Gluon kernel's GPU test, then GEMM fp16 4096^3 over both Gluon templates'
+         # 128-row tiles (exhaustive) beside cuBLAS
+    lane_a() {
+      step gpu-tests-subtiled 130 python3 -m pytest -m gpu tests/ops/test_gemm_gluon.py -v --tb=short \
+        -p no:cacheprovider --timeout 125 -k subtiled
+      optimize gemm-4096-subtiled 150 gemm --template gluon_ws --template gluon_subtiled --strategy exhaustive \
+        --fix BLOCK_M=128 --budget 14,110s --baseline cublas --workloads benchmarks/workloads/gemm-4096.toml
     }
     lane_b() { :; }
     ;;
