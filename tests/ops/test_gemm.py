@@ -32,6 +32,8 @@ from kernelloop.spec import load_op, load_workloads  # noqa: E402
 from kernelloop.verify.compare import check_outputs, error_metrics  # noqa: E402
 from kernelloop.verify.rules import check_source  # noqa: E402
 
+from battery import assert_battery_passes  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 OPS = ROOT / "ops"
 GEMM_OPS = ["gemm", "gemm_bias", "gemm_bias_gelu", "gemm_bias_silu", "gemm_f32out", "gemm_nt"]
@@ -566,24 +568,8 @@ def test_shared_memory_estimate_is_never_below_the_build(op):
 def test_split_k_template_passes_the_evaluator_battery_through_the_harness_workspace(tmp_path):
     """The worker allocates the workspace the spec declares and passes it as `scratch=`: the splitk template, through
     the full battery (held-out shapes, repeats, timed-call re-checks with the workspace poisoned before each)."""
-    from kernelloop.bench.policy import policies_for
-    from kernelloop.execute.evaluate import Evaluator
-    from kernelloop.execute.pool import Worker
-    from kernelloop.records import Candidate
-    b = bundle("gemm")
-    cand = Candidate(op="gemm", template="splitk", source=b.template_sources["splitk"],
-                     config=splitk_config({"SPLIT_K": 3}))
-    worker = Worker("interpret", tmp_path / "worker")
-    try:
-        ev = Evaluator(b, "interpret", worker, policies_for("interpret")[0], secret="splitk", checks=1)
-        for axes, dtype in (({"M": 20, "N": 40, "K": 200}, "bf16"), ({"M": 33, "N": 48, "K": 160}, "fp16")):
-            w = Workload(op="gemm", axes=axes, dtype=dtype)
-            res = ev.evaluate(cand, w, tmp_path / f"job-{w.id}")
-            assert res.verdict.status is Status.PASSED, \
-                f"{w.label}: {res.verdict.status.value}: {res.verdict.message} (case {res.verdict.case})"
-            assert res.measurement is not None
-    finally:
-        worker.close()
+    assert_battery_passes(bundle("gemm"), "splitk", splitk_config({"SPLIT_K": 3}),
+                          [({"M": 20, "N": 40, "K": 200}, "bf16"), ({"M": 33, "N": 48, "K": 160}, "fp16")], tmp_path)
 
 
 # ---- the warp-specialized persistent template -------------------------------------------------------------------
@@ -622,23 +608,10 @@ def test_persistent_ws_template_refuses_column_major_operands():
 
 
 def test_persistent_ws_template_passes_the_evaluator_battery(tmp_path):
-    from kernelloop.bench.policy import policies_for
-    from kernelloop.execute.evaluate import Evaluator
-    from kernelloop.execute.pool import Worker
-    from kernelloop.records import Candidate
     if not has_interpreted_tma():
         pytest.skip("this Triton's interpreter has no tensor descriptors")
-    b = bundle("gemm")
-    cand = Candidate(op="gemm", template="persistent_ws", source=b.template_sources["persistent_ws"],
-                     config=ws_config({"BLOCK_M": 64, "BLOCK_N": 64}))
-    worker = Worker("interpret", tmp_path / "worker")
-    try:
-        ev = Evaluator(b, "interpret", worker, policies_for("interpret")[0], secret="ws", checks=1)
-        w = Workload(op="gemm", axes={"M": 48, "N": 40, "K": 72}, dtype="fp16")
-        res = ev.evaluate(cand, w, tmp_path / "job")
-        assert res.verdict.status is Status.PASSED, f"{res.verdict.message} (case {res.verdict.case})"
-    finally:
-        worker.close()
+    assert_battery_passes(bundle("gemm"), "persistent_ws", ws_config({"BLOCK_M": 64, "BLOCK_N": 64}),
+                          [({"M": 48, "N": 40, "K": 72}, "fp16")], tmp_path)
 
 
 def test_ws_and_split_k_estimates_against_sm90_builds():

@@ -30,6 +30,8 @@ from kernelloop.spec.space import prune, why_pruned, workload_names  # noqa: E40
 from kernelloop.verify.compare import check_outputs, error_metrics  # noqa: E402
 from kernelloop.verify.rules import check_source  # noqa: E402
 
+from battery import assert_battery_passes  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 GEMM = ROOT / "ops" / "gemm"
 HOPPER = {**VIRTUAL_HOPPER, "virtual": False}
@@ -217,22 +219,8 @@ def test_ahead_of_time_builds_fit_the_estimates():
 
 def test_stream_k_passes_the_evaluator_battery_through_the_harness_workspace(tmp_path):
     """The worker's workspace (poisoned before every verified call and timed sample), held-out shapes, repeats."""
-    from kernelloop.bench.policy import policies_for
-    from kernelloop.execute.evaluate import Evaluator
-    from kernelloop.execute.pool import Worker
-    from kernelloop.records import Candidate
-    cand = Candidate(op="gemm", template="streamk", source=BUNDLE.template_sources["streamk"], config=_cfg())
-    worker = Worker("interpret", tmp_path / "worker")
-    try:
-        ev = Evaluator(BUNDLE, "interpret", worker, policies_for("interpret")[0], secret="streamk", checks=1)
-        for axes, dtype in (({"M": 20, "N": 140, "K": 300}, "bf16"), ({"M": 33, "N": 48, "K": 160}, "fp16")):
-            w = Workload(op="gemm", axes=axes, dtype=dtype)
-            res = ev.evaluate(cand, w, tmp_path / f"job-{w.id}")
-            assert res.verdict.status is Status.PASSED, \
-                f"{w.label}: {res.verdict.status.value}: {res.verdict.message} (case {res.verdict.case})"
-            assert res.measurement is not None
-    finally:
-        worker.close()
+    assert_battery_passes(BUNDLE, "streamk", _cfg(),
+                          [({"M": 20, "N": 140, "K": 300}, "bf16"), ({"M": 33, "N": 48, "K": 160}, "fp16")], tmp_path)
 
 
 # ---- GPU tier --------------------------------------------------------------------------------------------------
