@@ -3,12 +3,12 @@ ops/gemm's templates, per shape, from the CUDA profiler's kernel records (name, 
 memory, duration). A diagnostic, not a benchmark of record: the loop's timer gives the figures we report; this
 says where a call's time goes (the split-K GEMM vs its partial-sum kernel, cuBLAS's kernel choice and grid).
 
-    python3 benchmarks/gemm_kernels.py --out gemm-kernels.json [--shapes few-tiles|4096|narrow|large|gluon|streamk|behind] [--iters 20]
+    python3 benchmarks/gemm_kernels.py --out gemm-kernels.json [--shapes few-tiles|4096|narrow|large|gluon|streamk|behind|pingpong] [--iters 20]
 
 A configuration with "template": "gluon_ws" runs ops/gemm/gluon_kernel.py (the warp-specialized Gluon kernel)
 instead of ops/gemm/kernel.py; one with "SK": 1 is the stream-K template (kernel.py). Each configuration is called
 three times first: `deterministic` says whether the three outputs were bitwise equal. Shapes are bf16, but for 4096^3
-in the "4096", "gluon" and "streamk" sets: fp16 (the seed's case study).
+in the "4096", "gluon", "streamk" and "pingpong" sets: fp16 (the seed's case study).
 
 L2 is flushed (a 256 MiB write) before every call; the flush kernel is left out of the records.
 """
@@ -41,6 +41,10 @@ SHAPES = {
                 (512, 1024, 4096), (4096, 4096, 4096), (2048, 4096, 4096)],
     # the prefill shapes still > 1 % behind cuBLAS in the twelfth session's suite run: the Gluon kernel's tiles
     "behind": [(512, 28672, 8192), (512, 14336, 4096), (2048, 4096, 4096), (8192, 1024, 4096), (512, 1024, 4096)],
+    # the ping-pong Gluon kernel (two math warpgroups on tiles of their own) on 4096^3 and the prefill shapes still
+    # behind cuBLAS after the thirteenth session's suite run
+    "pingpong": [(4096, 4096, 4096), (8192, 4096, 4096), (2048, 4096, 4096), (8192, 1024, 4096), (512, 14336, 4096),
+                 (512, 28672, 8192), (8192, 14336, 4096)],
 }
 
 
@@ -68,9 +72,10 @@ CONFIGS = {
 }
 
 
-def _gluon(bm, bn, bk, stages, warps, epi_tma=1, group=8, loader_regs=40, sync=1):
+def _gluon(bm, bn, bk, stages, warps, epi_tma=1, group=8, loader_regs=40, sync=1, subtile=1, pingpong=0):
     return dict(template="gluon_ws", BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group, num_stages=stages,
-                num_warps=warps, EPI_TMA=epi_tma, LOADER_REGS=loader_regs, SYNC=sync)
+                num_warps=warps, EPI_TMA=epi_tma, LOADER_REGS=loader_regs, SYNC=sync, SUBTILE=subtile,
+                PINGPONG=pingpong)
 
 
 # the first device call (twelfth session) tried 128x256 and 256x128 with the epilogue from registers (EPI_TMA=0,
@@ -97,6 +102,14 @@ CONFIGS["streamk"] = [_cfg(128, 256, 64, 4, 8, tma=2, persistent=1), _gluon(128,
 CONFIGS["behind"] = [_cfg(128, 256, 64, 4, 8, tma=2, persistent=1), _gluon(128, 256, 64, 3, 8),
                      _gluon(128, 128, 64, 4, 4), _gluon(128, 128, 64, 6, 4), _gluon(128, 128, 64, 5, 8),
                      _gluon(64, 256, 64, 4, 4), _gluon(64, 128, 64, 6, 4), _cfg(128, 128, 64, 6, 4)]
+
+
+# the Gluon kernel's best tiles so far (128x256 on two warpgroups, 3 stages; its subtiled form, 4 stages; 128x128 on
+# one warpgroup, 6 stages) beside the ping-pong kernel's tiles (num_warps=8: two warpgroups of 4)
+CONFIGS["pingpong"] = [_gluon(128, 256, 64, 3, 8), _gluon(128, 256, 64, 4, 8, subtile=2), _gluon(128, 128, 64, 6, 4),
+                       _gluon(128, 128, 64, 4, 8, pingpong=1), _gluon(128, 128, 64, 5, 8, pingpong=1),
+                       _gluon(64, 256, 64, 3, 8, pingpong=1), _gluon(64, 256, 64, 4, 8, pingpong=1),
+                       _gluon(64, 128, 64, 6, 8, pingpong=1)]
 
 
 def _kernel_module(name="kernel"):
@@ -148,8 +161,8 @@ def main(argv=None):
     flush = torch.empty(64 * 2 ** 20, dtype=torch.float32, device="cuda")
     rows = []
     for (M, N, K) in SHAPES[args.shapes]:
-        dtype = torch.float16 if (M, N, K) == (4096, 4096, 4096) and args.shapes in ("4096", "gluon", "streamk") \
-            else torch.bfloat16
+        fp16_sets = ("4096", "gluon", "streamk", "pingpong")
+        dtype = torch.float16 if (M, N, K) == (4096, 4096, 4096) and args.shapes in fp16_sets else torch.bfloat16
         a = torch.randn(M, K, device="cuda", dtype=dtype)
         b = torch.randn(K, N, device="cuda", dtype=dtype)
         c = torch.empty(M, N, device="cuda", dtype=dtype)

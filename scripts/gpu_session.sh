@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | s9d | s10a | s10b | s11a | s12a | s12b | s12c | s12d | s13a | s14a | s14b | s14c | s15a | s15b | s15c | s15d | s16a | s16b | s16c | s16d | s16e | s16f | s16g | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | s9d | s10a | s10b | s11a | s12a | s12b | s12c | s12d | s13a | s14a | s14b | s14c | s15a | s15b | s15c | s15d | s16a | s16b | s16c | s16d | s16e | s16f | s16g | s17a | s17b | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -791,6 +791,25 @@ case "$phase" in
         -p no:cacheprovider --timeout 125 -k subtiled
       optimize gemm-4096-subtiled 150 gemm --template gluon_ws --template gluon_subtiled --strategy exhaustive \
         --fix BLOCK_M=128 --budget 14,110s --baseline cublas --workloads benchmarks/workloads/gemm-4096.toml
+    }
+    lane_b() { :; }
+    ;;
+  s17a)  # (issue 7; one GPU; fourteenth session) the GPU verifier tests of the subtiled and ping-pong Gluon kernels,
+         # then kernel records of the ping-pong kernel's tiles beside the Gluon kernel's best and cuBLAS (4096^3 and
+         # the prefill shapes still behind)
+    lane_a() {
+      step gpu-tests-gluon-new 250 python3 -m pytest -m gpu tests/ops/test_gemm_gluon.py -v --tb=short \
+        -p no:cacheprovider --timeout 240 -k "subtiled or pingpong"
+      step kernels-pingpong 280 python3 benchmarks/gemm_kernels.py --shapes pingpong --out "$OUT/pingpong.json"
+    }
+    lane_b() { :; }
+    ;;
+  s17b)  # (issue 7; one GPU) GEMM fp16 4096^3 through the loop: every 128-row tile of the three Gluon templates
+         # (gluon_ws, gluon_subtiled, gluon_pingpong), exhaustive, winners confirmed beside cuBLAS
+    lane_a() {
+      optimize gemm-4096-gluon3 240 gemm --template gluon_ws --template gluon_subtiled --template gluon_pingpong \
+        --strategy exhaustive --fix BLOCK_M=128 --budget 20,200s --baseline cublas \
+        --workloads benchmarks/workloads/gemm-4096.toml
     }
     lane_b() { :; }
     ;;

@@ -206,6 +206,91 @@ def _gemm_ws_kernel(a_desc, b_desc, c_desc, C, stride_cm, M, N, K,
     ], [1], [LOADER_REGS])
 
 
+@gluon.jit
+def _math_pingpong(a_bufs, b_bufs, ready, empty, turn, c_desc, c_bufs, M, N, K,
+                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
+                   STAGES: gl.constexpr, TRANS_B: gl.constexpr, CONSUMER: gl.constexpr, num_warps: gl.constexpr):
+    """One of the two math warpgroups of the ping-pong kernel: it takes every other tile of the program (CONSUMER
+    0 the even ones), and the two take turns at the tensor cores, so that one's epilogue runs under the other's
+    k-loop.
+
+    The ring is shared and filled in the program's tile order, so this consumer's k-step `ks` of its j-th tile is
+    ring position (2j + CONSUMER) * k_steps + ks. A consumer starts its k-loop only once the other has issued its
+    whole k-loop of the tile before (the `turn` barriers). So when it waits on a slot, the slot's previous lap is
+    complete and the next cannot be, and an mbarrier's phase parity never stands for a lap two away."""
+    layout: gl.constexpr = _mma_layout(BLOCK_M, BLOCK_N, num_warps)
+    c_smem = c_bufs.index(CONSUMER)
+    num_m = gl.cdiv(M, BLOCK_M)
+    num_n = gl.cdiv(N, BLOCK_N)
+    k_steps = gl.cdiv(K, BLOCK_K)
+    programs = gl.num_programs(0)
+    it = CONSUMER * k_steps
+    j = 0
+    for tile in range(gl.program_id(0) + CONSUMER * programs, num_m * num_n, 2 * programs):
+        pid_m, pid_n = _tile_coords(tile, num_m, num_n, GROUP_M)
+        # consumer 0's first wait passes on the fresh barrier (it counts the phase before phase 0 as complete)
+        if CONSUMER == 0:
+            mbarrier.wait(turn.index(0), (j & 1) ^ 1)
+        else:
+            mbarrier.wait(turn.index(1), j & 1)
+        acc = gl.zeros((BLOCK_M, BLOCK_N), dtype=gl.float32, layout=layout)
+        for ks in range(k_steps):
+            s = it % STAGES
+            mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+            if TRANS_B:
+                b = b_bufs.index(s).permute((1, 0))
+            else:
+                b = b_bufs.index(s)
+            acc = warpgroup_mma(a_bufs.index(s), b, acc, is_async=True)
+            acc = warpgroup_mma_wait(1, deps=(acc,))
+            _sync_warps()
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=ks > 0)
+            it += 1
+        # the whole k-loop is issued: the other consumer's turn (its first MMAs queue behind these last ones)
+        _sync_warps()
+        mbarrier.arrive(turn.index(1 - CONSUMER), count=1)
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+        _sync_warps()
+        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+        it += k_steps  # the other consumer's tile, in the ring
+        j += 1
+        tma.store_wait(pendings=0)  # this consumer's previous store has read its staging buffer
+        c_smem.store(acc.to(c_desc.dtype))
+        fence_async_shared()
+        _tma_store(c_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N], c_smem)
+    tma.store_wait(pendings=0)
+
+@gluon.jit
+def _gemm_pingpong_kernel(a_desc, b_desc, c_desc, M, N, K,
+                          BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                          GROUP_M: gl.constexpr, STAGES: gl.constexpr, TRANS_B: gl.constexpr,
+                          MATH_REGS: gl.constexpr, LOADER_REGS: gl.constexpr, num_warps: gl.constexpr):
+    dtype: gl.constexpr = a_desc.dtype
+    a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
+    if TRANS_B:
+        b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
+    else:
+        b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
+    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [2, BLOCK_M, BLOCK_N], c_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    for i in gl.static_range(2):
+        mbarrier.init(turn.index(i), count=1)
+    TILE_BYTES: gl.constexpr = (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * (dtype.primitive_bitwidth // 8)
+    gl.warp_specialize([
+        (_math_pingpong, (a_bufs, b_bufs, ready, empty, turn, c_desc, c_bufs, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K,
+                          GROUP_M, STAGES, TRANS_B, 0, num_warps)),
+        (_math_pingpong, (a_bufs, b_bufs, ready, empty, turn, c_desc, c_bufs, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K,
+                          GROUP_M, STAGES, TRANS_B, 1, num_warps)),
+        (_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K,
+                   GROUP_M, STAGES, TRANS_B, TILE_BYTES)),
+    ], [num_warps, 1], [MATH_REGS, LOADER_REGS])
+
+
 LOADER_WARPS = 1
 REGISTERS = 65536  # per SM on sm_90
 
@@ -217,12 +302,24 @@ def max_registers(num_warps: int) -> int:
     return min(255, REGISTERS // threads) // 8 * 8
 
 
+def pingpong_math_registers(loader_regs: int = 40) -> int:
+    """Registers a thread of each ping-pong math warpgroup gets: what the loader's warpgroup gives back of the
+    register file (12 warps built at maxnreg 168) shared by the two math warpgroups, rounded down to 8."""
+    left = max_registers(8) * 12 * 32 - loader_regs * 4 * 32
+    return min(248, left // (2 * 4 * 32) // 8 * 8)
+
+
 def launch(a, b, c, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, EPI_TMA=1, LOADER_REGS=40,
-           SYNC=1, SUBTILE=1, EPILOGUE="none", TRANS_B=0, scratch=None):
+           SYNC=1, SUBTILE=1, PINGPONG=0, EPILOGUE="none", TRANS_B=0, scratch=None):
     """c = a @ b (b.T when TRANS_B), c in a's dtype (fp16 or bf16). SUBTILE=2 keeps the tile as two accumulators
-    of half its width and stores c half by half (a staging buffer of half the tile: room for one more stage)."""
+    of half its width and stores c half by half (a staging buffer of half the tile: room for one more stage).
+    PINGPONG=1 (num_warps=8) runs two math warpgroups of 4 warps, each on a whole BLOCK_M x BLOCK_N tile of its
+    own, taking turns at the tensor cores so that one's epilogue overlaps the other's k-loop."""
     if SUBTILE not in (1, 2) or (SUBTILE == 2 and not EPI_TMA):
         raise ValueError(f"SUBTILE={SUBTILE}: 1, or 2 with the TMA-store epilogue (EPI_TMA=1)")
+    if PINGPONG not in (0, 1) or (PINGPONG and (num_warps != 8 or SUBTILE != 1 or not EPI_TMA)):
+        raise ValueError(f"PINGPONG={PINGPONG}: 0, or 1 with num_warps=8 (two math warpgroups), SUBTILE=1 and "
+                         "the TMA-store epilogue (EPI_TMA=1)")
     if EPILOGUE != "none":
         raise ValueError(f"the gluon_ws template has no {EPILOGUE!r} epilogue (only 'none')")
     if not a.is_cuda:
@@ -242,6 +339,13 @@ def launch(a, b, c, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages
     c_desc = TensorDescriptor.from_tensor(c, c_block, gl.NVMMASharedLayout.get_default_for(c_block, dt))
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
     programs = max(1, min(tiles, torch.cuda.get_device_properties(a.device).multi_processor_count))
+    if PINGPONG:
+        _gemm_pingpong_kernel[(programs,)](
+            a_desc, b_desc, c_desc, M, N, K,
+            BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, STAGES=num_stages, TRANS_B=TRANS_B,
+            MATH_REGS=pingpong_math_registers(LOADER_REGS), LOADER_REGS=LOADER_REGS, num_warps=4,
+            maxnreg=max_registers(8))
+        return
     _gemm_ws_kernel[(programs,)](
         a_desc, b_desc, c_desc, c, c.stride(0), M, N, K,
         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, STAGES=num_stages, TRANS_B=TRANS_B,

@@ -81,7 +81,7 @@ def test_spec_workloads_and_static_rules(op):
     # warp-specialized persistent one, all in the one kernel file; gemm and gemm_nt also have the Gluon kernel (its
     # own file)
     assert [t.name for t in spec.templates] == {"gemm": ["tiled", "splitk", "streamk", "persistent_ws", "gluon_ws",
-                                                         "gluon_subtiled"],
+                                                         "gluon_subtiled", "gluon_pingpong"],
                                                 "gemm_nt": ["tiled", "gluon_ws"]}.get(op, ["tiled"])
     assert {t.file for t in spec.templates if not t.name.startswith("gluon")} == {spec.templates[0].file}
     assert (spec.scratch is not None) == (op == "gemm")

@@ -91,6 +91,32 @@ def test_launch_says_why_it_cannot_run():
         mod.launch(a, a, c, **_cfg(), SUBTILE=3)
     with pytest.raises(ValueError, match="SUBTILE=2"):
         mod.launch(a, a, c, **_cfg(), SUBTILE=2, EPI_TMA=0)
+    with pytest.raises(ValueError, match="PINGPONG=1"):
+        mod.launch(a, a, c, **_cfg(bm=128, bn=128, warps=4), PINGPONG=1)
+    with pytest.raises(ValueError, match="PINGPONG=1"):
+        mod.launch(a, a, c, **_cfg(bm=128, bn=128, warps=8), PINGPONG=1, SUBTILE=2)
+    with pytest.raises(ValueError, match="PINGPONG=2"):
+        mod.launch(a, a, c, **_cfg(), PINGPONG=2)
+
+
+def test_pingpong_template_gives_each_warpgroup_a_tile_of_its_own():
+    """gluon_pingpong: two math warpgroups of 4 warps, each holding a whole tile (at most 128x128 or 64x256 fp32
+    accumulators, 128 registers a thread), two staging buffers (128x128 keeps 5 stages, 6 overflow); each math
+    thread gets the 232 registers the loader's warpgroup leaves."""
+    mod = _module()
+    pp = _template(name="gluon_pingpong")
+    pin = _pinned() | {"PINGPONG": 1}
+    w = Workload(op="gemm", axes={"M": 2048, "N": 4096, "K": 4096}, dtype="fp16")
+    kept = prune(pp, w, HOPPER)[0]
+    assert {(c["BLOCK_M"], c["BLOCK_N"]) for c in kept} == {(64, 128), (64, 256), (128, 128)}
+    assert {c["num_warps"] for c in kept} == {8} and {c["PINGPONG"] for c in kept} == {1}
+    assert why_pruned(pp, w, HOPPER, _cfg(bm=128, bn=128, warps=8, stages=5) | pin) is None
+    assert "shared" in why_pruned(pp, w, HOPPER, _cfg(bm=128, bn=128, warps=8, stages=6) | pin)
+    assert "accumulator" in why_pruned(pp, w, HOPPER, _cfg(bm=128, bn=256, warps=8, stages=3) | pin)
+    assert not prune(pp, w, VIRTUAL_HOPPER)[0]
+    assert mod.pingpong_math_registers() == 232
+    # both math warpgroups and the loader's warpgroup fit in the register file at those counts
+    assert (2 * 232 + 40) * 4 * 32 <= 65536
 
 
 def test_subtiled_template_fits_four_stages_of_the_128x256_tile():
@@ -119,7 +145,8 @@ def _build(configs, axes, dtype="fp16", op="gemm", name="gluon_ws"):
     return w, outs
 
 
-@pytest.mark.parametrize("op,name", [("gemm", "gluon_ws"), ("gemm_nt", "gluon_ws"), ("gemm", "gluon_subtiled")])
+@pytest.mark.parametrize("op,name", [("gemm", "gluon_ws"), ("gemm_nt", "gluon_ws"), ("gemm", "gluon_subtiled"),
+                                     ("gemm", "gluon_pingpong")])
 def test_whole_pruned_space_builds_for_sm90_within_the_estimates(op, name):
     """Every configuration pruning keeps builds for sm_90 (this host's Triton, ahead of time), without spills, with
     the threads the spec says, shared memory at most 256 bytes under the estimate and registers at maxnreg."""
@@ -128,7 +155,8 @@ def test_whole_pruned_space_builds_for_sm90_within_the_estimates(op, name):
     t = _template(op, name)
     axes = {"M": 2048, "N": 4096, "K": 4096}
     kept, _ = prune(t, Workload(op=op, axes=axes, dtype="fp16"), HOPPER)
-    assert (10 <= len(kept) <= 20 if name == "gluon_ws" else len(kept) == 5)
+    assert len(kept) == {"gluon_ws": len(kept) if 10 <= len(kept) <= 20 else -1, "gluon_subtiled": 5,
+                         "gluon_pingpong": 9}[name]
     assert all(c["TRANS_B"] == _pinned(op)["TRANS_B"] for c in kept)
     w, outs = _build(kept, axes, op=op, name=name)
     names = workload_names(w, HOPPER)
@@ -143,6 +171,7 @@ def test_whole_pruned_space_builds_for_sm90_within_the_estimates(op, name):
         threads = evaluate_expression(t.resources.threads, {**names, **cfg})
         assert o.threads == threads == (cfg["num_warps"] + 4) * 32, (cfg, o.threads)
         assert est["regs"] >= o.registers
+        # (ping-pong: built with num_warps=4 for each math warpgroup, the register file shared by all 12 warps)
         assert o.registers == mod.max_registers(cfg["num_warps"]), (cfg, o.registers)
         assert not o.spills, cfg
 
@@ -240,6 +269,18 @@ def test_gpu_gluon_subtiled_passes_the_verifier():
     configs = [dict(BLOCK_M=128, BLOCK_N=256, num_warps=8, num_stages=4, SUBTILE=2),
                dict(BLOCK_M=64, BLOCK_N=256, num_warps=4, num_stages=5, SUBTILE=2)]
     assert len(_gpu_check("gemm-gluon-subtiled-gpu", configs)) == 2 * 4 * 2 * 2
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(400)
+def test_gpu_gluon_pingpong_passes_the_verifier():
+    """Two math warpgroups taking turns over one ring: shapes with an odd and an even number of tiles a program
+    (1000x1000 has 32 tiles of 128x128: programs with one tile leave the second warpgroup idle), a ragged k, both
+    dtypes, b row-major and transposed, deterministic, nothing written past c."""
+    configs = [dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=5, PINGPONG=1),
+               dict(BLOCK_M=64, BLOCK_N=256, num_warps=8, num_stages=4, PINGPONG=1),
+               dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3, PINGPONG=1)]
+    assert len(_gpu_check("gemm-gluon-pingpong-gpu", configs)) == 3 * 4 * 2 * 2
 
 
 def test_kernel_records_script_configurations_bind_to_their_templates():
