@@ -100,6 +100,28 @@ def _b_slice(b_bufs, s, start: gl.constexpr, width: gl.constexpr, TRANS_B: gl.co
         return b_bufs.index(s).slice(start, width, dim=1)
 
 @gluon.jit
+def _k_loop(a_bufs, b_bufs, ready, empty, acc, it, k_steps, STAGES: gl.constexpr, TRANS_B: gl.constexpr,
+            SYNC: gl.constexpr):
+    """One tile's k-loop into the whole-tile accumulator `acc`, from ring position `it`: wait for each slot, issue
+    the warpgroup MMA on it, keep one MMA in flight, and release the slot of the MMA that has just completed (every
+    warp of the partition past its wait, hence the barrier, before one thread arrives). The last slot is still
+    held on return: (acc, it) with `it` one past the tile's last position."""
+    for ks in range(k_steps):
+        s = it % STAGES
+        mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+        if TRANS_B:
+            b = b_bufs.index(s).permute((1, 0))
+        else:
+            b = b_bufs.index(s)
+        acc = warpgroup_mma(a_bufs.index(s), b, acc, is_async=True)
+        acc = warpgroup_mma_wait(1, deps=(acc,))
+        if SYNC:
+            _sync_warps()
+        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=ks > 0)
+        it += 1
+    return acc, it
+
+@gluon.jit
 def _math(a_bufs, b_bufs, ready, empty, c_desc, c_smem, C, stride_cm, M, N, K,
           BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
           STAGES: gl.constexpr, TRANS_B: gl.constexpr, EPI_TMA: gl.constexpr, SYNC: gl.constexpr,
@@ -144,21 +166,7 @@ def _math(a_bufs, b_bufs, ready, empty, c_desc, c_smem, C, stride_cm, M, N, K,
             _tma_store(c_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N + HALF], c_smem)
         else:
             acc = gl.zeros((BLOCK_M, BLOCK_N), dtype=gl.float32, layout=layout)
-            for ks in range(k_steps):
-                s = it % STAGES
-                mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-                if TRANS_B:
-                    b = b_bufs.index(s).permute((1, 0))
-                else:
-                    b = b_bufs.index(s)
-                acc = warpgroup_mma(a_bufs.index(s), b, acc, is_async=True)
-                # at most this MMA still in flight: the previous one, and its slot, are done (every warp of the
-                # partition, hence the barrier, before one thread releases the slot)
-                acc = warpgroup_mma_wait(1, deps=(acc,))
-                if SYNC:
-                    _sync_warps()
-                mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=ks > 0)
-                it += 1
+            acc, it = _k_loop(a_bufs, b_bufs, ready, empty, acc, it, k_steps, STAGES, TRANS_B, SYNC)
             acc = warpgroup_mma_wait(0, deps=(acc,))
             if SYNC:
                 _sync_warps()
@@ -178,25 +186,33 @@ def _math(a_bufs, b_bufs, ready, empty, c_desc, c_smem, C, stride_cm, M, N, K,
         tma.store_wait(pendings=0)
 
 @gluon.jit
-def _gemm_ws_kernel(a_desc, b_desc, c_desc, C, stride_cm, M, N, K,
-                    BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                    GROUP_M: gl.constexpr, STAGES: gl.constexpr, TRANS_B: gl.constexpr, EPI_TMA: gl.constexpr,
-                    SYNC: gl.constexpr, LOADER_REGS: gl.constexpr, SUBTILE: gl.constexpr, num_warps: gl.constexpr):
-    dtype: gl.constexpr = a_desc.dtype
-    a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
+def _ring(a_desc, b_desc, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+          STAGES: gl.constexpr, TRANS_B: gl.constexpr):
+    """The ring's shared memory: STAGES slots of an a tile and a b tile (b as [BLOCK_N, BLOCK_K] when TRANS_B), and
+    each slot's "ready" and "empty" mbarriers, initialized for one arrival."""
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
     if TRANS_B:
-        b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
+        b_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
     else:
-        b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
-    if EPI_TMA:
-        c_smem = gl.allocate_shared_memory(c_desc.dtype, [BLOCK_M, BLOCK_N // SUBTILE], c_desc.layout)
-    else:
-        c_smem = a_bufs  # unused
+        b_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
+    return a_bufs, b_bufs, ready, empty
+
+@gluon.jit
+def _gemm_ws_kernel(a_desc, b_desc, c_desc, C, stride_cm, M, N, K,
+                    BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                    GROUP_M: gl.constexpr, STAGES: gl.constexpr, TRANS_B: gl.constexpr, EPI_TMA: gl.constexpr,
+                    SYNC: gl.constexpr, LOADER_REGS: gl.constexpr, SUBTILE: gl.constexpr, num_warps: gl.constexpr):
+    dtype: gl.constexpr = a_desc.dtype
+    a_bufs, b_bufs, ready, empty = _ring(a_desc, b_desc, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, TRANS_B)
+    if EPI_TMA:
+        c_smem = gl.allocate_shared_memory(c_desc.dtype, [BLOCK_M, BLOCK_N // SUBTILE], c_desc.layout)
+    else:
+        c_smem = a_bufs  # unused
     TILE_BYTES: gl.constexpr = (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * (dtype.primitive_bitwidth // 8)
     gl.warp_specialize([
         (_math, (a_bufs, b_bufs, ready, empty, c_desc, c_smem, C, stride_cm, M, N, K, BLOCK_M, BLOCK_N,
@@ -234,18 +250,7 @@ def _math_pingpong(a_bufs, b_bufs, ready, empty, turn, c_desc, c_bufs, M, N, K,
         else:
             mbarrier.wait(turn.index(1), j & 1)
         acc = gl.zeros((BLOCK_M, BLOCK_N), dtype=gl.float32, layout=layout)
-        for ks in range(k_steps):
-            s = it % STAGES
-            mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-            if TRANS_B:
-                b = b_bufs.index(s).permute((1, 0))
-            else:
-                b = b_bufs.index(s)
-            acc = warpgroup_mma(a_bufs.index(s), b, acc, is_async=True)
-            acc = warpgroup_mma_wait(1, deps=(acc,))
-            _sync_warps()
-            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=ks > 0)
-            it += 1
+        acc, it = _k_loop(a_bufs, b_bufs, ready, empty, acc, it, k_steps, STAGES, TRANS_B, 1)
         # the whole k-loop is issued: the other consumer's turn (its first MMAs queue behind these last ones)
         _sync_warps()
         mbarrier.arrive(turn.index(1 - CONSUMER), count=1)
@@ -266,18 +271,9 @@ def _gemm_pingpong_kernel(a_desc, b_desc, c_desc, M, N, K,
                           GROUP_M: gl.constexpr, STAGES: gl.constexpr, TRANS_B: gl.constexpr,
                           MATH_REGS: gl.constexpr, LOADER_REGS: gl.constexpr, num_warps: gl.constexpr):
     dtype: gl.constexpr = a_desc.dtype
-    a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
-    if TRANS_B:
-        b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
-    else:
-        b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
+    a_bufs, b_bufs, ready, empty = _ring(a_desc, b_desc, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, TRANS_B)
     c_bufs = gl.allocate_shared_memory(c_desc.dtype, [2, BLOCK_M, BLOCK_N], c_desc.layout)
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=1)
     for i in gl.static_range(2):
         mbarrier.init(turn.index(i), count=1)
     TILE_BYTES: gl.constexpr = (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * (dtype.primitive_bitwidth // 8)
