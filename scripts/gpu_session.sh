@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | s9d | s10a | s10b | s11a | s12a | s12b | s12c | s12d | s13a | s14a | s14b | s14c | s15a | s15b | s15c | s15d | s16a | s16b | s16c | s16d | s16e | s16f | s16g | s17a | s17b | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | s9d | s10a | s10b | s11a | s12a | s12b | s12c | s12d | s13a | s14a | s14b | s14c | s15a | s15b | s15c | s15d | s16a | s16b | s16c | s16d | s16e | s16f | s16g | s17a | s17b | s18a | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -810,6 +810,27 @@ case "$phase" in
       optimize gemm-4096-gluon3 240 gemm --template gluon_ws --template gluon_subtiled --template gluon_pingpong \
         --strategy exhaustive --fix BLOCK_M=128 --budget 20,200s --baseline cublas \
         --workloads benchmarks/workloads/gemm-4096.toml
+    }
+    lane_b() { :; }
+    ;;
+  s18a)  # (issue 7; one GPU; fifteenth session) the Gluon GPU tests again (helpers refactored after the fourteenth
+         # session's runs), then the tiled kernel's new launch options (TMA=3: pointer store; PREFETCH=1: each program
+         # asks the L2 for its share of its panels first) under the three L2 states of benchmarks/gemm_timing_gap.py,
+         # on the suite's slowest shape and on two larger ones
+    lane_a() {
+      step gpu-tests-gluon 250 python3 -m pytest -m gpu tests/ops/test_gemm_gluon.py -v --tb=short \
+        -p no:cacheprovider --timeout 240
+      local s='"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "GROUP_M": 8, "num_stages": 6, "num_warps": 4, "PERSISTENT": 0'
+      step gap-small 120 python3 benchmarks/gemm_timing_gap.py --out "$OUT/gap-small.json" --configs \
+        "{\"tma1\": {$s, \"TMA\": 1}, \"tma3\": {$s, \"TMA\": 3}, \"tma1-pf\": {$s, \"TMA\": 1, \"PREFETCH\": 1},
+          \"tma3-pf\": {$s, \"TMA\": 3, \"PREFETCH\": 1}, \"ptr-pf\": {$s, \"TMA\": 0, \"PREFETCH\": 1}}"
+      local l='"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_stages": 4, "num_warps": 8, "PERSISTENT": 1, "TMA": 2'
+      step gap-8192x1024 100 python3 benchmarks/gemm_timing_gap.py --out "$OUT/gap-8192x1024.json" \
+        --shape 8192,1024,4096 --samples 100 --configs \
+        "{\"tma2\": {$l, \"GROUP_M\": 1}, \"tma2-pf\": {$l, \"GROUP_M\": 1, \"PREFETCH\": 1}}"
+      step gap-2048x4096 100 python3 benchmarks/gemm_timing_gap.py --out "$OUT/gap-2048x4096.json" \
+        --shape 2048,4096,4096 --samples 100 --configs \
+        "{\"tma2\": {$l, \"GROUP_M\": 8}, \"tma2-pf\": {$l, \"GROUP_M\": 8, \"PREFETCH\": 1}}"
     }
     lane_b() { :; }
     ;;
