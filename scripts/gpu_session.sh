@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | s9d | s10a | s10b | s11a | s12a | s12b | s12c | s12d | s13a | s14a | s14b | s14c | s15a | s15b | s15c | s15d | s16a | s16b | s16c | s16d | s16e | s16f | s16g | s17a | s17b | s18a | selftest}
+phase=${1:?phase: memory | headline | evidence | evidence2 | final | last | profiles | matmul | s4a | s4b | s4c | s4d | s5a | s5b | s5c | s5d | s5e | s6a | s6b | s6c | s7a | s7b | s8a | s9a | s9b | s9c | s9d | s10a | s10b | s11a | s12a | s12b | s12c | s12d | s13a | s14a | s14b | s14c | s15a | s15b | s15c | s15d | s16a | s16b | s16c | s16d | s16e | s16f | s16g | s17a | s17b | s18a | s18b | selftest}
 STEP_PIDS=$(mktemp -d /tmp/gpu-session-steps.XXXXXX)   # one NAME.pid per running step
 # Only a handful of files come back from a device call: pack everything into one archive, also when the call's
 # own `timeout` stops this script (SIGTERM): the lanes are stopped first, then what they wrote is packed.
@@ -816,7 +816,8 @@ case "$phase" in
   s18a)  # (issue 7; one GPU; fifteenth session) the Gluon GPU tests again (helpers refactored after the fourteenth
          # session's runs), then the tiled kernel's new launch options (TMA=3: pointer store; PREFETCH=1: each program
          # asks the L2 for its share of its panels first) under the three L2 states of benchmarks/gemm_timing_gap.py,
-         # on the suite's slowest shape and on two larger ones
+         # on the suite's slowest shape and on two larger ones. Both options lost (results s15/call1) and were
+         # removed again; the gap steps need the kernel of commit 06c4fbf: git checkout 06c4fbf -- ops/gemm/kernel.py
     lane_a() {
       step gpu-tests-gluon 250 python3 -m pytest -m gpu tests/ops/test_gemm_gluon.py -v --tb=short \
         -p no:cacheprovider --timeout 240
@@ -831,6 +832,20 @@ case "$phase" in
       step gap-2048x4096 100 python3 benchmarks/gemm_timing_gap.py --out "$OUT/gap-2048x4096.json" \
         --shape 2048,4096,4096 --samples 100 --configs \
         "{\"tma2\": {$l, \"GROUP_M\": 8}, \"tma2-pf\": {$l, \"GROUP_M\": 8, \"PREFETCH\": 1}}"
+    }
+    lane_b() { :; }
+    ;;
+  s18b)  # (issue 7; one GPU; fifteenth session) the attention seed shape again, today, beside all four SDPA backends:
+         # the eighth session's winners (non-causal and causal), one configuration each, confirmed in the same run
+    lane_a() {
+      optimize attention-seed-today 200 attention --strategy exhaustive \
+        --fix BLOCK_M=128,BLOCK_N=64,KV_ORDER=0,USE_TMA=1,WARP_SPEC=0,num_stages=2,num_warps=4 --budget 1,120s \
+        --workloads benchmarks/workloads/attention-seed.toml \
+        --baseline sdpa-cudnn --baseline sdpa-flash --baseline sdpa-efficient --baseline sdpa-math
+      optimize attention_causal-seed-today 200 attention_causal --strategy exhaustive \
+        --fix BLOCK_M=128,BLOCK_N=64,CAUSAL_SKIP=1,KV_ORDER=2,USE_TMA=1,WARP_SPEC=0,num_stages=2,num_warps=4 \
+        --budget 1,120s --workloads benchmarks/workloads/attention_causal-seed.toml \
+        --baseline sdpa-cudnn --baseline sdpa-flash --baseline sdpa-efficient --baseline sdpa-math
     }
     lane_b() { :; }
     ;;

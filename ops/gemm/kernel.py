@@ -18,11 +18,6 @@ kernel records on the H200 (benchmarks/gemm_kernels.py --shapes large, Triton 3.
 7.5 % longer with it at 8192x14336x4096, 3 % less time at 512x28672x8192 and the same at 4096^3 and 8192x4096x4096,
 so the space leaves it out.
 
-Two more launch options, outside the searched space until the device shows they pay (fifteenth session, for the
-cold-L2 gap on 512x1024x4096): TMA=3 loads A/B through descriptors but stores C through pointers; PREFETCH=1 has each
-program first issue `prefetch.global.L2` for its share of its A and B panels (the programs sharing a panel split it
-between them), so the whole operand set is asked of DRAM at once, before the pipelined loads need it.
-
 WS=1 (the "persistent_ws" template) is Hopper warp specialization: a persistent grid whose tile loop carries
 `tl.range(..., warp_specialize=True)`, with device-side tensor descriptors (`tl.make_tensor_descriptor`; their
 scratch comes from the harness's `triton.set_allocator`). Triton 3.6 then splits each program into a producer warp
@@ -133,9 +128,8 @@ def _accumulate(A, B, off_m, off_n, k_lo, k_hi, M, N, K, stride_am, stride_ak, s
 def _store_tile(acc, C, off_m, off_n, M, N, stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                 TMA: tl.constexpr, INTERPRETER: tl.constexpr):
     """The finished fp32 tile, rounded once to c's dtype, stored at (off_m, off_n): through the tensor descriptor
-    C (TMA 1; in two halves with TMA = 2) or through pointers, masked to M x N (TMA 0, and TMA 3: descriptor loads,
-    pointer store)."""
-    if TMA == 1 or TMA == 2:
+    C (TMA; in two halves with TMA = 2) or through pointers, masked to M x N."""
+    if TMA:
         out = _to_out(acc, C.dtype, INTERPRETER)
         if TMA == 2:
             # the c tile stored as two [BLOCK_M, BLOCK_N / 2] halves: the staging buffer in shared memory is half
@@ -154,55 +148,11 @@ def _store_tile(acc, C, off_m, off_n, M, N, stride_cm, stride_cn, BLOCK_M: tl.co
 
 
 @triton.jit
-def _prefetch_l2(ptrs):
-    """Ask the L2 for the 128-byte line at each pointer, without waiting for it (`prefetch.global.L2` has no result;
-    the asm returns a dummy 0 and is marked impure so that it is kept)."""
-    tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptrs], dtype=tl.int32,
-                              is_pure=False, pack=1)
-
-
-@triton.jit
-def _prefetch_rows(P, row0, rows_total, stride_row, k_lo, k_hi, share, shares, ROWS: tl.constexpr,
-                   LINE: tl.constexpr):
-    """Prefetch part `share` of `shares` of a row-major panel: rows [row0, row0 + ROWS) (below rows_total), columns
-    [k_lo, k_hi), cut along k in whole lines (LINE elements). The programs that read the same panel each fetch a
-    different part, so together they ask for each line once."""
-    lines = tl.cdiv(k_hi - k_lo, LINE)
-    per = tl.cdiv(lines, shares)
-    first = share * per
-    last = tl.minimum(first + per, lines)
-    rows = row0 + tl.arange(0, ROWS)
-    for j in range(first, last, 4):
-        jj = j + tl.arange(0, 4)
-        mask = (rows[:, None] < rows_total) & (jj[None, :] < last)
-        ptrs = P + rows[:, None] * stride_row + (k_lo + jj * LINE)[None, :]
-        _prefetch_l2(tl.where(mask, ptrs, P))
-
-
-@triton.jit
-def _prefetch_cols(P, col0, cols_total, stride_row, k_lo, k_hi, share, shares, COLS: tl.constexpr,
-                   LINE: tl.constexpr):
-    """Prefetch part `share` of `shares` of a column panel of a row-major matrix: rows [k_lo, k_hi), columns
-    [col0, col0 + COLS) (below cols_total), cut along the rows."""
-    per = tl.cdiv(k_hi - k_lo, shares)
-    first = k_lo + share * per
-    last = tl.minimum(first + per, k_hi)
-    NL: tl.constexpr = (COLS + LINE - 1) // LINE
-    cols = col0 + tl.arange(0, NL) * LINE
-    for r in range(first, last, 32):
-        rr = r + tl.arange(0, 32)
-        mask = (rr[:, None] < last) & (cols[None, :] < cols_total)
-        ptrs = P + rr[:, None] * stride_row + cols[None, :]
-        _prefetch_l2(tl.where(mask, ptrs, P))
-
-
-@triton.jit
-def _gemm_work(work, A, B, PA, PB, Bias, C, M, N, K, k_span, num_m, num_n,
+def _gemm_work(work, A, B, Bias, C, M, N, K, k_span, num_m, num_n,
                stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, TMA: tl.constexpr, TRANS_B: tl.constexpr,
-               HAS_BIAS: tl.constexpr, ACT: tl.constexpr, PARTIALS: tl.constexpr, PREFETCH: tl.constexpr,
-               LINE: tl.constexpr, INTERPRETER: tl.constexpr):
+               HAS_BIAS: tl.constexpr, ACT: tl.constexpr, PARTIALS: tl.constexpr, INTERPRETER: tl.constexpr):
     """One unit of work: the k-range `split` of output tile `tile` (work = split * tiles + tile)."""
     num_tiles = num_m * num_n
     tile = work % num_tiles
@@ -214,14 +164,6 @@ def _gemm_work(work, A, B, PA, PB, Bias, C, M, N, K, k_span, num_m, num_n,
     k_lo = split * k_span
     offs_m = off_m + tl.arange(0, BLOCK_M)
     offs_n = off_n + tl.arange(0, BLOCK_N)
-    if PREFETCH:
-        # PA, PB: a and b as plain pointers (A and B are descriptors with TMA); this program's share of its panels
-        k_end = tl.minimum(k_lo + k_span, K)
-        _prefetch_rows(PA, off_m, M, stride_am, k_lo, k_end, pid_n, num_n, BLOCK_M, LINE)
-        if TRANS_B:
-            _prefetch_rows(PB, off_n, N, stride_bn, k_lo, k_end, pid_m, num_m, BLOCK_N, LINE)
-        else:
-            _prefetch_cols(PB, off_n, N, stride_bk, k_lo, k_end, pid_m, num_m, BLOCK_N, LINE)
     acc = _accumulate(A, B, off_m, off_n, k_lo, k_lo + k_span, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
                       BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, TMA, TRANS_B, INTERPRETER)
     acc = _epilogue(acc, Bias, offs_n, N, HAS_BIAS, ACT)
@@ -237,12 +179,12 @@ def _gemm_work(work, A, B, PA, PB, Bias, C, M, N, K, k_span, num_m, num_n,
 
 
 @triton.jit
-def _gemm_kernel(A, B, PA, PB, Bias, C, M, N, K, k_span, num_programs,
+def _gemm_kernel(A, B, Bias, C, M, N, K, k_span, num_programs,
                  stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                  SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, PERSISTENT: tl.constexpr, TMA: tl.constexpr,
                  TRANS_B: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr, PARTIALS: tl.constexpr,
-                 FLATTEN: tl.constexpr, PREFETCH: tl.constexpr, LINE: tl.constexpr, INTERPRETER: tl.constexpr):
+                 FLATTEN: tl.constexpr, INTERPRETER: tl.constexpr):
     pid = tl.program_id(0)
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
@@ -251,21 +193,21 @@ def _gemm_kernel(A, B, PA, PB, Bias, C, M, N, K, k_span, num_programs,
         # tile's first loads are in flight during this tile's last MMAs and epilogue (`flatten` is only spelled
         # out when asked for, so a Triton without it fails those configurations alone)
         for work in tl.range(pid, num_m * num_n * SPLIT_K, num_programs, flatten=True):
-            _gemm_work(work, A, B, PA, PB, Bias, C, M, N, K, k_span, num_m, num_n,
+            _gemm_work(work, A, B, Bias, C, M, N, K, k_span, num_m, num_n,
                        stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                        BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, EVEN_K, TMA, TRANS_B, HAS_BIAS, ACT, PARTIALS,
-                       PREFETCH, LINE, INTERPRETER)
+                       INTERPRETER)
     elif PERSISTENT:
         for work in range(pid, num_m * num_n * SPLIT_K, num_programs):
-            _gemm_work(work, A, B, PA, PB, Bias, C, M, N, K, k_span, num_m, num_n,
+            _gemm_work(work, A, B, Bias, C, M, N, K, k_span, num_m, num_n,
                        stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                        BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, EVEN_K, TMA, TRANS_B, HAS_BIAS, ACT, PARTIALS,
-                       PREFETCH, LINE, INTERPRETER)
+                       INTERPRETER)
     else:
-        _gemm_work(pid, A, B, PA, PB, Bias, C, M, N, K, k_span, num_m, num_n,
+        _gemm_work(pid, A, B, Bias, C, M, N, K, k_span, num_m, num_n,
                    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                    BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, EVEN_K, TMA, TRANS_B, HAS_BIAS, ACT, PARTIALS,
-                       PREFETCH, LINE, INTERPRETER)
+                       INTERPRETER)
 
 
 @triton.jit
@@ -468,21 +410,11 @@ def _launch_stream_k(a, b, bias, c, scratch, *, M, N, K, BLOCK_M, BLOCK_N, BLOCK
 
 def launch(a, b, x, y=None, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages,
            PERSISTENT=0, TMA=0, SPLIT_K=1, EPILOGUE="none", TRANS_B=0, WS=None, FLATTEN=0, SK=0, PROGRAMS=None,
-           PREFETCH=0, scratch=None):
+           scratch=None):
     """c = act(a @ b [+ bias]) (b.T when TRANS_B): called as launch(a, b, c) or launch(a, b, bias, c).
     `scratch` (fp32, at least SPLIT_K * M * N elements) holds split-K's partial tiles for a 16-bit c; with SK=1
-    (stream-K), one partial tile and one 64-bit flag per program. PROGRAMS (tests) overrides the SM count.
-    PREFETCH=1 (GPU only, row-major a and b) has every program first ask the L2 for its share of its a and b
-    panels (`prefetch.global.L2`), so the whole operand set is requested from DRAM at the start of the kernel."""
+    (stream-K), one partial tile and one 64-bit flag per program. PROGRAMS (tests) overrides the SM count."""
     bias, c = (None, x) if y is None else (x, y)
-    if TMA == 3 and (SK or WS is not None or SPLIT_K > 1):
-        raise ValueError("TMA=3 (descriptor loads, pointer store) is for the tiled kernel without split-K")
-    if PREFETCH and (SK or WS is not None):
-        raise ValueError("PREFETCH is for the tiled and split-K kernels")
-    if PREFETCH and not a.is_cuda:
-        raise ValueError("PREFETCH needs a GPU (an inline PTX prefetch; the interpreter has none)")
-    if PREFETCH and (a.stride(1) != 1 or b.stride(1) != 1):
-        raise ValueError("PREFETCH needs row-major a and b")
     if (bias is None) != (EPILOGUE == "none"):
         raise ValueError(f"EPILOGUE={EPILOGUE!r} does not match the {'absence' if bias is None else 'presence'} "
                          "of a bias tensor")
@@ -522,8 +454,7 @@ def launch(a, b, x, y=None, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, nu
     if TMA:
         a_arg = TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K])
         b_arg = TensorDescriptor.from_tensor(b, [BLOCK_N, BLOCK_K] if TRANS_B else [BLOCK_K, BLOCK_N])
-        c_arg = c if SPLIT_K > 1 or TMA == 3 else TensorDescriptor.from_tensor(
-            c, [BLOCK_M, BLOCK_N // (2 if TMA == 2 else 1)])
+        c_arg = c if SPLIT_K > 1 else TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N // (2 if TMA == 2 else 1)])
     else:
         a_arg, b_arg, c_arg = a, b, c
     if partials:
@@ -532,12 +463,12 @@ def launch(a, b, x, y=None, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, nu
         _zero_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 128))](c, M, N, c.stride(0), c.stride(1),
                                                                  BLOCK_M=32, BLOCK_N=128, num_warps=4)
     _gemm_kernel[(programs,)](
-        a_arg, b_arg, a, b, c if bias is None else bias, c_arg, M, N, K, k_span, programs,
+        a_arg, b_arg, c if bias is None else bias, c_arg, M, N, K, k_span, programs,
         a.stride(0), a.stride(1), stride_bk, stride_bn, c.stride(0), c.stride(1),
         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, SPLIT_K=SPLIT_K, EVEN_K=even_k,
         PERSISTENT=PERSISTENT, TMA=TMA, TRANS_B=TRANS_B, HAS_BIAS=bias is not None, ACT=_ACTIVATIONS[EPILOGUE],
-        PARTIALS=partials, FLATTEN=FLATTEN, PREFETCH=PREFETCH, LINE=128 // a.element_size(),
-        INTERPRETER=not a.is_cuda, num_warps=num_warps, num_stages=num_stages)
+        PARTIALS=partials, FLATTEN=FLATTEN, INTERPRETER=not a.is_cuda,
+        num_warps=num_warps, num_stages=num_stages)
     if partials:
         _sum_partials_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 128))](
             scratch, c, M, N, c.stride(0), c.stride(1), SPLIT_K=SPLIT_K, BLOCK_M=32, BLOCK_N=128,
