@@ -69,3 +69,20 @@ def test_build_artifact_keeps_the_compiled_warp_count_and_reads_records_without_
     old = json.loads(b.to_json())
     del old["warps"]                              # a record archived before the field existed
     assert BuildArtifact.model_validate(old).warps is None
+
+
+def test_evaluate_expression_parses_once_and_still_checks_every_call():
+    """The parsed, checked code of an expression is cached: the same expression with other names gives their value,
+    a name missing on a later call is still refused, and a disallowed expression is refused every time."""
+    from kernelloop.records import evaluate_expression
+    from kernelloop.records.spec import _compiled
+    expr = "cdiv(M, BLOCK_M) * num_warps + 1"
+    assert evaluate_expression(expr, {"M": 100, "BLOCK_M": 64, "num_warps": 4}) == 9
+    hits = _compiled.cache_info().hits
+    assert evaluate_expression(expr, {"M": 129, "BLOCK_M": 64, "num_warps": 8}) == 25
+    assert _compiled.cache_info().hits == hits + 1
+    with pytest.raises(ValueError, match=r"unknown name\(s\) \['num_warps'\]"):
+        evaluate_expression(expr, {"M": 1, "BLOCK_M": 1})
+    for _ in range(2):
+        with pytest.raises(ValueError, match="not allowed"):
+            evaluate_expression("M.__class__", {"M": 1})

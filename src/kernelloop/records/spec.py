@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 from enum import Enum
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -48,13 +49,25 @@ def check_expression(expr: str) -> ast.Expression:
     return tree
 
 
+@lru_cache(maxsize=4096)
+def _compiled(expr: str):
+    """The checked expression's code and the names it reads. Pruning evaluates the same few constraint and resource
+    expressions for every configuration of a space: parsing and checking each once is most of its time saved."""
+    tree = check_expression(expr)
+    used = frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name)) - set(_FORMULA_FUNCS)
+    return compile(tree, "<spec expression>", "eval"), used
+
+
+_GLOBALS = {"__builtins__": {}, **_FORMULA_FUNCS}
+
+
 def evaluate_expression(expr: str, names: dict[str, float | int]):
     """Evaluate a checked expression with the given names bound (no builtins)."""
-    tree = check_expression(expr)
-    missing = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - set(names) - set(_FORMULA_FUNCS)
+    code, used = _compiled(expr)
+    missing = used - names.keys()
     if missing:
         raise ValueError(f"unknown name(s) {sorted(missing)} in {expr!r}")
-    return eval(compile(tree, "<spec expression>", "eval"), {"__builtins__": {}, **_FORMULA_FUNCS}, dict(names))
+    return eval(code, dict(_GLOBALS), dict(names))
 
 
 class Axis(Record):
