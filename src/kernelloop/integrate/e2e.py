@@ -1,0 +1,197 @@
+"""`kernelloop.e2e(model, package, inputs)`: is the patched model right, and is it faster?
+
+Outputs: the patched model against the original on fresh seeded inputs (each seed its own draw of the example's
+shape: token ids below the vocabulary, floats from a normal), with a task-level tolerance for language models --
+max-abs difference and cosine similarity of the logits, and top-1 agreement of the next-token predictions.
+Speed (CUDA only): original, patched, torch.compile of each, timed with CUDA events in rounds that visit the
+variants in a seeded random order, medians with bootstrap intervals and the patched model's speed-up over the
+original with a paired interval. In the interpreter the speed is "not measured": never reported as a win or a loss.
+Delivered means: outputs within tolerance and, on a GPU, the patched model not slower than the original.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+from pydantic import Field
+
+from ..bench.stats import paired_speedup, summarize
+from ..records import Record
+from ..records.measurement import Ratio, Stats
+from .apply import Applied, apply
+
+
+class Tolerance(Record):
+    """Task-level tolerance on the model's output (logits for a language model)."""
+
+    min_cosine: float = Field(0.999, description="Cosine similarity of patched and original logits, at least.")
+    min_top1: float = Field(0.99, description="Share of positions whose arg-max token agrees, at least.")
+    max_abs: float | None = Field(None, description="Largest |patched - original| allowed (None: reported only).")
+
+
+class OutputCheck(Record):
+    seed: int
+    max_abs: float = Field(description="Largest absolute difference of the outputs.")
+    cosine: float = Field(description="Cosine similarity of the flattened outputs (in float64).")
+    top1: float | None = Field(None, description="Share of positions whose arg-max over the last dim agrees.")
+    passed: bool
+
+
+class VariantTime(Record):
+    variant: str = Field(description="original, patched, compile(original) or compile(patched).")
+    ms: Stats = Field(description="Per-call time in ms (the Stats fields are in ms here).")
+
+
+class E2EReport(Record):
+    model: str
+    package: str
+    device: str
+    tolerance: Tolerance
+    checks: list[OutputCheck]
+    outputs_ok: bool
+    times: list[VariantTime] = Field(default_factory=list)
+    speedup: list[Ratio] = Field(default_factory=list, description="patched over original; compile(patched) over "
+                                                                   "compile(original), paired intervals.")
+    speed_note: str = Field("", description="Why speed was not measured, when it was not.")
+    delivered: bool | None = Field(description="Outputs within tolerance and not slower on a GPU; None where speed "
+                                               "was not measured (outputs alone decide nothing about delivery).")
+    sites: dict = Field(default_factory=dict, description="apply's report: replaced and left sites with reasons.")
+    counts: dict = Field(default_factory=dict, description="The package's dispatch counts during the checks.")
+    seconds: float = 0.0
+
+
+def _logits(out) -> torch.Tensor:
+    if isinstance(out, torch.Tensor):
+        return out
+    if hasattr(out, "logits"):
+        return out.logits
+    if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
+        return out[0]
+    raise TypeError(f"cannot find the output tensor in a {type(out).__name__}")
+
+
+def fresh_inputs(example: tuple, model, seed: int) -> tuple:
+    """Inputs of the example's shapes and dtypes, drawn anew from `seed` (ids below the model's vocabulary)."""
+    g = torch.Generator().manual_seed(seed)
+    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+    out = []
+    for x in example:
+        if not isinstance(x, torch.Tensor):
+            out.append(x)
+        elif x.dtype in (torch.int64, torch.int32):
+            hi = vocab or int(x.max()) + 1
+            out.append(torch.randint(0, hi, tuple(x.shape), generator=g, dtype=x.dtype).to(x.device))
+        else:
+            out.append(torch.randn(tuple(x.shape), generator=g, dtype=torch.float32).to(x.dtype).to(x.device))
+    return tuple(out)
+
+
+def compare(a: torch.Tensor, b: torch.Tensor, seed: int, tol: Tolerance) -> OutputCheck:
+    a64, b64 = a.double().flatten(), b.double().flatten()
+    max_abs = float((a64 - b64).abs().max()) if a64.numel() else 0.0
+    cos = float(torch.nn.functional.cosine_similarity(a64, b64, dim=0)) if a64.numel() else 1.0
+    top1 = float((a.argmax(-1) == b.argmax(-1)).double().mean()) if a.dim() >= 1 and a.shape[-1] > 1 else None
+    ok = (torch.isfinite(b64).all().item() == torch.isfinite(a64).all().item() and cos >= tol.min_cosine
+          and (top1 is None or top1 >= tol.min_top1) and (tol.max_abs is None or max_abs <= tol.max_abs))
+    return OutputCheck(seed=seed, max_abs=max_abs, cosine=cos, top1=top1, passed=bool(ok))
+
+
+def _time_variants(variants: dict[str, Callable[[], object]], states: dict[str, bool], applied: Applied,
+                   rounds: int, calls: int, seed: int) -> dict[str, list[float]]:
+    """Per-call ms of each variant, CUDA events around `calls` back-to-back calls, rounds in seeded random order."""
+    rng = random.Random(seed)
+    samples = {k: [] for k in variants}
+    for name, fn in variants.items():   # warm-up: compilation and autotuning happen here, outside the samples
+        _set(applied, states[name])
+        for _ in range(3):
+            fn()
+    torch.cuda.synchronize()
+    for _ in range(rounds):
+        order = list(variants)
+        rng.shuffle(order)
+        for name in order:
+            _set(applied, states[name])
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(calls):
+                variants[name]()
+            end.record()
+            end.synchronize()
+            samples[name].append(start.elapsed_time(end) / calls)
+    return samples
+
+
+def _set(applied: Applied, on: bool) -> None:
+    applied.redo() if on else applied.undo()
+
+
+def e2e(model, package, inputs, *, seeds=(0, 1, 2), tolerance: Tolerance | None = None, speed: bool | None = None,
+        rounds: int = 15, calls: int = 5, name: str = "") -> E2EReport:
+    """Check and time `package` applied to `model` against the model itself; the model is left unpatched.
+    `inputs`: an example tuple (fresh draws of its shapes are used) or a callable seed → inputs tuple."""
+    t0 = time.perf_counter()
+    tol = tolerance or Tolerance()
+    example = inputs if isinstance(inputs, tuple) else (inputs,) if isinstance(inputs, torch.Tensor) else None
+    make = (lambda s: fresh_inputs(example, model, s)) if example is not None else inputs
+    first = make(seeds[0])
+    device = next((x.device.type for x in first if isinstance(x, torch.Tensor)), "cpu")
+    checks = []
+    with torch.no_grad():
+        originals = {s: _logits(model(*make(s))) for s in seeds}
+        applied = apply(model, package)
+        for k in package.kernels.values():
+            k.reset_counts()
+        try:
+            for s in seeds:
+                checks.append(compare(originals[s], _logits(model(*make(s))), s, tol))
+            counts = package.counts()
+            times, ratios, note = [], [], ""
+            if speed is None:
+                speed = device == "cuda"
+            if speed and device != "cuda":
+                note = "speed is measured on CUDA only: these are interpreter runs"
+                speed = False
+            elif not speed:
+                note = "not measured (interpreter)" if device != "cuda" else "not measured (speed=False)"
+            if speed:
+                args = make(seeds[0])
+                compiled = torch.compile(model)
+                variants = {"original": lambda: model(*args), "patched": lambda: model(*args),
+                            "compile(original)": lambda: compiled(*args), "compile(patched)": lambda: compiled(*args)}
+                states = {"original": False, "patched": True, "compile(original)": False, "compile(patched)": True}
+                samples = _time_variants(variants, states, applied, rounds, calls, seed=seeds[0])
+                us = {k: [v * 1000 for v in vals] for k, vals in samples.items()}
+                for k, v in us.items():
+                    st = summarize(v, bootstrap=1000, confidence=0.95, seed=1)
+                    times.append(VariantTime(variant=k, ms=Stats(median_us=st.median_us / 1000,
+                                                                 ci_low_us=st.ci_low_us / 1000,
+                                                                 ci_high_us=st.ci_high_us / 1000,
+                                                                 iqr_us=st.iqr_us / 1000, n=st.n)))
+                for base, subj in (("original", "patched"), ("compile(original)", "compile(patched)")):
+                    ratios.append(paired_speedup(us[base], us[subj], name=base, bootstrap=1000, confidence=0.95,
+                                                 margin=0.01, seed=2))
+        finally:
+            applied.undo()
+    ok = all(c.passed for c in checks)
+    delivered = None
+    if ratios:
+        delivered = ok and ratios[0].verdict.value != "SLOWER"
+    elif not ok:
+        delivered = False
+    return E2EReport(model=name or type(model).__name__, package=f"{package.manifest.name} {package.manifest.version}",
+                     device=device, tolerance=tol, checks=checks, outputs_ok=ok, times=times, speedup=ratios,
+                     speed_note=note, delivered=delivered, sites=applied.report.as_dict(), counts=counts,
+                     seconds=time.perf_counter() - t0)
+
+
+def save(report: E2EReport, out_dir: str | Path) -> Path:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "e2e.json"
+    path.write_text(json.dumps(report.model_dump(mode="json"), indent=1))
+    return path

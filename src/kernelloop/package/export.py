@@ -1,0 +1,207 @@
+"""`kernelloop export RUN [RUN ...] --out DIR`: a self-contained, versioned package from runs' PASSED winners.
+
+Layout of a package:
+
+    kernelloop-package.json      PackageManifest: ops, runs, environment, sha256 of every other file
+    ops/<op>/spec.json           the op's spec (tensors, axes, scalars, tolerances)
+    ops/<op>/reference.py        the reference, the fallback of every input no entry takes
+    ops/<op>/dispatch.json       DispatchTable: disjoint guards → (template, configuration)
+    ops/<op>/kernels/*.py        the kernel sources the entries launch
+    audit/<op>.json              AuditTrail: the trials behind each entry, the export's own verifications
+
+The op folder the run was made from must still be the one on disk (its spec, reference and templates' sha256 equal
+the run's manifest): a package is built from exactly what was verified.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import __version__
+from ..archive import Archive
+from ..records import Candidate, OpSpec, sha256_hex
+from ..select.pareto import best_per_workload
+from ..spec import SpecError, load_op
+from .build import ExportError, ShapeVerifier, TableBuild, Winner, arch_of, build_table, parse_extend
+from .runtime import manifest_digest
+from .records import (MANIFEST_FILE, AuditTrail, ExportCheck, MeasuredOn, PackagedOp, PackageManifest,
+                      TrialRecord)
+
+
+@dataclass
+class ExportOptions:
+    out: Path
+    name: str = "kernelloop-package"
+    version: str = "0.1.0"
+    ops_root: Path = Path("ops")         # where the runs' op folders are
+    extend: str | None = None            # 'AXIS=LO:HI' (one op per package when given)
+    ranges: bool = True                  # False: exact guards at the measured shapes only
+    interior: int = 3                    # seeded interior points verified per range
+    seed: int = 0
+
+
+@dataclass
+class ExportResult:
+    path: Path
+    manifest: PackageManifest
+    builds: dict[str, TableBuild]
+
+
+def _open_run(run_dir: Path) -> tuple[Archive, dict]:
+    path = run_dir / "archive.sqlite" if run_dir.is_dir() else run_dir
+    if not path.is_file():
+        raise ExportError(f"{run_dir}: no archive.sqlite (is it a run folder?)")
+    archive = Archive(path, readonly=True)
+    runs = archive.runs()
+    if not runs:
+        archive.close()
+        raise ExportError(f"{path}: the archive holds no run")
+    return archive, runs[0]
+
+
+def _op_bundle(run: dict, ops_root: Path, used_templates: set[str]):
+    op = run["op"]
+    folder = ops_root / op
+    try:
+        bundle = load_op(folder)
+    except SpecError as e:
+        raise ExportError(f"run {run['id']} is of op {op!r}, whose folder does not load: {e}") from None
+    man = run["manifest"]
+    changed = []
+    if sha256_hex((folder / "spec.toml").read_bytes()) != man["spec_sha256"]:
+        changed.append("spec.toml")
+    if bundle.reference_hash != man["reference_sha256"]:
+        changed.append(bundle.spec.reference)
+    for t in sorted(used_templates):
+        if sha256_hex(bundle.template_sources.get(t, "")) != man["template_sha256"].get(t):
+            changed.append(f"template {t}")
+    if changed:
+        raise ExportError(f"{folder} changed since run {run['id']} ({', '.join(changed)}): a package is built only "
+                          f"from what the run verified")
+    return bundle
+
+
+def _winners(archive: Archive, run: dict) -> list[Winner]:
+    finals = archive.finals(run["id"])
+    out = []
+    for wid, trial in best_per_workload(archive.trials(run["id"])).items():
+        m = trial.measurement
+        if wid in finals and finals[wid][0] == trial.candidate_id:
+            m = finals[wid][1]
+        out.append(Winner(workload=archive.get_workload(wid), candidate=archive.get_candidate(trial.candidate_id),
+                          trial=trial, kernel_us=m.kernel.median_us, ci_us=(m.kernel.ci_low_us, m.kernel.ci_high_us)))
+    return out
+
+
+def kernel_file(candidate: Candidate) -> str:
+    return f"kernels/{candidate.template}-{candidate.source_hash[:12]}.py"
+
+
+def _audit(archive: Archive, run: dict, build: TableBuild, commitment: str) -> AuditTrail:
+    finals = archive.finals(run["id"])
+    trials = archive.trials(run["id"])
+    entries = {}
+    for e in build.table.entries:
+        rows = []
+        for t in trials:
+            if t.candidate_id != e.candidate_id:
+                continue
+            w = archive.get_workload(t.workload_id)
+            confirmed, baselines = None, {}
+            if t.workload_id in finals and finals[t.workload_id][0] == t.candidate_id:
+                confirmed = finals[t.workload_id][1].kernel.median_us
+                baselines = {n: (m.kernel.median_us if m is not None else None)
+                             for n, (m, _) in archive.baselines(run["id"], t.workload_id).items()}
+            rows.append(TrialRecord(trial_id=t.id, workload=dict(w.axes), dtype=w.dtype.value,
+                                    status=t.verdict.status.value,
+                                    kernel_us=t.measurement.kernel.median_us if t.measurement else None,
+                                    confirmed_us=confirmed, baselines=baselines))
+        entries[e.id] = rows
+    checks = [ExportCheck(entry_range=n.entry_range, axes=n.axes, status=n.status, message=n.message, case=n.case)
+              for n in build.notes]
+    return AuditTrail(op=run["op"], run_id=run["id"], entries=entries, export_checks=checks,
+                      secret_commitment=commitment)
+
+
+def _write(path: Path, text: str, files: dict[str, str], root: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    files[path.relative_to(root).as_posix()] = sha256_hex(path.read_bytes())
+
+
+def export_package(runs: list[Path], options: ExportOptions, device: str | None = None,
+                   on_note=lambda text: None) -> ExportResult:
+    """Build and write the package; nothing is left at `options.out` unless the whole export succeeded."""
+    out = Path(options.out)
+    if out.exists() and any(out.iterdir()):
+        raise ExportError(f"{out} exists and is not empty: choose a new --out")
+    if not runs:
+        raise ExportError("give at least one run folder")
+    if options.extend and len(runs) > 1:
+        raise ExportError("--extend names one op's axis: export one run with it")
+    opened = [_open_run(Path(r)) for r in runs]
+    ops = [run["op"] for _, run in opened]
+    if len(set(ops)) != len(ops):
+        for a, _ in opened:
+            a.close()
+        raise ExportError(f"two runs of the same op ({', '.join(sorted({o for o in ops if ops.count(o) > 1}))}): "
+                          f"export one run per op")
+    stage = Path(tempfile.mkdtemp(prefix="kernelloop-export-"))
+    files: dict[str, str] = {}
+    packaged, builds = [], {}
+    try:
+        for archive, run in opened:
+            winners = _winners(archive, run)
+            if not winners:
+                raise ExportError(f"run {run['id']} ({run['op']}) has no PASSED, measured trial: nothing to package")
+            bundle = _op_bundle(run, Path(options.ops_root), {w.candidate.template for w in winners})
+            spec: OpSpec = bundle.spec
+            env = run["environment"]
+            run_device = env.get("device", "interpret")
+            extend = parse_extend(options.extend, spec)
+            verifier = None
+            if options.ranges:
+                verifier = ShapeVerifier(bundle, device or run_device, stage / ".verify")
+            try:
+                on_note(f"{spec.name}: {len(winners)} winner(s); verifying ranges" if options.ranges else
+                        f"{spec.name}: {len(winners)} winner(s); exact guards")
+                build = build_table(spec, winners, arch_of(env), kernel_file, verifier, extend=extend,
+                                    ranges=options.ranges, interior=options.interior, seed=options.seed)
+            finally:
+                if verifier is not None:
+                    verifier.close()
+            commitment = sha256_hex(verifier.secret) if verifier is not None else ""
+            builds[spec.name] = build
+            root = stage / "ops" / spec.name
+            _write(root / "spec.json", json.dumps(spec.model_dump(mode="json"), indent=1, sort_keys=True), files, stage)
+            _write(root / "reference.py", bundle.reference_source, files, stage)
+            for w in winners:
+                if any(e.candidate_id == w.candidate.id for e in build.table.entries):
+                    _write(root / kernel_file(w.candidate), w.candidate.source, files, stage)
+            _write(root / "dispatch.json", build.table.model_dump_json(indent=1), files, stage)
+            _write(stage / "audit" / f"{spec.name}.json", _audit(archive, run, build, commitment).model_dump_json(
+                indent=1), files, stage)
+            packaged.append(PackagedOp(
+                op=spec.name, run_id=run["id"], manifest_hash=run["manifest_hash"], entries=len(build.table.entries),
+                measured_on=MeasuredOn(device=run_device, arch=arch_of(env), gpu=env.get("gpu", ""),
+                                       driver=env.get("driver", ""), torch=env.get("torch", ""),
+                                       triton=env.get("triton", ""))))
+        shutil.rmtree(stage / ".verify", ignore_errors=True)
+        manifest = PackageManifest(name=options.name, version=options.version, created=time.time(),
+                                   kernelloop=__version__, ops=packaged, files=dict(sorted(files.items())))
+        (stage / MANIFEST_FILE).write_text(json.dumps({**manifest.model_dump(mode="json"),
+                                                       "digest": manifest_digest(manifest)}, indent=1))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if out.exists():
+            out.rmdir()
+        shutil.move(str(stage), str(out))
+        return ExportResult(path=out, manifest=manifest, builds=builds)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        for a, _ in opened:
+            a.close()

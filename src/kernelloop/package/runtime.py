@@ -1,0 +1,279 @@
+"""The package runtime: load a package (hashes and environment checked), dispatch calls, count what it saw.
+
+This module imports no search, archive or verifier code: a model that uses a package needs the records, torch and
+Triton only. A call's decision is the guard's alone -- the kernel runs when an entry takes the input, the reference
+when none does -- and never a reaction to an exception (a CUDA fault is sticky, and a silent fallback would hide a
+wrong result).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import warnings
+from collections import Counter
+from pathlib import Path
+
+import torch
+from pydantic import ValidationError
+
+from ..records import DType, OpSpec, canonical_json, sha256_hex
+from .records import MANIFEST_FILE, PackageManifest
+from .table import DispatchTable, Dispatcher
+
+TORCH_DTYPES = {DType.fp16: torch.float16, DType.bf16: torch.bfloat16, DType.fp32: torch.float32}
+FROM_TORCH = {v: k for k, v in TORCH_DTYPES.items()}
+
+
+class PackageError(RuntimeError):
+    """A package that must not run: a file changed, missing or added, or a malformed manifest or table."""
+
+
+def manifest_digest(manifest: PackageManifest) -> str:
+    """sha256 of the manifest's canonical JSON without its `digest` (what `kernelloop-package.json` records)."""
+    return sha256_hex(canonical_json(manifest.model_dump(mode="json")))
+
+
+def current_versions() -> dict[str, str]:
+    """torch and Triton versions of this process (a function, so tests can stand in another environment)."""
+    import triton
+    return {"torch": torch.__version__, "triton": triton.__version__}
+
+
+def _major_minor(version: str) -> str:
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
+def _import(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod   # Triton's JIT looks functions' globals up through their module
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def interpreter_on() -> bool:
+    """Whether this process runs Triton kernels in the interpreter (TRITON_INTERPRET=1 before Triton was imported)."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+class Kernel:
+    """One op of a loaded package: `kernel(*inputs, **scalars)` returns the op's output(s)."""
+
+    def __init__(self, root: Path, spec: OpSpec, table: DispatchTable, arch: str, disabled: str, prefix: str):
+        self.spec, self.table, self.name = spec, table, spec.name
+        self.disabled = disabled              # why no entry may run ('' when they may)
+        self.dispatcher = Dispatcher(table)
+        self.reference = _import(root / "reference.py", f"{prefix}_{spec.name}_reference").reference
+        mods = {}
+        self.launchers = []
+        for e in table.entries if not disabled else ():
+            if e.kernel not in mods:
+                mods[e.kernel] = _import(root / e.kernel, f"{prefix}_{spec.name}_{len(mods)}")
+            self.launchers.append((mods[e.kernel].launch, dict(e.config)))
+        self.n_inputs = len(spec.inputs)
+        # where each axis is read from: the first input that has it
+        self.axis_at = []
+        for a in table.axes:
+            self.axis_at.append(next((i, t.shape.index(a)) for i, t in enumerate(spec.inputs) if a in t.shape))
+        self.op_input = next((i for i, t in enumerate(spec.inputs) if t.dtype == "op"), 0)
+        self.scalar_names = list(spec.scalars)
+        self._arch_of: dict[torch.device, str] = {}
+        self.hits: Counter = Counter()
+        self.fallbacks: Counter = Counter()
+        self.seen: Counter = Counter()
+        self.torch_op = None
+
+    # -- the hot path --------------------------------------------------------------------------------------------
+    def arch(self, device: torch.device) -> str:
+        a = self._arch_of.get(device)
+        if a is None:
+            if device.type == "cuda":
+                major, minor = torch.cuda.get_device_capability(device)
+                a = f"sm_{major}{minor}"
+            else:
+                a = "interpret"
+            self._arch_of[device] = a
+        return a
+
+    def decide(self, inputs, scalars: dict) -> tuple[int, str]:
+        """(entry index, '') or (-1, why the reference runs)."""
+        if self.disabled:
+            return -1, self.disabled
+        x = inputs[self.op_input]
+        dtype = FROM_TORCH.get(x.dtype)
+        shape = tuple(inputs[i].shape[d] if d < inputs[i].dim() else -1 for i, d in self.axis_at)
+        if dtype is None:
+            return -1, f"dtype {x.dtype} is not one of the op's"
+        self.seen[(dtype.value, shape)] += 1
+        idx = self.dispatcher.select(dtype, self.arch(x.device), shape)
+        if idx < 0:
+            return -1, "no entry covers the shape"
+        g = self.table.entries[idx].guard
+        for name, value in g.scalars.items():
+            if scalars.get(name, value) != value:
+                return -1, f"scalar {name}={scalars.get(name)} differs from the verified {value}"
+        axes = dict(zip(self.table.axes, shape))
+        for t, tensor in zip(self.spec.inputs, inputs):
+            if tuple(tensor.shape) != tuple(axes[a] for a in t.shape):
+                return -1, f"input {t.name} has shape {tuple(tensor.shape)}, not the spec's {t.shape}"
+            if tensor.dtype != TORCH_DTYPES[self.spec.tensor_dtype(t, dtype)]:
+                return -1, f"input {t.name} is {tensor.dtype}"
+            if tensor.device != x.device:
+                return -1, f"input {t.name} is on {tensor.device}"
+            if g.contiguous and not tensor.is_contiguous():
+                return -1, f"input {t.name} is not contiguous"
+            if tensor.data_ptr() % g.align_bytes:
+                return -1, f"input {t.name} is not {g.align_bytes}-byte aligned"
+        return idx, ""
+
+    def __call__(self, *inputs, **scalars):
+        if len(inputs) != self.n_inputs:
+            raise TypeError(f"{self.name} takes {self.n_inputs} tensors ({', '.join(t.name for t in self.spec.inputs)})"
+                            f", got {len(inputs)}")
+        for n in self.scalar_names:
+            scalars.setdefault(n, self.spec.scalars[n])
+        idx, why = self.decide(inputs, scalars)
+        if idx < 0:
+            self.fallbacks[why] += 1
+            return self.reference(*inputs, **scalars)
+        self.hits[self.table.entries[idx].id] += 1
+        return self.run_entry(idx, inputs, scalars)
+
+    def run_entry(self, idx: int, inputs, scalars: dict):
+        """Launch entry `idx` on inputs its guard takes (the caller decided): fresh outputs, inputs untouched."""
+        launch, config = self.launchers[idx]
+        x = inputs[self.op_input]
+        dtype = FROM_TORCH[x.dtype]
+        axes = dict(zip(self.table.axes, (inputs[i].shape[d] for i, d in self.axis_at)))
+        outs = [torch.empty(tuple(axes[a] for a in t.shape), dtype=TORCH_DTYPES[self.spec.tensor_dtype(t, dtype)],
+                            device=x.device) for t in self.spec.outputs]
+        extra = {}
+        if self.spec.scratch is not None:
+            extra["scratch"] = torch.empty(self.spec.scratch_numel(axes), device=x.device,
+                                           dtype=TORCH_DTYPES[DType(self.spec.scratch.dtype)])
+        launch(*inputs, *outs, **extra, **scalars, **config)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    # -- what it saw -----------------------------------------------------------------------------------------------
+    def counts(self) -> dict:
+        return {"op": self.name, "entries": {e.id: self.hits[e.id] for e in self.table.entries},
+                "fallbacks": dict(self.fallbacks),
+                "shapes": [{"dtype": d, "axes": dict(zip(self.table.axes, s)), "calls": n,
+                            "covered": self._covered(d, s)}
+                           for (d, s), n in sorted(self.seen.items())]}
+
+    def _covered(self, dtype: str, shape: tuple) -> bool:
+        return any(e.guard.dtype.value == dtype and all(shape[k] in e.guard.axes[a]
+                                                        for k, a in enumerate(self.table.axes))
+                   for e in self.table.entries)
+
+    def reset_counts(self) -> None:
+        self.hits.clear()
+        self.fallbacks.clear()
+        self.seen.clear()
+
+
+class Package:
+    """A loaded package: `package[op]` is its Kernel; `register()` makes them torch ops."""
+
+    def __init__(self, path: Path, manifest: PackageManifest, kernels: dict[str, Kernel]):
+        self.path, self.manifest, self.kernels = path, manifest, kernels
+        self.namespace = "kl_" + manifest_digest(manifest)[:10]
+        self._lib = None
+
+    def __getitem__(self, op: str) -> Kernel:
+        return self.kernels[op]
+
+    def __contains__(self, op: str) -> bool:
+        return op in self.kernels
+
+    def counts(self) -> dict:
+        """Per op: hits per entry, reference fallbacks by reason, every (dtype, shape) seen with its call count."""
+        return {"package": self.manifest.name, "version": self.manifest.version,
+                "ops": {name: k.counts() for name, k in self.kernels.items()}}
+
+    def write_counts(self, path: str | Path) -> Path:
+        """The counts as JSON, which `kernelloop optimize --workloads` reads as workloads weighted by calls."""
+        path = Path(path)
+        path.write_text(json.dumps(self.counts(), indent=1))
+        return path
+
+    def register(self):
+        """Define each op as `torch.ops.<namespace>.<op>` (eager, torch.compile, CUDA graphs); returns self."""
+        if self._lib is not None:
+            return self
+        from .torch_ops import register_package
+        self._lib = register_package(self)
+        return self
+
+
+def _read_manifest(root: Path) -> PackageManifest:
+    path = root / MANIFEST_FILE
+    if not path.is_file():
+        raise PackageError(f"{root}: no {MANIFEST_FILE} (not a kernelloop package)")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise PackageError(f"{path}: not valid JSON: {e}") from None
+    digest = data.pop("digest", None) if isinstance(data, dict) else None
+    try:
+        manifest = PackageManifest.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise PackageError(f"{path}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
+    if digest != manifest_digest(manifest):
+        raise PackageError(f"{path}: the manifest was changed after export (its digest does not match)")
+    return manifest
+
+
+def _check_files(root: Path, manifest: PackageManifest) -> None:
+    for rel, want in manifest.files.items():
+        f = root / rel
+        if not f.is_file():
+            raise PackageError(f"{root}: {rel} is missing")
+        if sha256_hex(f.read_bytes()) != want:
+            raise PackageError(f"{root}: {rel} changed after export (sha256 differs from the manifest): refusing to "
+                               f"load a tampered package")
+    listed = set(manifest.files) | {MANIFEST_FILE}
+    extra = sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
+                   if p.is_file() and "__pycache__" not in p.parts and p.relative_to(root).as_posix() not in listed)
+    if extra:
+        raise PackageError(f"{root}: files not in the manifest: {', '.join(extra[:5])}")
+
+
+def load_package(path: str | Path) -> Package:
+    """Load and check a package. A changed, missing or extra file is a PackageError; another torch/Triton
+    major.minor than the one measured disables that op's kernels (the reference runs, with a warning naming why)."""
+    root = Path(path)
+    manifest = _read_manifest(root)
+    _check_files(root, manifest)
+    now = current_versions()
+    prefix = "kernelloop_pkg_" + manifest_digest(manifest)[:10]
+    kernels = {}
+    for op in manifest.ops:
+        base = root / "ops" / op.op
+        try:
+            spec = OpSpec.model_validate_json((base / "spec.json").read_text())
+            table = DispatchTable.model_validate_json((base / "dispatch.json").read_text())
+        except (ValidationError, ValueError) as e:
+            raise PackageError(f"{base}: malformed spec or dispatch table: {e}") from None
+        disabled = ""
+        if (op.measured_on.arch == "interpret") != interpreter_on():
+            disabled = ("environment: verified in the Triton interpreter; this process compiles kernels (set "
+                        "TRITON_INTERPRET=1 before importing triton to run them on CPU tensors)"
+                        if op.measured_on.arch == "interpret" else
+                        f"environment: verified on {op.measured_on.arch}; TRITON_INTERPRET=1 is set in this process")
+        for lib in ("torch", "triton"):
+            if disabled:
+                break
+            then, here = _major_minor(getattr(op.measured_on, lib)), _major_minor(now[lib])
+            if then != here:
+                disabled = (f"environment: measured with {lib} {then}, this process has {lib} {here} "
+                            f"(the reference runs)")
+        if disabled:
+            warnings.warn(f"kernelloop package {manifest.name}: {op.op}: {disabled}", stacklevel=2)
+        kernels[op.op] = Kernel(base, spec, table, op.measured_on.arch, disabled, prefix)
+    return Package(root, manifest, kernels)

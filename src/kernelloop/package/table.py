@@ -1,0 +1,95 @@
+"""The dispatch table of one packaged op and its precomputed lookup.
+
+`DispatchTable` is the record written into a package (`ops/<op>/dispatch.json`); `Dispatcher` is what the runtime
+builds from it once: a dict from exact shapes to entries, the range entries per (dtype, arch), and a bounded
+memo of decisions, so a call's guard decision is one dict lookup after the first call of a shape.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from ..records import DType, Record
+from .guards import Guard, check_partition
+
+CONFIG_VALUE = int | str | bool
+
+
+class ShapeClaim(Record):
+    """A shape an entry was verified on, and what was measured there (None: verified only, no speed claimed)."""
+
+    axes: dict[str, int] = Field(description="Axis values.")
+    kernel_us: float | None = Field(None, description="Kernel median in µs where timed (the run's confirmation "
+                                                     "when there was one, else its search trial).")
+    ci_us: tuple[float, float] | None = Field(None, description="Its confidence interval in µs.")
+    source: str = Field(description="'run' (a trial of the run), 'edge' (an edge or tile-boundary point verified at "
+                                    "export), or 'interior' (a seeded interior point verified at export).")
+
+
+class DispatchEntry(Record):
+    """One guard → one (template, configuration) of the op."""
+
+    id: str = Field(description="Entry id, unique in the table (e0, e1, ...).")
+    guard: Guard = Field(description="What inputs the entry takes.")
+    template: str = Field(description="Template name in the op's spec.")
+    kernel: str = Field(description="The kernel source's path inside the package.")
+    config: dict[str, CONFIG_VALUE] = Field(description="The configuration `launch` receives.")
+    candidate_id: str = Field(description="The archived candidate (template source + configuration).")
+    shapes: list[ShapeClaim] = Field(min_length=1, description="Every shape the entry was verified on; speed is "
+                                                               "claimed only on those with kernel_us.")
+
+    @property
+    def timed(self) -> list[dict[str, int]]:
+        return [s.axes for s in self.shapes if s.kernel_us is not None]
+
+
+class DispatchTable(Record):
+    """The op's entries; whatever no entry's guard takes runs the reference."""
+
+    op: str = Field(description="Op name.")
+    axes: list[str] = Field(min_length=1, description="The op's axes, in spec order.")
+    entries: list[DispatchEntry] = Field(description="Disjoint guards (checked when built and when loaded).")
+
+    @model_validator(mode="after")
+    def _partition(self) -> "DispatchTable":
+        check_partition([e.guard for e in self.entries], self.axes)
+        ids = [e.id for e in self.entries]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"duplicate entry ids {ids}")
+        return self
+
+
+MEMO_LIMIT = 4096   # distinct shapes remembered per op before the memo starts over
+
+
+class Dispatcher:
+    """Precomputed lookup: `select(dtype, arch, shape)` → the entry index, or -1 for the reference."""
+
+    def __init__(self, table: DispatchTable):
+        self.axes = tuple(table.axes)
+        self.exact: dict[tuple, int] = {}
+        self.ranges: dict[tuple[DType, str], list[tuple[tuple[tuple[int, int], ...], int]]] = {}
+        for i, e in enumerate(table.entries):
+            g = e.guard
+            bounds = tuple((g.axes[a].lo, g.axes[a].hi) for a in self.axes)
+            if all(lo == hi for lo, hi in bounds):
+                self.exact[(g.dtype, g.arch, tuple(lo for lo, _ in bounds))] = i
+            else:
+                self.ranges.setdefault((g.dtype, g.arch), []).append((bounds, i))
+        self.memo: dict[tuple, int] = {}
+
+    def select(self, dtype: DType, arch: str, shape: tuple[int, ...]) -> int:
+        key = (dtype, arch, shape)
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit
+        idx = self.exact.get(key, -1)
+        if idx < 0:
+            for bounds, i in self.ranges.get((dtype, arch), ()):
+                if all(lo <= v <= hi for v, (lo, hi) in zip(shape, bounds)):
+                    idx = i
+                    break
+        if len(self.memo) >= MEMO_LIMIT:
+            self.memo.clear()
+        self.memo[key] = idx
+        return idx
