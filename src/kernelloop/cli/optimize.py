@@ -28,7 +28,9 @@ from . import common
 def optimize(
     spec: Annotated[str, typer.Argument(help="Op folder, its spec.toml, or an op name under ./ops.")],
     workloads: Annotated[Optional[Path], typer.Option(help="Workload file (default: the op's workloads.toml, "
-                                                            "or workloads-interpret.toml without a GPU).")] = None,
+                                                            "or workloads-interpret.toml without a GPU), or a "
+                                                            "package's dispatch counts (.json, `Package.write_counts`"
+                                                            "): the shapes it saw, weighted by calls.")] = None,
     budget: Annotated[Optional[str], typer.Option(
         help="N evaluations per workload, a duration (90s, 10m), or both '40,10m' (default: 24 on cuda, 8 in "
              "the interpreter).")] = None,
@@ -81,7 +83,7 @@ def optimize(
         if strategy not in strategy_names():
             raise typer.BadParameter(f"--strategy {strategy!r}: choose from {', '.join(strategy_names())}")
         wl_file = workloads or _default_workloads(bundle.folder, dev)
-        wls = load_workloads(wl_file, bundle.spec)
+        wls = _load_workloads(wl_file, bundle.spec)
         evals, seconds = common.parse_budget(budget or ("24" if dev == "cuda" else "8"))
         start_config = _start(start, strategy, bundle, wls, dev)
         prior_used = _prior(prior, strategy, bundle)
@@ -163,6 +165,17 @@ def _prior(paths: list[Path] | None, strategy: str, bundle) -> dict | None:
     except ValueError as e:
         # with several files the message names the file it is about
         raise typer.BadParameter(f"--prior {paths[0]}: {e}" if len(paths) == 1 else f"--prior: {e}")
+
+
+def _load_workloads(path: Path, spec):
+    """A workloads TOML file, or a package's counts JSON (every shape the dispatcher saw, weighted by calls)."""
+    if path.suffix == ".json":
+        from ..package.counts import CountsError, workloads_from_counts
+        try:
+            return workloads_from_counts(path, spec)
+        except CountsError as e:
+            raise SpecError(path, "", str(e).removeprefix(f"{path}: ")) from None
+    return load_workloads(path, spec)
 
 
 def _default_workloads(folder: Path, device: str) -> Path:

@@ -137,6 +137,7 @@ class ShapeVerifier:
         from ..execute.pool import Worker, job_root
         self.secret = secrets.token_hex(16)   # fresh held-out draws, never those the run's proposers faced
         self.work_dir = Path(work_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
         self.worker = Worker(device, job_root(self.work_dir), log_path=self.work_dir / "export-worker.log",
                              remove_work_dir=True)
         policy, _ = policies_for(device)

@@ -1,0 +1,69 @@
+"""`kernelloop export RUN [RUN ...] --out DIR`: package runs' PASSED winners behind a verified dispatcher."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..archive import ArchiveError
+from ..package.build import ExportError
+from ..package.guards import describe
+from . import common
+
+
+def export(
+    runs: Annotated[list[Path], typer.Argument(help="Run folders (one per op).")],
+    out: Annotated[Path, typer.Option(help="Package folder to write (new or empty).")],
+    name: Annotated[str, typer.Option(help="Package name.")] = "kernelloop-package",
+    version: Annotated[str, typer.Option(help="Package version.")] = "0.1.0",
+    ops: Annotated[Path, typer.Option(help="Folder of the runs' op folders (checked against the runs' manifests).")
+                   ] = Path("ops"),
+    extend: Annotated[Optional[str], typer.Option(
+        help="Widen the ranges along one axis to LO:HI, e.g. M=1:4096 (one run only); every range is verified at its "
+             "edges, tile boundaries and seeded interior points before it is kept.")] = None,
+    exact: Annotated[bool, typer.Option("--exact", help="Exact guards at the measured shapes only (no ranges, no "
+                                                        "export-time verification).")] = False,
+    interior: Annotated[int, typer.Option(min=0, help="Seeded interior points verified per range.")] = 3,
+    seed: Annotated[int, typer.Option(help="Seed of the interior points.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the manifest and tables as JSON.")] = False,
+) -> None:
+    """Write a self-contained package: kernels, dispatch tables with proved guards, hashes, the audit trail."""
+    from ..package.export import ExportOptions, export_package
+    console = Console(stderr=as_json)
+    opts = ExportOptions(out=out, name=name, version=version, ops_root=ops, extend=extend, ranges=not exact,
+                         interior=interior, seed=seed)
+    try:
+        result = export_package(runs, opts, on_note=lambda t: console.print(f"[dim]{t}[/dim]"))
+    except ExportError as e:
+        console.print(f"[red]cannot export:[/red] {e}")
+        raise typer.Exit(common.BAD_INPUT)
+    except ArchiveError as e:
+        console.print(f"[red]cannot read the archive:[/red] {e}")
+        raise typer.Exit(common.STOPPED)
+    except RuntimeError as e:   # the verification worker could not start
+        console.print(f"[red]export stopped:[/red] {e}")
+        raise typer.Exit(common.STOPPED)
+    if as_json:
+        print(json.dumps({"path": str(result.path), "manifest": result.manifest.model_dump(mode="json"),
+                          "tables": {op: b.table.model_dump(mode="json") for op, b in result.builds.items()},
+                          "export_checks": {op: [n.__dict__ for n in b.notes] for op, b in result.builds.items()}},
+                         indent=1))
+        return
+    for op, b in result.builds.items():
+        t = Table(title=f"{op}: {len(b.table.entries)} entries", show_lines=False)
+        for col in ("entry", "guard", "template", "timed", "verified only"):
+            t.add_column(col)
+        for e in b.table.entries:
+            timed = len(e.timed)
+            t.add_row(e.id, describe(e.guard), e.template, str(timed), str(len(e.shapes) - timed))
+        console.print(t)
+        failed = [n for n in b.notes if n.status != "PASSED"]
+        for n in failed:
+            console.print(f"[yellow]range {n.entry_range} shrank to exact guards:[/yellow] {n.status} at "
+                          f"{n.axes}: {n.message}")
+    console.print(f"package: {result.path}")

@@ -1,0 +1,199 @@
+"""Export of a real interpreter run and the package runtime: ranges verified at export, guard decisions, the
+reference for everything else, tampering, environment mismatch, counts, torch ops under torch.compile(fullgraph).
+
+TRITON_INTERPRET must be set before triton is imported anywhere, hence the first lines.
+"""
+
+import os
+
+if os.environ.get("KERNELLOOP_GPU_TIER") != "1":
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import json  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from kernelloop.package import PackageError, load_package  # noqa: E402
+from kernelloop.package import runtime  # noqa: E402
+from kernelloop.package.build import ExportError  # noqa: E402
+from kernelloop.package.export import ExportOptions, export_package  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(os.environ.get("KERNELLOOP_GPU_TIER") == "1", reason="interpreter tests")
+
+
+def _optimize(out: Path, workloads: str, *extra: str) -> None:
+    wl = out.parent / f"{out.name}.toml"
+    wl.write_text(workloads)
+    subprocess.run([sys.executable, "-m", "kernelloop.cli.app", "optimize", "ops/rmsnorm", "--workloads", str(wl),
+                    "--budget", "1", "--no-confirm", "--out", str(out), *extra], cwd=ROOT, check=True,
+                   capture_output=True, timeout=600)
+
+
+RMS = """op = "rmsnorm"
+[[workload]]
+axes = { M = 5, N = 256 }
+dtype = "fp16"
+[[workload]]
+axes = { M = 23, N = 256 }
+dtype = "fp16"
+"""
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("runs") / "rms"
+    _optimize(out, RMS, "--template", "persistent", "--fix", "PROGRAMS_PER_SM=1,num_warps=4,PREFETCH=0")
+    return out
+
+
+@pytest.fixture(scope="module")
+def package_dir(run_dir, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("pkg") / "p"
+    export_package([run_dir], ExportOptions(out=out, ops_root=ROOT / "ops", extend="M=1:40", interior=2))
+    return out
+
+
+def test_export_keeps_a_range_verified_at_its_edges(package_dir):
+    table = json.loads((package_dir / "ops/rmsnorm/dispatch.json").read_text())
+    (entry,) = table["entries"]
+    assert entry["guard"]["axes"]["M"] == {"lo": 1, "hi": 40} and entry["guard"]["axes"]["N"] == {"lo": 256, "hi": 256}
+    by_source = {}
+    for s in entry["shapes"]:
+        by_source.setdefault(s["source"], set()).add(s["axes"]["M"])
+    assert by_source["run"] == {5, 23}
+    assert {1, 2, 39, 40} <= by_source["edge"]
+    assert len(by_source.get("interior", ())) == 2
+    assert all(s["kernel_us"] is None for s in entry["shapes"] if s["source"] != "run")   # speed only where timed
+    audit = json.loads((package_dir / "audit/rmsnorm.json").read_text())
+    assert audit["export_checks"] and all(c["status"] == "PASSED" for c in audit["export_checks"])
+    assert len(audit["secret_commitment"]) == 64
+    assert [t["status"] for t in audit["entries"]["e0"]] == ["PASSED", "PASSED"]
+
+
+def test_calls_inside_the_range_run_the_kernel_and_match_the_reference(package_dir):
+    pkg = load_package(package_dir)
+    k = pkg["rmsnorm"]
+    g = torch.Generator().manual_seed(0)
+    w = (1 + 0.1 * torch.randn(256, generator=g)).half()
+    for m in (1, 7, 33, 40):   # 7 and 33 were never measured: verified range, no speed claim
+        x = torch.randn(m, 256, generator=g).half()
+        y = k(x, w)
+        ref = torch.nn.functional.rms_norm(x.double(), (256,), w.double(), 1e-6)
+        assert (y.double() - ref).abs().max() < 1e-2
+    assert k.hits["e0"] == 4 and not k.fallbacks
+
+
+@pytest.mark.parametrize("case,reason", [
+    ("outside", "no entry covers the shape"), ("dtype", "no entry covers the shape"),
+    ("strided", "not contiguous"), ("misaligned", "aligned"), ("eps", "scalar eps")])
+def test_inputs_outside_every_guard_run_the_reference(package_dir, case, reason):
+    k = load_package(package_dir)["rmsnorm"]
+    w = torch.ones(256, dtype=torch.float16)
+    x = torch.randn(8, 256).half()
+    kw = {}
+    if case == "outside":
+        x = torch.randn(41, 256).half()
+    elif case == "dtype":
+        x, w = x.bfloat16(), w.bfloat16()
+    elif case == "strided":
+        x = torch.randn(8, 512).half()[:, ::2]
+    elif case == "misaligned":
+        x = torch.randn(8 * 256 + 1).half()[1:].view(8, 256)
+    else:
+        kw = {"eps": 1e-5}
+    y = k(x, w, **kw)
+    ref = torch.nn.functional.rms_norm(x.float(), (256,), w.float(), kw.get("eps", 1e-6))
+    assert torch.allclose(y.float(), ref, atol=1e-2, rtol=1e-2)
+    assert not k.hits["e0"] and sum(k.fallbacks.values()) == 1
+    assert reason in next(iter(k.fallbacks))
+
+
+def test_counts_become_workloads_weighted_by_calls(package_dir, tmp_path):
+    pkg = load_package(package_dir)
+    k = pkg["rmsnorm"]
+    w = torch.ones(256, dtype=torch.float16)
+    for m, n in ((8, 3), (64, 2)):
+        for _ in range(n):
+            k(torch.randn(m, 256).half(), w)
+    counts = pkg.write_counts(tmp_path / "counts.json")
+    data = json.loads(counts.read_text())["ops"]["rmsnorm"]
+    assert data["entries"] == {"e0": 3} and data["fallbacks"] == {"no entry covers the shape": 2}
+    assert {(s["axes"]["M"], s["calls"], s["covered"]) for s in data["shapes"]} == {(8, 3, True), (64, 2, False)}
+    from kernelloop.package.counts import workloads_from_counts
+    from kernelloop.spec import load_op
+    wls = workloads_from_counts(counts, load_op(ROOT / "ops/rmsnorm").spec)
+    assert {(w.axes["M"], w.weight) for w in wls} == {(8, 3.0), (64, 2.0)}
+    assert workloads_from_counts(counts, load_op(ROOT / "ops/rmsnorm").spec, uncovered_only=True)[0].axes["M"] == 64
+
+
+def test_torch_op_runs_eagerly_and_under_compile_fullgraph(package_dir):
+    pkg = load_package(package_dir).register()
+    op = pkg["rmsnorm"].torch_op
+    x, w = torch.randn(9, 256).half(), torch.ones(256, dtype=torch.float16)
+    eager = op(x, w, 1e-6)
+    fn = torch.compile(lambda a, b: op(a, b, 1e-6) * 2, fullgraph=True, backend="eager")
+    assert torch.equal(fn(x, w), eager * 2)
+    assert pkg["rmsnorm"].hits["e0"] == 2
+    again = load_package(package_dir).register()   # a second load re-points the same torch ops
+    again["rmsnorm"].torch_op(x, w, 1e-6)
+    assert again["rmsnorm"].hits["e0"] == 1
+
+
+@pytest.mark.parametrize("what", ["kernel", "table", "manifest", "extra", "missing"])
+def test_a_changed_package_refuses_to_load(package_dir, tmp_path, what):
+    p = tmp_path / "p"
+    shutil.copytree(package_dir, p)
+    kernel = next((p / "ops/rmsnorm/kernels").iterdir())
+    if what == "kernel":
+        kernel.write_text(kernel.read_text() + "\n# changed\n")
+    elif what == "table":
+        f = p / "ops/rmsnorm/dispatch.json"
+        f.write_text(f.read_text().replace('"hi": 40', '"hi": 4000'))
+    elif what == "manifest":
+        f = p / "kernelloop-package.json"
+        f.write_text(f.read_text().replace('"version": "0.1.0"', '"version": "0.1.1"'))
+    elif what == "extra":
+        (p / "ops/rmsnorm/kernels/helper.py").write_text("x = 1\n")
+    else:
+        kernel.unlink()
+    with pytest.raises(PackageError, match={"kernel": "changed after export", "table": "changed after export",
+                                            "manifest": "manifest was changed", "extra": "not in the manifest",
+                                            "missing": "missing"}[what]):
+        load_package(p)
+
+
+def test_another_environment_runs_the_reference_with_a_warning(package_dir, monkeypatch):
+    monkeypatch.setattr(runtime, "current_versions", lambda: {"torch": "2.99.0", "triton": "3.9.0"})
+    with pytest.warns(UserWarning, match="torch 2.99"):
+        k = load_package(package_dir)["rmsnorm"]
+    x, w = torch.randn(8, 256).half(), torch.ones(256, dtype=torch.float16)
+    k(x, w)
+    assert not k.hits["e0"] and "torch 2.99" in next(iter(k.fallbacks))
+
+
+def test_interpreter_packages_do_not_run_in_a_compiling_process(package_dir, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET")
+    with pytest.warns(UserWarning, match="Triton interpreter"):
+        k = load_package(package_dir)["rmsnorm"]
+    assert k.disabled
+
+
+def test_bad_exports_are_refused_with_a_reason(run_dir, tmp_path):
+    with pytest.raises(ExportError, match="no archive"):
+        export_package([tmp_path], ExportOptions(out=tmp_path / "o1"))
+    with pytest.raises(ExportError, match="--extend"):
+        export_package([run_dir], ExportOptions(out=tmp_path / "o2", ops_root=ROOT / "ops", extend="Q=1:4"))
+    with pytest.raises(ExportError, match="same op"):
+        export_package([run_dir, run_dir], ExportOptions(out=tmp_path / "o3", ops_root=ROOT / "ops"))
+    ops = tmp_path / "ops"
+    shutil.copytree(ROOT / "ops/rmsnorm", ops / "rmsnorm")
+    (ops / "rmsnorm/reference.py").write_text((ops / "rmsnorm/reference.py").read_text() + "\n# edited\n")
+    with pytest.raises(ExportError, match="changed since run"):
+        export_package([run_dir], ExportOptions(out=tmp_path / "o4", ops_root=ops))
+    assert not (tmp_path / "o4").exists()

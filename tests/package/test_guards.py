@@ -1,0 +1,147 @@
+"""Dispatch guards: partition checks against brute force, the precomputed lookup against a linear scan, and tables
+built from winners partitioning their domain with each measured shape landing on its own winner."""
+
+import random
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from kernelloop.package.build import Winner, build_table, edge_points
+from kernelloop.package.guards import AxisRange, Guard, PartitionError, check_partition, overlap, pairwise_disjoint
+from kernelloop.package.table import DispatchEntry, DispatchTable, Dispatcher, ShapeClaim
+from kernelloop.records import Candidate, DType, Status, Trial, Verdict, Workload
+from kernelloop.spec import load_op
+
+AXES = ["M", "N"]
+dtypes = st.sampled_from([DType.fp16, DType.bf16])
+
+
+@st.composite
+def boxes(draw):
+    out = {}
+    for a in AXES:
+        lo = draw(st.integers(1, 40))
+        out[a] = AxisRange(lo=lo, hi=lo + draw(st.integers(0, 12)))
+    return Guard(dtype=draw(dtypes), arch=draw(st.sampled_from(["sm_90", "interpret"])), axes=out)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(boxes(), max_size=8))
+def test_check_partition_agrees_with_brute_force(guards):
+    try:
+        check_partition(guards, AXES)
+        raised = False
+    except PartitionError:
+        raised = True
+    assert raised == (not pairwise_disjoint(guards))
+
+
+def _entry(i, g):
+    return DispatchEntry(id=f"e{i}", guard=g, template="t", kernel="kernels/t.py", config={"X": i}, candidate_id=f"c{i}",
+                         shapes=[ShapeClaim(axes={a: r.lo for a, r in g.axes.items()}, kernel_us=1.0, source="run")])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(boxes(), max_size=8), st.lists(st.tuples(dtypes, st.integers(0, 60), st.integers(0, 60)),
+                                                 min_size=1, max_size=30))
+def test_lookup_matches_a_linear_scan_and_every_input_hits_at_most_one_entry(guards, points):
+    kept = []
+    for g in guards:   # a disjoint subset
+        if all(not overlap(g, k) for k in kept):
+            kept.append(g)
+    table = DispatchTable(op="x", axes=AXES, entries=[_entry(i, g) for i, g in enumerate(kept)])
+    d = Dispatcher(table)
+    for dtype, m, n in points:
+        for arch in ("sm_90", "interpret"):
+            hits = [i for i, g in enumerate(kept) if g.accepts(dtype, arch, {"M": m, "N": n})]
+            assert len(hits) <= 1
+            assert d.select(dtype, arch, (m, n)) == (hits[0] if hits else -1)
+            assert d.select(dtype, arch, (m, n)) == (hits[0] if hits else -1)   # memoised: same answer
+
+
+def test_overlapping_table_is_refused_when_built_and_when_loaded():
+    g1 = Guard(dtype=DType.fp16, arch="sm_90", axes={"M": AxisRange(lo=1, hi=10), "N": AxisRange(lo=64, hi=64)})
+    g2 = Guard(dtype=DType.fp16, arch="sm_90", axes={"M": AxisRange(lo=10, hi=20), "N": AxisRange(lo=64, hi=64)})
+    with pytest.raises(ValueError, match="overlap"):
+        DispatchTable(op="x", axes=AXES, entries=[_entry(0, g1), _entry(1, g2)])
+    ok = DispatchTable(op="x", axes=AXES, entries=[_entry(0, g1)]).model_dump_json()
+    bad = ok.replace('"entries":[', '"entries":[' + _entry(1, g2).model_dump_json() + ",")
+    with pytest.raises(ValueError, match="overlap"):
+        DispatchTable.model_validate_json(bad)
+    with pytest.raises(ValueError):
+        AxisRange(lo=5, hi=4)
+
+
+def test_edge_points_cover_edges_and_both_sides_of_tile_boundaries():
+    pts = edge_points(1, 300, {"BLOCK_M": 64, "num_warps": 4, "PREFETCH": 1})
+    for p in (1, 2, 299, 300, 63, 64, 65, 127, 128, 129, 255, 256, 257):
+        assert p in pts, p
+    assert all(1 <= p <= 300 for p in pts)
+    assert edge_points(7, 7, {"BLOCK_M": 4}) == [7]
+
+
+class FakeVerifier:
+    """Stands in for the isolated verifier in the table-building logic tests: fails the listed shapes."""
+
+    def __init__(self, fail=()):
+        self.fail, self.seen = set(fail), []
+
+    def verify(self, candidate, workload):
+        self.seen.append((workload.dtype, workload.axes["N"], workload.axes["M"]))
+        if workload.axes["M"] in self.fail:
+            return Verdict(status=Status.RUNTIME_ERROR, message="stand-in failure", case=workload.label)
+        return Verdict(status=Status.PASSED)
+
+
+SPEC = load_op("ops/rmsnorm").spec
+
+
+def _winner(m, n, dtype, cfg):
+    w = Workload(op="rmsnorm", axes={"M": m, "N": n}, dtype=dtype)
+    c = Candidate(op="rmsnorm", template="kernel", source="def launch(): pass\n", config=cfg, proposer="test")
+    t = Trial(run_id="r", index=0, candidate_id=c.id, workload_id=w.id, manifest_hash="m",
+              verdict=Verdict(status=Status.PASSED), started=0, finished=0)
+    return Winner(workload=w, candidate=c, trial=t, kernel_us=float(m), ci_us=(m * 0.9, m * 1.1))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 200), st.sampled_from([256, 512]), dtypes, st.integers(0, 2)),
+                min_size=1, max_size=10, unique_by=lambda t: (t[0], t[1], t[2])),
+       st.booleans(), st.integers(0, 3))
+def test_built_tables_partition_and_measured_shapes_hit_their_own_winner(specs, extend, fail_every):
+    winners = [_winner(m, n, d, {"BLOCK_N": 256, "ROWS": 1, "num_warps": 4 * (k + 1)}) for m, n, d, k in specs]
+    fv = FakeVerifier(fail=set(range(3, 400, 7)) if fail_every else ())
+    b = build_table(SPEC, winners, "interpret", lambda c: "kernels/k.py", fv,
+                    extend=("M", 1, 250) if extend else None, seed=1)
+    check_partition([e.guard for e in b.table.entries], b.table.axes)
+    d = Dispatcher(b.table)
+    for w in winners:
+        idx = d.select(w.workload.dtype, "interpret", (w.workload.axes["M"], w.workload.axes["N"]))
+        assert idx >= 0 and b.table.entries[idx].candidate_id == w.candidate.id
+    # a range is kept only if every point verified on it passed; its shapes list what was verified
+    for e in b.table.entries:
+        r = e.guard.axes["M"]
+        if not r.exact:
+            assert not any(r.lo <= m <= r.hi for d, n, m in fv.seen
+                           if m in fv.fail and d == e.guard.dtype and n == e.guard.axes["N"].lo)
+            assert {r.lo, r.hi} <= {s.axes["M"] for s in e.shapes}
+            assert all(s.kernel_us is None or s.source == "run" for s in e.shapes)
+
+
+def test_a_failed_edge_shrinks_the_range_to_exact_guards():
+    cfg = {"BLOCK_N": 256, "ROWS": 1, "num_warps": 4}
+    winners = [_winner(8, 256, DType.fp16, cfg), _winner(40, 256, DType.fp16, cfg)]
+    ok = build_table(SPEC, winners, "interpret", lambda c: "k.py", FakeVerifier(), seed=0)
+    assert [(e.guard.axes["M"].lo, e.guard.axes["M"].hi) for e in ok.table.entries] == [(8, 40)]
+    bad = build_table(SPEC, winners, "interpret", lambda c: "k.py", FakeVerifier(fail={39}), seed=0)
+    assert [(e.guard.axes["M"].lo, e.guard.axes["M"].hi) for e in bad.table.entries] == [(8, 8), (40, 40)]
+    assert any(n.status == "RUNTIME_ERROR" and n.axes["M"] == 39 for n in bad.notes)
+
+
+def test_distinct_winners_split_the_gap_at_the_midpoint():
+    a = _winner(8, 256, DType.fp16, {"BLOCK_N": 256, "ROWS": 1, "num_warps": 4})
+    b = _winner(40, 256, DType.fp16, {"BLOCK_N": 256, "ROWS": 1, "num_warps": 8})
+    t = build_table(SPEC, [a, b], "interpret", lambda c: "k.py", FakeVerifier(), seed=0).table
+    assert [(e.guard.axes["M"].lo, e.guard.axes["M"].hi) for e in t.entries] == [(8, 24), (25, 40)]
+    assert random.Random(0)   # the interior draws are seeded: same table twice
+    assert build_table(SPEC, [a, b], "interpret", lambda c: "k.py", FakeVerifier(), seed=0).table == t
