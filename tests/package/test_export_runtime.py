@@ -55,7 +55,7 @@ def run_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def package_dir(run_dir, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("pkg") / "p"
-    export_package([run_dir], ExportOptions(out=out, ops_root=ROOT / "ops", extend="M=1:40", interior=2))
+    export_package([run_dir], ExportOptions(out=out, ops_root=ROOT / "ops", extend=["M=1:40"], interior=2))
     return out
 
 
@@ -187,8 +187,12 @@ def test_interpreter_packages_do_not_run_in_a_compiling_process(package_dir, mon
 def test_bad_exports_are_refused_with_a_reason(run_dir, tmp_path):
     with pytest.raises(ExportError, match="no archive"):
         export_package([tmp_path], ExportOptions(out=tmp_path / "o1"))
-    with pytest.raises(ExportError, match="--extend"):
-        export_package([run_dir], ExportOptions(out=tmp_path / "o2", ops_root=ROOT / "ops", extend="Q=1:4"))
+    with pytest.raises(ExportError, match="applies to none"):
+        export_package([run_dir], ExportOptions(out=tmp_path / "o2", ops_root=ROOT / "ops", extend=["Q=1:4"]))
+    with pytest.raises(ExportError, match="no axis"):
+        export_package([run_dir], ExportOptions(out=tmp_path / "o2", ops_root=ROOT / "ops", extend=["rmsnorm.Q=1:4"]))
+    with pytest.raises(ExportError, match="domain"):
+        export_package([run_dir], ExportOptions(out=tmp_path / "o2", ops_root=ROOT / "ops", extend=["M=0:4"]))
     with pytest.raises(ExportError, match="same op"):
         export_package([run_dir, run_dir], ExportOptions(out=tmp_path / "o3", ops_root=ROOT / "ops"))
     ops = tmp_path / "ops"

@@ -23,9 +23,10 @@ def export(
     version: Annotated[str, typer.Option(help="Package version.")] = "0.1.0",
     ops: Annotated[Path, typer.Option(help="Folder of the runs' op folders (checked against the runs' manifests).")
                    ] = Path("ops"),
-    extend: Annotated[Optional[str], typer.Option(
-        help="Widen the ranges along one axis to LO:HI, e.g. M=1:4096 (one run only); every range is verified at its "
-             "edges, tile boundaries and seeded interior points before it is kept.")] = None,
+    extend: Annotated[Optional[list[str]], typer.Option(
+        help="Widen the ranges along an axis to LO:HI: 'M=1:4096' for every op with an axis M, 'gemm_nt.M=1:512' "
+             "for one op (repeatable). Every range is verified at its edges, tile boundaries and seeded interior "
+             "points before it is kept.")] = None,
     exact: Annotated[bool, typer.Option("--exact", help="Exact guards at the measured shapes only (no ranges, no "
                                                         "export-time verification).")] = False,
     interior: Annotated[int, typer.Option(min=0, help="Seeded interior points verified per range.")] = 3,
@@ -35,7 +36,7 @@ def export(
     """Write a self-contained package: kernels, dispatch tables with proved guards, hashes, the audit trail."""
     from ..package.export import ExportOptions, export_package
     console = Console(stderr=as_json)
-    opts = ExportOptions(out=out, name=name, version=version, ops_root=ops, extend=extend, ranges=not exact,
+    opts = ExportOptions(out=out, name=name, version=version, ops_root=ops, extend=list(extend or []), ranges=not exact,
                          interior=interior, seed=seed)
     try:
         result = export_package(runs, opts, on_note=lambda t: console.print(f"[dim]{t}[/dim]"))

@@ -74,21 +74,38 @@ def range_axis(spec: OpSpec) -> str:
     return (spec.heldout_axes or [spec.inputs[0].shape[0]])[0]
 
 
-def parse_extend(text: str | None, spec: OpSpec) -> tuple[str, int, int] | None:
-    """'M=1:4096' → ('M', 1, 4096), checked against the spec's axis bounds."""
-    if not text:
-        return None
-    m = re.fullmatch(r"\s*(\w+)\s*=\s*(\d+)\s*:\s*(\d+)\s*", text)
-    if not m:
-        raise ExportError(f"--extend {text!r}: use AXIS=LO:HI, e.g. M=1:4096")
-    axis, lo, hi = m.group(1), int(m.group(2)), int(m.group(3))
-    if axis not in spec.axes:
-        raise ExportError(f"--extend {text!r}: {spec.name} has no axis {axis!r} (axes: {', '.join(spec.axes)})")
-    ax = spec.axes[axis]
-    if lo > hi or lo < ax.min or (ax.max is not None and hi > ax.max):
-        bound = f"[{ax.min}, {ax.max}]" if ax.max is not None else f">= {ax.min}"
-        raise ExportError(f"--extend {text!r}: the range must be non-empty and inside the axis's domain {bound}")
-    return axis, lo, hi
+EXTEND = re.compile(r"\s*(?:(\w+)\.)?(\w+)\s*=\s*(\d+)\s*:\s*(\d+)\s*")
+
+
+def parse_extend(texts: list[str] | str | None, spec: OpSpec) -> tuple[str, int, int] | None:
+    """The one `--extend` that applies to `spec`'s op: 'OP.AXIS=LO:HI' naming it, or 'AXIS=LO:HI' where the op has
+    that axis; ('M', 1, 4096), checked against the axis's bounds. None when none applies."""
+    found = []
+    for text in [texts] if isinstance(texts, str) else (texts or []):
+        m = EXTEND.fullmatch(text)
+        if not m:
+            raise ExportError(f"--extend {text!r}: use AXIS=LO:HI or OP.AXIS=LO:HI, e.g. M=1:4096")
+        op, axis, lo, hi = m.group(1), m.group(2), int(m.group(3)), int(m.group(4))
+        if op is not None and op != spec.name:
+            continue
+        if axis not in spec.axes:
+            if op is None:
+                continue
+            raise ExportError(f"--extend {text!r}: {spec.name} has no axis {axis!r} (axes: {', '.join(spec.axes)})")
+        ax = spec.axes[axis]
+        if lo > hi or lo < ax.min or (ax.max is not None and hi > ax.max):
+            bound = f"[{ax.min}, {ax.max}]" if ax.max is not None else f">= {ax.min}"
+            raise ExportError(f"--extend {text!r}: the range must be non-empty and inside {spec.name}'s {axis} "
+                              f"domain {bound}")
+        found.append((axis, lo, hi))
+    if len(found) > 1:
+        raise ExportError(f"several --extend apply to {spec.name}: give one (OP.AXIS=LO:HI picks an op)")
+    return found[0] if found else None
+
+
+def unused_extends(texts: list[str], specs: list[OpSpec]) -> list[str]:
+    """The --extend values that apply to none of the ops."""
+    return [t for t in texts if not any(parse_extend([t], s) for s in specs)]
 
 
 def block_sizes(config: dict) -> list[int]:
@@ -156,7 +173,7 @@ class ShapeVerifier:
             self.loaded.add(candidate.id)
         job = self.worker.work_dir / f"export-{candidate.id}-{workload.id}"
         job.mkdir(parents=True, exist_ok=True)
-        _, verdict, _ = self.evaluator.verify(candidate, workload, job)
+        verdict = self.evaluator.verify(candidate, workload, job)[1]   # (build, verdict, seconds, ...)
         if verdict.status is not Status.PASSED:
             self.loaded.discard(candidate.id)   # a crash replaced the worker: load again before the next shape
         return verdict

@@ -19,7 +19,7 @@ import json
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
@@ -27,7 +27,8 @@ from ..archive import Archive
 from ..records import Candidate, OpSpec, sha256_hex
 from ..select.pareto import best_per_workload
 from ..spec import SpecError, load_op
-from .build import ExportError, ShapeVerifier, TableBuild, Winner, arch_of, build_table, parse_extend
+from .build import (ExportError, ShapeVerifier, TableBuild, Winner, arch_of, build_table, parse_extend,
+                    unused_extends)
 from .runtime import manifest_digest
 from .records import (MANIFEST_FILE, AuditTrail, ExportCheck, MeasuredOn, PackagedOp, PackageManifest,
                       TrialRecord)
@@ -39,7 +40,7 @@ class ExportOptions:
     name: str = "kernelloop-package"
     version: str = "0.1.0"
     ops_root: Path = Path("ops")         # where the runs' op folders are
-    extend: str | None = None            # 'AXIS=LO:HI' (one op per package when given)
+    extend: list[str] = field(default_factory=list)   # 'AXIS=LO:HI' (every op with that axis) or 'OP.AXIS=LO:HI'
     ranges: bool = True                  # False: exact guards at the measured shapes only
     interior: int = 3                    # seeded interior points verified per range
     seed: int = 0
@@ -142,8 +143,6 @@ def export_package(runs: list[Path], options: ExportOptions, device: str | None 
         raise ExportError(f"{out} exists and is not empty: choose a new --out")
     if not runs:
         raise ExportError("give at least one run folder")
-    if options.extend and len(runs) > 1:
-        raise ExportError("--extend names one op's axis: export one run with it")
     opened = [_open_run(Path(r)) for r in runs]
     ops = [run["op"] for _, run in opened]
     if len(set(ops)) != len(ops):
@@ -151,6 +150,19 @@ def export_package(runs: list[Path], options: ExportOptions, device: str | None 
             a.close()
         raise ExportError(f"two runs of the same op ({', '.join(sorted({o for o in ops if ops.count(o) > 1}))}): "
                           f"export one run per op")
+    try:
+        specs = [_op_bundle(run, Path(options.ops_root), set()).spec for _, run in opened]
+        for spec in specs:
+            parse_extend(options.extend, spec)
+        unused = unused_extends(options.extend, specs)
+    except ExportError:
+        for a, _ in opened:
+            a.close()
+        raise
+    if unused:
+        for a, _ in opened:
+            a.close()
+        raise ExportError(f"--extend {', '.join(unused)}: applies to none of the ops ({', '.join(ops)})")
     stage = Path(tempfile.mkdtemp(prefix="kernelloop-export-"))
     files: dict[str, str] = {}
     packaged, builds = [], {}

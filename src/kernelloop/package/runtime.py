@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from ..records import DType, OpSpec, canonical_json, sha256_hex
 from .records import MANIFEST_FILE, PackageManifest
-from .table import DispatchTable, Dispatcher
+from .table import MEMO_LIMIT, DispatchTable, Dispatcher
 
 TORCH_DTYPES = {DType.fp16: torch.float16, DType.bf16: torch.bfloat16, DType.fp32: torch.float32}
 FROM_TORCH = {v: k for k, v in TORCH_DTYPES.items()}
@@ -59,6 +59,19 @@ def interpreter_on() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
+class _Plan:
+    """A decided (dtype, device, shape): the entry or why none, and what its calls allocate and check."""
+
+    __slots__ = ("idx", "reason", "dtype", "shapes", "dtypes", "outputs", "scratch", "scalars", "contiguous", "align",
+                 "entry_id")
+
+    def __init__(self, idx, reason, dtype=None, shapes=(), dtypes=(), outputs=(), scratch=None, scalars=None,
+                 contiguous=True, align=1, entry_id=""):
+        self.idx, self.reason, self.dtype, self.shapes, self.dtypes = idx, reason, dtype, shapes, dtypes
+        self.outputs, self.scratch, self.scalars, self.contiguous = outputs, scratch, scalars or {}, contiguous
+        self.align, self.entry_id = align, entry_id
+
+
 class Kernel:
     """One op of a loaded package: `kernel(*inputs, **scalars)` returns the op's output(s)."""
 
@@ -81,6 +94,7 @@ class Kernel:
         self.op_input = next((i for i, t in enumerate(spec.inputs) if t.dtype == "op"), 0)
         self.scalar_names = list(spec.scalars)
         self._arch_of: dict[torch.device, str] = {}
+        self.plans: dict[tuple, _Plan] = {}
         self.hits: Counter = Counter()
         self.fallbacks: Counter = Counter()
         self.seen: Counter = Counter()
@@ -98,63 +112,103 @@ class Kernel:
             self._arch_of[device] = a
         return a
 
+    def _plan(self, dtype_t: torch.dtype, device: torch.device, shape: tuple[int, ...]) -> "_Plan":
+        """Everything a call of this (dtype, device, shape) needs that does not depend on the tensors themselves,
+        decided once: the entry (or why none), the inputs' shapes and dtypes, the outputs to allocate."""
+        dtype = FROM_TORCH.get(dtype_t)
+        if dtype is None:
+            return _Plan(-1, f"dtype {dtype_t} is not one of the op's")
+        idx = self.dispatcher.select(dtype, self.arch(device), shape)
+        if idx < 0:
+            return _Plan(-1, "no entry covers the shape", dtype=dtype)
+        g = self.table.entries[idx].guard
+        axes = dict(zip(self.table.axes, shape))
+        shapes = tuple(torch.Size(axes[a] for a in t.shape) for t in self.spec.inputs)
+        dtypes = tuple(TORCH_DTYPES[self.spec.tensor_dtype(t, dtype)] for t in self.spec.inputs)
+        outs = tuple((tuple(axes[a] for a in t.shape), TORCH_DTYPES[self.spec.tensor_dtype(t, dtype)])
+                     for t in self.spec.outputs)
+        scratch = None
+        if self.spec.scratch is not None:
+            scratch = (self.spec.scratch_numel(axes), TORCH_DTYPES[DType(self.spec.scratch.dtype)])
+        return _Plan(idx, "", dtype=dtype, shapes=shapes, dtypes=dtypes, outputs=outs, scratch=scratch,
+                     scalars=dict(g.scalars), contiguous=g.contiguous, align=g.align_bytes,
+                     entry_id=self.table.entries[idx].id)
+
+    def _why_not(self, plan: "_Plan", inputs, scalars: dict, device) -> str:
+        """The slow path's reason when a planned entry's per-tensor conditions fail ('' when they hold)."""
+        for name, value in plan.scalars.items():
+            if scalars.get(name, value) != value:
+                return f"scalar {name}={scalars.get(name)} differs from the verified {value}"
+        for t, tensor, shape, dt in zip(self.spec.inputs, inputs, plan.shapes, plan.dtypes):
+            if tensor.shape != shape:
+                return f"input {t.name} has shape {tuple(tensor.shape)}, not the spec's {t.shape}"
+            if tensor.dtype is not dt:
+                return f"input {t.name} is {tensor.dtype}"
+            if tensor.device != device:
+                return f"input {t.name} is on {tensor.device}"
+            if plan.contiguous and not tensor.is_contiguous():
+                return f"input {t.name} is not contiguous"
+            if tensor.data_ptr() % plan.align:
+                return f"input {t.name} is not {plan.align}-byte aligned"
+        return ""
+
     def decide(self, inputs, scalars: dict) -> tuple[int, str]:
-        """(entry index, '') or (-1, why the reference runs)."""
+        """(entry index, '') or (-1, why the reference runs). The steady state is one dict lookup plus a few
+        attribute reads per tensor."""
         if self.disabled:
             return -1, self.disabled
         x = inputs[self.op_input]
-        dtype = FROM_TORCH.get(x.dtype)
+        device = x.device
         shape = tuple(inputs[i].shape[d] if d < inputs[i].dim() else -1 for i, d in self.axis_at)
-        if dtype is None:
-            return -1, f"dtype {x.dtype} is not one of the op's"
-        self.seen[(dtype.value, shape)] += 1
-        idx = self.dispatcher.select(dtype, self.arch(x.device), shape)
-        if idx < 0:
-            return -1, "no entry covers the shape"
-        g = self.table.entries[idx].guard
-        for name, value in g.scalars.items():
-            if scalars.get(name, value) != value:
-                return -1, f"scalar {name}={scalars.get(name)} differs from the verified {value}"
-        axes = dict(zip(self.table.axes, shape))
-        for t, tensor in zip(self.spec.inputs, inputs):
-            if tuple(tensor.shape) != tuple(axes[a] for a in t.shape):
-                return -1, f"input {t.name} has shape {tuple(tensor.shape)}, not the spec's {t.shape}"
-            if tensor.dtype != TORCH_DTYPES[self.spec.tensor_dtype(t, dtype)]:
-                return -1, f"input {t.name} is {tensor.dtype}"
-            if tensor.device != x.device:
-                return -1, f"input {t.name} is on {tensor.device}"
-            if g.contiguous and not tensor.is_contiguous():
-                return -1, f"input {t.name} is not contiguous"
-            if tensor.data_ptr() % g.align_bytes:
-                return -1, f"input {t.name} is not {g.align_bytes}-byte aligned"
-        return idx, ""
+        key = (x.dtype, device, shape)
+        plan = self.plans.get(key)
+        if plan is None:
+            if len(self.plans) >= MEMO_LIMIT:
+                self.plans.clear()
+            plan = self.plans[key] = self._plan(x.dtype, device, shape)
+        if plan.dtype is not None:
+            self.seen[(plan.dtype.value, shape)] += 1
+        if plan.idx < 0:
+            return -1, plan.reason
+        ok = scalars == plan.scalars if plan.scalars else True
+        if ok:
+            align = plan.align
+            for tensor, shp, dt in zip(inputs, plan.shapes, plan.dtypes):
+                if tensor.shape != shp or tensor.dtype is not dt or tensor.device != device \
+                        or not tensor.is_contiguous() or tensor.data_ptr() % align:
+                    ok = False
+                    break
+        if not ok:
+            why = self._why_not(plan, inputs, scalars, device)
+            if why:
+                return -1, why
+        return plan.idx, ""
 
     def __call__(self, *inputs, **scalars):
         if len(inputs) != self.n_inputs:
             raise TypeError(f"{self.name} takes {self.n_inputs} tensors ({', '.join(t.name for t in self.spec.inputs)})"
                             f", got {len(inputs)}")
         for n in self.scalar_names:
-            scalars.setdefault(n, self.spec.scalars[n])
+            if n not in scalars:
+                scalars[n] = self.spec.scalars[n]
         idx, why = self.decide(inputs, scalars)
         if idx < 0:
             self.fallbacks[why] += 1
             return self.reference(*inputs, **scalars)
-        self.hits[self.table.entries[idx].id] += 1
         return self.run_entry(idx, inputs, scalars)
 
     def run_entry(self, idx: int, inputs, scalars: dict):
         """Launch entry `idx` on inputs its guard takes (the caller decided): fresh outputs, inputs untouched."""
         launch, config = self.launchers[idx]
         x = inputs[self.op_input]
-        dtype = FROM_TORCH[x.dtype]
-        axes = dict(zip(self.table.axes, (inputs[i].shape[d] for i, d in self.axis_at)))
-        outs = [torch.empty(tuple(axes[a] for a in t.shape), dtype=TORCH_DTYPES[self.spec.tensor_dtype(t, dtype)],
-                            device=x.device) for t in self.spec.outputs]
-        extra = {}
-        if self.spec.scratch is not None:
-            extra["scratch"] = torch.empty(self.spec.scratch_numel(axes), device=x.device,
-                                           dtype=TORCH_DTYPES[DType(self.spec.scratch.dtype)])
-        launch(*inputs, *outs, **extra, **scalars, **config)
+        plan = self.plans[(x.dtype, x.device, tuple(inputs[i].shape[d] for i, d in self.axis_at))]
+        self.hits[plan.entry_id] += 1
+        outs = [torch.empty(shape, dtype=dt, device=x.device) for shape, dt in plan.outputs]
+        if plan.scratch is not None:
+            launch(*inputs, *outs, scratch=torch.empty(plan.scratch[0], dtype=plan.scratch[1], device=x.device),
+                   **scalars, **config)
+        else:
+            launch(*inputs, *outs, **scalars, **config)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     # -- what it saw -----------------------------------------------------------------------------------------------
@@ -171,6 +225,7 @@ class Kernel:
                    for e in self.table.entries)
 
     def reset_counts(self) -> None:
+        self.plans.clear()
         self.hits.clear()
         self.fallbacks.clear()
         self.seen.clear()

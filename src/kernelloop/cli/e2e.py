@@ -1,0 +1,116 @@
+"""`kernelloop e2e MODEL PACKAGE`: apply a package to a model, check its outputs and (on CUDA) time it.
+
+Exit codes: 0 delivered (outputs within tolerance and, on CUDA, not slower than the original; on the CPU, outputs
+within tolerance with the speed reported as not measured); 1 not delivered; 2 bad input (model, package, a
+package that refuses to load).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from . import common
+
+
+def e2e(
+    model: Annotated[str, typer.Argument(help="A built-in model (llama-tiny, qwen2-tiny, gpt2-tiny) or "
+                                              "module.path:factory (or file.py:factory) returning (model, inputs).")],
+    package: Annotated[Path, typer.Argument(help="Package folder (`kernelloop export`).")],
+    device: Annotated[Optional[str], typer.Option(help="cpu or cuda (default: cuda when present). On the CPU the "
+                                                       "package's kernels run in the Triton interpreter.")] = None,
+    dtype: Annotated[str, typer.Option(help="Model dtype: bf16, fp16 or fp32.")] = "bf16",
+    batch: Annotated[int, typer.Option(min=1, help="Batch of the built-in models' inputs.")] = 2,
+    seq: Annotated[int, typer.Option(min=1, help="Sequence length of the built-in models' inputs.")] = 8,
+    seed: Annotated[int, typer.Option(help="Seed of the model's weights.")] = 0,
+    seeds: Annotated[int, typer.Option(min=1, help="Fresh seeded inputs the outputs are compared on.")] = 3,
+    min_cosine: Annotated[float, typer.Option(help="Logits' cosine similarity, at least.")] = 0.999,
+    min_top1: Annotated[float, typer.Option(help="Top-1 agreement of the logits, at least.")] = 0.99,
+    out: Annotated[Optional[Path], typer.Option(help="Folder for e2e.json (default: beside the package, "
+                                                     "PACKAGE/../e2e-<package name>).")] = None,
+    counts: Annotated[Optional[Path], typer.Option(help="Also write the dispatch counts here (JSON; `kernelloop "
+                                                        "optimize --workloads` reads it).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Outputs of the patched model against the original on fresh inputs; speed beside eager and torch.compile."""
+    console = Console(stderr=as_json)
+    import torch
+    dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if dev not in ("cpu", "cuda"):
+        console.print(f"[red]bad argument:[/red] --device {dev!r}: use cpu or cuda")
+        raise typer.Exit(common.BAD_INPUT)
+    if dev == "cpu":
+        if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+            console.print("[red]cannot run:[/red] Triton was imported before the interpreter could be chosen")
+            raise typer.Exit(common.BAD_INPUT)
+        os.environ["TRITON_INTERPRET"] = "1"   # interpreter-verified kernels run on CPU tensors
+    else:
+        os.environ.pop("TRITON_INTERPRET", None)
+    from ..integrate.e2e import Tolerance, e2e as run_e2e, save
+    from ..package import PackageError, load_package
+    from .capture import ModelError, load_model
+    try:
+        net, inputs = load_model(model, device=dev, dtype=dtype, seed=seed, batch=batch, seq=seq)
+    except ModelError as e:
+        console.print(f"[red]bad model:[/red] {e}")
+        raise typer.Exit(common.BAD_INPUT)
+    try:
+        pkg = load_package(package)
+    except PackageError as e:
+        console.print(f"[red]package refused:[/red] {e}")
+        raise typer.Exit(common.BAD_INPUT)
+    example = inputs if isinstance(inputs, tuple) else (inputs,)
+    report = run_e2e(net, pkg, example, seeds=tuple(range(seeds)),
+                     tolerance=Tolerance(min_cosine=min_cosine, min_top1=min_top1), name=model)
+    where = save(report, out or package.resolve().parent / f"e2e-{package.name}")
+    if counts is not None:
+        counts.parent.mkdir(parents=True, exist_ok=True)
+        counts.write_text(json.dumps(report.counts, indent=1))
+    if as_json:
+        print(json.dumps(report.model_dump(mode="json"), indent=1))
+    else:
+        _render(report, console)
+        console.print(f"report: {where}")
+    if not report.outputs_ok or report.delivered is False:
+        raise typer.Exit(common.FAILED)
+
+
+def _render(report, console: Console) -> None:
+    sites = report.sites
+    console.print(f"[bold]{report.model}[/bold] with {report.package} on {report.device}: "
+                  f"{sites['replaced']} call sites replaced, {sites['left']} left alone")
+    left = [s for s in sites["sites"] if not s["replaced"]]
+    for s in left:
+        console.print(f"  left: {s['path']} ({s['kind']}): {s['reason']}")
+    t = Table(title="outputs, patched vs original")
+    for col in ("seed", "max |diff|", "cosine", "top-1 agreement", "ok"):
+        t.add_column(col)
+    for c in report.checks:
+        t.add_row(str(c.seed), f"{c.max_abs:.3g}", f"{c.cosine:.6f}", "-" if c.top1 is None else f"{c.top1:.3f}",
+                  "yes" if c.passed else "[red]no[/red]")
+    console.print(t)
+    if report.times:
+        t = Table(title="time per forward (ms, median [95% CI])")
+        t.add_column("variant")
+        t.add_column("ms")
+        for v in report.times:
+            t.add_row(v.variant, f"{v.ms.median_us:.3f} [{v.ms.ci_low_us:.3f}, {v.ms.ci_high_us:.3f}]")
+        console.print(t)
+        for r in report.speedup:
+            console.print(f"speed-up over {r.baseline}: {r.speedup:.3f}x [{r.ci_low:.3f}, {r.ci_high:.3f}] "
+                          f"{r.verdict.value}")
+    else:
+        console.print(f"speed: {report.speed_note}")
+    for op, c in report.counts.get("ops", {}).items():
+        console.print(f"  {op}: entry hits {c['entries']}, reference fallbacks {c['fallbacks'] or 'none'}")
+    verdict = ("delivered" if report.delivered else "NOT delivered") if report.delivered is not None else \
+        ("outputs within tolerance; speed not measured, so not called delivered" if report.outputs_ok
+         else "outputs out of tolerance")
+    console.print(f"[bold]{verdict}[/bold]")
