@@ -1,3 +1,43 @@
-"""kernelloop: a closed loop that makes GPU kernels faster and proves it."""
+"""kernelloop: a closed loop that makes GPU kernels faster and proves it.
+
+The delivery path, as a Python API (each name is imported on first use, so `import kernelloop` stays light):
+
+    report = kernelloop.capture(model, example_inputs)      # operator cards (kernelloop.capture.CaptureReport)
+    kernelloop.capture.write_workloads(report, "cards/")    # one workloads file per op the cards map onto
+    # kernelloop optimize <op> --workloads cards/<op>.toml --out runs/<op>    (the loop, per op)
+    kernelloop.export(["runs/rmsnorm", "runs/gemm_nt"], "pkg/")              # a verified, hashed package
+    pkg = kernelloop.load_package("pkg/")
+    with kernelloop.apply(model, pkg) as patched: ...        # the model calls the package's torch ops
+    result = kernelloop.e2e(model, pkg, example_inputs)     # outputs within tolerance? faster?
+"""
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
+
+__all__ = ["apply", "capture", "e2e", "export", "load_package"]
+
+
+def export(runs, out, **options):
+    """Package runs' PASSED winners (see kernelloop.package.export.ExportOptions for the options)."""
+    from pathlib import Path
+
+    from .package.export import ExportOptions, export_package
+    return export_package([Path(r) for r in runs], ExportOptions(out=Path(out), **options))
+
+
+def __getattr__(name: str):
+    if name == "capture":
+        return importlib.import_module(".capture", __name__)   # a module that is also callable: capture(model, x)
+    if name == "apply":
+        from .integrate.apply import apply
+        return apply
+    if name == "e2e":
+        from .integrate.e2e import e2e
+        return e2e
+    if name == "load_package":
+        from .package.runtime import load_package
+        return load_package
+    raise AttributeError(f"module 'kernelloop' has no attribute {name!r}")

@@ -90,10 +90,11 @@ def _render(report, console: Console) -> None:
     for s in left:
         console.print(f"  left: {s['path']} ({s['kind']}): {s['reason']}")
     t = Table(title="outputs, patched vs original")
-    for col in ("seed", "max |diff|", "cosine", "top-1 agreement", "ok"):
+    for col in ("seed", "max |diff|", "cosine", "top-1 agreement", "decisive (ties)", "ok"):
         t.add_column(col)
     for c in report.checks:
         t.add_row(str(c.seed), f"{c.max_abs:.3g}", f"{c.cosine:.6f}", "-" if c.top1 is None else f"{c.top1:.3f}",
+                  "-" if c.top1_decisive is None else f"{c.top1_decisive:.3f} ({c.ties})",
                   "yes" if c.passed else "[red]no[/red]")
     console.print(t)
     if report.times:

@@ -222,7 +222,13 @@ def apply(model: nn.Module, package: Package, *, functions: bool = True) -> Appl
                 report.sites.append(Site(path=site, kind="function", op=op_names[0], replaced=False, reason=why))
                 continue
             original = getattr(F, name)
-            patched.append((F, name, original, make(package, original)))
+            if getattr(original, "_kernelloop_patch", False):
+                report.sites.append(Site(path=site, kind="function", op="/".join(have), replaced=False,
+                                         reason="already patched (apply twice?)"))
+                continue
+            wrapper = make(package, original)
+            wrapper._kernelloop_patch = True
+            patched.append((F, name, original, wrapper))
             report.sites.append(Site(path=site, kind="function", op="/".join(have), replaced=True, reason=""))
     return Applied(model, package, report, swaps, patched)
 
