@@ -15,6 +15,12 @@ from kernelloop.spec import load_op
 OPS = Path(__file__).resolve().parents[1] / "ops"
 
 
+@pytest.fixture(autouse=True)
+def _run_keys_outside_home(tmp_path_factory, monkeypatch):
+    """Run keys (kernelloop.execute.keys) go to a folder of the test session, not the user's ~/.config."""
+    monkeypatch.setenv("KERNELLOOP_KEY_DIR", str(tmp_path_factory.getbasetemp() / "run-keys"))
+
+
 TEMPLATE = '''
 """A template whose MODE parameter selects a misbehaviour (test fixture)."""
 import ctypes

@@ -23,6 +23,7 @@ from typing import Callable, Protocol
 from .archive import Archive
 from .bench.policy import policies_for
 from .device import device_properties, environment
+from .execute import keys
 from .execute.evaluate import Evaluator, Timeouts, derive_seed
 from .execute.pool import Worker, job_root
 from .manifest import build_manifest, check_unchanged, manifest_hash
@@ -33,6 +34,7 @@ from .search.history import TransferPrior
 from .select.pareto import best_per_workload, front_for_workload
 from .spec import OpBundle
 from .spec.space import selected_space
+from .verify.explain import failure_reason, failures_by_trial, proposer_trial
 
 CUDA_BASELINES = ["eager", "torch.compile", "copy"]  # plus the names in the op's baselines.py
 INTERPRET_BASELINES = ["eager", "copy"]
@@ -194,6 +196,8 @@ class Controller:
         self.progress = Progress()
         self.proposer = proposer
         self.evidence = evidence   # an EvidenceSource (kernelloop.profile.evidence); default: by device
+        self._failures: dict[str, dict] = {}   # trial id -> archived failure (its case), for proposers' views
+        self._failures_read = False
 
     # -- freezing -------------------------------------------------------------------------------------------
     def _open(self, archive: Archive, resume: bool) -> tuple[str, dict, str, str]:
@@ -212,15 +216,31 @@ class Controller:
                 diff = [k for k in manifest if manifest[k] != run["manifest"].get(k)]
                 raise RuntimeError(f"cannot resume: the manifest changed ({', '.join(diff)}); "
                                    f"results are only comparable within one manifest")
-            return run["id"], manifest, mhash, run["options"]["secret"]
-        secret = secrets.token_hex(16)
-        run_id = "r-" + content_hash({"m": mhash, "s": secret})
-        opts = {**self.options.as_dict(), "secret": secret,
+            return run["id"], manifest, mhash, self._resume_secret(run)
+        # The run key derives every seed and held-out case; the archive keeps only a salt and a commitment to it,
+        # the key stays with the user's controller ($KERNELLOOP_KEY or a key file outside the run folder).
+        salt = secrets.token_hex(16)
+        key, source = keys.new_key(self.run_dir)
+        run_id = "r-" + content_hash({"m": mhash, "salt": salt})
+        if source == "file":
+            keys.save_key(run_id, key, self.run_dir)
+        opts = {**self.options.as_dict(),
+                "key": {"salt": salt, "commitment": keys.commitment(key, salt), "source": source},
                 "workloads": [w.model_dump(mode="json") for w in self.workloads]}
+        secret = keys.run_secret(key, salt)
         archive.create_run(run_id, self.spec, manifest, mhash, env, opts)
         for w in self.workloads:
             archive.put_workload(w)
         return run_id, manifest, mhash, secret
+
+    def _resume_secret(self, run: dict) -> str:
+        """The secret of an archived run: derived from its key, checked against the archived commitment (runs
+        archived before keys existed stored their secret in the options; they keep it)."""
+        opts = run["options"]
+        if "secret" in opts:
+            return opts["secret"]
+        k = opts["key"]
+        return keys.run_secret(keys.load_key(run["id"], k["salt"], k["commitment"], self.run_dir), k["salt"])
 
     # -- the loop -------------------------------------------------------------------------------------------
     def run(self, resume: bool = False) -> str:
@@ -300,7 +320,8 @@ class Controller:
                         trial = self._one(archive, evaluator, run_id, mhash, manifest, w, cand)
                         if evidence is not None:
                             self._evidence(archive, run_id, evidence, proposer, w, cand, trial)
-                        proposer.tell(cand, w, trial)
+                        # proposers get the proposer's view: no seeds, nothing of a held-out case but its class
+                        proposer.tell(cand, w, self._for_proposer(archive, run_id, w, trial))
                         events = getattr(proposer, "drain_events", lambda: [])()
                         if self.progress.replayed == replayed:  # a resumed run archived these already
                             for event in events:
@@ -405,6 +426,13 @@ class Controller:
                           manifest_hash=mhash, build=ev.build, verdict=ev.verdict, measurement=ev.measurement,
                           costs=ev.costs, started=started, finished=time.time())
             archive.record_trial(found, cand, w)
+            if ev.failure is not None and found.verdict.status is not Status.PASSED:
+                # the user's record of where it failed (the case with its shape, seed and distribution)
+                failure = {"trial": found.id, "candidate": cand.id, "workload": w.id,
+                           "status": found.verdict.status.value, "reason": failure_reason(found.verdict),
+                           **ev.failure}
+                archive.log_event(run_id, "failure", failure)
+                self._failures[found.id] = failure
         else:
             p.replayed += 1
         p.done += 1
@@ -414,6 +442,15 @@ class Controller:
         p.last = f"{w.label} {cand.label}: {found.verdict.status.value}"
         self.on_progress(p)
         return found
+
+    def _for_proposer(self, archive: Archive, run_id: str, w: Workload, trial: Trial) -> Trial:
+        """The trial as a proposer may see it (kernelloop.verify.explain)."""
+        if trial.verdict.status is Status.PASSED:
+            return proposer_trial(trial, w)
+        if trial.id not in self._failures and not self._failures_read:
+            self._failures.update(failures_by_trial(archive, run_id))   # archived by an earlier invocation
+            self._failures_read = True
+        return proposer_trial(trial, w, self._failures.get(trial.id))
 
     def _select(self, archive: Archive, run_id: str) -> None:
         trials = archive.trials(run_id)

@@ -40,9 +40,11 @@ def build_server(workspace: str | Path | None = None, device: str | None = None)
         from .submit import SubmissionError
         from ..manifest import ManifestChanged
         from ..archive import ArchiveError
+        from ..execute.keys import RunKeyError
         try:
             return fn(*args, **kwargs)
-        except (WorkspaceError, SubmissionError, ManifestChanged, ArchiveError, FileExistsError, ValueError) as e:
+        except (WorkspaceError, SubmissionError, ManifestChanged, ArchiveError, FileExistsError, ValueError,
+                RunKeyError) as e:
             raise ToolError(f"{type(e).__name__}: {e}") from None
 
     @server.tool()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..archive import Archive
 from ..records import Status
+from ..verify.explain import failures_by_trial, proposer_verdict
 from .workspace import Workspace
 
 
@@ -72,11 +73,16 @@ def workspace_status(workspace: str | Path, device: str | None = None, recent: i
                     name: ({"kernel_us": bm.kernel.median_us, "call_us": bm.call.median_us} if bm else {"note": note})
                     for name, (bm, note) in archive.baselines(run_id, w.id).items()}}
             out["workloads"].append(entry)
+        failures = failures_by_trial(archive, run_id)
+        by_id = {w.id: w for w in ws.workloads}
         for t in trials[-recent:][::-1]:
             c = cand(t.candidate_id)
+            w = by_id.get(t.workload_id) or archive.get_workload(t.workload_id)
+            # what a proposer may see: nothing of a held-out case but its class (kernelloop.verify.explain)
+            v = proposer_verdict(t.verdict, w, failures.get(t.id)) if w is not None else t.verdict
             out["recent"].append({"trial": t.id, "index": t.index, "candidate": t.candidate_id,
-                                  "workload_id": t.workload_id, "status": t.verdict.status.value,
-                                  "message": t.verdict.message[:200], "proposer": c.proposer if c else "",
+                                  "workload_id": t.workload_id, "status": v.status.value,
+                                  "message": v.message[:200], "proposer": c.proposer if c else "",
                                   "kernel_us": t.measurement.kernel.median_us if t.measurement else None})
     return out
 

@@ -152,7 +152,8 @@ baselines (eager, torch.compile, the op's library kernels, a device copy of the 
 
 Every submission is compiled, verified against the reference on fresh inputs and held-out shapes you are not
 shown, timed beside eager PyTorch when it passes, and archived with its lineage. The answer is JSON: the
-verdict per workload with its evidence (failing case, error metrics, log tail) or the measurement.
+verdict per workload with its evidence (failing case, error metrics, log tail) or the measurement; a failure on a
+held-out case is named by its class only (e.g. "a held-out smaller M"), never by its shape.
 `kernelloop agent status --workspace {root}` shows the front. The same operations are MCP tools
 (`kernelloop mcp --workspace {root}`).
 

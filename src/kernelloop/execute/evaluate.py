@@ -4,17 +4,17 @@ The worker builds and runs; this module regenerates the same inputs itself, comp
 precision, reads the worker's output files and decides the verdict. Only PASSED candidates are timed, and the
 outputs of sampled *timed* calls are verified too.
 
-The verification battery for one trial (seeds mix the run's secret, so no proposer can precompute them):
+The verification battery for one trial (execute/battery.py; seeds and held-out shapes mix the run's secret, the
+workload and the candidate, so no proposer can precompute them, nor learn the next candidate's from this one's):
 - `checks` cases on the workload, each with fresh inputs from a different value distribution;
 - the first case is run 3 times on identical inputs: any bitwise difference is WRONG_NONDETERMINISTIC;
-- held-out shapes derived from the workload and the secret (the held-out axis at 1 and at an odd value),
-  never shown to proposers;
+- held-out shapes, never shown to proposers;
 - outputs must stay the buffers the harness allocated and must not alias inputs; no thread may be left behind.
+A failed trial's Evaluation carries `failure`: the case it failed on (execute.battery.case_record) and the stage.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import time
@@ -31,9 +31,9 @@ from ..reference.truth import truth
 from ..spec import OpBundle
 from ..verify import check_outputs
 from ..verify.compare import check_repeats, input_drift
+from . import battery
+from .battery import DETERMINISM_RUNS, case_label, case_record, derive_seed
 from .pool import Reply, Worker, describe_exit
-
-DETERMINISM_RUNS = 3
 # A kernel time below this share of a device copy of the same bytes is physically implausible for an op whose
 # bytes formula is a true minimum: it is re-measured in a fresh worker and rejected if it persists.
 PHYSICAL_FLOOR = 0.7
@@ -59,12 +59,10 @@ class Evaluation:
     verdict: Verdict
     measurement: Measurement | None
     costs: Costs
+    failure: dict | None = None   # non-PASSED: {"stage", "case": case_record or None}
 
 
-def derive_seed(*parts: object) -> int:
-    """A 63-bit seed from any parts (run secret, workload id, candidate id, check index)."""
-    h = hashlib.sha256("|".join(str(p) for p in parts).encode()).digest()
-    return int.from_bytes(h[:8], "big") >> 1
+__all__ = ["DETERMINISM_RUNS", "Evaluation", "Evaluator", "Timeouts", "derive_seed"]
 
 
 class Evaluator:
@@ -85,30 +83,12 @@ class Evaluator:
         self.toolchain = f"triton {__import__('triton').__version__}"
 
     # -- the battery ----------------------------------------------------------------------------------------
-    def heldout_workloads(self, workload: Workload) -> list[Workload]:
-        """Shapes the proposer never sees: each held-out axis at 1 and at a secret-derived odd value."""
-        axes = self.spec.heldout_axes or [self.spec.inputs[0].shape[0]]
-        out = []
-        for ax in axes:
-            v = workload.axes[ax]
-            odd = 1 + 2 * (derive_seed(self.secret, "heldout", workload.id, ax) % max(1, min(v, 64) // 2))
-            for value in sorted({1, odd} - {v}):
-                if value >= self.spec.axes[ax].min:
-                    out.append(workload.model_copy(update={"axes": {**workload.axes, ax: value}}))
-        return out
+    def heldout_workloads(self, workload: Workload, candidate: Candidate) -> list[Workload]:
+        """Shapes the proposer never sees, drawn per (secret, workload, candidate): see execute/battery.py."""
+        return [w for _, w in battery.heldout_workloads(self.spec, self.secret, workload, candidate.id)]
 
     def cases(self, candidate: Candidate, workload: Workload) -> list[dict]:
-        dists = self.spec.inputs_policy.distributions
-        offset = derive_seed(self.secret, "dist", workload.id, candidate.id) % len(dists)
-        cases = []
-        for k in range(self.checks):
-            cases.append({"workload": workload, "seed": derive_seed(self.secret, workload.id, candidate.id, k),
-                          "distribution": dists[(offset + k) % len(dists)],
-                          "repeats": DETERMINISM_RUNS if k == 0 else 1})
-        for j, held in enumerate(self.heldout_workloads(workload)):
-            cases.append({"workload": held, "seed": derive_seed(self.secret, held.id, candidate.id, "h", j),
-                          "distribution": dists[(offset + j) % len(dists)], "repeats": 1})
-        return cases
+        return battery.cases(self.spec, self.secret, self.checks, candidate.id, workload)
 
     # -- messages -------------------------------------------------------------------------------------------
     def _common(self, candidate: Candidate | None, workload: Workload) -> dict:
@@ -167,7 +147,7 @@ class Evaluator:
         w: Workload = case["workload"]
         inputs = make_inputs(self.spec, w, case["seed"], self.tensor_device, case["distribution"])
         got = torch.load(path, weights_only=True, map_location=self.tensor_device)
-        label = f"{w.label} seed={case['seed']} distribution={case['distribution']}"
+        label = case_label(case)
         note = ""
         seen = got.get("inputs_before")
         if seen is not None:
@@ -193,28 +173,40 @@ class Evaluator:
         return verdict
 
     def verify(self, candidate: Candidate, workload: Workload, job_dir: Path
-               ) -> tuple[BuildArtifact | BuildFailure | None, Verdict, float]:
+               ) -> tuple[BuildArtifact | BuildFailure | None, Verdict, float, dict | None]:
+        """Run the battery; (build, verdict, seconds, the case it failed on or None)."""
         cases = self.cases(candidate, workload)
+        # the worker gets what it needs to run a case, nothing of what a proposer may not know beyond that
         msg = {"op": "check", **self._common(candidate, workload), "job_dir": str(job_dir),
-               "cases": [{**c, "workload": c["workload"].model_dump_json()} for c in cases]}
+               "cases": [{"workload": c["workload"].model_dump_json(), "seed": c["seed"],
+                          "distribution": c["distribution"], "repeats": c["repeats"]} for c in cases]}
         reply = self.worker.request(msg, timeout=self.timeouts.check)
         d = reply.data
         build = BuildArtifact(**d["build"]) if d.get("build") else None
+        at = d.get("case")
+        failed_case = cases[at] if isinstance(at, int) and 0 <= at < len(cases) else None
         if reply.status == "error" and d.get("stage") == "compile":
             failure = BuildFailure(stage="compile", log=d.get("log", ""), toolchain=self.toolchain)
             return failure, Verdict(status=Status.COMPILE_ERROR, message=d.get("error", "compile failed")[:2000],
-                                    log=d.get("log", "")), reply.seconds
+                                    case=case_label(failed_case) if failed_case else "",
+                                    log=d.get("log", "")), reply.seconds, failed_case
         if reply.status != "ok":
-            return build, self._failure_verdict(reply, "verification"), reply.seconds
+            verdict = self._failure_verdict(reply, "verification")
+            if failed_case is not None:
+                verdict = verdict.model_copy(update={"case": case_label(failed_case)})
+            return build, verdict, reply.seconds, failed_case
         if d.get("alias"):
-            return build, Verdict(status=Status.WRONG_SHAPE, case=workload.label, message="; ".join(d["alias"])[:2000]), \
-                reply.seconds
+            first = d.get("alias_case")
+            failed_case = cases[first] if isinstance(first, int) and 0 <= first < len(cases) else None
+            return build, Verdict(status=Status.WRONG_SHAPE,
+                                  case=case_label(failed_case) if failed_case else workload.label,
+                                  message="; ".join(d["alias"])[:2000]), reply.seconds, failed_case
         verdict = Verdict(status=Status.PASSED)
         for case, path in zip(cases, d["files"]):
             verdict = self._judge_case(case, path)
             if verdict.status is not Status.PASSED:
-                return build, verdict, reply.seconds
-        return build, self._threads_verdict(d.get("threads"), "the call") or verdict, reply.seconds
+                return build, verdict, reply.seconds, case
+        return build, self._threads_verdict(d.get("threads"), "the call") or verdict, reply.seconds, None
 
     def bench(self, candidate: Candidate | None, workload: Workload, subjects: list[str], policy: TimingPolicy,
               job_dir: Path | None = None, settle_threads: bool = False
@@ -323,14 +315,15 @@ class Evaluator:
                                                   log=loaded.log), None, Costs(wall_s=time.perf_counter() - t0))
             if isinstance(loaded, Verdict):
                 return Evaluation(None, loaded, None, Costs(wall_s=time.perf_counter() - t0))
-            build, verdict, verify_s = self.verify(candidate, workload, job_dir)
+            build, verdict, verify_s, failed_case = self.verify(candidate, workload, job_dir)
             compile_s = build.compile_s if build is not None else 0.0
 
             def costs(bench_s: float = 0.0) -> Costs:
                 return Costs(compile_s=compile_s, verify_s=verify_s, bench_s=bench_s, wall_s=time.perf_counter() - t0)
 
             if verdict.status is not Status.PASSED:
-                return Evaluation(build, verdict, None, costs())
+                return Evaluation(build, verdict, None, costs(),
+                                  {"stage": "verify", "case": case_record(failed_case) if failed_case else None})
             ms, bad, reply = self._timed(candidate, workload, job_dir)
             if bad is not None:
                 return Evaluation(build, bad, None, costs(reply.seconds))

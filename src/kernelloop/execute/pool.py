@@ -12,7 +12,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .keys import KEY_ENV
 from .worker import worker_main
+
+HIDDEN_ENV = (KEY_ENV,)   # environment variables a worker process never inherits
 
 
 @dataclass
@@ -44,7 +47,12 @@ class Worker:
         parent, child = ctx.Pipe(duplex=True)
         self.proc = ctx.Process(target=worker_main, args=(child, self.device, str(self.log_path), str(self.work_dir)),
                                 daemon=True, name="kernelloop-worker")
-        self.proc.start()
+        # The run key stays with the controller: the worker (which imports candidate code) is spawned without it.
+        hidden = {k: os.environ.pop(k) for k in HIDDEN_ENV if k in os.environ}
+        try:
+            self.proc.start()
+        finally:
+            os.environ.update(hidden)
         child.close()
         self.conn = parent
         self.starts += 1

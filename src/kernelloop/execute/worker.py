@@ -216,7 +216,7 @@ def _check(state: _State, msg: dict) -> dict:
     spec = OpSpec.model_validate_json(msg["spec"])
     mod = state.modules[msg["source_hash"]]
     _forget_compiled(mod)  # so the build record describes exactly the kernels this trial compiles
-    files, build, threads_base, alias = [], None, None, []
+    files, build, threads_base, alias, alias_case = [], None, None, [], None
     for k, case in enumerate(msg["cases"]):
         w = Workload.model_validate_json(case["workload"])
         inputs = make_inputs(spec, w, case["seed"], state.tensor_device, case["distribution"])
@@ -237,17 +237,20 @@ def _check(state: _State, msg: dict) -> dict:
                 text = traceback.format_exc()[-20000:]
                 stage = "compile" if build is None and _is_compile_error(e) else "runtime"
                 return {"ok": False, "stage": stage, "log": text, "error": f"{type(e).__name__}: {e}"[:2000],
-                        "cuda_fault": any(m in text for m in CUDA_FAULT_MARKERS), "build": build}
+                        "cuda_fault": any(m in text for m in CUDA_FAULT_MARKERS), "build": build, "case": k}
             if build is None:
                 build = _build_info(mod, time.perf_counter() - t0, state.device)
                 threads_base = _thread_count()  # after the first call: lazily started runtime pools exist
-            alias += [f"case {k}: {p}" for p in _alias_problems(outputs, before, inputs, scratch.get("scratch"))]
+            problems = _alias_problems(outputs, before, inputs, scratch.get("scratch"))
+            if problems and alias_case is None:
+                alias_case = k
+            alias += [f"case {k}: {p}" for p in problems]
             runs.append([o.detach().cpu() for o in outputs])
         path = Path(msg["job_dir"]) / f"check{k}.pt"
         torch.save({"runs": runs, **({"inputs_before": seen} if seen is not None else {}),
                     "inputs_after": [i.detach().cpu() for i in inputs]}, path)
         files.append(str(path))
-    return {"ok": True, "files": files, "build": build, "alias": alias,
+    return {"ok": True, "files": files, "build": build, "alias": alias, "alias_case": alias_case,
             "threads": {"base": threads_base, "after": _thread_count()}}
 
 
