@@ -145,3 +145,16 @@ def test_distinct_winners_split_the_gap_at_the_midpoint():
     assert [(e.guard.axes["M"].lo, e.guard.axes["M"].hi) for e in t.entries] == [(8, 24), (25, 40)]
     assert random.Random(0)   # the interior draws are seeded: same table twice
     assert build_table(SPEC, [a, b], "interpret", lambda c: "k.py", FakeVerifier(), seed=0).table == t
+
+
+def test_on_a_gpu_winners_slower_than_eager_are_left_to_the_reference():
+    cfg = {"BLOCK_N": 256, "ROWS": 1, "num_warps": 4}
+    fast, slow = _winner(8, 256, DType.fp16, cfg), _winner(40, 512, DType.fp16, cfg)
+    fast = Winner(**{**fast.__dict__, "vs_eager": "FASTER"})
+    slow = Winner(**{**slow.__dict__, "vs_eager": "SLOWER"})
+    gpu = build_table(SPEC, [fast, slow], "sm_90", lambda c: "k.py", FakeVerifier(), ranges=False)
+    assert [e.guard.axes["N"].lo for e in gpu.table.entries] == [256] and "SLOWER" in gpu.left_out[0]
+    kept = build_table(SPEC, [fast, slow], "sm_90", lambda c: "k.py", FakeVerifier(), ranges=False, keep_slower=True)
+    assert len(kept.table.entries) == 2
+    interp = build_table(SPEC, [fast, slow], "interpret", lambda c: "k.py", FakeVerifier(), ranges=False)
+    assert len(interp.table.entries) == 2 and not interp.left_out   # interpreter timings decide nothing

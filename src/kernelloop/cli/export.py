@@ -30,6 +30,10 @@ def export(
     exact: Annotated[bool, typer.Option("--exact", help="Exact guards at the measured shapes only (no ranges, no "
                                                         "export-time verification).")] = False,
     interior: Annotated[int, typer.Option(min=0, help="Seeded interior points verified per range.")] = 3,
+    keep_slower: Annotated[bool, typer.Option("--keep-slower", help="On a GPU, also package winners whose "
+                                                                    "measurement was SLOWER than eager PyTorch "
+                                                                    "(left out by default: eager serves them).")
+                           ] = False,
     seed: Annotated[int, typer.Option(help="Seed of the interior points.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the manifest and tables as JSON.")] = False,
 ) -> None:
@@ -37,7 +41,7 @@ def export(
     from ..package.export import ExportOptions, export_package
     console = Console(stderr=as_json)
     opts = ExportOptions(out=out, name=name, version=version, ops_root=ops, extend=list(extend or []), ranges=not exact,
-                         interior=interior, seed=seed)
+                         interior=interior, seed=seed, keep_slower=keep_slower)
     try:
         result = export_package(runs, opts, on_note=lambda t: console.print(f"[dim]{t}[/dim]"))
     except ExportError as e:
@@ -61,8 +65,10 @@ def export(
             t.add_column(col)
         for e in b.table.entries:
             timed = len(e.timed)
-            t.add_row(e.id, describe(e.guard), e.template, str(timed), str(len(e.shapes) - timed))
+            t.add_row(e.id, describe(e.guard, b.table.axes), e.template, str(timed), str(len(e.shapes) - timed))
         console.print(t)
+        for why in b.left_out:
+            console.print(f"[yellow]left out:[/yellow] {why}")
         failed = [n for n in b.notes if n.status != "PASSED"]
         for n in failed:
             console.print(f"[yellow]range {n.entry_range} shrank to exact guards:[/yellow] {n.status} at "

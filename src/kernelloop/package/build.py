@@ -41,6 +41,7 @@ class Winner:
     trial: Trial
     kernel_us: float
     ci_us: tuple[float, float]
+    vs_eager: str | None = None   # the measurement's verdict against eager PyTorch: FASTER, SAME, SLOWER
 
 
 @dataclass
@@ -59,6 +60,7 @@ class TableBuild:
     table: DispatchTable
     notes: list[VerificationNote] = field(default_factory=list)
     winners: list[Winner] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)   # winners not packaged, and why
 
 
 def arch_of(environment: dict) -> str:
@@ -190,11 +192,19 @@ def _guard(spec: OpSpec, dtype: DType, arch: str, axes: dict[str, int], axis: st
 
 def build_table(spec: OpSpec, winners: list[Winner], arch: str, kernel_path, verifier: ShapeVerifier | None, *,
                 extend: tuple[str, int, int] | None = None, ranges: bool = True, interior: int = 3,
-                seed: int = 0) -> TableBuild:
+                seed: int = 0, keep_slower: bool = False) -> TableBuild:
     """The op's table from its winners. `kernel_path(candidate)` names the source inside the package; `verifier`
-    may be None only when `ranges` is False (exact guards need no verification beyond the run's)."""
+    may be None only when `ranges` is False (exact guards need no verification beyond the run's). On a GPU
+    (`arch` not 'interpret') a winner measured SLOWER than eager PyTorch is left out (the reference, i.e. eager,
+    serves its shape) unless `keep_slower`; interpreter timings decide nothing."""
     if not winners:
         raise ExportError(f"{spec.name}: the run has no PASSED, measured trial to package")
+    left_out = []
+    if arch != "interpret" and not keep_slower:
+        kept = [w for w in winners if w.vs_eager != "SLOWER"]
+        left_out = [f"{w.workload.label}: {w.candidate.label} measured SLOWER than eager; the reference serves it"
+                    for w in winners if w.vs_eager == "SLOWER"]
+        winners = kept
     axis = extend[0] if extend else range_axis(spec)
     rng = random.Random(seed)
     groups: dict[tuple, list[Winner]] = {}
@@ -261,4 +271,4 @@ def build_table(spec: OpSpec, winners: list[Winner], arch: str, kernel_path, ver
             else:
                 add(ws[0], lo, hi, sorted(shapes, key=lambda s: s.axes[axis]))
     return TableBuild(table=DispatchTable(op=spec.name, axes=list(spec.axes), entries=entries), notes=notes,
-                      winners=winners)
+                      winners=winners, left_out=left_out)

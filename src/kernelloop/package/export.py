@@ -44,6 +44,7 @@ class ExportOptions:
     ranges: bool = True                  # False: exact guards at the measured shapes only
     interior: int = 3                    # seeded interior points verified per range
     seed: int = 0
+    keep_slower: bool = False            # on a GPU, package winners measured slower than eager too
 
 
 @dataclass
@@ -94,8 +95,10 @@ def _winners(archive: Archive, run: dict) -> list[Winner]:
         m = trial.measurement
         if wid in finals and finals[wid][0] == trial.candidate_id:
             m = finals[wid][1]
+        vs_eager = next((r.verdict.value for r in m.ratios if r.baseline == "eager"), None)
         out.append(Winner(workload=archive.get_workload(wid), candidate=archive.get_candidate(trial.candidate_id),
-                          trial=trial, kernel_us=m.kernel.median_us, ci_us=(m.kernel.ci_low_us, m.kernel.ci_high_us)))
+                          trial=trial, kernel_us=m.kernel.median_us, ci_us=(m.kernel.ci_low_us, m.kernel.ci_high_us),
+                          vs_eager=vs_eager))
     return out
 
 
@@ -126,7 +129,7 @@ def _audit(archive: Archive, run: dict, build: TableBuild, commitment: str) -> A
     checks = [ExportCheck(entry_range=n.entry_range, axes=n.axes, status=n.status, message=n.message, case=n.case)
               for n in build.notes]
     return AuditTrail(op=run["op"], run_id=run["id"], entries=entries, export_checks=checks,
-                      secret_commitment=commitment)
+                      secret_commitment=commitment, left_out=list(build.left_out))
 
 
 def _write(path: Path, text: str, files: dict[str, str], root: Path) -> None:
@@ -183,7 +186,8 @@ def export_package(runs: list[Path], options: ExportOptions, device: str | None 
                 on_note(f"{spec.name}: {len(winners)} winner(s); verifying ranges" if options.ranges else
                         f"{spec.name}: {len(winners)} winner(s); exact guards")
                 build = build_table(spec, winners, arch_of(env), kernel_file, verifier, extend=extend,
-                                    ranges=options.ranges, interior=options.interior, seed=options.seed)
+                                    ranges=options.ranges, interior=options.interior, seed=options.seed,
+                                    keep_slower=options.keep_slower)
             finally:
                 if verifier is not None:
                     verifier.close()

@@ -95,14 +95,14 @@ def check_partition(guards: list[Guard], axes: list[str]) -> None:
                     raise PartitionError(f"entries {i} and {j} overlap: {_box(guards[i])} and {_box(guards[j])}")
 
 
-def _box(g: Guard) -> str:
+def _box(g: Guard, axes: list[str] | None = None) -> str:
     return f"{g.dtype.value}/{g.arch} " + " ".join(
-        f"{k}={r.lo}" if r.exact else f"{k}=[{r.lo},{r.hi}]" for k, r in g.axes.items())
+        f"{k}={g.axes[k].lo}" if g.axes[k].exact else f"{k}=[{g.axes[k].lo},{g.axes[k].hi}]" for k in axes or g.axes)
 
 
-def describe(g: Guard) -> str:
-    """One line for humans: dtype/arch and each axis's value or range."""
-    return _box(g)
+def describe(g: Guard, axes: list[str] | None = None) -> str:
+    """One line for humans: dtype/arch and each axis's value or range (in `axes` order when given)."""
+    return _box(g, axes)
 
 
 def pairwise_disjoint(guards: list[Guard]) -> bool:

@@ -78,3 +78,5 @@ class AuditTrail(Record):
                                                          "interior points); a failure shrank its range.")
     secret_commitment: str = Field("", description="sha256 of the export verifier's secret (the secret itself is "
                                                    "discarded).")
+    left_out: list[str] = Field(default_factory=list, description="Winners not packaged, and why (on a GPU: "
+                                                                  "measured slower than eager).")
