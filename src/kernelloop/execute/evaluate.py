@@ -164,7 +164,7 @@ class Evaluator:
                 note = (f"input regeneration drift: the worker's inputs differ from the controller's regeneration in "
                         f"{differ} element(s) by one ulp; judged on the worker's inputs")
                 inputs = [t.to(self.tensor_device) for t in seen]
-        refs = truth(self.spec, self.bundle.folder / self.spec.reference, inputs)
+        refs = truth(self.spec, self.bundle.folder / self.spec.reference, inputs, w)
         verdict = check_outputs(self.spec, w, got["runs"][0], refs, inputs, got["inputs_after"], label)
         if verdict.status is Status.PASSED and len(got["runs"]) > 1:
             verdict = check_repeats(self.spec, got["runs"][0], got["runs"][1:], label) or verdict
@@ -282,7 +282,7 @@ class Evaluator:
             if seed is None:
                 continue
             inputs = make_inputs(self.spec, workload, seed, self.tensor_device)
-            refs = truth(self.spec, self.bundle.folder / self.spec.reference, inputs)
+            refs = truth(self.spec, self.bundle.folder / self.spec.reference, inputs, workload)
             v = check_outputs(self.spec, workload, got["outputs"], refs, inputs, inputs,
                               f"{workload.label} timed call #{got['call']} (input set {idx})")
             if v.status is not Status.PASSED:

@@ -24,6 +24,11 @@ class SpecError(ValueError):
         super().__init__(f"{file}: {field}: {message}" if field else f"{file}: {message}")
 
 
+class ReferenceOutputError(SpecError, RuntimeError):
+    """The reference's results do not match the spec's declared outputs (count, shape, dtype). A SpecError; also a
+    RuntimeError, so a run that meets it mid-way stops like any run that cannot continue (exit 3)."""
+
+
 @dataclass(frozen=True)
 class OpBundle:
     """A loaded op folder: the validated spec plus the sources it names."""
@@ -95,7 +100,66 @@ def load_op(path: str | Path) -> OpBundle:
         except SyntaxError as e:
             raise SpecError(f, "", f"syntax error: {e}") from None
         sources[t.name] = src
+    dry_run_reference(spec, ref_file)
     return OpBundle(spec=spec, folder=folder, reference_source=ref_src, template_sources=sources)
+
+
+def domain_constraints(spec: OpSpec) -> list[str]:
+    """The op's own domain as its implementations state it: constraints over axes only (and `elem`) that every
+    template declares, e.g. attention's 'H % HKV == 0'."""
+    names = set(spec.axes) | {"elem"}
+    common = None
+    for t in spec.templates:
+        exprs = set()
+        for c in t.constraints:
+            used = {n.id for n in ast.walk(ast.parse(c.expr, mode="eval")) if isinstance(n, ast.Name)}
+            if used and used <= names | {"min", "max", "cdiv", "sqrt_", "next_pow2"} and used & set(spec.axes):
+                exprs.add(c.expr)
+        common = exprs if common is None else common & exprs
+    return sorted(common or ())
+
+
+def in_domain(spec: OpSpec, axes: dict[str, int], dtype: DType, constraints: list[str] | None = None) -> bool:
+    """Whether axis values lie in the op's domain: each axis within [min, max], the domain constraints hold."""
+    from ..records import evaluate_expression
+    for name, v in axes.items():
+        ax = spec.axes[name]
+        if v < ax.min or (ax.max is not None and v > ax.max):
+            return False
+    env = {**axes, "elem": dtype.itemsize}
+    return all(evaluate_expression(e, env) for e in (domain_constraints(spec) if constraints is None else constraints))
+
+
+def tiny_axes(spec: OpSpec) -> dict[str, int]:
+    """Small axis values in the op's domain, distinct where the domain allows (so a transposed or mixed-up result
+    shape shows), for the reference's dry run."""
+    dtype = spec.dtypes[0]
+    lo = {n: a.min for n, a in spec.axes.items()}
+    clip = {n: (lambda v, a=a: max(a.min, v if a.max is None else min(a.max, v))) for n, a in spec.axes.items()}
+    for attempt in ({n: clip[n](2 + i) for i, n in enumerate(spec.axes)},
+                    {n: clip[n](2) for n in spec.axes}, {n: clip[n](1) for n in spec.axes}):
+        if in_domain(spec, attempt, dtype):
+            return attempt
+    return lo
+
+
+def dry_run_reference(spec: OpSpec, ref_file: Path) -> None:
+    """Run the reference once on tiny seeded inputs and check its results against the declared outputs (count,
+    shape, dtype): a SpecError naming the reference file and the output otherwise. Milliseconds per op."""
+    from ..reference.inputs import make_inputs
+    from ..reference.truth import truth
+    w = Workload(op=spec.name, axes=tiny_axes(spec), dtype=spec.dtypes[0])
+    try:
+        inputs = make_inputs(spec, w, 0, "cpu")
+    except Exception as e:  # noqa: BLE001 - a spec whose inputs cannot be drawn is malformed
+        raise SpecError(ref_file, "inputs", f"cannot draw inputs for {w.axes}: {type(e).__name__}: {e}") from None
+    try:
+        truth(spec, ref_file, inputs, w)
+    except SpecError as e:
+        raise SpecError(e.file, e.field, e.message) from None   # at load: a plain spec error (exit 2)
+    except Exception as e:  # noqa: BLE001 - the trusted reference must run on inputs of its own domain
+        raise SpecError(ref_file, "reference", f"the reference raised on tiny inputs {w.axes}: "
+                        f"{type(e).__name__}: {e}") from None
 
 
 def load_workloads(path: str | Path, spec: OpSpec) -> list[Workload]:

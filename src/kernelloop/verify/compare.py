@@ -45,6 +45,8 @@ def is_degenerate(out: torch.Tensor, ref: torch.Tensor) -> bool:
 def check_outputs(spec: OpSpec, workload: Workload, outputs: list, references: list[torch.Tensor],
                   inputs_before: list[torch.Tensor], inputs_after: list, case: str) -> Verdict:
     tol = spec.tolerance_for(workload)
+    if len(references) != len(spec.outputs):   # truth() raises a SpecError first; never compare fewer outputs
+        raise ValueError(f"{len(references)} reference result(s) for {len(spec.outputs)} declared output(s)")
     if len(outputs) != len(spec.outputs):
         return Verdict(status=Status.WRONG_SHAPE, case=case,
                        message=f"expected {len(spec.outputs)} output(s), got {len(outputs)}")
