@@ -150,11 +150,16 @@ def test_distinct_winners_split_the_gap_at_the_midpoint():
 def test_on_a_gpu_winners_slower_than_eager_are_left_to_the_reference():
     cfg = {"BLOCK_N": 256, "ROWS": 1, "num_warps": 4}
     fast, slow = _winner(8, 256, DType.fp16, cfg), _winner(40, 512, DType.fp16, cfg)
-    fast = Winner(**{**fast.__dict__, "vs_eager": "FASTER"})
-    slow = Winner(**{**slow.__dict__, "vs_eager": "SLOWER"})
+    fast = Winner(**{**fast.__dict__, "versus": (("eager", "FASTER"), ("liger", "SAME"))})
+    slow = Winner(**{**slow.__dict__, "versus": (("eager", "SLOWER"),)})
     gpu = build_table(SPEC, [fast, slow], "sm_90", lambda c: "k.py", FakeVerifier(), ranges=False)
     assert [e.guard.axes["N"].lo for e in gpu.table.entries] == [256] and "SLOWER" in gpu.left_out[0]
     kept = build_table(SPEC, [fast, slow], "sm_90", lambda c: "k.py", FakeVerifier(), ranges=False, keep_slower=True)
     assert len(kept.table.entries) == 2
+    strict = build_table(SPEC, [fast, slow], "sm_90", lambda c: "k.py", FakeVerifier(), ranges=False,
+                         against=("liger",))
+    assert len(strict.table.entries) == 1 and "SLOWER than eager" in strict.left_out[0]
+    unproved = build_table(SPEC, [fast], "sm_90", lambda c: "k.py", FakeVerifier(), ranges=False, against=("cudnn",))
+    assert not unproved.table.entries and "never compared with cudnn" in unproved.left_out[0]
     interp = build_table(SPEC, [fast, slow], "interpret", lambda c: "k.py", FakeVerifier(), ranges=False)
     assert len(interp.table.entries) == 2 and not interp.left_out   # interpreter timings decide nothing

@@ -14,6 +14,7 @@ from .agent import agent_app  # issue 6 (agents as proposers)
 from .mcp import mcp  # issue 6
 from .submit import submit  # issue 6
 from .trace import trace_app  # FlashInfer-Trace import/export
+from .capture import capture
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="kernelloop: a closed loop that makes GPU kernels faster and proves it.")
@@ -27,6 +28,7 @@ app.add_typer(agent_app, name="agent")  # issue 6
 app.command()(submit)  # issue 6
 app.command()(mcp)  # issue 6
 app.add_typer(trace_app, name="trace")  # FlashInfer-Trace import/export
+app.command()(capture)
 
 
 def main() -> None:

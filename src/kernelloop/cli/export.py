@@ -34,6 +34,10 @@ def export(
                                                                     "measurement was SLOWER than eager PyTorch "
                                                                     "(left out by default: eager serves them).")
                            ] = False,
+    against: Annotated[Optional[list[str]], typer.Option(
+        help="On a GPU, also leave out winners whose confirmation was SLOWER than this baseline, or that were never "
+             "confirmed against it (repeatable; applies to the ops that have it, e.g. sdpa-cudnn, cublas, liger).")
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the interior points.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the manifest and tables as JSON.")] = False,
 ) -> None:
@@ -41,7 +45,8 @@ def export(
     from ..package.export import ExportOptions, export_package
     console = Console(stderr=as_json)
     opts = ExportOptions(out=out, name=name, version=version, ops_root=ops, extend=list(extend or []), ranges=not exact,
-                         interior=interior, seed=seed, keep_slower=keep_slower)
+                         interior=interior, seed=seed, keep_slower=keep_slower,
+                         against=list(against or []))
     try:
         result = export_package(runs, opts, on_note=lambda t: console.print(f"[dim]{t}[/dim]"))
     except ExportError as e:

@@ -146,9 +146,11 @@ def _set(applied: Applied, on: bool) -> None:
 
 
 def e2e(model, package, inputs, *, seeds=(0, 1, 2), tolerance: Tolerance | None = None, speed: bool | None = None,
-        rounds: int = 15, calls: int = 5, name: str = "") -> E2EReport:
+        rounds: int = 15, calls: int = 5, name: str = "", compile_modes: tuple[str, ...] = ("default",)
+        ) -> E2EReport:
     """Check and time `package` applied to `model` against the model itself; the model is left unpatched.
-    `inputs`: an example tuple (fresh draws of its shapes are used) or a callable seed → inputs tuple."""
+    `inputs`: an example tuple (fresh draws of its shapes are used) or a callable seed → inputs tuple.
+    `compile_modes`: torch.compile modes timed for both (e.g. "reduce-overhead": CUDA graphs)."""
     t0 = time.perf_counter()
     tol = tolerance or Tolerance()
     example = inputs if isinstance(inputs, tuple) else (inputs,) if isinstance(inputs, torch.Tensor) else None
@@ -175,10 +177,16 @@ def e2e(model, package, inputs, *, seeds=(0, 1, 2), tolerance: Tolerance | None 
                 note = "not measured (interpreter)" if device != "cuda" else "not measured (speed=False)"
             if speed:
                 args = make(seeds[0])
-                compiled = torch.compile(model)
-                variants = {"original": lambda: model(*args), "patched": lambda: model(*args),
-                            "compile(original)": lambda: compiled(*args), "compile(patched)": lambda: compiled(*args)}
-                states = {"original": False, "patched": True, "compile(original)": False, "compile(patched)": True}
+                variants = {"original": lambda: model(*args), "patched": lambda: model(*args)}
+                states = {"original": False, "patched": True}
+                pairs = [("original", "patched")]
+                for mode in compile_modes:
+                    tag = "compile" if mode == "default" else f"compile:{mode}"
+                    compiled = torch.compile(model) if mode == "default" else torch.compile(model, mode=mode)
+                    for which, on in (("original", False), ("patched", True)):
+                        variants[f"{tag}({which})"] = (lambda c=compiled: c(*args))
+                        states[f"{tag}({which})"] = on
+                    pairs.append((f"{tag}(original)", f"{tag}(patched)"))
                 samples = _time_variants(variants, states, applied, rounds, calls, seed=seeds[0])
                 us = {k: [v * 1000 for v in vals] for k, vals in samples.items()}
                 for k, v in us.items():
@@ -187,7 +195,7 @@ def e2e(model, package, inputs, *, seeds=(0, 1, 2), tolerance: Tolerance | None 
                                                                  ci_low_us=st.ci_low_us / 1000,
                                                                  ci_high_us=st.ci_high_us / 1000,
                                                                  iqr_us=st.iqr_us / 1000, n=st.n)))
-                for base, subj in (("original", "patched"), ("compile(original)", "compile(patched)")):
+                for base, subj in pairs:
                     ratios.append(paired_speedup(us[base], us[subj], name=base, bootstrap=1000, confidence=0.95,
                                                  margin=0.01, seed=2))
         finally:

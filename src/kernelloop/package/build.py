@@ -41,7 +41,10 @@ class Winner:
     trial: Trial
     kernel_us: float
     ci_us: tuple[float, float]
-    vs_eager: str | None = None   # the measurement's verdict against eager PyTorch: FASTER, SAME, SLOWER
+    versus: tuple[tuple[str, str], ...] = ()   # the measurement's verdicts: (baseline, FASTER/SAME/SLOWER)
+
+    def verdict(self, baseline: str) -> str | None:
+        return dict(self.versus).get(baseline)
 
 
 @dataclass
@@ -192,18 +195,26 @@ def _guard(spec: OpSpec, dtype: DType, arch: str, axes: dict[str, int], axis: st
 
 def build_table(spec: OpSpec, winners: list[Winner], arch: str, kernel_path, verifier: ShapeVerifier | None, *,
                 extend: tuple[str, int, int] | None = None, ranges: bool = True, interior: int = 3,
-                seed: int = 0, keep_slower: bool = False) -> TableBuild:
+                seed: int = 0, keep_slower: bool = False, against: tuple[str, ...] = ()) -> TableBuild:
     """The op's table from its winners. `kernel_path(candidate)` names the source inside the package; `verifier`
     may be None only when `ranges` is False (exact guards need no verification beyond the run's). On a GPU
-    (`arch` not 'interpret') a winner measured SLOWER than eager PyTorch is left out (the reference, i.e. eager,
-    serves its shape) unless `keep_slower`; interpreter timings decide nothing."""
+    (`arch` not 'interpret') a winner measured SLOWER than eager PyTorch, or than a baseline named in `against`
+    (e.g. the library call the model would otherwise make: sdpa-cudnn, cublas), is left out -- the reference serves
+    its shape -- and so is one never compared with a baseline in `against`; `keep_slower` keeps them all.
+    Interpreter timings decide nothing."""
     if not winners:
         raise ExportError(f"{spec.name}: the run has no PASSED, measured trial to package")
     left_out = []
     if arch != "interpret" and not keep_slower:
-        kept = [w for w in winners if w.vs_eager != "SLOWER"]
-        left_out = [f"{w.workload.label}: {w.candidate.label} measured SLOWER than eager; the reference serves it"
-                    for w in winners if w.vs_eager == "SLOWER"]
+        kept = []
+        for w in winners:
+            why = next((f"measured SLOWER than {b}" for b in ("eager", *against) if w.verdict(b) == "SLOWER"), "")
+            why = why or next((f"never compared with {b} (run with confirmation)" for b in against
+                               if w.verdict(b) is None), "")
+            if why:
+                left_out.append(f"{w.workload.label}: {w.candidate.label} {why}; the reference serves it")
+            else:
+                kept.append(w)
         winners = kept
     axis = extend[0] if extend else range_axis(spec)
     rng = random.Random(seed)

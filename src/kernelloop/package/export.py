@@ -45,6 +45,7 @@ class ExportOptions:
     interior: int = 3                    # seeded interior points verified per range
     seed: int = 0
     keep_slower: bool = False            # on a GPU, package winners measured slower than eager too
+    against: list[str] = field(default_factory=list)   # on a GPU, also leave out winners slower than these baselines
 
 
 @dataclass
@@ -95,11 +96,16 @@ def _winners(archive: Archive, run: dict) -> list[Winner]:
         m = trial.measurement
         if wid in finals and finals[wid][0] == trial.candidate_id:
             m = finals[wid][1]
-        vs_eager = next((r.verdict.value for r in m.ratios if r.baseline == "eager"), None)
         out.append(Winner(workload=archive.get_workload(wid), candidate=archive.get_candidate(trial.candidate_id),
                           trial=trial, kernel_us=m.kernel.median_us, ci_us=(m.kernel.ci_low_us, m.kernel.ci_high_us),
-                          vs_eager=vs_eager))
+                          versus=tuple((r.baseline, r.verdict.value) for r in m.ratios)))
     return out
+
+
+def _baseline_names(bundle) -> set[str]:
+    from ..execute.worker import BUILTIN_BASELINES
+    from ..loop import op_baseline_names
+    return {*BUILTIN_BASELINES, *op_baseline_names(bundle)}
 
 
 def kernel_file(candidate: Candidate) -> str:
@@ -187,7 +193,8 @@ def export_package(runs: list[Path], options: ExportOptions, device: str | None 
                         f"{spec.name}: {len(winners)} winner(s); exact guards")
                 build = build_table(spec, winners, arch_of(env), kernel_file, verifier, extend=extend,
                                     ranges=options.ranges, interior=options.interior, seed=options.seed,
-                                    keep_slower=options.keep_slower)
+                                    keep_slower=options.keep_slower,
+                                    against=tuple(b for b in options.against if b in _baseline_names(bundle)))
             finally:
                 if verifier is not None:
                     verifier.close()
