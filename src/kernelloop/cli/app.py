@@ -15,6 +15,8 @@ from .mcp import mcp  # issue 6
 from .submit import submit  # issue 6
 from .trace import trace_app  # FlashInfer-Trace import/export
 from .capture import capture
+from .export import export
+from .e2e import e2e
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="kernelloop: a closed loop that makes GPU kernels faster and proves it.")
@@ -29,6 +31,8 @@ app.command()(submit)  # issue 6
 app.command()(mcp)  # issue 6
 app.add_typer(trace_app, name="trace")  # FlashInfer-Trace import/export
 app.command()(capture)
+app.command()(export)
+app.command()(e2e)
 
 
 def main() -> None:
