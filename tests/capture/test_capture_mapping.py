@@ -148,3 +148,10 @@ def test_inputs_by_keyword_and_workloads_merge(tmp_path):
     text = written["gemm_nt"].read_text()
     assert text.count("[[workload]]") == 2 and 'op = "gemm_nt"' in text   # proj (x2 merged) and head
     assert "weight = 2.0" in text
+
+
+def test_the_package_is_callable_as_the_top_level_api_says():
+    import kernelloop
+    model, inputs = build()
+    report = kernelloop.capture(model, inputs, ops_root=OPS)
+    assert report == capture(model, inputs, ops_root=OPS) and report.cards[0].op == "rmsnorm"
