@@ -28,3 +28,13 @@ class _CallableModule(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _CallableModule
+
+
+class _CallableModule(__import__("types").ModuleType):
+    """`kernelloop.capture(model, example_inputs)` calls `capture`; the module's other names stay reachable."""
+
+    def __call__(self, model, example_inputs, **kwargs):
+        return capture(model, example_inputs, **kwargs)
+
+
+__import__("sys").modules[__name__].__class__ = _CallableModule
