@@ -38,3 +38,9 @@ class _CallableModule(__import__("types").ModuleType):
 
 
 __import__("sys").modules[__name__].__class__ = _CallableModule
+
+
+def __getattr__(name: str):
+    if name == "models":   # kernelloop.capture.models.build("llama-tiny") without importing transformers up front
+        return __import__("importlib").import_module(".models", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
