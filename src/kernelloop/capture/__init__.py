@@ -30,17 +30,8 @@ class _CallableModule(types.ModuleType):
 sys.modules[__name__].__class__ = _CallableModule
 
 
-class _CallableModule(__import__("types").ModuleType):
-    """`kernelloop.capture(model, example_inputs)` calls `capture`; the module's other names stay reachable."""
-
-    def __call__(self, model, example_inputs, **kwargs):
-        return capture(model, example_inputs, **kwargs)
-
-
-__import__("sys").modules[__name__].__class__ = _CallableModule
-
-
 def __getattr__(name: str):
     if name == "models":   # kernelloop.capture.models.build("llama-tiny") without importing transformers up front
-        return __import__("importlib").import_module(".models", __name__)
+        import importlib
+        return importlib.import_module(".models", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
