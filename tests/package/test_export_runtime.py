@@ -177,6 +177,27 @@ def test_another_environment_runs_the_reference_with_a_warning(package_dir, monk
     assert not k.hits["e0"] and "torch 2.99" in next(iter(k.fallbacks))
 
 
+def test_a_package_from_another_gpu_runs_the_reference_saying_why(package_dir, monkeypatch):
+    k = load_package(package_dir)["rmsnorm"]
+    monkeypatch.setattr(k, "arch", lambda device: "sm_80")
+    k(torch.randn(8, 256).half(), torch.ones(256, dtype=torch.float16))
+    assert not k.hits["e0"] and next(iter(k.fallbacks)) == ("the package was verified on interpret; this device is "
+                                                            "sm_80")
+
+
+def test_a_run_without_passed_trials_is_not_packaged(tmp_path):
+    out = tmp_path / "empty"
+    wl = tmp_path / "empty.toml"
+    wl.write_text(RMS)
+    p = subprocess.run([sys.executable, "-m", "kernelloop.cli.app", "optimize", "ops/rmsnorm", "--workloads", str(wl),
+                        "--budget", "1", "--no-confirm", "--out", str(out), "--template", "persistent", "--fix",
+                        "num_warps=32"], cwd=ROOT, capture_output=True, timeout=600)
+    assert p.returncode == 1   # every configuration pruned for N = 256: nothing ran, nothing passed
+    with pytest.raises(ExportError, match="no PASSED"):
+        export_package([out], ExportOptions(out=tmp_path / "o", ops_root=ROOT / "ops"))
+    assert not (tmp_path / "o").exists()
+
+
 def test_interpreter_packages_do_not_run_in_a_compiling_process(package_dir, monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET")
     with pytest.warns(UserWarning, match="Triton interpreter"):

@@ -118,8 +118,13 @@ class Kernel:
         dtype = FROM_TORCH.get(dtype_t)
         if dtype is None:
             return _Plan(-1, f"dtype {dtype_t} is not one of the op's")
-        idx = self.dispatcher.select(dtype, self.arch(device), shape)
+        arch = self.arch(device)
+        idx = self.dispatcher.select(dtype, arch, shape)
         if idx < 0:
+            archs = sorted({e.guard.arch for e in self.table.entries})
+            if archs and arch not in archs:
+                return _Plan(-1, f"the package was verified on {', '.join(archs)}; this device is {arch}",
+                             dtype=dtype)
             return _Plan(-1, "no entry covers the shape", dtype=dtype)
         g = self.table.entries[idx].guard
         axes = dict(zip(self.table.axes, shape))
