@@ -19,8 +19,9 @@ RULES = [
     "...), torch compute or allocation on the host, new streams, threads or processes, file or environment "
     "access, caching results across calls, lowering the precision of the computation, try/except fallbacks.",
     "Inputs must not be modified; repeated calls on the same inputs must give bit-identical outputs.",
-    "Correctness is checked on fresh inputs of several value distributions and on shapes you are not shown "
-    "(other sizes of the leading axis): do not hard-code shapes.",
+    "Correctness is checked on fresh inputs of several value distributions and on shapes you are not shown: "
+    "other sizes of every axis (smaller, odd, not a power of two, and larger than the workloads' sizes), within "
+    "each axis's [min, max] and the op's constraints: do not hard-code shapes.",
     "Only kernels that pass verification are timed; a wrong, crashing or rule-breaking kernel scores nothing.",
 ]
 

@@ -4,8 +4,13 @@ Every draw mixes the run's secret (derived from the run key, which no proposer c
 workload and the candidate, so the cases of one candidate say nothing about the next one's:
 - `checks` cases on the workload itself, each from another value distribution, the first one run 3 times
   (bitwise determinism);
-- held-out shapes the proposer is never shown: each held-out axis (the spec's `heldout_axes`, by default the
-  first axis of the first input) at 1 and at an odd value below the workload's.
+- held-out shapes the proposer is never shown: each primary held-out axis (the spec's `heldout_axes`, by default
+  the first axis of the first input) at 1 and at an odd value below the workload's; then one case with every other
+  free axis (all but the spec's `fixed_axes`) at a small, odd or non-power-of-two value below the workload's, and
+  one with every free axis beyond the workload's (up to +25 %, so the interpreter's cost stays bounded), each value
+  inside the axis's [min, max] and the op's domain (the axis-only constraints every template states, e.g.
+  `H % HKV == 0`; for a template's own configuration, everything pruning checks, so an honest configuration is
+  never judged outside the shapes it declares it supports). At most 2 + 2 x (primary axes) held-out cases.
 
 A case is a dict: workload, seed, distribution, repeats, index (its check number) and `heldout` (None, or its
 kind, the axes it changed and its class: what a proposer may be told, e.g. "a held-out smaller M (rows)").
@@ -14,6 +19,7 @@ kind, the axes it changed and its class: what a proposer may be told, e.g. "a he
 from __future__ import annotations
 
 import hashlib
+from typing import Callable
 
 from ..records import OpSpec, Workload
 
@@ -62,12 +68,90 @@ def primary_heldout(spec: OpSpec, secret: str, workload: Workload, candidate_id:
     return out
 
 
-def heldout_workloads(spec: OpSpec, secret: str, workload: Workload, candidate_id: str) -> list[tuple[str, Workload]]:
-    """(kind, workload) of every held-out shape of a candidate on a workload."""
-    return [("primary", w) for w in primary_heldout(spec, secret, workload, candidate_id)]
+WIDE_TRIES = 8        # values tried per axis before it keeps the workload's value
+ABOVE_SHARE = 4       # "above" draws lie in (v, v + v // ABOVE_SHARE + 1]: beyond the visible size, bounded cost
 
 
-def cases(spec: OpSpec, secret: str, checks: int, candidate_id: str, workload: Workload) -> list[dict]:
+def _non_pow2(x: int, lo: int, hi: int) -> int:
+    """x, moved by one to a non-power-of-two inside [lo, hi] when it is a power of two above 2."""
+    if x > 2 and x & (x - 1) == 0:
+        for y in (x + 1, x - 1):
+            if lo <= y <= hi:
+                return y
+    return x
+
+
+def _draw(kind: str, v: int, ax_min: int, ax_max: int | None, h: int, attempt: int) -> int | None:
+    """One value for an axis: 'below' small, odd or non-power-of-two values under v (1 now and then); 'above'
+    non-power-of-two values beyond v, within the axis's bounds. None when there is no room."""
+    if kind == "below":
+        lo, hi = max(ax_min, 1), v - 1
+        if hi < lo:
+            return None
+        if lo == 1 and h % 5 == 0:
+            return 1
+        return _non_pow2(lo + h % (hi - lo + 1), lo, hi)
+    lo, hi = v + 1, v + max(2, v // ABOVE_SHARE + 1)
+    if ax_max is not None:
+        hi = min(hi, ax_max)
+    if hi < lo:
+        return None
+    return _non_pow2(lo + h % (hi - lo + 1), lo, hi)
+
+
+def wide_heldout(spec: OpSpec, secret: str, workload: Workload, candidate_id: str, kind: str, axes: list[str],
+                 accept: Callable[[dict[str, int]], bool]) -> Workload | None:
+    """Every axis of `axes` moved at once ('below' or 'above' the workload's value), each value drawn per
+    candidate and kept only where `accept` (the op's domain; for a template candidate, its own constraints too)
+    holds with the others; None when no axis could move."""
+    current = dict(workload.axes)
+
+    def move(ax: str, tied: str | None = None) -> bool:
+        nonlocal current
+        a = spec.axes[ax]
+        for attempt in range(WIDE_TRIES):
+            h = derive_seed(secret, "wide", kind, workload.id, candidate_id, ax, tied, attempt)
+            x = _draw(kind, workload.axes[ax], a.min, a.max, h, attempt)
+            if x is None:
+                return False
+            trial = {**current, ax: x, **({tied: x} if tied else {})}
+            if x != workload.axes[ax] and accept(trial):
+                current = trial
+                return True
+        return False
+
+    stuck = [ax for ax in axes if not move(ax)]
+    # axes that cannot move alone may move together at one value (attention's H and HKV of an MHA workload:
+    # H % HKV == 0 holds for H = HKV = 5, never for H = 5 with HKV = 4)
+    for i, ax in enumerate(stuck):
+        for other in stuck[i + 1:]:
+            if workload.axes[other] == workload.axes[ax] and current[other] == workload.axes[other] \
+                    and current[ax] == workload.axes[ax] and move(ax, tied=other):
+                break
+    return None if current == workload.axes else _with(workload, current)
+
+
+def heldout_workloads(spec: OpSpec, secret: str, workload: Workload, candidate_id: str,
+                      fixed: tuple[str, ...] = (), accept: Callable[[dict[str, int]], bool] | None = None
+                      ) -> list[tuple[str, Workload]]:
+    """(kind, workload) of every held-out shape of a candidate on a workload: the primary axes at 1 and odd, then
+    every free axis (not in the spec's `fixed_axes`) moved at once below the workload (the non-primary ones: small,
+    odd, non-power-of-two) and above it (all of them: beyond the visible sizes)."""
+    out = [("primary", w) for w in primary_heldout(spec, secret, workload, candidate_id)]
+    accept = accept or (lambda axes: True)
+    primary = primary_axes(spec)
+    free = [a for a in spec.axes if a not in fixed]
+    seen = {w.id for _, w in out} | {workload.id}
+    for kind, axes in (("below", [a for a in free if a not in primary]), ("above", free)):
+        held = wide_heldout(spec, secret, workload, candidate_id, kind, axes, accept) if axes else None
+        if held is not None and held.id not in seen:
+            seen.add(held.id)
+            out.append((kind, held))
+    return out
+
+
+def cases(spec: OpSpec, secret: str, checks: int, candidate_id: str, workload: Workload,
+          fixed: tuple[str, ...] = (), accept: Callable[[dict[str, int]], bool] | None = None) -> list[dict]:
     dists = spec.inputs_policy.distributions
     offset = derive_seed(secret, "dist", workload.id, candidate_id) % len(dists)
     out = []
@@ -75,7 +159,7 @@ def cases(spec: OpSpec, secret: str, checks: int, candidate_id: str, workload: W
         out.append({"workload": workload, "seed": derive_seed(secret, workload.id, candidate_id, k),
                     "distribution": dists[(offset + k) % len(dists)],
                     "repeats": DETERMINISM_RUNS if k == 0 else 1, "heldout": None})
-    for j, (kind, held) in enumerate(heldout_workloads(spec, secret, workload, candidate_id)):
+    for j, (kind, held) in enumerate(heldout_workloads(spec, secret, workload, candidate_id, fixed, accept)):
         out.append({"workload": held, "seed": derive_seed(secret, held.id, candidate_id, "h", j),
                     "distribution": dists[(offset + j) % len(dists)], "repeats": 1,
                     "heldout": {"kind": kind, "axes": sorted(a for a in held.axes if held.axes[a] != workload.axes[a]),

@@ -26,7 +26,7 @@ import torch
 from ..bench.stats import paired_speedup, summarize
 from ..records import (BuildArtifact, BuildFailure, Candidate, Costs, Measurement, Status, TimingPolicy, Verdict,
                        Workload)
-from ..reference.inputs import make_inputs
+from ..reference.inputs import PERTURBED, make_inputs, perturb_
 from ..reference.truth import truth
 from ..spec import OpBundle
 from ..verify import check_outputs
@@ -41,8 +41,7 @@ PHYSICAL_FLOOR = 0.7
 # more than this (absolute and relative) means work ran outside the harness stream.
 AUDIT_SLACK_US = 200.0
 AUDIT_SLACK_SHARE = 0.2
-SNAPSHOTS = 3        # timed candidate calls whose outputs are re-verified
-REFRESH_SETS = 4     # distinct input sets cycled behind the same buffers during timing
+SNAPSHOTS = 3        # timed candidate calls on near-duplicate contents whose outputs are re-verified (plus the last)
 
 
 @dataclass
@@ -78,6 +77,7 @@ class Evaluator:
         self.timeouts = timeouts or Timeouts()
         self.static_rules = static_rules
         self._rule_verdicts: dict[str, Verdict | None] = {}
+        self._domain = None   # (domain constraints, device properties), computed on first use
         # The trusted parent recomputes inputs and the reference on the same kind of device as the worker.
         self.tensor_device = "cuda" if device == "cuda" else "cpu"
         self.toolchain = f"triton {__import__('triton').__version__}"
@@ -85,10 +85,36 @@ class Evaluator:
     # -- the battery ----------------------------------------------------------------------------------------
     def heldout_workloads(self, workload: Workload, candidate: Candidate) -> list[Workload]:
         """Shapes the proposer never sees, drawn per (secret, workload, candidate): see execute/battery.py."""
-        return [w for _, w in battery.heldout_workloads(self.spec, self.secret, workload, candidate.id)]
+        return [w for _, w in battery.heldout_workloads(self.spec, self.secret, workload, candidate.id,
+                                                        self.bundle.fixed_axes, self._accept(candidate, workload))]
 
     def cases(self, candidate: Candidate, workload: Workload) -> list[dict]:
-        return battery.cases(self.spec, self.secret, self.checks, candidate.id, workload)
+        return battery.cases(self.spec, self.secret, self.checks, candidate.id, workload, self.bundle.fixed_axes,
+                             self._accept(candidate, workload))
+
+    def _accept(self, candidate: Candidate, workload: Workload):
+        """Where held-out draws beyond the primary axes may go: the op's domain (axis bounds, the axis-only
+        constraints every template states) and, for a template's own source, what pruning keeps for its
+        configuration (so an honest configuration is never judged on shapes it declares it does not support)."""
+        from ..spec.loader import domain_constraints, in_domain
+        from ..spec.space import why_pruned
+        if self._domain is None:
+            from ..device import device_properties
+            self._domain = domain_constraints(self.spec), device_properties(self.device)
+        constraints, props = self._domain
+        t = next((t for t in self.spec.templates if t.name == candidate.template), None)
+        own = t is not None and self.bundle.template_sources.get(t.name) == candidate.source
+
+        def accept(axes: dict[str, int]) -> bool:
+            if not in_domain(self.spec, axes, workload.dtype, constraints):
+                return False
+            if not own:
+                return True
+            try:
+                return why_pruned(t, workload.model_copy(update={"axes": axes}), props, candidate.config) is None
+            except (ValueError, KeyError, ZeroDivisionError):   # a partial configuration: keep the visible value
+                return False
+        return accept
 
     # -- messages -------------------------------------------------------------------------------------------
     def _common(self, candidate: Candidate | None, workload: Workload) -> dict:
@@ -216,15 +242,13 @@ class Evaluator:
         always does so when library baselines are among the subjects)."""
         seed = derive_seed(self.secret, "bench", workload.id, candidate.id if candidate else "-")
         baselines_file = self.bundle.folder / "baselines.py"
-        refresh = self.refresh_seeds(candidate, workload)
-        calls = policy.calls_per_sample * policy.samples
-        snap = sorted({1 + derive_seed(self.secret, "snap", seed, k) % calls for k in range(SNAPSHOTS)} | {calls})
         msg = {"op": "bench", **self._common(candidate, workload), "policy": policy.model_dump_json(),
                "subjects": subjects, "seed": seed,
                "reference_file": str(self.bundle.folder / self.spec.reference),
                "baselines_file": str(baselines_file) if baselines_file.is_file() else "",
                "bytes_moved": self.spec.bytes_moved(workload.axes, workload.dtype),
-               "refresh_seeds": refresh, "snapshot_calls": snap if candidate else [],
+               # fresh input contents for every timed call, SNAPSHOTS near-duplicates re-verified (execute/timing.py)
+               "fresh_inputs": True, "snapshots": SNAPSHOTS if candidate else 0,
                "job_dir": str(job_dir) if job_dir else "", "settle_threads": settle_threads}
         reply = self.worker.request(msg, timeout=self.timeouts.bench)
         if reply.status != "ok":
@@ -267,39 +291,42 @@ class Evaluator:
                 f"device-wide synchronize but {audit['events_us']:.0f} µs on the harness stream"))
         return None
 
-    def check_timed(self, workload: Workload, reply: Reply, refresh: list[int]) -> Verdict | None:
-        """Re-verify outputs of sampled timed calls against the inputs that were live for those calls."""
+    def check_timed(self, workload: Workload, reply: Reply, refresh: object = None) -> Verdict | None:
+        """Re-verify outputs of sampled timed calls against the inputs that were live for those calls (their seeds,
+        and for a near-duplicate the perturbation's seed, come back with the snapshot). `refresh` is unused: the
+        worker draws every timed call's contents itself (execute/timing.py)."""
         threads = self._threads_verdict(reply.data.get("threads"), "the timed calls")
         if threads:
-            return threads
+            return threads.model_copy(update={"case": f"{workload.label} timed calls"})
         audited = self.audit_verdict(reply.data.get("samples", {}))
         if audited:
-            return audited
+            return audited.model_copy(update={"case": f"{workload.label} timed calls"})
         for path in reply.data.get("snapshots", []):
             got = torch.load(path, weights_only=True, map_location=self.tensor_device)
-            idx = got["refresh_seed_index"]
-            seed = refresh[idx] if idx >= 0 else None
-            if seed is None:
+            if got.get("seed") is None:
                 continue
-            inputs = make_inputs(self.spec, workload, seed, self.tensor_device)
+            inputs = make_inputs(self.spec, workload, got["seed"], self.tensor_device)
+            what = "fresh contents"
+            if got.get("perturb") is not None:
+                perturb_(self.spec, inputs, got["perturb"])
+                what = f"a near-duplicate of an earlier call's contents ({PERTURBED} elements per input changed)"
             refs = truth(self.spec, self.bundle.folder / self.spec.reference, inputs, workload)
             v = check_outputs(self.spec, workload, got["outputs"], refs, inputs, inputs,
-                              f"{workload.label} timed call #{got['call']} (input set {idx})")
+                              f"{workload.label} timed call #{got['call']} ({what})")
             if v.status is not Status.PASSED:
                 return v.model_copy(update={"message": "timed call: " + v.message})
         return None
 
     def refresh_seeds(self, candidate: Candidate | None, workload: Workload) -> list[int]:
-        """Seeds of the input sets cycled behind the live buffers while timing."""
-        seed = derive_seed(self.secret, "bench", workload.id, candidate.id if candidate else "-")
-        return [derive_seed(self.secret, "refresh", workload.id, seed, k) for k in range(REFRESH_SETS)]
+        """Kept for callers of check_timed: timed calls' contents are drawn by the worker, per call."""
+        return []
 
     def _timed(self, candidate: Candidate, workload: Workload, job_dir: Path):
         subjects = ["candidate", "eager", "copy"]
         ms, notes, reply = self.bench(candidate, workload, subjects, self.policy, job_dir)
         if reply.status != "ok":
             return None, self._failure_verdict(reply, "benchmark"), reply
-        bad = self.check_timed(workload, reply, self.refresh_seeds(candidate, workload))
+        bad = self.check_timed(workload, reply)
         return ms, bad, reply
 
     def evaluate(self, candidate: Candidate, workload: Workload, job_dir: Path) -> Evaluation:

@@ -99,3 +99,22 @@ def alloc_scratch(spec: OpSpec, workload: Workload, device: str) -> dict[str, to
         return {}
     t = torch.empty(spec.scratch_numel(workload.axes), dtype=TORCH_DTYPES[DType(spec.scratch.dtype)], device=device)
     return {"scratch": poison_(t)}
+
+
+PERTURBED = 4   # elements changed per activation input in a near-duplicate of earlier contents
+
+
+def perturb_(spec: OpSpec, inputs: list[torch.Tensor], seed: int) -> list[torch.Tensor]:
+    """A near-duplicate, in place: PERTURBED seeded positions of every activation input moved by 4 standard
+    deviations (far outside any tolerance in the outputs that depend on them), the rest unchanged. A cache keyed on
+    a sample of the contents sees the earlier contents and returns the earlier answer. Positions come from a CPU
+    generator, so the controller and the worker change the same elements on any device."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    shift = 4.0 * spec.inputs_policy.std
+    for t, x in zip(spec.inputs, inputs):
+        if t.init != "activation" or x.numel() == 0:
+            continue
+        idx = torch.randint(0, x.numel(), (min(PERTURBED, x.numel()),), generator=g).to(x.device)
+        flat = x.view(-1)
+        flat[idx] = (flat[idx].float() + shift).to(x.dtype)
+    return inputs

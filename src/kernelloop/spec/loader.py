@@ -37,6 +37,7 @@ class OpBundle:
     folder: Path
     reference_source: str
     template_sources: dict[str, str]
+    fixed_axes: tuple[str, ...] = ()   # `fixed_axes` in spec.toml: axes the held-out draws never vary
 
     @property
     def reference_hash(self) -> str:
@@ -73,10 +74,18 @@ def load_op(path: str | Path) -> OpBundle:
     spec_file = path / "spec.toml" if path.is_dir() else path
     folder = spec_file.parent
     data = _read_toml(spec_file)
+    fixed = data.pop("fixed_axes", [])
     try:
         spec = OpSpec.model_validate(data)
     except ValidationError as e:
         raise _first_error(spec_file, e) from None
+    if not isinstance(fixed, list) or not all(isinstance(a, str) for a in fixed):
+        raise SpecError(spec_file, "fixed_axes", "expected a list of axis names")
+    for i, ax in enumerate(fixed):
+        if ax not in spec.axes:
+            raise SpecError(spec_file, f"fixed_axes.{i}", f"unknown axis {ax!r}")
+        if ax in (spec.heldout_axes or []):
+            raise SpecError(spec_file, f"fixed_axes.{i}", f"{ax!r} is also a held-out axis")
     if spec.name != folder.name:
         raise SpecError(spec_file, "name", f"{spec.name!r} differs from its folder name {folder.name!r}")
     ref_file = folder / spec.reference
@@ -101,7 +110,8 @@ def load_op(path: str | Path) -> OpBundle:
             raise SpecError(f, "", f"syntax error: {e}") from None
         sources[t.name] = src
     dry_run_reference(spec, ref_file)
-    return OpBundle(spec=spec, folder=folder, reference_source=ref_src, template_sources=sources)
+    return OpBundle(spec=spec, folder=folder, reference_source=ref_src, template_sources=sources,
+                    fixed_axes=tuple(dict.fromkeys(fixed)))
 
 
 def domain_constraints(spec: OpSpec) -> list[str]:
