@@ -64,12 +64,16 @@ def capture(model: torch.nn.Module, example_inputs: Any, *, profile: bool | None
     recorder = Recorder(specs, profiling=profile)
     prof = None
     with torch.no_grad():
-        if profile:
+        if profile:  # the warm-up: hooks only (they know the module path should it raise), no ATen recording
+            warm = Recorder(specs)
+            warm.attach(model)
             try:
-                model(*args, **kwargs)  # warm-up, not recorded
+                model(*args, **kwargs)
                 torch.cuda.synchronize(device)
-            except Exception as e:  # noqa: BLE001 - reported with the model's class
-                raise CaptureError(model_class, None, e) from e
+            except Exception as e:  # noqa: BLE001 - any model error becomes a CaptureError naming the module
+                raise CaptureError(model_class, warm.current_path, e) from e
+            finally:
+                warm.detach()
         recorder.attach(model)
         try:
             if profile:
