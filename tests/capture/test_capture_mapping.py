@@ -155,3 +155,24 @@ def test_the_package_is_callable_as_the_top_level_api_says():
     model, inputs = build()
     report = kernelloop.capture(model, inputs, ops_root=OPS)
     assert report == capture(model, inputs, ops_root=OPS) and report.cards[0].op == "rmsnorm"
+
+
+def test_device_times_partition_the_gpu_timeline():
+    """_device_times on a made-up profile: kernels inside a kl#<seq> projection go to that call, those inside the
+    kl-mapping projection (the mapping's checks) leave the total, the projections themselves are not counted."""
+    from types import SimpleNamespace as NS
+
+    from torch.autograd import DeviceType
+
+    from kernelloop.capture.core import _device_times
+
+    def ev(name, start, end, *, ann=False, dev=DeviceType.CUDA):
+        return NS(name=name, device_type=dev, is_user_annotation=ann, time_range=NS(start=start, end=end))
+
+    events = [ev("kl#0", 0, 10, ann=True), ev("k_a", 1, 4), ev("k_b", 5, 9),       # call 0: 3 + 4
+              ev("kl-mapping", 10, 20, ann=True), ev("check", 11, 19),               # the check: out of the total
+              ev("kl#2", 20, 30, ann=True), ev("k_c", 21, 29),                       # call 2: 8
+              ev("stray", 31, 33),                                                   # in no range: total only
+              ev("aten::mm", 0, 40, dev=DeviceType.CPU)]
+    times, total = _device_times(NS(events=lambda: events))
+    assert times == {0: 7, 2: 8} and total == 17
