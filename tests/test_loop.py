@@ -10,6 +10,8 @@ from kernelloop.archive import Archive
 from kernelloop.execute.evaluate import Timeouts
 from kernelloop.loop import Controller, RunOptions
 from kernelloop.records import Status, Workload
+from kernelloop.report.summary import run_summary
+from kernelloop.report.terminal import render
 from kernelloop.spec import load_op
 
 OPS = Path(__file__).resolve().parents[1] / "ops"
@@ -99,6 +101,25 @@ def test_run_survives_every_fault_and_confirms_the_honest_winner(faulty_op, tmp_
         assert finals[w.id][0] == by_mode["ok"].candidate_id
         assert {r.baseline for r in finals[w.id][1].ratios} == {"eager", "copy"}
         assert all(t.manifest_hash == run["manifest_hash"] for t in by_mode.values())
+        # every failure says where: the case it failed on (with its check index) and, for crashes, stage and signal
+        for mode in ("raise", "hang", "segv", "wrong"):
+            assert by_mode[mode].verdict.case.startswith(w.label + " check 0"), by_mode[mode].verdict
+        assert "during build (first call, case 0)" in by_mode["segv"].verdict.message
+        summary = run_summary(a)
+    groups = {g["reason"]: g for g in summary["failures"]}
+    assert set(groups) == {"raised RuntimeError", "timeout", "killed by SIGSEGV", "values outside tolerance"}
+    assert all(g["count"] == 1 for g in groups.values())
+    (segv,) = groups["killed by SIGSEGV"]["trials"]
+    assert segv["signal"] == "SIGSEGV" and segv["stage"] == "verify" and segv["at"] == "build (first call, case 0)"
+    assert segv["case"]["index"] == 0 and segv["case"]["kind"] == "visible" and segv["case"]["dtype"] == "fp16"
+    assert groups["timeout"]["trials"][0]["at"].startswith("build (first call")
+    wrong = groups["values outside tolerance"]["trials"][0]
+    assert wrong["case"]["axes"] == w.axes and wrong["case"]["seed"] > 0 and wrong["stage"] == "verify"
+    from rich.console import Console
+    console = Console(record=True, width=200)
+    render(summary, console)
+    text = console.export_text()
+    assert "failures by reason" in text and "killed by SIGSEGV" in text and "planned failure" in text
 
 
 def test_disk_full_on_archive_write_stops_cleanly_and_keeps_the_archive_consistent(layernorm, tmp_path, monkeypatch):

@@ -88,6 +88,7 @@ def test_answers_name_the_class_of_a_failing_heldout_case_never_its_shape_or_see
         (r,) = answer["results"]
         assert r["status"] == "WRONG_INCOMPLETE"
         assert "a held-out smaller M" in r["failing_case"] and "held-out case" in r["message"]
+        assert r["reason"] == "elements never written"
         text = json.dumps(answer)
         case = failure["case"]                           # the user's record: the full case
         assert str(case["seed"]) not in text and "seed=" not in text

@@ -28,6 +28,7 @@ from ..archive import Archive
 from ..execute.evaluate import Timeouts, derive_seed
 from ..loop import Controller, RunOptions
 from ..records import Candidate, Status, Trial, Workload
+from ..verify.explain import failure_reason
 from .workspace import Workspace, WorkspaceError
 
 
@@ -251,7 +252,9 @@ def trial_result(archive: Archive, run_id: str, cand: Candidate, w: Workload, t:
            "message": v.message, "build": build, "measurement": _measure(t.measurement),
            "costs": t.costs.model_dump(mode="json")}
     if v.status is not Status.PASSED:   # a passing verdict's cases stay the verifier's
-        out.update(failing_case=v.case, error_metrics=[m.model_dump(mode="json") for m in v.metrics],
+        # the trial as the controller told it to the proposer: no seeds, a held-out case by its class only
+        out.update(reason=failure_reason(v), failing_case=v.case,
+                   error_metrics=[m.model_dump(mode="json") for m in v.metrics],
                    log_tail=v.log[-4000:])
     front = [cid for cid, _ in archive.front(run_id, w.id)]
     out["on_front"] = cand.id in front

@@ -33,7 +33,8 @@ from ..verify import check_outputs
 from ..verify.compare import check_repeats, input_drift
 from . import battery
 from .battery import DETERMINISM_RUNS, case_label, case_record, derive_seed
-from .pool import Reply, Worker, describe_exit
+from .pool import Reply, Worker, describe_exit, signal_name
+from .procutil import STAGE_FILE
 # A kernel time below this share of a device copy of the same bytes is physically implausible for an op whose
 # bytes formula is a true minimum: it is re-measured in a fresh worker and rejected if it persists.
 PHYSICAL_FLOOR = 0.7
@@ -78,6 +79,8 @@ class Evaluator:
         self.static_rules = static_rules
         self._rule_verdicts: dict[str, Verdict | None] = {}
         self._domain = None   # (domain constraints, device properties), computed on first use
+        self._last_reply: Reply | None = None     # of the latest worker request (where a crash happened)
+        self._timed_case: dict | None = None      # the timed call a timing verdict failed on
         # The trusted parent recomputes inputs and the reference on the same kind of device as the worker.
         self.tensor_device = "cuda" if device == "cuda" else "cpu"
         self.toolchain = f"triton {__import__('triton').__version__}"
@@ -123,12 +126,35 @@ class Evaluator:
             msg.update(source_hash=candidate.source_hash, config=candidate.config)
         return msg
 
+    def _request(self, msg: dict, timeout: float) -> Reply:
+        """A worker request; the worker's stage file is cleared first, so a crash reads only this job's stage."""
+        stage = getattr(self.worker, "work_dir", None)
+        if stage is not None:
+            (Path(stage) / STAGE_FILE).unlink(missing_ok=True)
+        self._last_reply = self.worker.request(msg, timeout=timeout)
+        return self._last_reply
+
+    def crash_info(self, reply: Reply) -> dict:
+        """Where a failed request stopped: the worker's last stage ('import', 'build (first call, case k)',
+        'verify case k', 'timing (samples)', ...) and, for a worker that died, the signal that killed it."""
+        stage = None
+        root = getattr(self.worker, "work_dir", None)
+        if reply.status in ("died", "timeout") and root is not None:
+            try:
+                stage = (Path(root) / STAGE_FILE).read_text().strip() or None
+            except OSError:
+                stage = None
+        sig = signal_name(reply.exitcode) if reply.status == "died" else None
+        return {"at": stage, "signal": sig, "exitcode": reply.exitcode if reply.status == "died" else None}
+
     def _failure_verdict(self, reply: Reply, what: str) -> Verdict:
+        info = self.crash_info(reply)
+        where = info["at"] or what
         if reply.status == "timeout":
-            return Verdict(status=Status.TIMEOUT, message=f"{what} exceeded its deadline; worker killed",
-                           log=reply.log_tail)
+            return Verdict(status=Status.TIMEOUT, message=f"{what} exceeded its deadline (during {where}); "
+                           f"worker killed", log=reply.log_tail)
         if reply.status == "died":
-            return Verdict(status=Status.RUNTIME_ERROR, message=f"{describe_exit(reply.exitcode)} during {what}",
+            return Verdict(status=Status.RUNTIME_ERROR, message=f"{describe_exit(reply.exitcode)} during {where}",
                            log=reply.log_tail)
         d = reply.data
         return Verdict(status=Status.RUNTIME_ERROR, message=(d.get("error") or f"{what} failed")[:2000],
@@ -161,8 +187,8 @@ class Evaluator:
         return self._rule_verdicts[key]
 
     def load(self, candidate: Candidate) -> BuildFailure | Verdict | None:
-        reply = self.worker.request({"op": "load", "source": candidate.source, "source_hash": candidate.source_hash},
-                                    timeout=self.timeouts.check)
+        reply = self._request({"op": "load", "source": candidate.source, "source_hash": candidate.source_hash},
+                              timeout=self.timeouts.check)
         if reply.status == "ok":
             return None
         if reply.status == "error" and reply.data.get("stage") == "import":
@@ -206,10 +232,13 @@ class Evaluator:
         msg = {"op": "check", **self._common(candidate, workload), "job_dir": str(job_dir),
                "cases": [{"workload": c["workload"].model_dump_json(), "seed": c["seed"],
                           "distribution": c["distribution"], "repeats": c["repeats"]} for c in cases]}
-        reply = self.worker.request(msg, timeout=self.timeouts.check)
+        reply = self._request(msg, timeout=self.timeouts.check)
         d = reply.data
         build = BuildArtifact(**d["build"]) if d.get("build") else None
         at = d.get("case")
+        if reply.status in ("died", "timeout"):   # the worker's stage file says which case it was running
+            stage = self.crash_info(reply)["at"] or ""
+            at = int(stage.rsplit(" ", 1)[-1].rstrip(")")) if "case " in stage else None
         failed_case = cases[at] if isinstance(at, int) and 0 <= at < len(cases) else None
         if reply.status == "error" and d.get("stage") == "compile":
             failure = BuildFailure(stage="compile", log=d.get("log", ""), toolchain=self.toolchain)
@@ -232,7 +261,10 @@ class Evaluator:
             verdict = self._judge_case(case, path)
             if verdict.status is not Status.PASSED:
                 return build, verdict, reply.seconds, case
-        return build, self._threads_verdict(d.get("threads"), "the call") or verdict, reply.seconds, None
+        threads = self._threads_verdict(d.get("threads"), "the call")
+        if threads is not None:
+            threads = threads.model_copy(update={"case": f"{workload.label} after the verification calls"})
+        return build, threads or verdict, reply.seconds, None
 
     def bench(self, candidate: Candidate | None, workload: Workload, subjects: list[str], policy: TimingPolicy,
               job_dir: Path | None = None, settle_threads: bool = False
@@ -250,7 +282,7 @@ class Evaluator:
                # fresh input contents for every timed call, SNAPSHOTS near-duplicates re-verified (execute/timing.py)
                "fresh_inputs": True, "snapshots": SNAPSHOTS if candidate else 0,
                "job_dir": str(job_dir) if job_dir else "", "settle_threads": settle_threads}
-        reply = self.worker.request(msg, timeout=self.timeouts.bench)
+        reply = self._request(msg, timeout=self.timeouts.bench)
         if reply.status != "ok":
             return {}, {}, reply
         samples, notes = reply.data["samples"], reply.data["notes"]
@@ -314,6 +346,7 @@ class Evaluator:
             v = check_outputs(self.spec, workload, got["outputs"], refs, inputs, inputs,
                               f"{workload.label} timed call #{got['call']} ({what})")
             if v.status is not Status.PASSED:
+                self._timed_case = {"call": got["call"], "seed": got["seed"], "perturb": got.get("perturb")}
                 return v.model_copy(update={"message": "timed call: " + v.message})
         return None
 
@@ -325,23 +358,46 @@ class Evaluator:
         subjects = ["candidate", "eager", "copy"]
         ms, notes, reply = self.bench(candidate, workload, subjects, self.policy, job_dir)
         if reply.status != "ok":
-            return None, self._failure_verdict(reply, "benchmark"), reply
+            v = self._failure_verdict(reply, "timing")
+            return None, v.model_copy(update={"case": f"{workload.label} timed calls"}), reply
         bad = self.check_timed(workload, reply)
         return ms, bad, reply
+
+    def _failure(self, stage: str, workload: Workload, case: dict | None = None, reply: Reply | None = None
+                 ) -> dict:
+        """Where a trial failed, for the user's record (archived as a `failure` event by the controller): the
+        stage, the case (execute.battery.case_record; for timing, the workload and the timed call) and, for a
+        worker that died or hung, the stage it was in and the signal."""
+        out = {"stage": stage, "case": case}
+        if case is None:
+            out["case"] = {"index": None, "kind": "timed" if stage == "timing" else "none", "workload": workload.label,
+                           "workload_id": workload.id, "axes": dict(workload.axes), "dtype": workload.dtype.value,
+                           **((self._timed_case or {}) if stage == "timing" else {})}
+        if reply is not None and reply.status in ("died", "timeout"):
+            info = self.crash_info(reply)
+            out.update(at=info["at"], signal=info["signal"], exitcode=info["exitcode"])
+        return out
 
     def evaluate(self, candidate: Candidate, workload: Workload, job_dir: Path) -> Evaluation:
         t0 = time.perf_counter()
         job_dir.mkdir(parents=True, exist_ok=True)
+        self._timed_case = None
+        label = workload.label
         try:
             rejected = self.screen(candidate)
             if rejected is not None:
-                return Evaluation(None, rejected, None, Costs(wall_s=time.perf_counter() - t0))
+                v = rejected.model_copy(update={"case": f"{label}: static rules, before any call"})
+                return Evaluation(None, v, None, Costs(wall_s=time.perf_counter() - t0),
+                                  self._failure("static rules", workload))
             loaded = self.load(candidate)
             if isinstance(loaded, BuildFailure):
                 return Evaluation(loaded, Verdict(status=Status.COMPILE_ERROR, message="candidate failed to import",
-                                                  log=loaded.log), None, Costs(wall_s=time.perf_counter() - t0))
+                                                  case=f"{label}: import", log=loaded.log), None,
+                                  Costs(wall_s=time.perf_counter() - t0), self._failure("import", workload))
             if isinstance(loaded, Verdict):
-                return Evaluation(None, loaded, None, Costs(wall_s=time.perf_counter() - t0))
+                return Evaluation(None, loaded.model_copy(update={"case": f"{label}: import"}), None,
+                                  Costs(wall_s=time.perf_counter() - t0),
+                                  self._failure("import", workload, reply=self._last_reply))
             build, verdict, verify_s, failed_case = self.verify(candidate, workload, job_dir)
             compile_s = build.compile_s if build is not None else 0.0
 
@@ -349,11 +405,14 @@ class Evaluator:
                 return Costs(compile_s=compile_s, verify_s=verify_s, bench_s=bench_s, wall_s=time.perf_counter() - t0)
 
             if verdict.status is not Status.PASSED:
+                stage = "build" if verdict.status is Status.COMPILE_ERROR else "verify"
                 return Evaluation(build, verdict, None, costs(),
-                                  {"stage": "verify", "case": case_record(failed_case) if failed_case else None})
+                                  self._failure(stage, workload, case_record(failed_case) if failed_case else None,
+                                                self._last_reply))
             ms, bad, reply = self._timed(candidate, workload, job_dir)
             if bad is not None:
-                return Evaluation(build, bad, None, costs(reply.seconds))
+                return Evaluation(build, bad, None, costs(reply.seconds), self._failure("timing", workload,
+                                                                                          reply=reply))
             m = ms["candidate"]
             if self.device == "cuda" and m.roofline_fraction is not None and m.roofline_fraction > 1 / PHYSICAL_FLOOR:
                 # Faster than physics allows: measure again in a fresh process before believing either way.
@@ -361,14 +420,15 @@ class Evaluator:
                 if self.load(candidate) is None:
                     ms, bad, reply = self._timed(candidate, workload, job_dir)
                     if bad is not None:
-                        return Evaluation(build, bad, None, costs(reply.seconds))
+                        return Evaluation(build, bad, None, costs(reply.seconds),
+                                          self._failure("timing", workload, reply=reply))
                     m = ms["candidate"]
                 if m.roofline_fraction is not None and m.roofline_fraction > 1 / PHYSICAL_FLOOR:
                     return Evaluation(build, Verdict(
-                        status=Status.REJECTED,
+                        status=Status.REJECTED, case=f"{label} timed calls",
                         message=f"below-physical-floor: {m.kernel.median_us:.2f} µs is {m.roofline_fraction:.2f}x "
                                 f"faster than a device copy of the op's minimum bytes, twice in fresh processes"),
-                        None, costs(reply.seconds))
+                        None, costs(reply.seconds), self._failure("timing", workload))
             return Evaluation(build, verdict, m, costs(reply.seconds))
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)

@@ -140,6 +140,17 @@ class Worker:
         return Reply("died", exitcode=code, seconds=time.perf_counter() - t0, log_tail=self._tail_since(mark))
 
 
+def signal_name(code: int | None) -> str | None:
+    """'SIGSEGV' for a process killed by that signal (a negative exit code), else None."""
+    if code is None or code >= 0:
+        return None
+    import signal
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
 def describe_exit(code: int | None) -> str:
     if code is None:
         return "worker exited (code unknown)"

@@ -85,3 +85,15 @@ def _settled_thread_count(poll_s: float = 0.2, stable_polls: int = 3, limit_s: f
         same = same + 1 if now == last else 0
         last = now
     return last
+
+
+STAGE_FILE = "stage"
+
+
+def mark_stage(root: Path | str, text: str) -> None:
+    """Record where the worker is (import, build, verify case k, timing) in its job folder, so that a crash that
+    kills the process still says where it happened (the controller reads the file after the worker died)."""
+    try:
+        (Path(root) / STAGE_FILE).write_text(text)
+    except OSError:
+        pass

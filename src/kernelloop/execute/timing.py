@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from .procutil import (CUDA_FAULT_MARKERS, _import_file, _new_threads, _settled_thread_count, _sync, _thread_count,
-                       _thread_names)
+                       _thread_names, mark_stage)
 
 
 def _reference(state, path: str):
@@ -187,6 +187,7 @@ def bench(state, msg: dict) -> dict:
     from ..records import OpSpec, TimingPolicy, Workload
     from ..reference.inputs import make_inputs, perturb_, poison_
     policy = TimingPolicy.model_validate_json(msg["policy"])
+    mark_stage(state.job_root, "timing (set-up)")
     subjects, notes, live = _subjects(state, msg)
     spec = OpSpec.model_validate_json(msg["spec"])
     w = Workload.model_validate_json(msg["workload"])
@@ -233,6 +234,7 @@ def bench(state, msg: dict) -> dict:
             entry = contents["pending"] or {"seed": None, "perturb": None}
             snapshots.append((c, entry, [o.detach().clone() for o in live["outputs"]]))
 
+    mark_stage(state.job_root, "timing (warm-up)")
     threads_cold = _thread_count()
     for fn in subjects.values():  # one untimed call each, so lazily started runtime pools exist before counting
         poison_scratch()
@@ -247,6 +249,7 @@ def bench(state, msg: dict) -> dict:
     names_before = _thread_names()
     before_snap = gpu_snapshot() if state.device == "cuda" else {}
     try:
+        mark_stage(state.job_root, "timing (samples)")
         samples = sample(subjects, policy, msg["seed"], before if fresh or live.get("scratch") else None,
                          after, poison_scratch if live.get("scratch") else None)
         _sync(state.device)

@@ -13,7 +13,7 @@ import time
 import traceback
 from pathlib import Path
 
-from .procutil import CUDA_FAULT_MARKERS, _import_file, _sync, _thread_count
+from .procutil import CUDA_FAULT_MARKERS, _import_file, _sync, _thread_count, mark_stage
 from .timing import (BUILTIN_BASELINES, CANDIDATE_KINDS, _reference, _rotating_call, _scratch_of,  # noqa: F401
                      _subjects, bench, make_baseline)
 
@@ -92,6 +92,7 @@ def _load(state: _State, msg: dict) -> dict:
     key = msg["source_hash"]
     if key in state.modules:
         return {"ok": True}
+    mark_stage(state.job_root, "import")
     path = state.job_root / f"cand_{key[:16]}.py"
     path.write_text(msg["source"])
     try:
@@ -134,6 +135,7 @@ def _check(state: _State, msg: dict) -> dict:
     _forget_compiled(mod)  # so the build record describes exactly the kernels this trial compiles
     files, build, threads_base, alias, alias_case = [], None, None, [], None
     for k, case in enumerate(msg["cases"]):
+        mark_stage(state.job_root, f"verify case {k}" if build is not None else f"build (first call, case {k})")
         w = Workload.model_validate_json(case["workload"])
         inputs = make_inputs(spec, w, case["seed"], state.tensor_device, case["distribution"])
         # What the candidate is given, before its first call: the controller compares it with its regeneration
@@ -156,6 +158,7 @@ def _check(state: _State, msg: dict) -> dict:
                         "cuda_fault": any(m in text for m in CUDA_FAULT_MARKERS), "build": build, "case": k}
             if build is None:
                 build = _build_info(mod, time.perf_counter() - t0, state.device)
+                mark_stage(state.job_root, f"verify case {k}")
                 threads_base = _thread_count()  # after the first call: lazily started runtime pools exist
             problems = _alias_problems(outputs, before, inputs, scratch.get("scratch"))
             if problems and alias_case is None:

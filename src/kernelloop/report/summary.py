@@ -68,8 +68,36 @@ def run_summary(archive: Archive, run_id: str | None = None) -> dict:
                   **({"profile_s": sum(e.get("seconds", 0.0) for e in evidence)} if planner else {})},
         "pruning": [e["payload"] if "payload" in e else e for e in archive.events(rid, "prune")],
         "workloads": workloads,
+        "failures": failure_groups(archive, rid, trials),
         "llm": _llm_section(archive, rid, trials),
     }
+
+
+def failure_groups(archive: Archive, run_id: str, trials: list) -> list[dict]:
+    """The run's failed trials grouped by reason (kernelloop.verify.explain.failure_reason), most frequent first;
+    each trial with its stage, its case (shape, dtype, distribution, seed, check index, held-out class) and, for a
+    crash, where it was and the signal: the user's record, in full."""
+    from ..verify.explain import failure_reason, failures_by_trial
+    events = failures_by_trial(archive, run_id)
+    labels = {}
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for t in trials:
+        v = t.verdict
+        if v.status.value == "PASSED":
+            continue
+        if t.candidate_id not in labels:
+            c = archive.get_candidate(t.candidate_id)
+            labels[t.candidate_id] = c.label if c else ""
+        e = events.get(t.id, {})
+        entry = {"trial": t.id, "index": t.index, "candidate": t.candidate_id, "label": labels[t.candidate_id],
+                 "workload_id": t.workload_id, "stage": e.get("stage"), "case": e.get("case") or v.case,
+                 "case_label": v.case, "message": v.message[:500]}
+        for k in ("at", "signal", "exitcode"):
+            if e.get(k) is not None:
+                entry[k] = e[k]
+        groups.setdefault((failure_reason(v), v.status.value), []).append(entry)
+    out = [{"reason": r, "status": s, "count": len(ts), "trials": ts} for (r, s), ts in groups.items()]
+    return sorted(out, key=lambda g: (-g["count"], g["reason"]))
 
 
 def hypothesis_record(archive: Archive, run_id: str, trials: list) -> dict:

@@ -54,6 +54,7 @@ def render(summary: dict, console: Console | None = None) -> None:
                   f"{m['call_us']:.2f}", f"{m['gbps']:.0f}", roof,
                   *[_speedup(m["speedups"].get(b)) for b in baselines])
     c.print(t)
+    render_failures(summary.get("failures") or [], c)
     hyp = [(w["label"], w["hypotheses"]) for w in rows if "hypotheses" in w]
     if hyp:
         h = Table(title="planner hypotheses (outcome against the parent)")
@@ -71,3 +72,21 @@ def render(summary: dict, console: Console | None = None) -> None:
     if summary.get("llm"):
         from ..propose.llm.costs import render_llm
         render_llm(summary["llm"], c)
+
+
+def render_failures(groups: list[dict], c: Console, examples: int = 2) -> None:
+    """Failed trials grouped by reason: count, status, and the first trials' cases and messages."""
+    if not groups:
+        return
+    t = Table(title="failures by reason")
+    for col in ("reason", "status", "trials", "stage", "failed on (case)", "message"):
+        t.add_column(col, overflow="fold")
+    for g in groups:
+        for i, e in enumerate(g["trials"][:examples]):
+            stage = (e.get("stage") or "-") + (f" ({e['at']})" if e.get("at") else "") + \
+                (f", {e['signal']}" if e.get("signal") else "")
+            t.add_row(g["reason"] if i == 0 else "", g["status"] if i == 0 else "",
+                      str(g["count"]) if i == 0 else "", stage, e.get("case_label") or "-", e["message"][:240])
+        if g["count"] > examples:
+            t.add_row("", "", "", "", f"... and {g['count'] - examples} more", "")
+    c.print(t)
