@@ -360,7 +360,7 @@ class Evaluator:
         if reply.status != "ok":
             v = self._failure_verdict(reply, "timing")
             return None, v.model_copy(update={"case": f"{workload.label} timed calls"}), reply
-        bad = self.check_timed(workload, reply)
+        bad = self.check_timed(workload, reply, self.refresh_seeds(candidate, workload))
         return ms, bad, reply
 
     def _failure(self, stage: str, workload: Workload, case: dict | None = None, reply: Reply | None = None
