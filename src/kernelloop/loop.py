@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import secrets
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -216,31 +215,17 @@ class Controller:
                 diff = [k for k in manifest if manifest[k] != run["manifest"].get(k)]
                 raise RuntimeError(f"cannot resume: the manifest changed ({', '.join(diff)}); "
                                    f"results are only comparable within one manifest")
-            return run["id"], manifest, mhash, self._resume_secret(run)
+            return run["id"], manifest, mhash, keys.resume_secret(run, self.run_dir)
         # The run key derives every seed and held-out case; the archive keeps only a salt and a commitment to it,
         # the key stays with the user's controller ($KERNELLOOP_KEY or a key file outside the run folder).
-        salt = secrets.token_hex(16)
-        key, source = keys.new_key(self.run_dir)
-        run_id = "r-" + content_hash({"m": mhash, "salt": salt})
-        if source == "file":
-            keys.save_key(run_id, key, self.run_dir)
-        opts = {**self.options.as_dict(),
-                "key": {"salt": salt, "commitment": keys.commitment(key, salt), "source": source},
+        run_id, key_record, secret = keys.start_run(self.run_dir, lambda salt: "r-" + content_hash({"m": mhash,
+                                                                                                   "salt": salt}))
+        opts = {**self.options.as_dict(), "key": key_record,
                 "workloads": [w.model_dump(mode="json") for w in self.workloads]}
-        secret = keys.run_secret(key, salt)
         archive.create_run(run_id, self.spec, manifest, mhash, env, opts)
         for w in self.workloads:
             archive.put_workload(w)
         return run_id, manifest, mhash, secret
-
-    def _resume_secret(self, run: dict) -> str:
-        """The secret of an archived run: derived from its key, checked against the archived commitment (runs
-        archived before keys existed stored their secret in the options; they keep it)."""
-        opts = run["options"]
-        if "secret" in opts:
-            return opts["secret"]
-        k = opts["key"]
-        return keys.run_secret(keys.load_key(run["id"], k["salt"], k["commitment"], self.run_dir), k["salt"])
 
     # -- the loop -------------------------------------------------------------------------------------------
     def run(self, resume: bool = False) -> str:

@@ -111,7 +111,8 @@ def test_every_failure_carries_its_case(layernorm, evaluator, tmp_path):
     static = Evaluator(layernorm, "interpret", evaluator.worker, INTERPRETER_WALLCLOCK, secret="explain-static",
                        checks=1, timeouts=Timeouts(check=30.0))
     rejected = static.evaluate(kernel(), W, tmp_path / "s")          # ctypes, os, time: the rules refuse it
-    assert rejected.verdict.status is Status.REJECTED and rejected.verdict.case.endswith("static rules, before any call")
+    assert rejected.verdict.status is Status.REJECTED
+    assert rejected.verdict.case.endswith("static rules, before any call")
     assert rejected.failure["stage"] == "static rules"
     broken = evaluator.evaluate(Candidate(op="layernorm", template="custom", source="import nowhere_at_all\n"), W,
                                 tmp_path / "i")

@@ -7,7 +7,9 @@ workload and the candidate, so the cases of one candidate say nothing about the 
 - held-out shapes the proposer is never shown: each primary held-out axis (the spec's `heldout_axes`, by default
   the first axis of the first input) at 1 and at an odd value below the workload's; then one case with every other
   free axis (all but the spec's `fixed_axes`) at a small, odd or non-power-of-two value below the workload's, and
-  one with every free axis beyond the workload's (up to +25 %, so the interpreter's cost stays bounded), each value
+  one with every free axis beyond the workload's (up to +25 %, so the interpreter's cost stays bounded; an axis
+  other than the primary ones within the workload's power-of-two bucket, except for a template's own
+  configuration, whose pruning decides), each value
   inside the axis's [min, max] and the op's domain (the axis-only constraints every template states, e.g.
   `H % HKV == 0`; for a template's own configuration, everything pruning checks, so an honest configuration is
   never judged outside the shapes it declares it supports). At most 2 + 2 x (primary axes) held-out cases.
@@ -100,7 +102,8 @@ def _draw(kind: str, v: int, ax_min: int, ax_max: int | None, h: int, attempt: i
 
 
 def wide_heldout(spec: OpSpec, secret: str, workload: Workload, candidate_id: str, kind: str, axes: list[str],
-                 accept: Callable[[dict[str, int]], bool]) -> Workload | None:
+                 accept: Callable[[dict[str, int]], bool], bucketed: frozenset[str] = frozenset()
+                 ) -> Workload | None:
     """Every axis of `axes` moved at once ('below' or 'above' the workload's value), each value drawn per
     candidate and kept only where `accept` (the op's domain; for a template candidate, its own constraints too)
     holds with the others; None when no axis could move."""
@@ -111,7 +114,11 @@ def wide_heldout(spec: OpSpec, secret: str, workload: Workload, candidate_id: st
         a = spec.axes[ax]
         for attempt in range(WIDE_TRIES):
             h = derive_seed(secret, "wide", kind, workload.id, candidate_id, ax, tied, attempt)
-            x = _draw(kind, workload.axes[ax], a.min, a.max, h, attempt)
+            top = a.max
+            if kind == "above" and ax in bucketed:   # within the workload's power-of-two bucket
+                bucket = 1 << max(0, (workload.axes[ax] - 1).bit_length())
+                top = bucket if top is None else min(top, bucket)
+            x = _draw(kind, workload.axes[ax], a.min, top, h, attempt)
             if x is None:
                 return False
             trial = {**current, ax: x, **({tied: x} if tied else {})}
@@ -132,8 +139,8 @@ def wide_heldout(spec: OpSpec, secret: str, workload: Workload, candidate_id: st
 
 
 def heldout_workloads(spec: OpSpec, secret: str, workload: Workload, candidate_id: str,
-                      fixed: tuple[str, ...] = (), accept: Callable[[dict[str, int]], bool] | None = None
-                      ) -> list[tuple[str, Workload]]:
+                      fixed: tuple[str, ...] = (), accept: Callable[[dict[str, int]], bool] | None = None,
+                      own_template: bool = False) -> list[tuple[str, Workload]]:
     """(kind, workload) of every held-out shape of a candidate on a workload: the primary axes at 1 and odd, then
     every free axis (not in the spec's `fixed_axes`) moved at once below the workload (the non-primary ones: small,
     odd, non-power-of-two) and above it (all of them: beyond the visible sizes)."""
@@ -142,8 +149,12 @@ def heldout_workloads(spec: OpSpec, secret: str, workload: Workload, candidate_i
     primary = primary_axes(spec)
     free = [a for a in spec.axes if a not in fixed]
     seen = {w.id for _, w in out} | {workload.id}
+    # A kernel may size its blocks to the workload's power-of-two bucket of an axis the spec does not name as a
+    # held-out axis (as every template's constraints allow, e.g. BLOCK_N <= next_pow2(N)); beyond the bucket only the
+    # primary axes, and a template's own configuration where its pruning keeps the shape, are probed.
+    bucketed = frozenset() if own_template else frozenset(a for a in free if a not in primary)
     for kind, axes in (("below", [a for a in free if a not in primary]), ("above", free)):
-        held = wide_heldout(spec, secret, workload, candidate_id, kind, axes, accept) if axes else None
+        held = wide_heldout(spec, secret, workload, candidate_id, kind, axes, accept, bucketed) if axes else None
         if held is not None and held.id not in seen:
             seen.add(held.id)
             out.append((kind, held))
@@ -151,7 +162,8 @@ def heldout_workloads(spec: OpSpec, secret: str, workload: Workload, candidate_i
 
 
 def cases(spec: OpSpec, secret: str, checks: int, candidate_id: str, workload: Workload,
-          fixed: tuple[str, ...] = (), accept: Callable[[dict[str, int]], bool] | None = None) -> list[dict]:
+          fixed: tuple[str, ...] = (), accept: Callable[[dict[str, int]], bool] | None = None,
+          own_template: bool = False) -> list[dict]:
     dists = spec.inputs_policy.distributions
     offset = derive_seed(secret, "dist", workload.id, candidate_id) % len(dists)
     out = []
@@ -159,7 +171,8 @@ def cases(spec: OpSpec, secret: str, checks: int, candidate_id: str, workload: W
         out.append({"workload": workload, "seed": derive_seed(secret, workload.id, candidate_id, k),
                     "distribution": dists[(offset + k) % len(dists)],
                     "repeats": DETERMINISM_RUNS if k == 0 else 1, "heldout": None})
-    for j, (kind, held) in enumerate(heldout_workloads(spec, secret, workload, candidate_id, fixed, accept)):
+    for j, (kind, held) in enumerate(heldout_workloads(spec, secret, workload, candidate_id, fixed, accept,
+                                                       own_template)):
         out.append({"workload": held, "seed": derive_seed(secret, held.id, candidate_id, "h", j),
                     "distribution": dists[(offset + j) % len(dists)], "repeats": 1,
                     "heldout": {"kind": kind, "axes": sorted(a for a in held.axes if held.axes[a] != workload.axes[a]),

@@ -89,11 +89,17 @@ class Evaluator:
     def heldout_workloads(self, workload: Workload, candidate: Candidate) -> list[Workload]:
         """Shapes the proposer never sees, drawn per (secret, workload, candidate): see execute/battery.py."""
         return [w for _, w in battery.heldout_workloads(self.spec, self.secret, workload, candidate.id,
-                                                        self.bundle.fixed_axes, self._accept(candidate, workload))]
+                                                        self.bundle.fixed_axes, self._accept(candidate, workload),
+                                                        self._own_template(candidate))]
 
     def cases(self, candidate: Candidate, workload: Workload) -> list[dict]:
         return battery.cases(self.spec, self.secret, self.checks, candidate.id, workload, self.bundle.fixed_axes,
-                             self._accept(candidate, workload))
+                             self._accept(candidate, workload), self._own_template(candidate))
+
+    def _own_template(self, candidate: Candidate) -> bool:
+        """Whether the candidate is one of the op's templates, its source unchanged (its constraints then say
+        which shapes its configuration supports)."""
+        return self.bundle.template_sources.get(candidate.template, None) == candidate.source
 
     def _accept(self, candidate: Candidate, workload: Workload):
         """Where held-out draws beyond the primary axes may go: the op's domain (axis bounds, the axis-only
@@ -106,7 +112,7 @@ class Evaluator:
             self._domain = domain_constraints(self.spec), device_properties(self.device)
         constraints, props = self._domain
         t = next((t for t in self.spec.templates if t.name == candidate.template), None)
-        own = t is not None and self.bundle.template_sources.get(t.name) == candidate.source
+        own = t is not None and self._own_template(candidate)
 
         def accept(axes: dict[str, int]) -> bool:
             if not in_domain(self.spec, axes, workload.dtype, constraints):

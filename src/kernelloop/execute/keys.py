@@ -132,5 +132,26 @@ def load_key(run_id: str, salt: str, expected: str, run_dir: Path) -> str:
     return key
 
 
+def start_run(run_dir: Path, run_id_of) -> tuple[str, dict, str]:
+    """A new run's key: (run id from `run_id_of(salt)`, the record the archive keeps -- salt, commitment, source
+    --, the evaluator's secret). The key file, when there is one, is written before the run exists."""
+    salt = secrets.token_hex(16)
+    key, source = new_key(run_dir)
+    run_id = run_id_of(salt)
+    if source == "file":
+        save_key(run_id, key, run_dir)
+    return run_id, {"salt": salt, "commitment": commitment(key, salt), "source": source}, run_secret(key, salt)
+
+
+def resume_secret(run: dict, run_dir: Path) -> str:
+    """The secret of an archived run, from its key checked against the archived commitment (runs archived before
+    keys existed kept their secret in the options; they keep it)."""
+    opts = run["options"]
+    if "secret" in opts:
+        return opts["secret"]
+    k = opts["key"]
+    return run_secret(load_key(run["id"], k["salt"], k["commitment"], run_dir), k["salt"])
+
+
 __all__ = ["KEY_DIR_ENV", "KEY_ENV", "RunKeyError", "commitment", "key_dir", "key_file", "load_key", "new_key",
-           "protected_roots", "run_secret", "save_key"]
+           "protected_roots", "resume_secret", "run_secret", "save_key", "start_run"]
