@@ -89,7 +89,7 @@ def test_exported_definition_fields():
     w, bias = torch.rand(8, dtype=torch.float64), torch.rand(8, dtype=torch.float64)
     assert torch.allclose(ns["run"](x, w, bias), torch.nn.functional.layer_norm(x, (8,), w, bias, 1e-5))
     att = export_definition(bundle("attention"))
-    assert att.constraints == ["D >= 64", "D <= 128"]
+    assert att.constraints == ["D >= 64", "D <= 128", "D == 64 or D == 128", "H % HKV == 0"]   # bounds, then the domain
     f32 = export_definition(bundle("gemm_f32out"), "fp16")
     assert f32.inputs["a"].dtype.value == "float16" and f32.outputs["c"].dtype.value == "float32"
     assert Definition.model_validate_json(f32.model_dump_json()) == f32

@@ -105,6 +105,9 @@ def export_definition(bundle: OpBundle, dtype: DType | str | None = None, *,
             constraints.append(f"{name} >= {a.min}")
         if a.max is not None:
             constraints.append(f"{name} <= {a.max}")
+    from ..spec.loader import domain_constraints
+    constraints += domain_constraints(spec)   # e.g. attention's 'H % HKV == 0': the op's domain, not a bound
+
     def tensor(t) -> fi.TensorSpec:
         return fi.TensorSpec(shape=list(t.shape), dtype=FI_DTYPE[spec.tensor_dtype(t, d)])
     inputs = {t.name: tensor(t) for t in spec.inputs}

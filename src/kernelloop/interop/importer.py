@@ -164,6 +164,18 @@ def _workload_entries(d: fi.Definition, workloads: list, axes: dict, tensors: li
     return entries, values, notes
 
 
+def _checkable(expr: str, axes: dict) -> bool:
+    """A Definition constraint kernelloop can state as a spec constraint: an expression over the axes it accepts."""
+    import ast
+    from ..records import check_expression
+    try:
+        tree = check_expression(expr)
+    except (ValueError, SyntaxError):
+        return False
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    return bool(names) and names <= set(axes) | {"min", "max", "cdiv", "sqrt_", "next_pow2"}
+
+
 def _spec_toml(d: fi.Definition, name: str, axes: dict, tensors: list[dict], outputs: list[dict], scalars: dict,
                op_dtype: DType, bytes_formula: str, other: list[str], template: dict | None) -> str:
     L = T.comment(f"Imported from FlashInfer-Trace Definition `{d.name}` by `kernelloop trace import` "
@@ -194,6 +206,8 @@ def _spec_toml(d: fi.Definition, name: str, axes: dict, tensors: list[dict], out
         L += [f"# The solution `{template['solution']}` as submitted, behind an adapter `launch`: a space of one "
               f"point.", "[[templates]]", *T.assignments({"name": "solution", "file": template["file"]}),
               "[[templates.params]]", *T.assignments({"name": ADAPTER_PARAM, "values": [template["solution"]]}),
+              *[line for c in other if _checkable(c, axes) for line in (
+                  "[[templates.constraints]]", *T.assignments({"expr": c, "reason": "the Definition's constraint"}))],
               "# The solution launches its own kernels: no resource estimate, so hardware pruning never removes it.",
               "[templates.resources]", 'threads = "32"', 'regs_per_thread = "0"', 'shared_bytes = "0"', ""]
     return "\n".join(L)
