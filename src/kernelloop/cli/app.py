@@ -17,6 +17,7 @@ from .trace import trace_app  # FlashInfer-Trace import/export
 from .capture import capture
 from .export import export
 from .e2e import e2e
+from .report import report  # the HTML report
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="kernelloop: a closed loop that makes GPU kernels faster and proves it.")
@@ -33,6 +34,7 @@ app.add_typer(trace_app, name="trace")  # FlashInfer-Trace import/export
 app.command()(capture)
 app.command()(export)
 app.command()(e2e)
+app.command()(report)  # the HTML report
 
 
 def main() -> None:

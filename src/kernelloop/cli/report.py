@@ -1,0 +1,42 @@
+"""`kernelloop report RUN [--out report.html]`: one self-contained HTML file of an archived run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from ..archive import ArchiveError
+from . import common
+
+
+def report(
+    run: Annotated[Path, typer.Argument(help="Run folder (or its archive.sqlite, plain or gzipped: .sqlite.gz).")],
+    out: Annotated[Path | None, typer.Option("--out", help="HTML file to write (default: RUN/report.html, or "
+                                             "report.html here when RUN is an archive file).")] = None,
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Which run of a multi-run archive "
+                                               "(default: the first).")] = None,
+) -> None:
+    """Write an offline HTML report: best so far, verdicts and failures, per-workload table with every baseline,
+    Pareto front, roofline, lineage and the optimisation log. The archive is read, never written."""
+    console = Console()
+    path = common.archive_path(run, console)
+    try:
+        from ..report.html import write_report
+    except ImportError as e:   # matplotlib or jinja2 missing
+        console.print(f"[red]kernelloop report needs matplotlib and jinja2:[/red] {e}. "
+                      "Install them with: python3 -m pip install 'kernelloop[report]'")
+        raise typer.Exit(common.BAD_INPUT)
+    if out is None:
+        out = (run / "report.html") if run.is_dir() else Path("report.html")
+    try:
+        written = write_report(path, out, run_id)
+    except (ArchiveError, LookupError) as e:
+        console.print(f"[red]cannot read {path}:[/red] {e}")
+        raise typer.Exit(common.STOPPED)
+    except OSError as e:
+        console.print(f"[red]cannot write {out}:[/red] {e}")
+        raise typer.Exit(common.STOPPED)
+    print(written)
