@@ -81,7 +81,7 @@ def _gluon(bm, bn, bk, stages, warps, epi_tma=1, group=8, loader_regs=40, sync=1
 # the first device call (twelfth session) tried 128x256 and 256x128 with the epilogue from registers (EPI_TMA=0,
 # 4 stages: 5-12 % slower), 128x128 on 4 and 8 warps and GROUP_M=1: all slower than 128x256, 3 stages, TMA store;
 # this list is the second call's: the tiled template's best two beside GROUP_M, SYNC and the loader's registers
-# (benchmarks/results/2026-12-01-h200-s12/call2)
+# (recorded 2026-12-01; in git history: benchmarks/results/2026-12-01-h200-s12/call2)
 CONFIGS["gluon"] = [_cfg(128, 256, 64, 4, 8, tma=2, persistent=1), _cfg(128, 256, 64, 4, 8, tma=2, persistent=0),
                     _gluon(128, 256, 64, 3, 8), _gluon(128, 256, 64, 3, 8, sync=0), _gluon(128, 256, 64, 3, 8, group=4),
                     _gluon(128, 256, 64, 3, 8, group=16), _gluon(128, 256, 64, 3, 8, loader_regs=24),

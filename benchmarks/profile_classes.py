@@ -1,6 +1,6 @@
 """Do Nsight Compute's bottleneck class and its roofline fraction agree with what the timer measured?
 
-For each run archive given (e.g. the layernorm, rmsnorm and softmax runs of benchmarks/results/2026-11-30-h200 and a
+For each run archive given (e.g. the layernorm, rmsnorm and softmax runs of benchmarks/results/2026-11-30-h200-norms and a
 gemm run), on a CUDA host with Nsight Compute:
 - picks one workload: the one whose label contains --workload, by default the fp16 workload whose axes are all
   4096 ([4096, 4096], or [4096, 4096, 4096] for a GEMM);
@@ -22,7 +22,8 @@ The archives are not modified: each is copied (SQLite backup API) to --work/<nam
 reports, the .ncu-rep files (profiles/) and the candidate sources (sources/) land. --in-place profiles into the
 given run folders instead.
 
-    python3 benchmarks/profile_classes.py benchmarks/results/2026-11-30-h200/{layernorm,rmsnorm,softmax}.sqlite \\
+    gunzip -k benchmarks/results/2026-11-30-h200-norms/*.sqlite.gz     # the archives are kept gzipped
+    python3 benchmarks/profile_classes.py benchmarks/results/2026-11-30-h200-norms/{layernorm-rowwise,rmsnorm-persistent,softmax-chunked}.sqlite \\
         runs/gpu-gemm --out profile-classes.json [--baseline eager --baseline liger] [--timeout 600]
 
 Exit codes: 0 every subject was profiled; 1 some subject could not be profiled; 2 bad input; 3 no ncu / no GPU.
