@@ -1,7 +1,7 @@
 """Measure the roofs of the roofline once per device, and cache them.
 
 Measured, not datasheet: a device copy reaches ~70 % of HBM's nominal bandwidth on an H200 (20.0 us for a
-67 MB LayerNorm-sized copy, DESIGN.md), and that copy is the honest "physical limit" for a memory-bound op.
+67 MB LayerNorm-sized copy; docs/timing.md), and that copy is the honest "physical limit" for a memory-bound op.
 - copy bandwidth: `dst.copy_(src)` on buffers far larger than L2; (read + written bytes) / median time;
 - matrix throughput: `torch.matmul` of square matrices in fp16, bf16, tf32 and fp32 (TF32 off), 2 n^3 / time;
 - vector throughput: a Triton kernel whose threads run independent FMA chains in registers (no memory
