@@ -1,7 +1,8 @@
 """Benchmark of search strategies on recorded spaces: ours, Kernel Tuner's and Optuna's, in the same run.
 
 Protocol (written into the results):
-- spaces: every recorded space in --spaces (default: shared/fixtures/spaces, six public brute-forced spaces)
+- spaces: every recorded space in --spaces (default: benchmarks/spaces, vendored in the repository: six public
+  brute-forced spaces and our H200 recordings; see benchmarks/vendor_spaces.py)
   plus every file given with --space (repeatable; a Kernel Tuner cache or a kernelloop space file), restricted
   to the configurations that did not fail — what Kernel Tuner's tune_cache searches. Kernel Tuner needs one
   fixed parameter list, so a kernelloop space whose configurations carry different parameters (per template) is
@@ -62,10 +63,8 @@ KT_STALL = 5   # x budget: consecutive proposals of already evaluated configurat
 
 
 def default_spaces() -> Path:
-    for cand in (ROOT.parent / "shared" / "fixtures" / "spaces", ROOT / "shared" / "fixtures" / "spaces"):
-        if cand.is_dir():
-            return cand
-    return Path("/work/shared/fixtures/spaces")
+    """The vendored public spaces (benchmarks/vendor_spaces.py), so a clean clone runs the benchmark."""
+    return ROOT / "benchmarks" / "spaces"
 
 
 @functools.lru_cache(maxsize=None)

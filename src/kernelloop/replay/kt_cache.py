@@ -4,7 +4,8 @@ Top level: `tune_params_keys` (parameter order of the cache keys), `tune_params`
 `kernel_name`, `problem_size` and `cache`: comma-joined values -> a record with every parameter and the
 objective. A configuration that failed carries an error string instead of a number ("CompilationFailedConfig",
 "RuntimeFailedConfig", "ErrorConfig"); "InvalidConfig" marks one the tuner's restrictions exclude, so it is not
-part of the space at all. Kernel Tuner leaves a cache "open" (no closing braces, maybe a trailing comma) while
+part of the space at all. An evaluation's cost in GPU seconds is its compile, verification and benchmark times
+(milliseconds in the cache) summed, where every entry has them. Kernel Tuner leaves a cache "open" (no closing braces, maybe a trailing comma) while
 it runs; such a file is read as if closed.
 """
 
@@ -19,6 +20,7 @@ from .space import RecordedSpace
 
 INVALID = "InvalidConfig"
 ERRORS = {"ErrorConfig", INVALID, "CompilationFailedConfig", "RuntimeFailedConfig"}
+COST_FIELDS = ("compile_time", "verification_time", "benchmark_time")   # milliseconds; their sum is a GPU cost
 
 
 def read_text(path: Path) -> str:
@@ -57,7 +59,7 @@ def from_kernel_tuner_dict(data: dict, objective: str | None = None, name: str =
     objective = objective or data.get("objective") or "time"
     if not isinstance(objective, str):
         raise ValueError(f"{name}: only a single objective is supported, got {objective!r}")
-    configs, values, statuses = [], [], []
+    configs, values, statuses, costs = [], [], [], []
     for cache_key, rec in data["cache"].items():
         try:
             cfg = {k: rec[k] for k in keys}
@@ -66,6 +68,8 @@ def from_kernel_tuner_dict(data: dict, objective: str | None = None, name: str =
         err = next((v for v in rec.values() if isinstance(v, str) and v in ERRORS), None)
         if err == INVALID:
             continue
+        parts = [rec.get(k) for k in COST_FIELDS]
+        costs.append(sum(parts) / 1000.0 if all(isinstance(x, (int, float)) for x in parts) else None)
         val = rec.get(objective)
         if err is None and isinstance(val, (int, float)) and not isinstance(val, bool) and math.isfinite(val):
             configs.append(cfg)
@@ -77,7 +81,9 @@ def from_kernel_tuner_dict(data: dict, objective: str | None = None, name: str =
             statuses.append(err or (val if isinstance(val, str) else "missing objective"))
     meta = {k: data.get(k) for k in ("device_name", "kernel_name", "problem_size") if k in data}
     meta["format"] = "kernel_tuner_cache"
-    return RecordedSpace(name, configs, values, statuses, objective, keys, meta)
+    if any(c is None for c in costs):
+        costs = []
+    return RecordedSpace(name, configs, values, statuses, objective, keys, meta, costs)
 
 
 def _stem(path: Path) -> str:

@@ -8,7 +8,7 @@ JSON, optionally gzipped (by the file name ending in .gz):
      "workloads": [{"id": ..., "label": ..., "axes": {...}, "dtype": ..., "weight": 1.0}, ...],
      "records": [{"config": {...},
                   "results": {workload_id: {"value": µs | null, "status": "PASSED" | "COMPILE_ERROR" | ...,
-                                            "ci": [lo, hi] | null}}}, ...]}
+                                            "ci": [lo, hi] | null, "cost_s": GPU seconds (optional)}}}, ...]}
 
 A space measured on several workloads replays either one workload (`workload=`) or all of them through a
 MultiWorkloadObjective (weighted geometric-mean speed-up over a per-workload baseline, failures and
@@ -95,15 +95,17 @@ def from_space_document(doc: dict, workload: str | None = None, min_speedup: flo
         wid = wls[0]["id"] if workload is None else by_name.get(workload)
         if wid is None:
             raise ValueError(f"no workload {workload!r} in {doc['name']}; have {sorted(by_name)}")
-        values, statuses = [], []
+        values, statuses, costs = [], [], []
         for rec in doc["records"]:
             res = rec["results"].get(wid, {"value": None, "status": "not measured"})
             values.append(res.get("value"))
             statuses.append("ok" if res.get("value") is not None else res.get("status", "failed"))
+            costs.append(res.get("cost_s"))
         mine = next(w for w in wls if w["id"] == wid)
         shape = {k: mine[k] for k in ("axes", "dtype") if mine.get(k)}   # the transfer prior checks them
         return RecordedSpace(f"{doc['name']}:{wid}", configs, values, statuses, doc["objective"], params,
-                             {**meta, "workload": wid, **shape})
+                             {**meta, "workload": wid, **shape},
+                             costs if all(isinstance(c, (int, float)) for c in costs) else [])
     baseline = space_baseline(doc)
     weights = {w["id"]: float(w.get("weight", 1.0)) for w in wls}
     objective = MultiWorkloadObjective(baseline, weights, min_speedup)

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from .base import SearchStrategy
+from .base import EXPLORATION, SearchStrategy
 from .encoding import SpaceEncoding
 from .supervisor import Supervisor
 
@@ -22,8 +22,8 @@ class Annealing(SearchStrategy):
     name = "annealing"
 
     def __init__(self, space: list[dict], seed: int = 0, encoding: SpaceEncoding | None = None,
-                 cooling: float = 0.97, patience: int = 30):
-        super().__init__(space, seed, encoding)
+                 exploration: float = EXPLORATION, cooling: float = 0.97, patience: int = 30):
+        super().__init__(space, seed, encoding, exploration)
         self.cooling = cooling
         self.current: int | None = None
         self.T: float | None = None

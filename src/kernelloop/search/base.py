@@ -2,8 +2,15 @@
 
 A strategy is built over a finite list of valid configurations and a seed: `Cls(space, seed, **options)`.
 `ask()` returns a configuration not asked before (or None when it has nothing left); `tell(config, value)`
-reports its objective (lower is better; None = the configuration failed to build, verify or run). Same seed
-and same tells => same trajectory. Strategies see configurations and numbers only: never the GPU, the
+reports its objective (lower is better; None = the configuration failed to build, verify or run). `tell` also
+takes, by keyword, `status` (the verdict or recording status of a failure: COMPILE_ERROR, OUT_OF_RESOURCES,
+WRONG_VALUES, TIMEOUT, ...; see `feasibility.failure_kind`) and `costs` (what the evaluation cost in GPU seconds:
+a number, or a mapping such as {"compile_s": .., "verify_s": .., "bench_s": ..} that is summed); both default to
+None, so a caller that passes neither keeps working. Same seed and same tells => same trajectory.
+
+Every strategy is failure-aware: once failures were told, a `FeasibilityGuard` (a logistic model of failure over
+the configuration encoding) keeps its proposals out of the region predicted to fail, except at the recorded
+exploration rate (`exploration`, 0.1 by default); `feasibility_stats` counts what it avoided and explored. Strategies see configurations and numbers only: never the GPU, the
 compiler or the archive. What a strategy wants archived (supervisor interventions, lineage) it appends to
 `events`, a list of JSON-able dicts the controller may copy into the archive.
 """
@@ -18,6 +25,9 @@ from typing import Protocol
 import numpy as np
 
 from .encoding import SpaceEncoding, config_key
+from .feasibility import FeasibilityGuard, failure_kind
+
+EXPLORATION = 0.1   # default rate at which a proposal predicted to fail is evaluated anyway
 
 
 class Strategy(Protocol):
@@ -25,7 +35,8 @@ class Strategy(Protocol):
 
     def ask(self) -> dict | None: ...
 
-    def tell(self, config: dict, value: float | None) -> None: ...
+    def tell(self, config: dict, value: float | None, *, status: str | None = None,
+             costs: float | dict | None = None) -> None: ...
 
 
 def is_failure(value: float | None) -> bool:
@@ -33,35 +44,92 @@ def is_failure(value: float | None) -> bool:
     return value is None or not math.isfinite(value)
 
 
+def cost_seconds(costs: float | dict | None) -> float | None:
+    """GPU seconds of one evaluation from what `tell` was given (a number, or a mapping of parts summed)."""
+    if costs is None:
+        return None
+    if isinstance(costs, dict):
+        parts = [float(v) for k, v in costs.items() if isinstance(v, (int, float)) and k != "wall_s"]
+        return sum(parts) if parts else None
+    return float(costs)
+
+
 class _OrderedStrategy:
-    """Walks a fixed order of the space; subclasses choose the order."""
+    """Walks a fixed order of the space; subclasses choose the order.
+
+    Failure-aware: once failures were told, a configuration the feasibility model predicts to fail is deferred
+    (walked after the rest of the order) unless the exploration draw keeps it; the encoding and the model are
+    built at the first failure, from everything told so far."""
 
     name = "ordered"
 
-    def __init__(self, space: list[dict], seed: int = 0):
+    def __init__(self, space: list[dict], seed: int = 0, exploration: float = EXPLORATION):
         self.space = list(space)
         self.seed = seed
+        self.exploration = exploration
         self._order = self._make_order()
         self._pos = 0
+        self._deferred: list[int] = []
         self._asked: set[str] = set()
+        self._row = {config_key(c): i for i, c in enumerate(self.space)}
         self.history: list[tuple[dict, float | None]] = []
         self.events: list[dict] = []
+        self.guard: FeasibilityGuard | None = None
+        self._rng = np.random.default_rng([seed, 0xFEA5])
+        self.spent_s = 0.0
 
     def _make_order(self) -> list[int]:
         return list(range(len(self.space)))
 
-    def ask(self) -> dict | None:
+    @property
+    def feasibility_stats(self) -> dict:
+        base = {"proposals": 0, "predicted_infeasible": 0, "avoided": 0, "explored": 0}
+        return dict(self.guard.stats) if self.guard else base
+
+    def _next(self) -> int | None:
         while self._pos < len(self._order):
-            cfg = self.space[self._order[self._pos]]
+            i = self._order[self._pos]
             self._pos += 1
-            key = config_key(cfg)
-            if key not in self._asked:
-                self._asked.add(key)
-                return dict(cfg)
+            if config_key(self.space[i]) in self._asked:
+                continue
+            if self.guard is not None and self.guard.active:
+                ok, event = self.guard.accept(i)
+                if event:
+                    self.events.append({"kind": "feasibility", "strategy": self.name,
+                                        "evaluations": len(self.history), "proposed": self.space[i], **event})
+                if not ok:
+                    self._deferred.append(i)
+                    continue
+            return i
+        while self._deferred:
+            i = self._deferred.pop(0)
+            if config_key(self.space[i]) not in self._asked:
+                return i
         return None
 
-    def tell(self, config: dict, value: float | None) -> None:
+    def ask(self) -> dict | None:
+        i = self._next()
+        if i is None:
+            return None
+        self._asked.add(config_key(self.space[i]))
+        return dict(self.space[i])
+
+    def tell(self, config: dict, value: float | None, *, status: str | None = None,
+             costs: float | dict | None = None) -> None:
         self.history.append((dict(config), value))
+        self.spent_s += cost_seconds(costs) or 0.0
+        row = self._row.get(config_key(config))
+        if row is None:
+            return
+        failed = is_failure(value)
+        if self.guard is None and failed:
+            self.guard = FeasibilityGuard(SpaceEncoding(self.space), self._rng, self.exploration)
+            for c, v in self.history[:-1]:
+                r = self._row.get(config_key(c))
+                if r is not None:
+                    self.guard.observe(r, is_failure(v))
+        if self.guard is not None:
+            self.guard.observe(row, failed, failure_kind(status) if failed else None)
 
 
 class Exhaustive(_OrderedStrategy):
@@ -91,11 +159,22 @@ class SearchStrategy:
 
     name = "base"
 
-    def __init__(self, space: list[dict], seed: int = 0, encoding: SpaceEncoding | None = None):
+    guard_proposals = True   # whether `ask` passes every proposal through the feasibility guard
+    guard_threshold = 0.5    # predicted probability of failure above which the guard replaces a proposal
+
+    def __init__(self, space: list[dict], seed: int = 0, encoding: SpaceEncoding | None = None,
+                 exploration: float = EXPLORATION):
         self.space = list(space)
         self.seed = seed
         self.rng = np.random.default_rng(seed)
         self.enc = encoding if encoding is not None else SpaceEncoding(self.space)
+        self.exploration = exploration
+        # its own generator: the exploration draws must not shift the strategy's own random stream
+        self.guard = FeasibilityGuard(self.enc, np.random.default_rng([seed, 0xFEA5]), exploration,
+                                      threshold=self.guard_threshold)
+        self.kinds: dict[int, str] = {}        # row -> failure kind of a failed row
+        self.costs = np.full(len(self.space), np.nan)   # GPU seconds of each told row, where told
+        self.spent_s = 0.0
         n = len(self.space)
         self.asked = np.zeros(n, dtype=bool)
         self.told = np.zeros(n, dtype=bool)
@@ -115,13 +194,31 @@ class SearchStrategy:
         row = self._propose()
         if row is None or not (0 <= row < len(self.space)) or self.asked[row]:
             row = self.random_unasked()
+        if self.guard_proposals:
+            row = self._guarded(row)
         self.asked[row] = True
         self.n_asked += 1
         self._unasked_cache = None
         return dict(self.space[row])
 
-    def tell(self, config: dict, value: float | None) -> None:
+    def _guarded(self, row: int) -> int:
+        new, event = self.guard.check(row, self.unasked())
+        if event:
+            self.log_event("feasibility", proposed=self.space[row],
+                           **({"instead": self.space[new]} if new != row else {}), **event)
+        if new != row:
+            self._withdrawn(row)
+        return new
+
+    @property
+    def feasibility_stats(self) -> dict:
+        return dict(self.guard.stats)
+
+    def tell(self, config: dict, value: float | None, *, status: str | None = None,
+             costs: float | dict | None = None) -> None:
         self.history.append((dict(config), value))
+        spent = cost_seconds(costs)
+        self.spent_s += spent or 0.0
         row = self.enc.row_of(config)
         if row is None or self.told[row]:
             return  # a configuration from outside the space (or told twice) teaches nothing here
@@ -131,8 +228,13 @@ class SearchStrategy:
             self._unasked_cache = None
         self.told[row] = True
         self.order.append(row)
-        if is_failure(value):
+        if spent is not None:
+            self.costs[row] = spent
+        failed = is_failure(value)
+        self.guard.observe(row, failed, failure_kind(status) if failed else None)
+        if failed:
             self.failed[row] = True
+            self.kinds[row] = failure_kind(status)
         else:
             self.values[row] = float(value)
             if self.best_row is None or value < self.values[self.best_row]:
@@ -145,6 +247,9 @@ class SearchStrategy:
 
     def _observe(self, row: int, value: float | None) -> None:
         pass
+
+    def _withdrawn(self, row: int) -> None:
+        """`row`, proposed by `_propose`, was replaced by the feasibility guard (it will not be evaluated now)."""
 
     # -- helpers --------------------------------------------------------------------------------------------
     @property

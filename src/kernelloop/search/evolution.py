@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import SearchStrategy
+from .base import EXPLORATION, SearchStrategy
 from .encoding import SpaceEncoding
 
 
@@ -20,8 +20,8 @@ class Evolution(SearchStrategy):
     name = "evolution"
 
     def __init__(self, space: list[dict], seed: int = 0, encoding: SpaceEncoding | None = None,
-                 population: int = 16, tournament: int = 3, elite_pool: int = 32):
-        super().__init__(space, seed, encoding)
+                 exploration: float = EXPLORATION, population: int = 16, tournament: int = 3, elite_pool: int = 32):
+        super().__init__(space, seed, encoding, exploration)
         self.population = min(population, len(self.space))
         self.tournament = tournament
         self.elite_pool = elite_pool

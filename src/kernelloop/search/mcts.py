@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .base import SearchStrategy
+from .base import EXPLORATION, SearchStrategy
 from .encoding import SpaceEncoding
 
 
@@ -22,11 +22,11 @@ class MCTS(SearchStrategy):
     name = "mcts"
 
     def __init__(self, space: list[dict], seed: int = 0, encoding: SpaceEncoding | None = None,
-                 widening: float = 1.0, alpha: float = 0.5, exploration: float = 0.5):
-        super().__init__(space, seed, encoding)
+                 exploration: float = EXPLORATION, widening: float = 1.0, alpha: float = 0.5, ucb: float = 0.5):
+        super().__init__(space, seed, encoding, exploration)
         cols = np.flatnonzero(self.enc.varying)
         self.cols = cols[np.argsort(-self.enc.n_levels[cols], kind="stable")]
-        self.widening, self.alpha, self.exploration = widening, alpha, exploration
+        self.widening, self.alpha, self.ucb = widening, alpha, ucb
         self.stats: dict[tuple, list[float]] = {(): [0, 0.0]}     # prefix -> [visits, total reward]
         self.children: dict[tuple, list[int]] = {}                 # prefix -> expanded level values
         self._told_sorted: list[float] = []
@@ -61,7 +61,7 @@ class MCTS(SearchStrategy):
 
             def ucb(v):
                 n, total = self.stats.get(prefix + (v,), [0, 0.0])
-                return math.inf if n == 0 else total / n + self.exploration * math.sqrt(logn / n)
+                return math.inf if n == 0 else total / n + self.ucb * math.sqrt(logn / n)
 
             scores = [ucb(v) for v in kids]
             best = max(scores)

@@ -8,16 +8,27 @@ after `max_retries` such answers the nearest configuration not yet asked (scaled
 proposal) is evaluated instead, and reported to the study as a trial of its own when its value comes back.
 
 TPE and random see each parameter as categorical (Optuna's usual encoding of a list of choices); CMA-ES needs
-numbers, so it sees each parameter as the integer index of its (sorted) level. Failed evaluations are told as
-FAIL, which Optuna's samplers ignore.
+numbers, so it sees each parameter as the integer index of its (sorted) level.
+
+Failed evaluations use Optuna's constraint handling where the sampler has it (TPE): a failure is a COMPLETE trial
+with a violated constraint (its kind's weight, see `feasibility.KIND_WEIGHT`; the value, which a constrained
+TPE ranks after every feasible trial anyway, is the worst seen), a success a satisfied one (-1), so TPE's
+"good" density is fitted to configurations that ran and its "bad" one includes those that failed. A sampler
+without constraints (CMA-ES, random) gets failures as FAIL (which it ignores). On top of that every proposal
+passes the strategies' shared feasibility guard; a proposal it withdraws is told FAIL (never evaluated).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .base import SearchStrategy
+from .base import EXPLORATION, SearchStrategy
 from .encoding import SpaceEncoding
+from .feasibility import KIND_WEIGHT
+
+
+def _constraint(trial) -> tuple[float]:
+    return tuple(trial.user_attrs.get("constraint", (-1.0,)))
 
 
 class OptunaStrategy(SearchStrategy):
@@ -25,16 +36,24 @@ class OptunaStrategy(SearchStrategy):
 
     name = "optuna"
     categorical = True
+    constrained = False      # whether the sampler takes Optuna's constraints_func
     max_retries = 16
 
-    def __init__(self, space: list[dict], seed: int = 0, encoding: SpaceEncoding | None = None):
-        super().__init__(space, seed, encoding)
+    def __init__(self, space: list[dict], seed: int = 0, encoding: SpaceEncoding | None = None,
+                 exploration: float = EXPLORATION, constraints: bool = True):
+        super().__init__(space, seed, encoding, exploration)
+        self.use_constraints = constraints and self.constrained
         import optuna
         from optuna.distributions import CategoricalDistribution, IntDistribution
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._optuna = optuna
-        self.study = optuna.create_study(direction="minimize", sampler=self._sampler(seed))
+        import warnings
+
+        with warnings.catch_warnings():      # constraints_func is marked experimental
+            warnings.simplefilter("ignore")
+            sampler = self._sampler(seed)
+        self.study = optuna.create_study(direction="minimize", sampler=sampler)
         self._names = self.enc.names
         if self.categorical:
             self.dists = {p.name: CategoricalDistribution(list(range(len(p.levels)))) for p in self.enc.params}
@@ -60,7 +79,9 @@ class OptunaStrategy(SearchStrategy):
                 self._pending[row] = trial
                 return row
             if row is not None and self.told[row] and not self.failed[row]:
-                self.study.tell(trial, float(self.values[row]))
+                self._tell(trial, float(self.values[row]))
+            elif row is not None and self.told[row] and self.use_constraints:
+                self._tell(trial, None, self.kinds.get(row))
             else:
                 self.study.tell(trial, state=TrialState.FAIL)
         free = self.unasked()
@@ -69,29 +90,59 @@ class OptunaStrategy(SearchStrategy):
         self._pending[row] = None
         return row
 
+    def _worst(self) -> float:
+        ok = np.isfinite(self.values)
+        return float(self.values[ok].max()) if ok.any() else 1.0
+
+    def _tell(self, trial, value: float | None, kind: str | None = None) -> None:
+        """Tell an open trial its outcome: a value, or a failure (constrained or FAIL)."""
+        from optuna.trial import TrialState
+
+        if value is not None:
+            if self.use_constraints:
+                trial.set_user_attr("constraint", (-1.0,))
+            self.study.tell(trial, value)
+        elif self.use_constraints:
+            trial.set_user_attr("constraint", (KIND_WEIGHT.get(kind or "failed", 1.0),))
+            self.study.tell(trial, self._worst())
+        else:
+            self.study.tell(trial, state=TrialState.FAIL)
+
+    def _withdrawn(self, row: int) -> None:
+        from optuna.trial import TrialState
+
+        trial = self._pending.pop(row, None)
+        if trial is not None:
+            self.study.tell(trial, state=TrialState.FAIL)
+
     def _observe(self, row: int, value: float | None) -> None:
         from optuna.trial import TrialState, create_trial
 
         trial = self._pending.pop(row, None)
         if trial is not None:
-            if value is None:
-                self.study.tell(trial, state=TrialState.FAIL)
-            else:
-                self.study.tell(trial, value)
+            self._tell(trial, value, self.kinds.get(row))
             return
         params = {n: int(self.enc.X[row, j]) for j, n in enumerate(self._names)}
-        if value is None:
-            self.study.add_trial(create_trial(params=params, distributions=self.dists, state=TrialState.FAIL))
+        if value is not None:
+            attrs = {"constraint": (-1.0,)} if self.use_constraints else {}
+            self.study.add_trial(create_trial(params=params, distributions=self.dists, value=value, user_attrs=attrs))
+        elif self.use_constraints:
+            attrs = {"constraint": (KIND_WEIGHT.get(self.kinds.get(row, "failed"), 1.0),)}
+            self.study.add_trial(create_trial(params=params, distributions=self.dists, value=self._worst(),
+                                              user_attrs=attrs))
         else:
-            self.study.add_trial(create_trial(params=params, distributions=self.dists, value=value))
+            self.study.add_trial(create_trial(params=params, distributions=self.dists, state=TrialState.FAIL))
 
 
 class OptunaTPE(OptunaStrategy):
     """Optuna's default sampler (TPE, default settings), seeded."""
 
     name = "optuna-tpe"
+    constrained = True
 
     def _sampler(self, seed: int):
+        if self.use_constraints:
+            return self._optuna.samplers.TPESampler(seed=seed, constraints_func=_constraint)
         return self._optuna.samplers.TPESampler(seed=seed)
 
 

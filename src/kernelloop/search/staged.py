@@ -18,8 +18,13 @@
   one-step neighbourhood is swept; if that also stalls, the search jumps to the most promising region far
   from everything tried (the surrogate's best among distant configurations). Each intervention is an event.
 
-Failed configurations are given the worst value seen so far, so the surrogate learns to avoid their region.
-History pruning: parameter values that only gave failures or poor results in this run are avoided in the
+Failures (failure-aware search): the surrogate models only configurations that ran (a failure given the worst
+value, as before, put a cliff into the regression right where the best configurations often are: at the resource
+limit), and where kernels fail is the feasibility model's job (`feasibility.py`): the candidates are those it
+predicts to run, expected improvement is weighted by the predicted probability of running (constrained EI), and
+the shared guard keeps every other proposal (space filling, polish, far region) out of the predicted-infeasible
+region, except at the recorded exploration rate. A timeout is modelled as a very slow value (twice the worst
+seen) as well as a weak infeasibility signal. `failures="worst"` restores the old handling. History pruning: parameter values that only gave failures or poor results in this run are avoided in the
 random part of the candidates (`BadRegions`), and an optional `prior` (a `TransferPrior` learnt from another
 shape or GPU of the same kernel) supplies half of the coarse design.
 
@@ -32,7 +37,7 @@ import math
 
 import numpy as np
 
-from .base import SearchStrategy
+from .base import EXPLORATION, SearchStrategy
 from .encoding import SpaceEncoding
 from .history import BadRegions, TransferPrior
 from .supervisor import Supervisor
@@ -41,13 +46,24 @@ from .surrogate import GaussianProcess, best_by_expected_improvement, gp_feature
 
 class Staged(SearchStrategy):
     name = "staged"
+    guard_threshold = 0.5      # the guard replaces a proposal predicted to fail more likely than not ...
+    candidate_threshold = 0.5  # ... and such candidates are not ranked (constrained EI weighs the rest)
 
     def __init__(self, space: list[dict], seed: int = 0, encoding: SpaceEncoding | None = None,
                  n_init: int | None = None, pool: int = 500, elites: int = 2, near_cap: int = 1000, patience: int = 20,
                  max_model_points: int = 250, prior=None, xi: float = 0.0,
                  level_scale: float = 1.5, pow2_scale: float = 1.0, thompson_every: int = 2, thompson_k: int = 200,
-                 ls_prior_sd: float = 1.0, mean_quantile: float | None = 0.3, sd_scale: float = 1.25):
-        super().__init__(space, seed, encoding)
+                 ls_prior_sd: float = 1.0, mean_quantile: float | None = 0.3, sd_scale: float = 1.25,
+                 exploration: float = EXPLORATION, failures: str = "model", guard_threshold: float | None = None,
+                 candidate_threshold: float | None = None):
+        if guard_threshold is not None:
+            self.guard_threshold = guard_threshold
+        if candidate_threshold is not None:
+            self.candidate_threshold = candidate_threshold
+        super().__init__(space, seed, encoding, exploration)
+        if failures not in ("model", "worst"):
+            raise ValueError(f"failures must be 'model' or 'worst', got {failures!r}")
+        self.failures = failures
         self.cols = np.flatnonzero(self.enc.varying)
         self.Z = self.enc.pos[:, self.cols]
         d = max(1, self.cols.size)
@@ -111,8 +127,16 @@ class Staged(SearchStrategy):
         self.phase = "fine"
         return self._by_surrogate(self._candidates())
 
+    def _feasible(self, rows: np.ndarray, threshold: float = 0.5) -> np.ndarray:
+        """`rows` whose predicted probability of failure is at most `threshold` (all of them when none is, or the
+        model is not active)."""
+        if self.failures != "model" or not self.guard.active:
+            return rows
+        ok = rows[self.guard.p_fail()[rows] <= threshold]
+        return ok if ok.size else rows
+
     def _space_filling(self) -> int:
-        free = self.unasked()
+        free = self._feasible(self.unasked())
         sample = free if free.size <= 256 else self.rng.choice(free, 256, replace=False)
         done = np.flatnonzero(self.asked)
         if done.size == 0:
@@ -122,6 +146,9 @@ class Staged(SearchStrategy):
         return int(sample[np.argmax(dmin)])
 
     def _candidates(self) -> np.ndarray:
+        return self._feasible(self._all_candidates(), self.candidate_threshold)
+
+    def _all_candidates(self) -> np.ndarray:
         free = self.unasked()
         if free.size <= self.pool * 2:
             return free
@@ -141,19 +168,31 @@ class Staged(SearchStrategy):
         return np.unique(np.concatenate([near, far]))
 
     def _targets(self, rows: np.ndarray) -> np.ndarray:
-        """log(objective) of told rows; a failure gets the worst log value seen."""
+        """log(objective) of modelled rows; a failure ("worst") or a timeout gets the worst log value seen (a
+        timeout twice the worst value)."""
         vals = self.values[rows]
         ok = np.isfinite(vals)
         logv = np.log(np.where(ok, vals, 1.0))
         if (~ok).any():
-            logv[~ok] = logv[ok].max() if ok.any() else 0.0
+            worst = logv[ok].max() if ok.any() else 0.0
+            slow = np.array([self.kinds.get(int(r)) == "timeout" for r in rows]) & ~ok
+            logv[~ok] = worst
+            logv[slow] = worst + math.log(2.0)
         return logv
+
+    def _modelled(self) -> np.ndarray:
+        """The told rows the surrogate regresses on: all of them ("worst"), or those that ran and timeouts."""
+        told = np.array(self.order)
+        if self.failures == "worst" or told.size == 0:
+            return told
+        keep = ~self.failed[told] | np.array([self.kinds.get(int(r)) == "timeout" for r in told])
+        return told[keep]
 
     def _fit(self) -> None:
         n = len(self.order)
         if self._fitted_at == n:
             return
-        told = np.array(self.order)
+        told = self._modelled()
         if (not self._gp_rows or n - self._hyper_at >= max(4, n // 6)
                 or len(self._gp_rows) >= self.max_model_points + max(4, self.max_model_points // 6)):
             rows = told
@@ -171,7 +210,8 @@ class Staged(SearchStrategy):
             self._hyper_at = n
         else:
             new = self.order[max(self._fitted_at, 0):]   # told since the last fit (the model may hold a subset)
-            for r in new:
+            modelled = set(told.tolist())
+            for r in (r for r in new if r in modelled):
                 self._gp_rows.append(r)
                 self.gp.add(self.F[r], self._targets(np.array(self._gp_rows)))
         self._fitted_at = n
@@ -184,9 +224,17 @@ class Staged(SearchStrategy):
     def _by_surrogate(self, cands: np.ndarray) -> int:
         self._fit()
         if self.thompson_every and len(self.order) % self.thompson_every == 0:
+            if self.failures == "model" and self.guard.active:   # a draw of feasibility too: keep a candidate
+                p = self.guard.p_fail()[cands]                    # with its predicted probability of running
+                keep = self.rng.random(cands.size) >= p
+                if keep.any():
+                    cands = cands[keep]
             return int(cands[thompson_index(self.gp, self.F[cands], self.rng, self.thompson_k)])
         best = (math.log(self.best_value) - self.gp.y_mean) / self.gp.y_std
-        k, _ = best_by_expected_improvement(self.gp, self.F[cands], best, self.xi / self.gp.y_std)
+        w = None
+        if self.failures == "model" and self.guard.active:
+            w = 1.0 - self.guard.p_fail()[cands]
+        k, _ = best_by_expected_improvement(self.gp, self.F[cands], best, self.xi / self.gp.y_std, weights=w)
         return int(cands[k])
 
     # -- the supervisor's interventions ---------------------------------------------------------------------
@@ -219,7 +267,7 @@ class Staged(SearchStrategy):
         self.supervisor.intervened()
 
     def _far_region(self) -> int:
-        free = self.unasked()
+        free = self._feasible(self.unasked())
         told = np.array(self.order)
         sample = free if free.size <= 1000 else self.rng.choice(free, 1000, replace=False)
         Zs, Zt = self.Z[sample], self.Z[told]

@@ -232,7 +232,7 @@ class GaussianProcess:
 
 
 def best_by_expected_improvement(gp: GaussianProcess, F: np.ndarray, best: float, xi: float = 0.0,
-                                 chunk: int = 128) -> tuple[int, float]:
+                                 chunk: int = 128, weights: np.ndarray | None = None) -> tuple[int, float]:
     """Index of the row of F with the largest EI below `best` (standardised units) and that EI.
 
     Exact, but lazy: EI grows with sd, so EI(mu, an upper bound of sd) bounds each row's EI from above; rows are visited in decreasing bound and their sd computed in chunks until no remaining bound can
@@ -246,6 +246,8 @@ def best_by_expected_improvement(gp: GaussianProcess, F: np.ndarray, best: float
     near = Ks.max(axis=1) if Ks.shape[1] else np.zeros(len(F))
     sd_max = gp.sd_scale * np.sqrt(np.clip(1.0 - near * near / (1.0 + gp.noise + 1e-8), 1e-12, 1.0)) * (1 + 1e-6) + 1e-9
     bound = expected_improvement(mu, sd_max, best, xi)
+    if weights is not None:
+        bound = bound * weights
     order = np.argsort(-bound, kind="stable")
     top, top_ei = -1, -np.inf
     for start in range(0, order.size, chunk):
@@ -253,6 +255,8 @@ def best_by_expected_improvement(gp: GaussianProcess, F: np.ndarray, best: float
             break
         idx = order[start:start + chunk]
         ei = expected_improvement(mu[idx], gp.sd_from_cross(Ks[idx]), best, xi)
+        if weights is not None:
+            ei = ei * weights[idx]
         k = int(np.argmax(ei))
         if ei[k] > top_ei:
             top, top_ei = int(idx[k]), float(ei[k])
