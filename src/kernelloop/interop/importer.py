@@ -97,8 +97,8 @@ def _run_defaults(d: fi.Definition) -> dict[str, float]:
 
 
 def _as_workload(w: fi.Trace | fi.Workload | dict, d: fi.Definition, field: str) -> fi.Workload:
-    if isinstance(w, dict):
-        w = parse(fi.Trace if "workload" in w else fi.Workload, w)
+    if not isinstance(w, (fi.Trace, fi.Workload)):
+        w = parse(fi.Trace if isinstance(w, dict) and "workload" in w else fi.Workload, w)
     if isinstance(w, fi.Trace):
         if w.definition != d.name:
             raise InteropError(f"{field}.definition", f"{w.definition!r} is not the definition {d.name!r}")
@@ -234,7 +234,7 @@ def import_definition(definition: fi.Definition | dict | str | Path, ops_dir: st
         d = definition
     else:
         d = parse(fi.Definition, definition, "definition")
-    if isinstance(solution, dict):
+    if solution is not None and not isinstance(solution, fi.Solution):
         solution = parse(fi.Solution, solution, "solution")
     name = name or d.name
     if not _NAME.match(name) or name in (".", ".."):
@@ -325,7 +325,8 @@ def import_definition(definition: fi.Definition | dict | str | Path, ops_dir: st
         bundle = load_op(folder)
         if entries:
             load_workloads(folder / "workloads.toml", bundle.spec)
-    except SpecError as e:  # a bug here: what was written was checked above
+    except SpecError as e:  # the reference's dry run (its outputs on tiny inputs) is only possible once written
+        shutil.rmtree(folder, ignore_errors=True)   # nothing stays of a refused import
         raise InteropError(e.field, e.message, e.file) from None
     return bundle, notes
 

@@ -21,21 +21,32 @@ def workloads_from_counts(path: str | Path, spec: OpSpec, *, uncovered_only: boo
     """The shapes the dispatcher saw for `spec`'s op, weighted by calls (all of them, or those no entry covered)."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
         shapes = data["ops"][spec.name]["shapes"]
     except FileNotFoundError:
         raise CountsError(f"{path}: file not found") from None
+    except UnicodeDecodeError as e:
+        raise CountsError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except OSError as e:
+        raise CountsError(f"{path}: cannot read: {e.strerror or e}") from None
     except (json.JSONDecodeError, KeyError, TypeError) as e:
-        raise CountsError(f"{path}: not a kernelloop counts file with op {spec.name!r} ({e})") from None
+        raise CountsError(f"{path}: not a kernelloop counts file with op {spec.name!r} ({e!r})") from None
+    if not isinstance(shapes, list):
+        raise CountsError(f"{path}: ops.{spec.name}.shapes: expected a list, got {type(shapes).__name__}")
     out: dict[str, Workload] = {}
     for i, s in enumerate(shapes):
+        where = f"{path}: ops.{spec.name}.shapes.{i}"
+        if not isinstance(s, dict) or not isinstance(s.get("axes"), dict):
+            raise CountsError(f"{where}: expected an object with 'axes', 'dtype' and 'calls'")
         if uncovered_only and s.get("covered"):
             continue
+        bad = [k for k, v in s["axes"].items() if not isinstance(v, int) or isinstance(v, bool)]
+        if bad:
+            raise CountsError(f"{where}: axes {bad} are not integers")
         try:
-            w = Workload(op=spec.name, axes={k: int(v) for k, v in s["axes"].items()}, dtype=DType(s["dtype"]),
-                         weight=float(s["calls"]))
+            w = Workload(op=spec.name, axes=s["axes"], dtype=DType(s["dtype"]), weight=float(s["calls"]))
         except (KeyError, ValueError, TypeError) as e:
-            raise CountsError(f"{path}: ops.{spec.name}.shapes.{i}: {e}") from None
+            raise CountsError(f"{where}: {e!r}"[:2000]) from None
         if set(w.axes) != set(spec.axes) or w.dtype not in spec.dtypes:
             raise CountsError(f"{path}: ops.{spec.name}.shapes.{i}: axes or dtype do not fit the spec")
         if w.id in out:

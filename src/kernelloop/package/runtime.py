@@ -275,9 +275,11 @@ def _read_manifest(root: Path) -> PackageManifest:
     if not path.is_file():
         raise PackageError(f"{root}: no {MANIFEST_FILE} (not a kernelloop package)")
     try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise PackageError(f"{path}: not valid JSON: {e}") from None
+    except OSError as e:
+        raise PackageError(f"{path}: cannot read: {e.strerror or e}") from None
     digest = data.pop("digest", None) if isinstance(data, dict) else None
     try:
         manifest = PackageManifest.model_validate(data)
@@ -289,8 +291,17 @@ def _read_manifest(root: Path) -> PackageManifest:
     return manifest
 
 
+def _inside(rel: str) -> bool:
+    """Whether a manifest path names a file inside the package (relative, no '..', no empty or odd parts)."""
+    parts = rel.split("/")
+    return bool(rel) and "\\" not in rel and "\x00" not in rel and not rel.startswith("/") and \
+        all(p not in ("", ".", "..") for p in parts) and not Path(rel).is_absolute()
+
+
 def _check_files(root: Path, manifest: PackageManifest) -> None:
     for rel, want in manifest.files.items():
+        if not _inside(rel):
+            raise PackageError(f"{root}: manifest path {rel[:200]!r} is not a file inside the package")
         f = root / rel
         if not f.is_file():
             raise PackageError(f"{root}: {rel} is missing")
@@ -302,6 +313,26 @@ def _check_files(root: Path, manifest: PackageManifest) -> None:
                    if p.is_file() and "__pycache__" not in p.parts and p.relative_to(root).as_posix() not in listed)
     if extra:
         raise PackageError(f"{root}: files not in the manifest: {', '.join(extra[:5])}")
+
+
+def _check_op(root: Path, name: str, spec: OpSpec, table: DispatchTable, manifest: PackageManifest) -> None:
+    """The op's spec, table and manifest agree: one op name, the spec's axes in order, every file it imports
+    listed (and so hashed) in the manifest."""
+    where = f"{root}: ops/{name}"
+    if spec.name != name or table.op != name:
+        raise PackageError(f"{where}: the manifest, spec.json and dispatch.json name different ops "
+                           f"({name!r}, {spec.name!r}, {table.op!r})")
+    if table.axes != list(spec.axes):
+        raise PackageError(f"{where}: dispatch.json's axes {table.axes} are not the spec's {list(spec.axes)}")
+    if [o.op for o in manifest.ops].count(name) > 1:
+        raise PackageError(f"{root}: op {name!r} is packaged twice")
+    for rel in ["reference.py", *(e.kernel for e in table.entries)]:
+        if not _inside(rel) or f"ops/{name}/{rel}" not in manifest.files:
+            raise PackageError(f"{where}: {rel[:200]!r} is not a file of the package's manifest")
+    templates = {t.name for t in spec.templates}
+    for e in table.entries:
+        if e.template not in templates:
+            raise PackageError(f"{where}: entry {e.id} names template {e.template!r}, not one of the spec's")
 
 
 def load_package(path: str | Path) -> Package:
@@ -316,10 +347,11 @@ def load_package(path: str | Path) -> Package:
     for op in manifest.ops:
         base = root / "ops" / op.op
         try:
-            spec = OpSpec.model_validate_json((base / "spec.json").read_text())
-            table = DispatchTable.model_validate_json((base / "dispatch.json").read_text())
-        except (ValidationError, ValueError) as e:
+            spec = OpSpec.model_validate_json((base / "spec.json").read_text(encoding="utf-8"))
+            table = DispatchTable.model_validate_json((base / "dispatch.json").read_text(encoding="utf-8"))
+        except (ValidationError, ValueError, OSError) as e:
             raise PackageError(f"{base}: malformed spec or dispatch table: {e}") from None
+        _check_op(root, op.op, spec, table, manifest)
         disabled = ""
         if (op.measured_on.arch == "interpret") != interpreter_on():
             disabled = ("environment: verified in the Triton interpreter; this process compiles kernels (set "
@@ -335,5 +367,8 @@ def load_package(path: str | Path) -> Package:
                             f"(the reference runs)")
         if disabled:
             warnings.warn(f"kernelloop package {manifest.name}: {op.op}: {disabled}", stacklevel=2)
-        kernels[op.op] = Kernel(base, spec, table, op.measured_on.arch, disabled, prefix)
+        try:
+            kernels[op.op] = Kernel(base, spec, table, op.measured_on.arch, disabled, prefix)
+        except Exception as e:  # noqa: BLE001 - importing the package's own files failed: it must not run
+            raise PackageError(f"{base}: cannot import its reference or kernels: {type(e).__name__}: {e}") from None
     return Package(root, manifest, kernels)

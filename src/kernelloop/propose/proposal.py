@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import itertools
 import json
+import math
 import re
 from typing import Any, Literal
 
@@ -50,7 +51,7 @@ class ProposalHypothesis(BaseModel):
         min_length=1, description="Metrics expected to move: canonical profile keys (e.g. 'sol_dram_pct', "
                                   "'registers', 'spills') or 'latency_us', each 'up', 'down' or 'same'.")
     latency_change_pct: float = Field(
-        description="Expected change of the kernel-time median in percent (negative = faster, e.g. -15).")
+        allow_inf_nan=False, description="Expected change of the kernel-time median in percent (negative = faster, e.g. -15).")
 
     @model_validator(mode="after")
     def _consistent(self) -> "ProposalHypothesis":
@@ -109,6 +110,9 @@ class KernelProposal(BaseModel):
         for name, values in (self.space or {}).items():
             if not values:
                 raise ValueError(f"space[{name!r}] is empty")
+        for name, v in [*(self.config or {}).items(), *((k, x) for k, vs in (self.space or {}).items() for x in vs)]:
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ValueError(f"{name}={v}: configuration values must be finite numbers")
         return self
 
     def configs(self) -> list[dict[str, Scalar]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import math
 from enum import Enum
 from functools import lru_cache
 from typing import Literal
@@ -39,8 +40,12 @@ _FORMULA_FUNCS = {"min": min, "max": max, "cdiv": lambda a, b: -(-a // b), "sqrt
 
 
 def check_expression(expr: str) -> ast.Expression:
-    """Parse a spec expression (formula or constraint); only arithmetic, comparisons and a few functions."""
-    tree = ast.parse(expr, mode="eval")
+    """Parse a spec expression (formula or constraint); only arithmetic, comparisons and a few functions.
+    Malformed text is a ValueError (which pydantic reports as a validation error), never a SyntaxError."""
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except (SyntaxError, RecursionError) as e:
+        raise ValueError(f"not a valid expression: {expr[:200]!r} ({getattr(e, 'msg', None) or e})") from None
     for node in ast.walk(tree):
         if not isinstance(node, _ALLOWED_FORMULA_NODES):
             raise ValueError(f"{type(node).__name__} is not allowed in an expression: {expr!r}")
@@ -49,16 +54,37 @@ def check_expression(expr: str) -> ast.Expression:
     return tree
 
 
+MAX_POWER_BITS = 1 << 20
+
+
+def _pow(a, b):
+    """`a ** b` in spec expressions, refusing results of more than MAX_POWER_BITS bits (an integer power tower
+    would otherwise compute for hours)."""
+    if isinstance(a, int) and isinstance(b, int) and b > 0 and abs(a) > 1 and a.bit_length() * b > MAX_POWER_BITS:
+        raise ValueError(f"a power of about {a.bit_length() * b} bits is too large for a spec expression")
+    return a ** b
+
+
+class _BoundedPow(ast.NodeTransformer):
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Pow):
+            return ast.copy_location(ast.Call(func=ast.Name(id="_pow", ctx=ast.Load()), args=[node.left, node.right],
+                                              keywords=[]), node)
+        return node
+
+
 @lru_cache(maxsize=4096)
 def _compiled(expr: str):
     """The checked expression's code and the names it reads. Pruning evaluates the same few constraint and resource
     expressions for every configuration of a space: parsing and checking each once is most of its time saved."""
     tree = check_expression(expr)
     used = frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name)) - set(_FORMULA_FUNCS)
-    return compile(tree, "<spec expression>", "eval"), used
+    bounded = ast.fix_missing_locations(_BoundedPow().visit(tree))
+    return compile(bounded, "<spec expression>", "eval"), used
 
 
-_GLOBALS = {"__builtins__": {}, **_FORMULA_FUNCS}
+_GLOBALS = {"__builtins__": {}, **_FORMULA_FUNCS, "_pow": _pow}
 
 
 def evaluate_expression(expr: str, names: dict[str, float | int]):
@@ -68,6 +94,18 @@ def evaluate_expression(expr: str, names: dict[str, float | int]):
     if missing:
         raise ValueError(f"unknown name(s) {sorted(missing)} in {expr!r}")
     return eval(code, dict(_GLOBALS), dict(names))
+
+
+def nonfinite_path(value, path: str = "") -> str | None:
+    """The dotted path of the first NaN or infinite float inside a dumped record (None: all finite). Records are
+    archived as canonical JSON, which has no NaN or Infinity."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path or "(value)"
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    for k, v in items:
+        if (p := nonfinite_path(v, f"{path}.{k}" if path else str(k))) is not None:
+            return p
+    return None
 
 
 class Axis(Record):
@@ -238,6 +276,8 @@ class OpSpec(Record):
         names = [t.name for t in self.templates]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate template names {names}")
+        if (bad := nonfinite_path(self.model_dump(mode="python"))) is not None:
+            raise ValueError(f"{bad}: numbers in a spec must be finite (no NaN or infinity)")
         return self
 
     def template(self, name: str) -> TemplateSpec:
@@ -275,7 +315,7 @@ class Workload(Record):
     op: str = Field(description="Op name.")
     axes: dict[str, int] = Field(description="Axis values.")
     dtype: DType = Field(description="Element type.")
-    weight: float = Field(1.0, gt=0, description="Weight in the served distribution.")
+    weight: float = Field(1.0, gt=0, allow_inf_nan=False, description="Weight in the served distribution.")
 
     @property
     def id(self) -> str:

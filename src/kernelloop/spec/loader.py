@@ -44,11 +44,22 @@ class OpBundle:
         return sha256_hex(self.reference_source)
 
 
-def _read_toml(path: Path) -> dict:
+def _read_text(path: Path, where: Path | None = None, field: str = "") -> str:
+    """A file's text; a missing, unreadable or non-UTF-8 file is a SpecError naming it."""
     try:
-        return tomllib.loads(path.read_text())
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise SpecError(path, "", "file not found") from None
+        raise SpecError(where or path, field, "file not found" if where is None else f"{path} not found") from None
+    except UnicodeDecodeError as e:
+        raise SpecError(where or path, field, f"{path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except OSError as e:
+        raise SpecError(where or path, field, f"cannot read {path}: {e.strerror or e}") from None
+
+
+def _read_toml(path: Path) -> dict:
+    text = _read_text(path)
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SpecError(path, "", f"not valid TOML: {e}") from None
 
@@ -91,7 +102,7 @@ def load_op(path: str | Path) -> OpBundle:
     ref_file = folder / spec.reference
     if not ref_file.is_file():
         raise SpecError(spec_file, "reference", f"reference file {ref_file} does not exist")
-    ref_src = ref_file.read_text()
+    ref_src = _read_text(ref_file, spec_file, "reference")
     try:
         if not _defines(ref_src, "reference"):
             raise SpecError(ref_file, "reference", "the reference file defines no function `reference`")
@@ -102,14 +113,14 @@ def load_op(path: str | Path) -> OpBundle:
         f = folder / t.file
         if not f.is_file():
             raise SpecError(spec_file, f"templates.{i}.file", f"template file {f} does not exist")
-        src = f.read_text()
+        src = _read_text(f, spec_file, f"templates.{i}.file")
         try:
             if not _defines(src, "launch"):
                 raise SpecError(f, "launch", "the template defines no function `launch`")
         except SyntaxError as e:
             raise SpecError(f, "", f"syntax error: {e}") from None
         sources[t.name] = src
-    dry_run_reference(spec, ref_file)
+    dry_run_reference(spec, ref_file, spec_file)
     return OpBundle(spec=spec, folder=folder, reference_source=ref_src, template_sources=sources,
                     fixed_axes=tuple(dict.fromkeys(fixed)))
 
@@ -153,12 +164,18 @@ def tiny_axes(spec: OpSpec) -> dict[str, int]:
     return lo
 
 
-def dry_run_reference(spec: OpSpec, ref_file: Path) -> None:
+def dry_run_reference(spec: OpSpec, ref_file: Path, spec_file: Path | None = None) -> None:
     """Run the reference once on tiny seeded inputs and check its results against the declared outputs (count,
     shape, dtype): a SpecError naming the reference file and the output otherwise. Milliseconds per op."""
     from ..reference.inputs import make_inputs
     from ..reference.truth import truth
-    w = Workload(op=spec.name, axes=tiny_axes(spec), dtype=spec.dtypes[0])
+    try:
+        axes = tiny_axes(spec)
+    except (ArithmeticError, TypeError, ValueError, RecursionError) as e:
+        raise SpecError(spec_file or ref_file.parent / "spec.toml", "templates.constraints",
+                        f"a constraint every template declares cannot be evaluated on small axis values: "
+                        f"{type(e).__name__}: {e}") from None
+    w = Workload(op=spec.name, axes=axes, dtype=spec.dtypes[0])
     try:
         inputs = make_inputs(spec, w, 0, "cpu")
     except Exception as e:  # noqa: BLE001 - a spec whose inputs cannot be drawn is malformed
@@ -167,7 +184,7 @@ def dry_run_reference(spec: OpSpec, ref_file: Path) -> None:
         truth(spec, ref_file, inputs, w)
     except SpecError as e:
         raise SpecError(e.file, e.field, e.message) from None   # at load: a plain spec error (exit 2)
-    except Exception as e:  # noqa: BLE001 - the trusted reference must run on inputs of its own domain
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - the reference must run on inputs of its own domain
         raise SpecError(ref_file, "reference", f"the reference raised on tiny inputs {w.axes}: "
                         f"{type(e).__name__}: {e}") from None
 
