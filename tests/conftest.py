@@ -40,6 +40,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _run_keys_in_a_temp_folder(tmp_path_factory):
+    """Runs' keys (execute/keys.py) go to a folder of the test session, not the user's ~/.config."""
+    if "KERNELLOOP_KEY_DIR" not in os.environ:
+        os.environ["KERNELLOOP_KEY_DIR"] = str(tmp_path_factory.mktemp("run-keys"))
+    yield
+
+
 @pytest.fixture(scope="session")
 def layernorm():
     from kernelloop.spec import load_op

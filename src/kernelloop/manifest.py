@@ -15,7 +15,8 @@ _PKG = Path(__file__).parent
 # The trusted code paths a verdict or a measurement depends on.
 VERIFIER_FILES = ["verify/compare.py", "reference/inputs.py", "reference/truth.py", "execute/evaluate.py",
                   "execute/worker.py", "execute/pool.py", "bench/timer.py", "bench/stats.py", "bench/policy.py",
-                  "verify/rules.py"]
+                  "verify/rules.py", "execute/battery.py", "execute/keys.py", "execute/timing.py",
+                  "execute/procutil.py", "verify/explain.py"]
 
 
 class ManifestChanged(RuntimeError):

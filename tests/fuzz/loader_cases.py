@@ -241,7 +241,7 @@ def _resign(root: Path) -> None:
                       else h for rel, h in m["files"].items()}
     try:
         m["digest"] = manifest_digest(PackageManifest.model_validate({k: v for k, v in m.items() if k != "digest"}))
-    except ValidationError:
+    except ValueError:   # ValidationError, or a NaN/inf that has no digest
         pass
     mpath.write_text(dumps_json(m))
 

@@ -112,7 +112,11 @@ def test_resigned_package_that_points_outside_is_a_package_error(fuzz_bases, tmp
     def path_outside(m):
         m["files"]["/etc/hostname"] = "0" * 64
 
-    for root, words in ((broken(kernel_outside), "not a file of the package"),
+    def infinite_time(m):
+        m["created"] = float("inf")
+
+    for root, words in ((broken(edit_manifest=infinite_time), "not a manifest kernelloop writes"),
+                        (broken(kernel_outside), "not a file of the package"),
                         (broken(axes_swapped), "not the spec's"),
                         (broken(edit_manifest=path_outside), "not a file inside the package")):
         with pytest.raises(PackageError, match=words):

@@ -201,7 +201,8 @@ def export_package(runs: list[Path], options: ExportOptions, device: str | None 
             commitment = sha256_hex(verifier.secret) if verifier is not None else ""
             builds[spec.name] = build
             root = stage / "ops" / spec.name
-            _write(root / "spec.json", json.dumps(spec.model_dump(mode="json"), indent=1, sort_keys=True), files, stage)
+            # not sort_keys: the order of the spec's axes is the order of the dispatch key
+            _write(root / "spec.json", json.dumps(spec.model_dump(mode="json"), indent=1), files, stage)
             _write(root / "reference.py", bundle.reference_source, files, stage)
             for w in winners:
                 if any(e.candidate_id == w.candidate.id for e in build.table.entries):

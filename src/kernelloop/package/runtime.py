@@ -286,7 +286,11 @@ def _read_manifest(root: Path) -> PackageManifest:
     except ValidationError as e:
         err = e.errors()[0]
         raise PackageError(f"{path}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
-    if digest != manifest_digest(manifest):
+    try:
+        ours = manifest_digest(manifest)
+    except ValueError as e:   # NaN or infinity: no canonical JSON, so no digest
+        raise PackageError(f"{path}: not a manifest kernelloop writes ({e})") from None
+    if digest != ours:
         raise PackageError(f"{path}: the manifest was changed after export (its digest does not match)")
     return manifest
 
