@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from kernelloop.builtin import ops_dir
 from kernelloop.bench.policy import policies_for
 from kernelloop.device import environment
 from kernelloop.execute.evaluate import Evaluator
@@ -25,7 +26,6 @@ from kernelloop.execute.pool import Worker
 from kernelloop.records import Candidate, Workload
 from kernelloop.spec import load_op
 
-ROOT = Path(__file__).resolve().parents[1]
 # (op, axes, config): ~5 µs, ~20 µs, ~70 µs, ~0.5 ms, ~2 ms of kernel time on an H200 (fp16).
 KERNELS = [
     ("layernorm", {"M": 256, "N": 4096}, {"BLOCK_N": 4096, "ROWS": 1, "num_warps": 8, "EVICT_FIRST": 0}),
@@ -60,7 +60,7 @@ def main() -> None:
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for op, axes, config in kernels:
-            bundle = load_op(ROOT / "ops" / op)
+            bundle = load_op(ops_dir() / op)
             w = Workload(op=op, axes=axes, dtype="fp16")
             cand = Candidate(op=op, template="rowwise", source=bundle.template_sources["rowwise"], config=config)
             worker = Worker(args.device, Path(tmp) / op)

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import torch
+from kernelloop.builtin import ops_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINES = {"gemm_nt": ["cublas"], "attention_causal": ["sdpa-cudnn", "sdpa-flash"]}   # what the model calls
@@ -122,7 +123,7 @@ def main() -> None:
         rep = kernelloop.capture(model, (ids(b, s),))
         rep.save(out / f"cards-{b}x{s}.json")
         d = out / f"cards-{b}x{s}"
-        write_workloads(rep, d, ROOT / "ops")
+        write_workloads(rep, d, ops_dir())
         card_dirs.append(d)
     ops = merge_workloads(card_dirs, out / "workloads")
     print("ops:", ops, f"capture {time.time() - t0:.1f}s", flush=True)
@@ -138,7 +139,7 @@ def main() -> None:
             runs.append(run)
     pkg_dir = out / "pkg"
     if not pkg_dir.exists():
-        kernelloop.export(runs, pkg_dir, ops_root=ROOT / "ops", ranges=False,
+        kernelloop.export(runs, pkg_dir, ops_root=ops_dir(), ranges=False,
                           against=["cublas", "sdpa-cudnn", "sdpa-flash"])
     pkg = kernelloop.load_package(pkg_dir)
     audit = {op: json.loads((pkg_dir / "audit" / f"{op}.json").read_text()).get("left_out", [])

@@ -29,6 +29,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import torch  # noqa: E402
 
+from kernelloop.builtin import ops_dir
 from kernelloop.package.guards import AxisRange, Guard  # noqa: E402
 from kernelloop.package.runtime import Kernel, Package  # noqa: E402
 from kernelloop.package.records import MeasuredOn, PackageManifest, PackagedOp  # noqa: E402
@@ -36,7 +37,6 @@ from kernelloop.package.table import DispatchEntry, DispatchTable, ShapeClaim  #
 from kernelloop.records import DType  # noqa: E402
 from kernelloop.spec import load_op  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def table(entries: int) -> DispatchTable:
@@ -73,12 +73,12 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=20000)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    bundle = load_op(ROOT / "ops/rmsnorm")
+    bundle = load_op(ops_dir() / "rmsnorm")
     tmp = Path(tempfile.mkdtemp())
     try:
         (tmp / "kernels").mkdir()
-        shutil.copy(ROOT / "ops/rmsnorm/reference.py", tmp / "reference.py")
-        shutil.copy(ROOT / "ops/rmsnorm/kernel.py", tmp / "kernels/kernel.py")
+        shutil.copy(ops_dir() / "rmsnorm/reference.py", tmp / "reference.py")
+        shutil.copy(ops_dir() / "rmsnorm/kernel.py", tmp / "kernels/kernel.py")
         t = table(args.entries)
         k = Kernel(tmp, bundle.spec, t, "interpret", "", "bench")
         k.launchers = [(lambda *a, **kw: None, cfg) for _, cfg in k.launchers]   # host path only

@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from kernelloop.builtin import ops_dir
 from kernelloop.bench.policy import policies_for
 from kernelloop.device import environment
 from kernelloop.execute.evaluate import Evaluator
@@ -24,7 +25,6 @@ from kernelloop.execute.pool import Worker
 from kernelloop.records import Candidate, Workload
 from kernelloop.spec import load_op
 
-ROOT = Path(__file__).resolve().parents[1]
 # the H200 winners of 2026-11-30 (their archives are in git history: benchmarks/results/2026-11-30-h200-s2)
 CASES = [
     ("layernorm", {"BLOCK_N": 4096, "ROWS": 1, "num_warps": 4, "EVICT_FIRST": 0, "STREAM_STORE": 0}),
@@ -45,7 +45,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for op, config in CASES:
-            bundle = load_op(ROOT / "ops" / op)
+            bundle = load_op(ops_dir() / op)
             w = Workload(op=op, axes={"M": m, "N": n}, dtype="fp16" if args.device == "cuda" else "fp32")
             cand = Candidate(op=op, template="rowwise", source=bundle.template_sources["rowwise"], config=config)
             subjects = ["candidate", "eager", "copy"] + (["liger"] if args.device == "cuda" else [])

@@ -21,8 +21,8 @@ import statistics
 import sys
 
 import torch
+from kernelloop.builtin import ops_dir
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 SHAPES = {
     # (M, N, K): the six prefill shapes with few output tiles (Llama-3 8B/70B projections at M = 512 / 2048)
@@ -113,7 +113,7 @@ CONFIGS["pingpong"] = [_gluon(128, 256, 64, 3, 8), _gluon(128, 256, 64, 4, 8, su
 
 
 def _kernel_module(name="kernel"):
-    spec = importlib.util.spec_from_file_location(f"gemm_{name}", ROOT / "ops" / "gemm" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"gemm_{name}", ops_dir() / "gemm" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -19,6 +19,7 @@ import statistics
 import sys
 
 import torch
+from kernelloop.builtin import ops_dir
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -42,7 +43,7 @@ CONFIGS = {"tiled-64x64x128-s6-tma": _cfg(64, 64, 128, 6, 4, 1), "tiled-64x64x12
 
 
 def _subjects(M, N, K, dtype):
-    kernel = _load(ROOT / "ops" / "gemm" / "kernel.py", "gemm_kernel_gap")
+    kernel = _load(ops_dir() / "gemm" / "kernel.py", "gemm_kernel_gap")
     a = torch.randn(M, K, device="cuda", dtype=dtype)
     b = torch.randn(K, N, device="cuda", dtype=dtype)
     outs = {"cublas": torch.empty(M, N, device="cuda", dtype=dtype)}

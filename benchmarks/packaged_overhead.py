@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import torch
+from kernelloop.builtin import ops_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = {   # op -> shapes (axis values) and the eager op
@@ -87,10 +88,10 @@ def main() -> None:
         runs.append(run)
     pkg_dir = args.out / "pkg"
     if not pkg_dir.exists():
-        kernelloop.export(runs, pkg_dir, ops_root=ROOT / "ops", ranges=False, keep_slower=True)
+        kernelloop.export(runs, pkg_dir, ops_root=ops_dir(), ranges=False, keep_slower=True)
     pkg = kernelloop.load_package(pkg_dir).register()
     for op in args.ops:
-        bundle = load_op(ROOT / "ops" / op)
+        bundle = load_op(ops_dir() / op)
         k = pkg[op]
         for axes in CASES[op]:
             w = Workload(op=op, axes=axes, dtype=DType.fp16)

@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "src") not in sys.path:
     sys.path.insert(0, str(ROOT / "src"))
 
+from kernelloop.builtin import ops_dir  # noqa: E402
 from kernelloop.archive import Archive  # noqa: E402
 from kernelloop.cli.profile import NcuUnavailable, profile_summary, run_ncu_profiles  # noqa: E402
 from kernelloop.profile.roofline import default_pipe  # noqa: E402
@@ -212,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
                 run = archive.runs()[0]
                 w, best = pick_workload(archive, run, args.workload)
                 print(f"{run['op']} {w.label}: trial {best.index} and {', '.join(baselines)} ...", file=sys.stderr)
-                op_dir = ROOT / "ops" / run["op"]
+                op_dir = ops_dir() / run["op"]
                 done = run_ncu_profiles(archive, db.parent, best.id, baselines, timeout_s=args.timeout,
                                         op_dir=op_dir if op_dir.is_dir() else None,
                                         say=lambda m: print(m, file=sys.stderr))

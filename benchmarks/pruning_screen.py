@@ -38,6 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from kernelloop.builtin import ops_dir
 from kernelloop.replay.space_file import read_space_document  # noqa: E402
 from kernelloop.search.encoding import config_key  # noqa: E402
 
@@ -281,7 +282,7 @@ def main() -> None:
     ap.add_argument("--summarize-only", action="store_true",
                     help="time nothing: summarize the results already in --out against AUDIT.json (e.g. a re-audit "
                          "after a pruning rule changed; launches are matched, so no GPU is needed)")
-    ap.add_argument("--ops", type=Path, default=ROOT / "ops")
+    ap.add_argument("--ops", type=Path, default=ops_dir())
     a = ap.parse_args()
     if a.device == "interpret":  # before anything imports triton
         import os

@@ -60,7 +60,7 @@ class Suite:
 
 
 def optimize(name: str, op: str, timeout_s: int, *args: str) -> Step:
-    return Step(name, (*KL, "optimize", f"ops/{op}", "--device", "cuda", "--out", f"{{runs}}/{name}", "--json", *args),
+    return Step(name, (*KL, "optimize", op, "--device", "cuda", "--out", f"{{runs}}/{name}", "--json", *args),
                 timeout_s, optimize=True)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from kernelloop.builtin import ops_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,7 +21,7 @@ def main() -> None:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "sanitizer-out")
     out.mkdir(parents=True, exist_ok=True)
     print("compute-sanitizer:", find_sanitizer(), flush=True)
-    bundle = load_op(ROOT / "ops" / "rmsnorm")
+    bundle = load_op(ops_dir() / "rmsnorm")
     w = Workload(op="rmsnorm", axes={"M": 5, "N": 256}, dtype="fp16")
     cases = {"honest": (bundle.template_sources["rowwise"],
                         {"BLOCK_N": 256, "ROWS": 1, "num_warps": 4, "EVICT_FIRST": 0, "STREAM_STORE": 0}),

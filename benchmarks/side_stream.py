@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 import triton
 
+from kernelloop.builtin import ops_dir
 from kernelloop.bench.policy import COLD_L2_EVENTS
 from kernelloop.execute.evaluate import Evaluator
 from kernelloop.execute.pool import Worker
@@ -35,13 +36,13 @@ def main() -> None:
     ap.add_argument("--out", default="side_stream.json")
     ap.add_argument("--shapes", default="4096x4096,65536x8192", help="MxN,... (fp16); the first is evaluated")
     args = ap.parse_args()
-    bundle = load_op(ROOT / "ops" / "layernorm")
+    bundle = load_op(ops_dir() / "layernorm")
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     w = Workload(op="layernorm", axes={"M": shapes[0][0], "N": shapes[0][1]}, dtype="fp16")
     spec = importlib.util.spec_from_file_location("cheat", CHEAT)
     cheat = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(cheat)
-    honest = importlib.util.spec_from_file_location("honest", ROOT / "ops" / "layernorm" / "kernel.py")
+    honest = importlib.util.spec_from_file_location("honest", ops_dir() / "layernorm" / "kernel.py")
     hon = importlib.util.module_from_spec(honest)
     honest.loader.exec_module(hon)
     bare = []

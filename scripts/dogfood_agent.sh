@@ -25,8 +25,8 @@ KL=(python3 -m kernelloop.cli.app)
 DEVICE=${DEVICE:-cuda}
 WS=${WS:-runs/dogfood-agent-$(date -u +%Y%m%d-%H%M%S)}
 WL=${WL:-benchmarks/workloads/layernorm-dogfood.toml}
-KERNEL=ops/layernorm/chunked.py
-TEMPLATE=ops/layernorm/kernel.py
+KERNEL=src/kernelloop/builtin/ops/layernorm/chunked.py
+TEMPLATE=src/kernelloop/builtin/ops/layernorm/kernel.py
 GUESS=${GUESS:-'{"CHUNK": 1024, "ROWS": 1, "num_warps": 8, "WB_FIRST": 0}'}
 SPACE=${SPACE:-'{"CHUNK": [512, 1024, 2048, 4096], "num_warps": [4, 8, 16]}'}
 # The template's space holds its recorded H200 winners on these shapes (benchmarks/results/2026-11-30-h200).
@@ -65,7 +65,7 @@ EOF
   echo "workspace: $WS  workloads: $WL  device: $DEVICE"
 } 2>&1 | tee -a "$LOG"
 
-step "agent init" 180 "$OUT/init.json" "${KL[@]}" agent init ops/layernorm --out "$WS" --workloads "$WL" \
+step "agent init" 180 "$OUT/init.json" "${KL[@]}" agent init layernorm --out "$WS" --workloads "$WL" \
   --device "$DEVICE" --json || { say "no workspace; stopping"; exit 3; }
 rm -f "$OUT/init.json"   # the workspace's own files say the same; keep $OUT within 8 files
 

@@ -2,9 +2,9 @@ import os
 from pathlib import Path
 
 import pytest
+from kernelloop.builtin import ops_dir
 
-ROOT = Path(__file__).resolve().parents[1]
-OPS = ROOT / "ops"
+OPS = ops_dir()
 FIXTURES = Path(__file__).parent / "fixtures"
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelloop.builtin import ops_dir
 from kernelloop.archive import Archive
 from kernelloop.execute.evaluate import Timeouts
 from kernelloop.loop import Controller, RunOptions
@@ -14,7 +15,7 @@ from kernelloop.report.summary import run_summary
 from kernelloop.report.terminal import render
 from kernelloop.spec import load_op
 
-OPS = Path(__file__).resolve().parents[1] / "ops"
+OPS = ops_dir()
 
 
 @pytest.fixture(autouse=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from kernelloop.builtin import ops_dir
 from kernelloop.archive import Archive
 from kernelloop.cli import common
 from kernelloop.cli.app import app
@@ -64,7 +65,7 @@ class RecordedProfileEvidence:
 def op(tmp_path_factory):
     """A private copy of ops/layernorm (the manifest hashes its files; a resume must see the same ones)."""
     folder = tmp_path_factory.mktemp("ops") / "layernorm"
-    shutil.copytree(ROOT / "ops" / "layernorm", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ops_dir() / "layernorm", folder, ignore=shutil.ignore_patterns("__pycache__"))
     (folder / "tiny.toml").write_text(TINY)
     return load_op(folder)
 
@@ -354,7 +355,7 @@ def test_gpu_planner_profiles_every_passed_trial_with_ncu(tmp_path):
     if find_ncu() is None:
         pytest.skip("ncu not found ($KERNELLOOP_NCU, PATH)")
     out = tmp_path / "run"
-    r = runner.invoke(app, ["optimize", str(ROOT / "ops" / "layernorm"), "--workloads",
+    r = runner.invoke(app, ["optimize", str(ops_dir() / "layernorm"), "--workloads",
                             str(ROOT / "benchmarks" / "workloads" / "layernorm-4096.toml"), "--device", "cuda",
                             "--strategy", "planner", "--start", "BLOCK_N=1024,ROWS=1,num_warps=1,EVICT_FIRST=0",
                             "--budget", "6", "--no-confirm", "--out", str(out), "--json"])

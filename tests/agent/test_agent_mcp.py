@@ -11,12 +11,13 @@ import pytest
 pytest.importorskip("mcp", reason="the MCP SDK is a test extra (absent on the GPU image)")
 import anyio  # noqa: E402
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
+from kernelloop.builtin import ops_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 CHEATS = ROOT / "tests" / "fixtures" / "cheats"
 # Gallery cheats an agent might submit: caught by a source rule, by the value check, by the poisoned output.
 GALLERY = {"library_functional.py": "REJECTED", "zeros_output.py": "WRONG_VALUES", "no_op.py": "WRONG_INCOMPLETE"}
-OP = ROOT / "ops" / "layernorm"
+OP = ops_dir() / "layernorm"
 TEMPLATE = (OP / "kernel.py").read_text()
 CONFIG = {"BLOCK_N": 64, "ROWS": 1, "num_warps": 1}
 

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from kernelloop.builtin import ops_dir
 from kernelloop.agent import (Submission, SubmissionError, Workspace, WorkspaceError, init_workspace, submit,
                               workspace_status)
 from kernelloop.archive import Archive
 from kernelloop.execute.evaluate import Timeouts
 from kernelloop.records import Candidate
 
-ROOT = Path(__file__).resolve().parents[2]
-OP = ROOT / "ops" / "layernorm"
+OP = ops_dir() / "layernorm"
 TEMPLATE = (OP / "kernel.py").read_text()
 CONFIG = {"BLOCK_N": 64, "ROWS": 1, "num_warps": 1}
 WRONG = TEMPLATE.replace("y = xc * rstd * w + b", "y = xc * rstd * w")

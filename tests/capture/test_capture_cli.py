@@ -6,13 +6,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from kernelloop.builtin import ops_dir
 from kernelloop.capture import CaptureReport
 from kernelloop.cli import common
 from kernelloop.cli.app import app
 from kernelloop.spec import load_op, load_workloads
 
 HERE = Path(__file__).resolve().parent
-OPS = HERE.parents[1] / "ops"
+OPS = ops_dir()
 runner = CliRunner()
 
 

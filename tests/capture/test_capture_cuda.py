@@ -6,12 +6,13 @@ import pytest
 
 pytest.importorskip("transformers")
 
+from kernelloop.builtin import ops_dir
 from kernelloop.capture import capture, write_workloads  # noqa: E402
 from kernelloop.capture.mapping import ATTENTION_PREFIXES  # noqa: E402
 from kernelloop.capture.models import build  # noqa: E402
 from kernelloop.spec import load_op, load_workloads  # noqa: E402
 
-OPS = Path(__file__).resolve().parents[2] / "ops"
+OPS = ops_dir()
 pytestmark = pytest.mark.gpu
 
 

@@ -8,10 +8,11 @@ from torch import nn
 
 from capture_tiny_models import Attn, Block, MyRMSNorm, OffsetRMSNorm, Tiny, build, build_raises
 
+from kernelloop.builtin import ops_dir
 from kernelloop.capture import CaptureError, capture, write_workloads
 from kernelloop.records import DType
 
-OPS = Path(__file__).resolve().parents[2] / "ops"
+OPS = ops_dir()
 
 
 def _only(report, **match):

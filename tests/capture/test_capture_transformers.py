@@ -1,19 +1,18 @@
 """capture() on the built-in tiny transformers models (llama-tiny, qwen2-tiny, gpt2-tiny) on the CPU: the cards,
 their mapping and counts, the census, the JSON round trip and the workload files."""
 
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("transformers")
 
+from kernelloop.builtin import ops_dir
 from kernelloop.capture import CaptureReport, capture, write_workloads  # noqa: E402
 from kernelloop.capture.models import MODELS, build, llama_tiny  # noqa: E402
 from kernelloop.records import DType  # noqa: E402
 from kernelloop.spec import load_op, load_workloads  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-OPS = ROOT / "ops"
+OPS = ops_dir()
 LAYERS = (0, 1)
 
 

@@ -2,15 +2,14 @@
 JSON answers (the judging itself is tested in tests/agent; the LLM loop in tests/propose/llm)."""
 
 import json
-from pathlib import Path
 
 from typer.testing import CliRunner
 
+from kernelloop.builtin import ops_dir
 from kernelloop.cli import common
 from kernelloop.cli.app import app
 
-ROOT = Path(__file__).resolve().parents[2]
-OP = ROOT / "ops" / "layernorm"
+OP = ops_dir() / "layernorm"
 WRONG = (OP / "kernel.py").read_text().replace("y = xc * rstd * w + b", "y = xc * rstd * w")
 runner = CliRunner()
 

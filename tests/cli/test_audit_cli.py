@@ -2,18 +2,17 @@
 the configurations to time, checks a recorded space with --timed, and refuses bad input."""
 
 import json
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from kernelloop.builtin import ops_dir
 from kernelloop.cli import common
 from kernelloop.cli.app import app
 from kernelloop.profile.sass import find_tool
 from kernelloop.replay.space_file import write_space_file
 
 runner = CliRunner()
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_audit_pruning_end_to_end(tmp_path):
@@ -23,7 +22,7 @@ def test_audit_pruning_end_to_end(tmp_path):
     wl.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 8, N = 4096 }\ndtype = "fp16"\n')
     out, cfgs = tmp_path / "audit.json", tmp_path / "runners.json"
     # rowwise's first configurations: BLOCK_N 256 loops over the 4096-wide row, which pruning removes
-    r = runner.invoke(app, ["audit-pruning", str(ROOT / "ops" / "rmsnorm"), "--workloads", str(wl), "--template",
+    r = runner.invoke(app, ["audit-pruning", str(ops_dir() / "rmsnorm"), "--workloads", str(wl), "--template",
                             "rowwise", "--limit", "3", "--jobs", "2", "--out", str(out), "--configs-out", str(cfgs)])
     assert r.exit_code == 0, r.output
     doc = json.loads(out.read_text())

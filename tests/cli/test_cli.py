@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from kernelloop.builtin import ops_dir
 from kernelloop.cli.app import app
 from kernelloop.cli import common
 
-ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 
 
 def test_optimize_then_show_json(tmp_path):
     out = tmp_path / "run"
-    r = runner.invoke(app, ["optimize", str(ROOT / "ops" / "rmsnorm"), "--budget", "2", "--device", "interpret",
+    r = runner.invoke(app, ["optimize", str(ops_dir() / "rmsnorm"), "--budget", "2", "--device", "interpret",
                             "--out", str(out), "--json"])
     assert r.exit_code == 0, r.output
     summary = json.loads(r.stdout[r.stdout.index("{"):])
@@ -56,14 +56,14 @@ def test_optimize_baseline_chooses_what_the_winners_are_confirmed_against(tmp_pa
     out = tmp_path / "run"
     wl = tmp_path / "w.toml"
     wl.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 300 }\ndtype = "fp32"\n')
-    args = ["optimize", str(ROOT / "ops" / "rmsnorm"), "--budget", "1", "--device", "interpret", "--workloads", str(wl),
+    args = ["optimize", str(ops_dir() / "rmsnorm"), "--budget", "1", "--device", "interpret", "--workloads", str(wl),
             "--out", str(out), "--json", "--baseline", "copy", "--no-confirm"]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     (w,) = json.loads(r.stdout[r.stdout.index("{"):])["workloads"]
     assert not w.get("confirmed")
     # resumed without --baseline, the run confirms against the archived choice only
-    again = runner.invoke(app, ["optimize", str(ROOT / "ops" / "rmsnorm"), "--budget", "1", "--device", "interpret",
+    again = runner.invoke(app, ["optimize", str(ops_dir() / "rmsnorm"), "--budget", "1", "--device", "interpret",
                                 "--workloads", str(wl), "--out", str(out), "--json", "--resume"])
     assert again.exit_code == 0, again.output
     (w2,) = json.loads(again.stdout[again.stdout.index("{"):])["workloads"]
@@ -75,7 +75,7 @@ def test_optimize_baseline_chooses_what_the_winners_are_confirmed_against(tmp_pa
 def test_bad_spec_exits_2_naming_the_field(tmp_path):
     import shutil
     op = tmp_path / "softmax"
-    shutil.copytree(ROOT / "ops" / "softmax", op)
+    shutil.copytree(ops_dir() / "softmax", op)
     (op / "spec.toml").write_text((op / "spec.toml").read_text().replace('"fp32"]', '"fp64"]'))
     r = runner.invoke(app, ["optimize", str(op), "--device", "interpret", "--out", str(tmp_path / "r")])
     assert r.exit_code == common.BAD_INPUT
@@ -110,7 +110,7 @@ def _trial_rows(db: Path) -> list[tuple]:
 @pytest.mark.slow
 def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "kernelloop.cli.app", "optimize", str(ROOT / "ops" / "layernorm"), "--budget", "4",
+    cmd = [sys.executable, "-m", "kernelloop.cli.app", "optimize", str(ops_dir() / "layernorm"), "--budget", "4",
            "--device", "interpret", "--out", str(out), "--strategy", "exhaustive", "--no-confirm"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     db = out / "archive.sqlite"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from kernelloop.builtin import ops_dir
 from kernelloop.archive import Archive
 from kernelloop.cli import common
 from kernelloop.cli.app import app
@@ -22,8 +23,7 @@ from kernelloop.search.history import TransferPrior
 from kernelloop.spec import load_op, load_workloads
 from kernelloop.spec.space import selected_space
 
-ROOT = Path(__file__).resolve().parents[2]
-RMSNORM = ROOT / "ops" / "rmsnorm"
+RMSNORM = ops_dir() / "rmsnorm"
 runner = CliRunner()
 # other shapes, of very different cost and different best warp counts
 RECORDED = [({"M": 8, "N": 1000}, 10.0, 1), ({"M": 1, "N": 4096}, 1000.0, 3)]

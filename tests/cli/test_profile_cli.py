@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from kernelloop.builtin import ops_dir
 from kernelloop.archive import Archive
 from kernelloop.cli import common
 from kernelloop.cli.app import app
@@ -224,7 +225,7 @@ def test_ncu_profiles_trial_and_baseline_archives_and_prints(run, fake_gpu, monk
     assert len(calls) == 2 and all("--launch-count" not in c and "--kernel-name" not in c for c in calls)
     jobs = [json.loads(Path(c[-1]).read_text()) for c in calls]
     assert jobs[0]["mode"] == "candidate" and jobs[0]["config"]["num_warps"] == 4
-    assert Path(jobs[0]["source_file"]).read_text() == (ROOT / "ops" / "layernorm" / "kernel.py").read_text()
+    assert Path(jobs[0]["source_file"]).read_text() == (ops_dir() / "layernorm" / "kernel.py").read_text()
     assert jobs[1]["mode"] == "baseline" and jobs[1]["baseline"] == "eager" and jobs[1]["seed"] == jobs[0]["seed"]
     # Archived: a later plain `profile` reads both back.
     again = _json([str(folder), "--baseline", "eager"])
@@ -245,7 +246,7 @@ def test_ncu_needs_the_runs_op_folder(run, fake_gpu, tmp_path):
     folder, _ = run
     r = runner.invoke(app, ["profile", str(folder), "--ncu", "--op", str(tmp_path / "nowhere")])
     assert r.exit_code == common.BAD_INPUT and "--op" in r.output
-    r = runner.invoke(app, ["profile", str(folder), "--ncu", "--op", str(ROOT / "ops" / "rmsnorm")])
+    r = runner.invoke(app, ["profile", str(folder), "--ncu", "--op", str(ops_dir() / "rmsnorm")])
     assert r.exit_code == common.BAD_INPUT
 
 

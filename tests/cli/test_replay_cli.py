@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from kernelloop.builtin import ops_dir
 from kernelloop.cli import common
 from kernelloop.cli.app import app
 
 runner = CliRunner()
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def cache(tmp_path: Path) -> Path:
@@ -53,7 +53,7 @@ def test_replay_table_and_bad_input(tmp_path):
 @pytest.mark.gpu
 def test_record_then_replay_on_a_gpu(tmp_path):
     out = tmp_path / "rmsnorm.json.gz"
-    r = runner.invoke(app, ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(out), "--limit", "4"])
+    r = runner.invoke(app, ["record", str(ops_dir() / "rmsnorm"), "--out", str(out), "--limit", "4"])
     assert r.exit_code == 0, r.output
     rep = runner.invoke(app, ["replay", str(out), "--seeds", "2", "--budget", "4", "--json"])
     assert rep.exit_code == 0, rep.output
@@ -66,7 +66,7 @@ def test_record_shards_in_the_interpreter_join_into_the_whole_space(tmp_path):
     outs = []
     for i in range(2):
         out = tmp_path / f"shard{i}.json.gz"
-        r = runner.invoke(app, ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(out), "--device", "interpret",
+        r = runner.invoke(app, ["record", str(ops_dir() / "rmsnorm"), "--out", str(out), "--device", "interpret",
                                 "--workloads", str(wl), "--limit", "4", "--shard", f"{i}/2"])
         assert r.exit_code == 0, r.output
         outs.append(out)
@@ -92,13 +92,13 @@ def test_record_shards_in_the_interpreter_join_into_the_whole_space(tmp_path):
     # One shard alone is what it is: a part, which the planner benchmark reports as not exhaustive.
     assert merge_spaces([shards[0]]) is shards[0] and shards[0].meta["shard"] == [0, 2]
     for bad in ("2/2", "x", "1/0"):
-        r = runner.invoke(app, ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(tmp_path / "b.json"),
+        r = runner.invoke(app, ["record", str(ops_dir() / "rmsnorm"), "--out", str(tmp_path / "b.json"),
                                 "--device", "interpret", "--shard", bad])
         assert r.exit_code == common.BAD_INPUT and "--shard" in r.output
     # A workload no configuration can serve: said plainly, no empty space file.
     tiny = tmp_path / "tiny.toml"
     tiny.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 16 }\ndtype = "fp32"\n')
-    r = runner.invoke(app, ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(tmp_path / "e.json"),
+    r = runner.invoke(app, ["record", str(ops_dir() / "rmsnorm"), "--out", str(tmp_path / "e.json"),
                             "--device", "interpret", "--workloads", str(tiny)])
     assert r.exit_code == common.BAD_INPUT and "no configuration" in r.output and not (tmp_path / "e.json").exists()
 
@@ -109,7 +109,7 @@ def test_record_writes_after_every_configuration_and_resumes(tmp_path):
     wl = tmp_path / "w.toml"
     wl.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 300 }\ndtype = "fp32"\n')
     out = tmp_path / "s.json"
-    args = ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(out), "--device", "interpret", "--workloads", str(wl),
+    args = ["record", str(ops_dir() / "rmsnorm"), "--out", str(out), "--device", "interpret", "--workloads", str(wl),
             "--limit", "3"]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
@@ -139,7 +139,7 @@ def test_record_template_records_only_that_template_and_resume_checks_it(tmp_pat
     wl = tmp_path / "w.toml"
     wl.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 300 }\ndtype = "fp32"\n')
     out = tmp_path / "p.json"
-    args = ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(out), "--device", "interpret", "--workloads", str(wl),
+    args = ["record", str(ops_dir() / "rmsnorm"), "--out", str(out), "--device", "interpret", "--workloads", str(wl),
             "--limit", "2", "--template", "persistent"]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
@@ -159,7 +159,7 @@ def test_record_fix_records_only_the_pinned_configurations_and_resume_checks_it(
     wl = tmp_path / "w.toml"
     wl.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 300 }\ndtype = "fp32"\n')
     out = tmp_path / "f.json"
-    args = ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(out), "--device", "interpret", "--workloads", str(wl),
+    args = ["record", str(ops_dir() / "rmsnorm"), "--out", str(out), "--device", "interpret", "--workloads", str(wl),
             "--limit", "2", "--fix", "num_warps=2,PREFETCH=1"]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
@@ -184,7 +184,7 @@ def test_record_configs_records_exactly_the_listed_configurations_pruned_or_not(
     from kernelloop.records import Workload
     wl = tmp_path / "w.toml"
     wl.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 300 }\ndtype = "fp32"\n')
-    b = load_op(ROOT / "ops" / "rmsnorm")
+    b = load_op(ops_dir() / "rmsnorm")
     t = next(t for t in b.spec.templates if t.name == "rowwise")
     w = Workload(op="rmsnorm", axes={"M": 3, "N": 300}, dtype="fp32")
     # one configuration pruning removes (a block narrower than 1024 looping over the row) and one it keeps
@@ -194,7 +194,7 @@ def test_record_configs_records_exactly_the_listed_configurations_pruned_or_not(
     listed = tmp_path / "configs.json"
     listed.write_text(json.dumps([{"template": "rowwise", **removed}, {"template": "rowwise", **kept}]))
     out = tmp_path / "c.json"
-    r = runner.invoke(app, ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(out), "--device", "interpret",
+    r = runner.invoke(app, ["record", str(ops_dir() / "rmsnorm"), "--out", str(out), "--device", "interpret",
                             "--workloads", str(wl), "--configs", str(listed)])
     assert r.exit_code == 0, r.output
     doc = read_space_document(out)
@@ -210,11 +210,11 @@ def test_record_configs_records_exactly_the_listed_configurations_pruned_or_not(
                       ([{"template": "rowwise", **removed, "BLOCK_N": 257}], "BLOCK_N not among the declared"),
                       ("not json", "not a readable JSON file")):
         listed.write_text(bad if isinstance(bad, str) else json.dumps(bad))
-        r = runner.invoke(app, ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(tmp_path / "x.json"),
+        r = runner.invoke(app, ["record", str(ops_dir() / "rmsnorm"), "--out", str(tmp_path / "x.json"),
                                 "--device", "interpret", "--workloads", str(wl), "--configs", str(listed)])
         assert r.exit_code == common.BAD_INPUT and says in " ".join(r.output.split()), r.output
 
     listed.write_text(json.dumps([{"template": "rowwise", **kept}]))
-    r = runner.invoke(app, ["record", str(ROOT / "ops" / "rmsnorm"), "--out", str(tmp_path / "x.json"), "--device",
+    r = runner.invoke(app, ["record", str(ops_dir() / "rmsnorm"), "--out", str(tmp_path / "x.json"), "--device",
                             "interpret", "--workloads", str(wl), "--configs", str(listed), "--template", "rowwise"])
     assert r.exit_code == common.BAD_INPUT and "not with --template" in " ".join(r.output.split())

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from kernelloop.builtin import ops_dir
 from kernelloop.agent.submit import SubmissionProposer
 from kernelloop.cli.app import app
 from kernelloop.execute.evaluate import Timeouts
@@ -19,7 +20,7 @@ RAISES = "def launch(x, weight, bias, y, *, eps, **config):\n    raise RuntimeEr
 
 
 def test_show_groups_failures_by_reason_with_their_cases(tmp_path):
-    bundle = load_op(ROOT / "ops" / "layernorm")
+    bundle = load_op(ops_dir() / "layernorm")
     w = Workload(op="layernorm", axes={"M": 8, "N": 64}, dtype="fp16")
     cands = [Candidate(op="layernorm", template="custom", source=HARDCODED + f"\n# {i}\n") for i in range(2)]
     cands.append(Candidate(op="layernorm", template="custom", source=RAISES))

@@ -8,19 +8,18 @@ constants, N == 1 and M == 1, which the interpreter never does.)
 """
 
 import json
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from kernelloop.builtin import ops_dir
 from kernelloop.agent import Submission, submit, workspace_status
 from kernelloop.cli import common
 from kernelloop.cli.app import app
 from kernelloop.execute.evaluate import Timeouts
 
-ROOT = Path(__file__).resolve().parents[2]
-OP = ROOT / "ops" / "layernorm"
-EXAMPLE = ROOT / "ops" / "layernorm" / "chunked.py"  # written in the agent-mode dogfood, now the op's second template
+OP = ops_dir() / "layernorm"
+EXAMPLE = ops_dir() / "layernorm" / "chunked.py"  # written in the agent-mode dogfood, now the op's second template
 SOURCE = EXAMPLE.read_text()
 TAIL_MASK = """            if TAIL and c == NCHUNK - 1:
                 d = tl.where(tmask, d, 0.0)

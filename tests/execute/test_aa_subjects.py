@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from kernelloop.builtin import ops_dir
 from kernelloop.bench.policy import policies_for
 from kernelloop.execute import worker
 from kernelloop.execute.evaluate import Evaluator
@@ -94,7 +95,7 @@ def with_workspace(tmp_path):
 
     from kernelloop.spec import load_op
     folder = tmp_path / "layernorm"
-    shutil.copytree(Path(__file__).resolve().parents[2] / "ops" / "layernorm", folder,
+    shutil.copytree(ops_dir() / "layernorm", folder,
                     ignore=shutil.ignore_patterns("__pycache__"))
     (folder / "spec.toml").write_text((folder / "spec.toml").read_text()
                                       + '\n[scratch]\nname = "rows"\nnumel = "2 * M * N"\n')

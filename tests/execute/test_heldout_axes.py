@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelloop.builtin import ops_dir
 from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
 from kernelloop.device import device_properties
 from kernelloop.execute.evaluate import Evaluator, Timeouts
@@ -15,7 +16,7 @@ from kernelloop.spec import SpecError, load_op, load_workloads
 from kernelloop.spec.loader import in_domain
 from kernelloop.spec.space import prune, why_pruned
 
-OPS = Path(__file__).resolve().parents[2] / "ops"
+OPS = ops_dir()
 CANDS = [Candidate(op="x", template="custom", source=f"# {i}") for i in range(16)]
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelloop.builtin import ops_dir
 from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
 from kernelloop.execute import keys
 from kernelloop.execute.evaluate import Evaluator, Timeouts
@@ -15,7 +16,7 @@ from kernelloop.loop import Controller, RunOptions
 from kernelloop.archive import Archive
 from kernelloop.records import Candidate, Status, Workload
 
-OPS = Path(__file__).resolve().parents[2] / "ops"
+OPS = ops_dir()
 W = Workload(op="layernorm", axes={"M": 4, "N": 64}, dtype="fp16")
 
 

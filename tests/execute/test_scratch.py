@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from kernelloop.builtin import ops_dir
 from kernelloop.agent.interface import launch_signature, op_interface
 from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
 from kernelloop.execute.evaluate import Evaluator, Timeouts
@@ -17,7 +18,7 @@ from kernelloop.records import Candidate, OpSpec, Status, Workload
 from kernelloop.reference.inputs import alloc_scratch, is_poison
 from kernelloop.spec import load_op
 
-OPS = Path(__file__).resolve().parents[2] / "ops"
+OPS = ops_dir()
 
 W = Workload(op="layernorm", axes={"M": 6, "N": 200}, dtype="fp32")
 

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from fuzzkit import EXPRESSIONS, dumps_json, encoded, expect, mutate, mutate_bytes
+from kernelloop.builtin import ops_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_OPS = ("rmsnorm", "layernorm", "softmax", "gemm")
@@ -49,9 +50,9 @@ def export_small_package(out: Path) -> Path:
     (out / "w.toml").write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 5, N = 256 }\ndtype = "fp16"\n')
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     cli = [sys.executable, "-m", "kernelloop.cli.app"]
-    for args in (["optimize", str(ROOT / "ops" / "rmsnorm"), "--workloads", "w.toml", "--budget", "1", "--no-confirm",
+    for args in (["optimize", str(ops_dir() / "rmsnorm"), "--workloads", "w.toml", "--budget", "1", "--no-confirm",
                   "--out", "RUN"],
-                 ["export", "RUN", "--out", "PKG", "--exact", "--ops", str(ROOT / "ops")]):
+                 ["export", "RUN", "--out", "PKG", "--exact", "--ops", str(ops_dir())]):
         r = subprocess.run(cli + args, cwd=out, env=env, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return out / "PKG"
@@ -61,7 +62,7 @@ def make_bases(scratch: Path, package: Path | None = None) -> Bases:
     b = Bases(scratch=Path(scratch), package=package)
     b.scratch.mkdir(parents=True, exist_ok=True)
     for op in SPEC_OPS:
-        b.specs[op] = tomllib.loads((ROOT / "ops" / op / "spec.toml").read_text())
+        b.specs[op] = tomllib.loads((ops_dir() / op / "spec.toml").read_text())
     if package is not None:
         b.counts = package_counts(package)
     return b
@@ -118,7 +119,7 @@ def case_spec_folder(data, ctx: Bases) -> None:
     """load_op on an op folder with a generated spec.toml, reference.py and templates: SpecError only."""
     from kernelloop.spec import SpecError, load_op
     op = data.draw(st.sampled_from(SPEC_OPS), label="op")
-    src = ROOT / "ops" / op
+    src = ops_dir() / op
     folder = ctx.fresh("spec") / op
     folder.mkdir()
     base = ctx.specs[op]
@@ -162,9 +163,9 @@ def case_workloads(data, ctx: Bases) -> None:
     from kernelloop.spec import SpecError, load_op, load_workloads
     op = data.draw(st.sampled_from(("rmsnorm", "gemm")), label="op")
     if ("bundle", op) not in ctx.specs:
-        ctx.specs[("bundle", op)] = load_op(ROOT / "ops" / op)
+        ctx.specs[("bundle", op)] = load_op(ops_dir() / op)
     spec = ctx.specs[("bundle", op)].spec
-    src = ROOT / "ops" / op / "workloads-interpret.toml"
+    src = ops_dir() / op / "workloads-interpret.toml"
     path = ctx.fresh("wl") / "workloads.toml"
     if data.draw(st.booleans(), label="structural"):
         path.write_bytes(encoded(data, mutate(data, tomllib.loads(src.read_text())), as_toml=True))
@@ -182,7 +183,7 @@ def _proposal_bases(ctx: Bases):
     if got is None:
         from kernelloop.records import Candidate
         from kernelloop.spec import load_op
-        bundle = load_op(ROOT / "ops" / "rmsnorm")
+        bundle = load_op(ops_dir() / "rmsnorm")
         source = bundle.template_sources["rowwise"]
         parent = Candidate(op="rmsnorm", template="rowwise", source=source,
                            config={"BLOCK_N": 256, "ROWS": 1, "num_warps": 4, "EVICT_FIRST": 0, "STREAM_STORE": 0})
@@ -285,7 +286,7 @@ def case_counts(data, ctx: Bases) -> None:
     spec = ctx.specs.setdefault(("bundle", "rmsnorm"), None)
     if spec is None:
         from kernelloop.spec import load_op
-        spec = ctx.specs[("bundle", "rmsnorm")] = load_op(ROOT / "ops" / "rmsnorm")
+        spec = ctx.specs[("bundle", "rmsnorm")] = load_op(ops_dir() / "rmsnorm")
     path = ctx.fresh("counts") / "counts.json"
     path.write_bytes(encoded(data, mutate(data, ctx.counts)))
     ws, _ = expect("workloads_from_counts", (CountsError,), workloads_from_counts, path, spec.spec,

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loader_cases import CASES
+from kernelloop.builtin import ops_dir
 
 EXAMPLES = {"OpSpec.model_validate": 250, "load_op": 150, "load_workloads": 200, "parse_proposal+materialize": 250,
             "load_package": 120, "workloads_from_counts": 250, "interop.parse": 250, "import_definition": 120}
@@ -40,7 +41,7 @@ def test_malformed_expression_is_a_validation_error():
 
     from kernelloop.records import OpSpec
     from loader_cases import ROOT
-    d = tomllib.loads((ROOT / "ops" / "rmsnorm" / "spec.toml").read_text())
+    d = tomllib.loads((ops_dir() / "rmsnorm" / "spec.toml").read_text())
     for bad in ("1 +", "(" * 300 + "1" + ")" * 300, "9" * 5000):
         with pytest.raises(ValidationError, match="bytes_formula"):
             OpSpec.model_validate({**d, "bytes_formula": bad})
@@ -52,7 +53,7 @@ def test_non_utf8_files_are_loader_errors(tmp_path):
     from kernelloop.package.counts import CountsError, workloads_from_counts
     from kernelloop.spec import SpecError, load_op, load_workloads
     from loader_cases import ROOT
-    spec = load_op(ROOT / "ops" / "rmsnorm").spec
+    spec = load_op(ops_dir() / "rmsnorm").spec
     f = tmp_path / "w.toml"
     f.write_bytes(b'op = "rmsnorm"\n\xff\n')
     with pytest.raises(SpecError, match="not UTF-8"):

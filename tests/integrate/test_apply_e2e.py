@@ -17,6 +17,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
+from kernelloop.builtin import ops_dir
 import kernelloop  # noqa: E402
 from kernelloop.integrate.e2e import Tolerance  # noqa: E402
 
@@ -42,7 +43,7 @@ def package_dir(tmp_path_factory) -> Path:
                         "--budget", "1", "--no-confirm", "--out", str(base / op), *extra], cwd=ROOT, check=True,
                        capture_output=True, timeout=600)
         runs.append(base / op)
-    kernelloop.export(runs, base / "pkg", ops_root=ROOT / "ops", extend=["M=1:16"], interior=1)
+    kernelloop.export(runs, base / "pkg", ops_root=ops_dir(), extend=["M=1:16"], interior=1)
     return base / "pkg"
 
 

@@ -16,6 +16,7 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from kernelloop.builtin import ops_dir
 import kernelloop  # noqa: E402
 
 pytest.importorskip("transformers")
@@ -27,7 +28,7 @@ pytestmark = [pytest.mark.slow,
 def test_gpt2_conv1d_and_layernorm_run_from_the_package(tmp_path):
     model, inputs = kernelloop.capture.models.build("gpt2-tiny")
     report = kernelloop.capture(model, inputs)
-    files = kernelloop.capture.write_workloads(report, tmp_path / "cards", ROOT / "ops")
+    files = kernelloop.capture.write_workloads(report, tmp_path / "cards", ops_dir())
     assert {"layernorm", "gemm_bias"} <= set(files)
     runs = []
     for op in ("layernorm", "gemm_bias"):
@@ -35,7 +36,7 @@ def test_gpt2_conv1d_and_layernorm_run_from_the_package(tmp_path):
                         "--budget", "1", "--no-confirm", "--out", str(tmp_path / op)], cwd=ROOT, check=True,
                        capture_output=True, timeout=600)
         runs.append(tmp_path / op)
-    kernelloop.export(runs, tmp_path / "pkg", ops_root=ROOT / "ops", ranges=False)
+    kernelloop.export(runs, tmp_path / "pkg", ops_root=ops_dir(), ranges=False)
     pkg = kernelloop.load_package(tmp_path / "pkg")
     result = kernelloop.e2e(model, pkg, inputs, seeds=(0, 1))
     sites = result.sites["sites"]

@@ -7,17 +7,18 @@ import sys
 import tomllib
 from pathlib import Path
 
+from kernelloop.builtin import ops_dir
 from kernelloop.device import VIRTUAL_HOPPER
 from kernelloop.records import Candidate, Workload
 from kernelloop.spec import load_op
 from kernelloop.spec.space import prune
 
 ROOT = Path(__file__).resolve().parents[2]
-OPS = sorted(p.name for p in (ROOT / "ops").iterdir() if (p / "spec.toml").is_file())
+OPS = sorted(p.name for p in (ops_dir()).iterdir() if (p / "spec.toml").is_file())
 
 
 def workloads(op: str) -> list[Workload]:
-    data = tomllib.loads((ROOT / "ops" / op / "workloads-interpret.toml").read_text())
+    data = tomllib.loads((ops_dir() / op / "workloads-interpret.toml").read_text())
     return [Workload(op=op, **w) for w in data["workload"]]
 
 
@@ -53,4 +54,4 @@ def import_file(path: Path, name: str):
 
 
 def bundle(op: str):
-    return load_op(ROOT / "ops" / op)
+    return load_op(ops_dir() / op)

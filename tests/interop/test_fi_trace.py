@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from kernelloop.builtin import ops_dir
 from kernelloop.archive import Archive
 from kernelloop.cli.trace import trace_app
 from kernelloop.interop import STATUS_MAP, InteropError, export_trace, load_dataset, solution_name
@@ -35,7 +36,7 @@ def _optimize(op_dir: Path, out: Path, budget: str) -> subprocess.CompletedProce
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("fi_run") / "run"
-    r = _optimize(ROOT / "ops" / "rmsnorm", out, "2")
+    r = _optimize(ops_dir() / "rmsnorm", out, "2")
     assert r.returncode == 0, r.stderr[-3000:]
     return out
 
@@ -53,7 +54,7 @@ def archived(run_dir):
 @pytest.fixture(scope="module")
 def dataset(run_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("fi_ds") / "ds"
-    r = runner.invoke(trace_app, ["export", str(run_dir), "--out", str(out), "--op", str(ROOT / "ops" / "rmsnorm"),
+    r = runner.invoke(trace_app, ["export", str(run_dir), "--out", str(out), "--op", str(ops_dir() / "rmsnorm"),
                                   "--json"])
     assert r.exit_code == 0, r.output
     return out, json.loads(r.stdout)
@@ -190,7 +191,7 @@ def test_status_mapping(archived):
 
 def test_export_refuses_a_changed_reference(run_dir, tmp_path):
     op = tmp_path / "rmsnorm"
-    shutil.copytree(ROOT / "ops" / "rmsnorm", op)
+    shutil.copytree(ops_dir() / "rmsnorm", op)
     (op / "reference.py").write_text((op / "reference.py").read_text() + "\n# edited after the run\n")
     r = runner.invoke(trace_app, ["export", str(run_dir), "--out", str(tmp_path / "ds"), "--op", str(op)])
     assert r.exit_code == 2

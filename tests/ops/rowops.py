@@ -5,8 +5,9 @@ import importlib.util
 from pathlib import Path
 
 import torch
+from kernelloop.builtin import ops_dir
 
-OPS = Path(__file__).resolve().parents[2] / "ops"
+OPS = ops_dir()
 DT = {"fp16": torch.float16, "fp32": torch.float32}
 
 

@@ -17,6 +17,7 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from kernelloop.builtin import ops_dir
 from kernelloop.device import VIRTUAL_HOPPER  # noqa: E402
 from kernelloop.records import Status, Workload  # noqa: E402
 from kernelloop.reference.inputs import is_poison, make_inputs, poison_  # noqa: E402
@@ -26,10 +27,9 @@ from kernelloop.spec.space import expand, prune  # noqa: E402
 from kernelloop.verify.compare import check_outputs, error_metrics  # noqa: E402
 from kernelloop.verify.rules import check_source  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
 OPS = ["attention", "attention_causal"]
 H200 = {**VIRTUAL_HOPPER, "virtual": False, "name": "H200 (limits of sm_90)"}
-BUNDLES = {op: load_op(ROOT / "ops" / op) for op in OPS}
+BUNDLES = {op: load_op(ops_dir() / op) for op in OPS}
 # Rows past S in the last q tile divide by a row sum built on zero (or neighbouring) rows; numpy may warn
 # about it in the interpreter. Nothing of it reaches memory (the guard rows below stay poisoned).
 pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
@@ -42,7 +42,7 @@ def _module(path: Path, name: str):
     return mod
 
 
-KERNEL = _module(ROOT / "ops" / "attention" / "kernel.py", "_test_attention_kernel")
+KERNEL = _module(ops_dir() / "attention" / "kernel.py", "_test_attention_kernel")
 
 
 def _workload(op, B, H, HKV, S, D, dtype):
@@ -196,7 +196,7 @@ def test_zero_output_fails_the_tolerance(op, dtype):
 
 @pytest.mark.parametrize("op", OPS)
 def test_reference_matches_torch_sdpa_in_float64_and_chunks_exactly(op, monkeypatch):
-    ref = _module(ROOT / "ops" / op / "reference.py", f"_test_ref_{op}")
+    ref = _module(ops_dir() / op / "reference.py", f"_test_ref_{op}")
     g = torch.Generator().manual_seed(3)
     for B, H, HKV, S, D in ((2, 4, 2, 33, 64), (1, 8, 1, 50, 128), (1, 2, 2, 1, 64)):
         q = torch.randn(B, H, S, D, generator=g, dtype=torch.float64) + 0.5
@@ -215,7 +215,7 @@ def test_reference_matches_torch_sdpa_in_float64_and_chunks_exactly(op, monkeypa
 
 @pytest.mark.parametrize("op", OPS)
 def test_baselines_are_the_sdpa_backends_and_need_cuda(op):
-    mod = _module(ROOT / "ops" / op / "baselines.py", f"_test_base_{op}")
+    mod = _module(ops_dir() / op / "baselines.py", f"_test_base_{op}")
     assert set(mod.BASELINES) == {"sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-math"}
     assert mod.CAUSAL is (op == "attention_causal")
     if not torch.cuda.is_available():
@@ -229,7 +229,7 @@ def test_baselines_are_the_sdpa_backends_and_need_cuda(op):
 def test_gpu_template_and_sdpa_baselines_match_the_reference(op):
     """On the GPU host: pointer and TMA paths, MHA and GQA, odd S, against the fp64 truth; SDPA likewise."""
     b = BUNDLES[op]
-    base = _module(ROOT / "ops" / op / "baselines.py", f"_test_gpu_base_{op}")
+    base = _module(ops_dir() / op / "baselines.py", f"_test_gpu_base_{op}")
     causal = 1 if op == "attention_causal" else 0
     for shape, dtype in (((2, 8, 2, 1000, 128), "fp16"), ((3, 4, 4, 333, 64), "bf16")):
         w = _workload(op, *shape, dtype)
@@ -262,7 +262,7 @@ def test_optimize_end_to_end_in_the_interpreter(op, tmp_path):
 
     from kernelloop.cli.app import app
 
-    r = CliRunner().invoke(app, ["optimize", str(ROOT / "ops" / op), "--device", "interpret",
+    r = CliRunner().invoke(app, ["optimize", str(ops_dir() / op), "--device", "interpret",
                                  "--budget", "2", "--no-confirm", "--json", "--out", str(tmp_path / "run")])
     assert r.exit_code == 0, r.output
     summary = json.loads(r.stdout[r.stdout.index("{"):])

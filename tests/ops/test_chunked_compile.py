@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 from fresh_build import run_build
+from kernelloop.builtin import ops_dir
 
-OPS = Path(__file__).resolve().parents[2] / "ops"
+OPS = ops_dir()
 
 BUILD = r'''
 path, kernels = sys.argv[1], json.loads(sys.argv[2])

@@ -21,6 +21,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
+from kernelloop.builtin import ops_dir
 import kernelloop.records.spec as records_spec  # noqa: E402
 import kernelloop.spec.space as space  # noqa: E402
 from kernelloop.cli.app import app  # noqa: E402
@@ -35,7 +36,7 @@ from kernelloop.verify.rules import check_source  # noqa: E402
 from battery import assert_battery_passes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-OPS = ROOT / "ops"
+OPS = ops_dir()
 GEMM_OPS = ["gemm", "gemm_bias", "gemm_bias_gelu", "gemm_bias_silu", "gemm_f32out", "gemm_nt"]
 PINNED = {"gemm": ("none", 0), "gemm_bias": ("bias", 0), "gemm_bias_gelu": ("bias_gelu", 0),
           "gemm_bias_silu": ("bias_silu", 0), "gemm_f32out": ("none", 0), "gemm_nt": ("none", 1)}

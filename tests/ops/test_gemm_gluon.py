@@ -14,19 +14,20 @@ from pathlib import Path
 import pytest
 import torch
 
+from kernelloop.builtin import ops_dir
 from kernelloop.device import VIRTUAL_HOPPER
 from kernelloop.records import Workload, evaluate_expression
 from kernelloop.spec import load_op, load_workloads
 from kernelloop.spec.space import prune, why_pruned, workload_names
 
 ROOT = Path(__file__).resolve().parents[2]
-GEMM = ROOT / "ops" / "gemm"
+GEMM = ops_dir() / "gemm"
 HOPPER = {**VIRTUAL_HOPPER, "virtual": False}
 pytestmark = pytest.mark.timeout(300)
 
 
 def _bundle(op="gemm"):
-    return load_op(ROOT / "ops" / op)
+    return load_op(ops_dir() / op)
 
 
 def _template(op="gemm", name="gluon_ws"):

@@ -21,6 +21,7 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from kernelloop.builtin import ops_dir
 from kernelloop.device import VIRTUAL_HOPPER  # noqa: E402
 from kernelloop.records import DType, Status, Workload  # noqa: E402
 from kernelloop.reference.inputs import TORCH_DTYPES, is_poison, make_inputs, poison_  # noqa: E402
@@ -33,7 +34,7 @@ from kernelloop.verify.rules import check_source  # noqa: E402
 from battery import assert_battery_passes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-GEMM = ROOT / "ops" / "gemm"
+GEMM = ops_dir() / "gemm"
 HOPPER = {**VIRTUAL_HOPPER, "virtual": False}
 pytestmark = pytest.mark.timeout(300)
 

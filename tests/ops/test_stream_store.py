@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from kernelloop.builtin import ops_dir
 
-OPS = Path(__file__).resolve().parents[2] / "ops"
+OPS = ops_dir()
 
 
 def _kernel(op):

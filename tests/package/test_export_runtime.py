@@ -18,6 +18,7 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from kernelloop.builtin import ops_dir
 from kernelloop.package import PackageError, load_package  # noqa: E402
 from kernelloop.package import runtime  # noqa: E402
 from kernelloop.package.build import ExportError  # noqa: E402
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.skipif(os.environ.get("KERNELLOOP_GPU_TIER") == "1", re
 def _optimize(out: Path, workloads: str, *extra: str) -> None:
     wl = out.parent / f"{out.name}.toml"
     wl.write_text(workloads)
-    subprocess.run([sys.executable, "-m", "kernelloop.cli.app", "optimize", "ops/rmsnorm", "--workloads", str(wl),
+    subprocess.run([sys.executable, "-m", "kernelloop.cli.app", "optimize", "rmsnorm", "--workloads", str(wl),
                     "--budget", "1", "--no-confirm", "--out", str(out), *extra], cwd=ROOT, check=True,
                    capture_output=True, timeout=600)
 
@@ -55,7 +56,7 @@ def run_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def package_dir(run_dir, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("pkg") / "p"
-    export_package([run_dir], ExportOptions(out=out, ops_root=ROOT / "ops", extend=["M=1:40"], interior=2))
+    export_package([run_dir], ExportOptions(out=out, ops_root=ops_dir(), extend=["M=1:40"], interior=2))
     return out
 
 
@@ -127,9 +128,9 @@ def test_counts_become_workloads_weighted_by_calls(package_dir, tmp_path):
     assert {(s["axes"]["M"], s["calls"], s["covered"]) for s in data["shapes"]} == {(8, 3, True), (64, 2, False)}
     from kernelloop.package.counts import workloads_from_counts
     from kernelloop.spec import load_op
-    wls = workloads_from_counts(counts, load_op(ROOT / "ops/rmsnorm").spec)
+    wls = workloads_from_counts(counts, load_op(ops_dir() / "rmsnorm").spec)
     assert {(w.axes["M"], w.weight) for w in wls} == {(8, 3.0), (64, 2.0)}
-    assert workloads_from_counts(counts, load_op(ROOT / "ops/rmsnorm").spec, uncovered_only=True)[0].axes["M"] == 64
+    assert workloads_from_counts(counts, load_op(ops_dir() / "rmsnorm").spec, uncovered_only=True)[0].axes["M"] == 64
 
 
 def test_torch_op_runs_eagerly_and_under_compile_fullgraph(package_dir):
@@ -189,12 +190,12 @@ def test_a_run_without_passed_trials_is_not_packaged(tmp_path):
     out = tmp_path / "empty"
     wl = tmp_path / "empty.toml"
     wl.write_text(RMS)
-    p = subprocess.run([sys.executable, "-m", "kernelloop.cli.app", "optimize", "ops/rmsnorm", "--workloads", str(wl),
+    p = subprocess.run([sys.executable, "-m", "kernelloop.cli.app", "optimize", "rmsnorm", "--workloads", str(wl),
                         "--budget", "1", "--no-confirm", "--out", str(out), "--template", "persistent", "--fix",
                         "num_warps=32"], cwd=ROOT, capture_output=True, timeout=600)
     assert p.returncode == 1   # every configuration pruned for N = 256: nothing ran, nothing passed
     with pytest.raises(ExportError, match="no PASSED"):
-        export_package([out], ExportOptions(out=tmp_path / "o", ops_root=ROOT / "ops"))
+        export_package([out], ExportOptions(out=tmp_path / "o", ops_root=ops_dir()))
     assert not (tmp_path / "o").exists()
 
 
@@ -209,15 +210,15 @@ def test_bad_exports_are_refused_with_a_reason(run_dir, tmp_path):
     with pytest.raises(ExportError, match="no archive"):
         export_package([tmp_path], ExportOptions(out=tmp_path / "o1"))
     with pytest.raises(ExportError, match="applies to none"):
-        export_package([run_dir], ExportOptions(out=tmp_path / "o2", ops_root=ROOT / "ops", extend=["Q=1:4"]))
+        export_package([run_dir], ExportOptions(out=tmp_path / "o2", ops_root=ops_dir(), extend=["Q=1:4"]))
     with pytest.raises(ExportError, match="no axis"):
-        export_package([run_dir], ExportOptions(out=tmp_path / "o2", ops_root=ROOT / "ops", extend=["rmsnorm.Q=1:4"]))
+        export_package([run_dir], ExportOptions(out=tmp_path / "o2", ops_root=ops_dir(), extend=["rmsnorm.Q=1:4"]))
     with pytest.raises(ExportError, match="domain"):
-        export_package([run_dir], ExportOptions(out=tmp_path / "o2", ops_root=ROOT / "ops", extend=["M=0:4"]))
+        export_package([run_dir], ExportOptions(out=tmp_path / "o2", ops_root=ops_dir(), extend=["M=0:4"]))
     with pytest.raises(ExportError, match="same op"):
-        export_package([run_dir, run_dir], ExportOptions(out=tmp_path / "o3", ops_root=ROOT / "ops"))
+        export_package([run_dir, run_dir], ExportOptions(out=tmp_path / "o3", ops_root=ops_dir()))
     ops = tmp_path / "ops"
-    shutil.copytree(ROOT / "ops/rmsnorm", ops / "rmsnorm")
+    shutil.copytree(ops_dir() / "rmsnorm", ops / "rmsnorm")
     (ops / "rmsnorm/reference.py").write_text((ops / "rmsnorm/reference.py").read_text() + "\n# edited\n")
     with pytest.raises(ExportError, match="changed since run"):
         export_package([run_dir], ExportOptions(out=tmp_path / "o4", ops_root=ops))

@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch import nn
 
+from kernelloop.builtin import ops_dir
 import kernelloop
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +26,7 @@ def gpu_package(tmp_path_factory) -> Path:
     subprocess.run([sys.executable, "-m", "kernelloop.cli.app", "optimize", "layernorm", "--workloads", str(wl),
                     "--budget", "3", "--no-confirm", "--out", str(base / "run")], cwd=ROOT, env=env, check=True,
                    capture_output=True, timeout=600)
-    kernelloop.export([base / "run"], base / "pkg", ops_root=ROOT / "ops", extend=["M=1:512"], interior=2,
+    kernelloop.export([base / "run"], base / "pkg", ops_root=ops_dir(), extend=["M=1:512"], interior=2,
                       keep_slower=True)
     return base / "pkg"
 

@@ -6,6 +6,7 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from kernelloop.builtin import ops_dir
 from kernelloop.package.build import Winner, build_table, edge_points
 from kernelloop.package.guards import AxisRange, Guard, PartitionError, check_partition, overlap, pairwise_disjoint
 from kernelloop.package.table import DispatchEntry, DispatchTable, Dispatcher, ShapeClaim
@@ -93,7 +94,7 @@ class FakeVerifier:
         return Verdict(status=Status.PASSED)
 
 
-SPEC = load_op("ops/rmsnorm").spec
+SPEC = load_op(ops_dir() / "rmsnorm").spec
 
 
 def _winner(m, n, dtype, cfg):

@@ -14,13 +14,14 @@ from types import SimpleNamespace
 
 import pytest
 
+from kernelloop.builtin import ops_dir
 from kernelloop.profile import ncu_report_adapter as adapter
 from kernelloop.profile.metrics import SECTIONS
 from kernelloop.profile.ncu import (NVTX_RANGE, NcuOptions, harness_job, load_profiles, ncu_command,
                                     profile_candidate, run_ncu)
 
 NCU_CSV = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv"
-ROOT_OPS = Path(__file__).resolve().parents[2] / "ops"
+ROOT_OPS = ops_dir()
 
 FAKE_NCU = f"""#!{sys.executable}
 import json, os, subprocess, sys, time
@@ -136,7 +137,7 @@ def test_timeout_kills_the_whole_process_group(tmp_path, fake_ncu, monkeypatch):
 
 def test_profile_candidate_keeps_the_matching_kernel(tmp_path, fake_ncu, monkeypatch):
     monkeypatch.setattr(adapter, "load_ncu_report_module", lambda ncu=None: None)
-    job = harness_job("ops/layernorm", "kernel.py", {"BLOCK_N": 4096}, "{}", seed=7)
+    job = harness_job(str(ops_dir() / "layernorm"), "kernel.py", {"BLOCK_N": 4096}, "{}", seed=7)
     res = profile_candidate(job, tmp_path / "work", NcuOptions(kernel_regex="layer_norm", timeout_s=60),
                             ncu=fake_ncu)
     assert res.run.status == "ok" and res.kernel is not None and res.kernel.launch_id == 2

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelloop.builtin import ops_dir
 from kernelloop.archive import Archive
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,14 +78,14 @@ def test_clean_agreement_compares_the_profile_with_the_clean_l2_time(layernorm):
     w = Workload(op="layernorm", axes={"M": 4096, "N": 4096}, dtype=DType.fp16)
     nbytes = layernorm.spec.bytes_moved(w.axes, w.dtype)
     rec = {"aggregate": {"duration_ns": 20_832.0, "dram_bytes": nbytes * 2 / 3}}
-    a = bench.clean_agreement(None, ROOT / "ops" / "layernorm", w, rec, subject_us=21.5, copy_us=20.0)
+    a = bench.clean_agreement(None, ops_dir() / "layernorm", w, rec, subject_us=21.5, copy_us=20.0)
     assert a["timing_fraction"] == pytest.approx(20.0 / 21.5)
     assert a["profile_fraction"] == pytest.approx(20.0 / 20.832)
     assert a["difference"] == pytest.approx(21.5 / 20.832 - 1) and a["agrees"] is True
     assert a["timing_source"] == "clean-L2 bench (read flush)" and "0.667x the formula" in a["note"]
     # Nothing to compare without a clean time, a copy or a profile.
-    assert bench.clean_agreement(None, ROOT / "ops" / "layernorm", w, rec, subject_us=None, copy_us=20.0) == {}
-    assert bench.clean_agreement(None, ROOT / "ops" / "layernorm", w, {"aggregate": None}, 21.5, 20.0) == {}
+    assert bench.clean_agreement(None, ops_dir() / "layernorm", w, rec, subject_us=None, copy_us=20.0) == {}
+    assert bench.clean_agreement(None, ops_dir() / "layernorm", w, {"aggregate": None}, 21.5, 20.0) == {}
     row = bench.row_of("layernorm", {"classification": None, "aggregate": None, "agreement": None,
                                      "workload": w.label, "profiled": False, "roofline": None,
                                      "clean_agreement": a}, "trial 1")

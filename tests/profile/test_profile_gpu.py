@@ -1,13 +1,12 @@
 """gpu tier: Nsight Compute on a real candidate, and build resources of a real Triton build."""
 
 import importlib.util
-from pathlib import Path
 
 import pytest
 
+from kernelloop.builtin import ops_dir
 from kernelloop.profile.ncu_report_adapter import find_ncu
 
-ROOT = Path(__file__).resolve().parents[2]
 CONFIG = {"BLOCK_N": 4096, "ROWS": 1, "num_warps": 4, "EVICT_FIRST": 0, "STREAM_STORE": 0}
 
 
@@ -21,7 +20,7 @@ def test_ncu_profiles_one_candidate_kernel(tmp_path, layernorm):
     from kernelloop.profile.roofline import dram_check
     from kernelloop.records import DType, Workload
     w = Workload(op="layernorm", axes={"M": 4096, "N": 4096}, dtype=DType.fp16)
-    job = harness_job(ROOT / "ops" / "layernorm", ROOT / "ops" / "layernorm" / "kernel.py", CONFIG,
+    job = harness_job(ops_dir() / "layernorm", ops_dir() / "layernorm" / "kernel.py", CONFIG,
                       w.model_dump_json(), seed=1)
     res = profile_candidate(job, tmp_path, NcuOptions(kernel_regex="_layernorm_fwd", timeout_s=600))
     assert res.run.status == "ok", res.run.log[-3000:]
@@ -53,7 +52,7 @@ def test_build_resources_of_a_compiled_triton_kernel():
     from kernelloop.profile.sass import find_tool, resources_from_triton
     if find_tool("cuobjdump") is None:
         pytest.skip("no cuobjdump")
-    spec = importlib.util.spec_from_file_location("ln_gpu_kernel", ROOT / "ops" / "layernorm" / "kernel.py")
+    spec = importlib.util.spec_from_file_location("ln_gpu_kernel", ops_dir() / "layernorm" / "kernel.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     x = torch.randn(256, 4096, device="cuda", dtype=torch.float16)
@@ -105,7 +104,7 @@ def test_eager_layernorm_is_bandwidth_bound_and_its_profile_agrees_with_its_timi
     from kernelloop.reference.inputs import make_inputs
     spec = layernorm.spec
     w = Workload(op="layernorm", axes={"M": 4096, "N": 4096}, dtype=DType.fp16)
-    job = baseline_job(ROOT / "ops" / "layernorm", "eager", w, seed=1)
+    job = baseline_job(ops_dir() / "layernorm", "eager", w, seed=1)
     res = profile_candidate(job, tmp_path, NcuOptions(launch_count=None, timeout_s=600))
     assert res.run.status == "ok" and res.kernels, (res.run.log[-3000:], res.notes)
     agg = aggregate(res.kernels)
@@ -116,7 +115,7 @@ def test_eager_layernorm_is_bandwidth_bound_and_its_profile_agrees_with_its_timi
 
     nbytes = spec.bytes_moved(w.axes, w.dtype)
     inputs = make_inputs(spec, w, 1, "cuda")
-    ref_file = str(ROOT / "ops" / "layernorm" / spec.reference)
+    ref_file = str(ops_dir() / "layernorm" / spec.reference)
     subjects = {name: make_baseline(name, inputs, spec.scalars, reference_file=ref_file, bytes_moved=nbytes,
                                     device="cuda") for name in ("eager", "copy")}
     samples = sample(subjects, COLD_L2_EVENTS, seed=0)
@@ -136,7 +135,7 @@ def test_gemm_candidate_is_compute_bound(tmp_path):
     from kernelloop.profile.ncu import NcuOptions, harness_job, profile_candidate
     from kernelloop.records import BottleneckClass, DType, Workload
     w = Workload(op="gemm", axes={"M": 4096, "N": 4096, "K": 4096}, dtype=DType.fp16)
-    job = harness_job(ROOT / "ops" / "gemm", ROOT / "ops" / "gemm" / "kernel.py", GEMM_CONFIG, w.model_dump_json(),
+    job = harness_job(ops_dir() / "gemm", ops_dir() / "gemm" / "kernel.py", GEMM_CONFIG, w.model_dump_json(),
                       seed=1)
     res = profile_candidate(job, tmp_path, NcuOptions(launch_count=None, timeout_s=600))
     assert res.run.status == "ok" and res.kernels, (res.run.log[-3000:], res.notes)

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
+from kernelloop.builtin import ops_dir
 from kernelloop.profile.sass import (find_tool, parse_instruction, parse_resource_usage, parse_sass,
                                      resources_from_cubin, resources_from_sass)
 
 SASS = Path(__file__).resolve().parents[1] / "fixtures" / "sass"
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,7 @@ def _offline_cubin(divisible: bool, monkeypatch) -> bytes:
     from triton.compiler import ASTSource
     # Other test modules set TRITON_INTERPRET=1 process-wide; @triton.jit reads it when the kernel is defined.
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    spec = importlib.util.spec_from_file_location("ln_kernel_offline", ROOT / "ops" / "layernorm" / "kernel.py")
+    spec = importlib.util.spec_from_file_location("ln_kernel_offline", ops_dir() / "layernorm" / "kernel.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     sig = {"X": "*fp16", "W": "*fp16", "B": "*fp16", "Y": "*fp16", "M": "i32", "N": "i32", "stride_x": "i32",

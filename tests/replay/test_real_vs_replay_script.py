@@ -6,6 +6,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from kernelloop.builtin import ops_dir
 from kernelloop.archive import Archive
 from kernelloop.cli.app import app
 from kernelloop.device import VIRTUAL_HOPPER
@@ -28,11 +29,11 @@ def test_a_replay_served_the_real_measurements_asks_what_the_real_run_asked(tmp_
     wl = tmp_path / "w.toml"
     wl.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 300 }\ndtype = "fp32"\n')
     run_dir = tmp_path / "run"
-    r = runner.invoke(app, ["optimize", str(ROOT / "ops" / "rmsnorm"), "--workloads", str(wl), "--device", "interpret",
+    r = runner.invoke(app, ["optimize", str(ops_dir() / "rmsnorm"), "--workloads", str(wl), "--device", "interpret",
                             "--budget", "4", "--checks", "1", "--no-confirm", "--template", "rowwise",
                             "--fix", "ROWS=1", "--out", str(run_dir)])
     assert r.exit_code == 0, r.output
-    bundle = load_op(ROOT / "ops" / "rmsnorm")
+    bundle = load_op(ops_dir() / "rmsnorm")
     w = load_workloads(wl, bundle.spec)[0]
     with Archive(run_dir / "archive.sqlite") as a:
         run = a.runs()[0]

@@ -3,10 +3,10 @@ resources, compile error, refused by the launcher, hung, crashed), and one confi
 only itself."""
 
 import textwrap
-from pathlib import Path
 
 import pytest
 
+from kernelloop.builtin import ops_dir
 from kernelloop.device import VIRTUAL_HOPPER
 from kernelloop.profile.sass import find_tool
 from kernelloop.records import Workload
@@ -14,7 +14,6 @@ from kernelloop.spec import load_op
 from kernelloop.spec.aot import BUILT, COMPILE_ERROR, CRASHED, LAUNCH_ERROR, TIMEOUT, BuildOutcome, build_configs, \
     launch_limits
 
-ROOT = Path(__file__).resolve().parents[2]
 
 # A template for rmsnorm's signature (x, weight, y, eps) whose MODE parameter chooses how its build ends.
 TEMPLATE = textwrap.dedent('''
@@ -52,7 +51,7 @@ def setup(tmp_path_factory):
         pytest.skip("no cuobjdump (Triton's wheel ships one)")
     folder = tmp_path_factory.mktemp("aot")
     (folder / "modes.py").write_text(TEMPLATE)
-    spec = load_op(ROOT / "ops" / "rmsnorm").spec
+    spec = load_op(ops_dir() / "rmsnorm").spec
     return spec, {"modes": folder / "modes.py"}, Workload(op="rmsnorm", axes={"M": 4, "N": 64}, dtype="fp16")
 
 
@@ -120,7 +119,7 @@ def test_ahead_of_time_builds_match_the_kernels_a_real_launch_compiles():
 
     import torch
 
-    b = load_op(ROOT / "ops" / "gemm")
+    b = load_op(ops_dir() / "gemm")
     t = b.spec.templates[0]
     w = Workload(op="gemm", axes={"M": 4096, "N": 4096, "K": 4096}, dtype="fp16")
     cfg = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4, PERSISTENT=1, TMA=2,

@@ -3,12 +3,13 @@ from pathlib import Path
 
 import pytest
 
+from kernelloop.builtin import ops_dir
 from kernelloop.records import DType, Workload
 from kernelloop.spec import SpecError, load_op, load_workloads
 from kernelloop.spec.space import expand, prune
 from kernelloop.device import device_properties
 
-OPS = Path(__file__).resolve().parents[2] / "ops"
+OPS = ops_dir()
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """The pruning audit's arithmetic on known builds: recall of would-fail configurations, kept failures, pruned
 configurations that run, resource estimates against the builds, and the top-1 % check on a recorded space."""
 
+from kernelloop.builtin import ops_dir
 from kernelloop.device import VIRTUAL_HOPPER
 from kernelloop.records import Workload
 from kernelloop.spec import load_op
@@ -34,7 +35,7 @@ def test_build_class():
 
 
 def test_audit_counts_recall_kept_failures_and_pruned_runners():
-    t = load_op("ops/gemm").spec.templates[0]
+    t = load_op(ops_dir() / "gemm").spec.templates[0]
     too_big = gemm(BLOCK_N=256, num_stages=5)                       # pruned: shared memory estimate over the limit
     eight_warps_small = gemm(BLOCK_M=64, BLOCK_N=64)                 # pruned by a semantic rule; builds and runs
     kept_ok = gemm()
@@ -58,7 +59,7 @@ def test_audit_counts_recall_kept_failures_and_pruned_runners():
 
 
 def test_audit_without_failures_has_no_recall():
-    t = load_op("ops/gemm").spec.templates[0]
+    t = load_op(ops_dir() / "gemm").spec.templates[0]
     rep = audit({"tiled": t}, W, PROPS, [built(gemm(), 98_368)])
     assert rep["fails"] == 0 and rep["recall"] is None and rep["pruned_runners"] == []
 
@@ -91,7 +92,7 @@ def test_top_share_flags_a_pruned_configuration_among_the_best():
 
 
 def test_a_pruned_configuration_launching_what_a_kept_one_launches_is_a_twin_not_a_runner():
-    t = load_op("ops/gemm").spec.templates[0]
+    t = load_op(ops_dir() / "gemm").spec.templates[0]
     kept = gemm()
     twin_cfg = gemm(BLOCK_M=64, BLOCK_N=64, num_warps=8, GROUP_M=1)    # pruned (8 warps on a 64x64 tile)
     assert why_pruned(t, W, PROPS, twin_cfg)

@@ -1,17 +1,16 @@
 """kernelloop.spec.space.selected_space: the space `optimize` searches and `record` measures."""
 
-from pathlib import Path
 
+from kernelloop.builtin import ops_dir
 from kernelloop.device import VIRTUAL_HOPPER
 from kernelloop.records import DType, Workload
 from kernelloop.spec import load_op
 from kernelloop.spec.space import prune, selected_space
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_selected_space_by_template_and_pinned_parameters():
-    spec = load_op(ROOT / "ops" / "layernorm").spec
+    spec = load_op(ops_dir() / "layernorm").spec
     w = Workload(op="layernorm", axes={"M": 4096, "N": 4096}, dtype=DType.fp16)
     every = selected_space(spec.templates, w, VIRTUAL_HOPPER)
     assert [t.name for t, _, _ in every] == [t.name for t in spec.templates]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelloop.builtin import ops_dir
 from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
 from kernelloop.execute.evaluate import Evaluator, Timeouts
 from kernelloop.execute.pool import Worker
@@ -109,7 +110,7 @@ def test_a_reference_that_raises_on_its_own_domain_is_a_spec_error(tmp_path):
 
 
 def test_every_op_loads_with_a_checked_reference():
-    ops = Path(__file__).resolve().parents[2] / "ops"
+    ops = ops_dir()
     loaded = [load_op(p) for p in sorted(ops.iterdir()) if (p / "spec.toml").is_file()]
     assert len(loaded) == 11
 

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from kernelloop.builtin import ops_dir
 from kernelloop.records import StaticRuleHit
 from kernelloop.spec import load_op
 from kernelloop.verify.rules import RULE_IDS, RULES, check_source
 
 ROOT = Path(__file__).resolve().parents[2]
-OPS = ROOT / "ops"
+OPS = ops_dir()
 CANDIDATES = ROOT / "tests" / "fixtures" / "candidates"
 
 HEAD = "import torch\nimport triton\nimport triton.language as tl\n"

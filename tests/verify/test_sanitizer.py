@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelloop.builtin import ops_dir
 from kernelloop.records import Status, Workload
 from kernelloop.spec import load_op
 from kernelloop.verify.sanitize_runner import FAILED_EXIT, LAUNCHED_MARK
@@ -23,7 +24,7 @@ HONEST_CONFIG = {"BLOCK_N": 256, "ROWS": 1, "num_warps": 4, "EVICT_FIRST": 0, "S
 
 @pytest.fixture(scope="module")
 def rmsnorm():
-    return load_op(ROOT / "ops" / "rmsnorm")
+    return load_op(ops_dir() / "rmsnorm")
 
 
 def fixture(name: str) -> str:

@@ -79,9 +79,10 @@ class OpSpecs:
 
 
 def default_ops_root() -> Path:
-    """./ops when the working directory has one, else the ops folder of this source checkout."""
+    """./ops when the working directory has one, else the built-in ops (`kernelloop.builtin`)."""
+    from ..builtin import ops_dir
     here = Path("ops")
-    return here if here.is_dir() else Path(__file__).resolve().parents[3] / "ops"
+    return here if here.is_dir() else ops_dir()
 
 
 def bind(func, args, kwargs, *, defaults: bool = True) -> dict[str, Any]:

@@ -18,7 +18,7 @@ agent_app = typer.Typer(add_completion=False, no_args_is_help=True,
 
 @agent_app.command("init")
 def init(
-    spec: Annotated[str, typer.Argument(help="Op folder, its spec.toml, or an op name under ./ops.")],
+    spec: Annotated[str, typer.Argument(help=common.SPEC_HELP)],
     out: Annotated[Optional[Path], typer.Option(help="Workspace folder (default: agent-<op>-<time>).")] = None,
     run: Annotated[Optional[Path], typer.Option(help="A run folder whose figures become the baseline.")] = None,
     workloads: Annotated[Optional[Path], typer.Option(help="Workload file (default: the op's, by device).")] = None,
@@ -33,7 +33,7 @@ def init(
     op = common.resolve_op(spec)
     target = out or Path(f"agent-{op.name if op.is_dir() else op.parent.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     try:
-        ws = init_workspace(op, target, workloads_file=workloads, run=run, device=device, checks=checks)
+        ws = init_workspace(op, target, workloads_file=common.resolve_path(workloads), run=run, device=device, checks=checks)
     except (SpecError, ValueError) as e:
         console.print(f"[red]bad input:[/red] {e}")
         raise typer.Exit(common.BAD_INPUT)
@@ -63,7 +63,7 @@ def status(
 
 @agent_app.command("llm")
 def llm(
-    spec: Annotated[str, typer.Argument(help="Op folder, its spec.toml, or an op name under ./ops.")],
+    spec: Annotated[str, typer.Argument(help=common.SPEC_HELP)],
     config: Annotated[Optional[Path], typer.Option(help="LLM config TOML ([llm], [prices.MODEL]); "
                                                          "KERNELLOOP_LLM_* variables override it.")] = None,
     replay: Annotated[Optional[Path], typer.Option(help="Replay the calls recorded in this folder (a run's "
@@ -73,7 +73,8 @@ def llm(
     calls: Annotated[int, typer.Option(min=1, help="LLM calls per workload.")] = 40,
     device: Annotated[Optional[str], typer.Option(help="cuda or interpret.")] = None,
     checks: Annotated[int, typer.Option(min=1, help="Verification runs per trial.")] = 2,
-    prompts: Annotated[str, typer.Option(help="Prompt set version under prompts/.")] = "v1",
+    prompts: Annotated[str, typer.Option(help="Prompt set version (a folder of the built-in prompts, or of "
+                                              "$KERNELLOOP_PROMPTS).")] = "v1",
     out: Annotated[Optional[Path], typer.Option(help="Run folder (default: runs/<op>-llm-<time>).")] = None,
     resume: Annotated[bool, typer.Option(help="Continue the run in --out (recorded calls are reused).")] = False,
     no_confirm: Annotated[bool, typer.Option("--no-confirm",
@@ -93,7 +94,7 @@ def llm(
     try:
         bundle = load_op(common.resolve_op(spec))
         dev = device or ("cuda" if cuda_available() else "interpret")
-        wl = workloads or _default_workloads(bundle.folder, dev)
+        wl = common.resolve_path(workloads) or _default_workloads(bundle.folder, dev)
         wls = load_workloads(wl, bundle.spec)
         cfg = load_llm_config(config)
     except (SpecError, LLMConfigError) as e:

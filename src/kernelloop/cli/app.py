@@ -18,11 +18,13 @@ from .capture import capture
 from .export import export
 from .e2e import e2e
 from .report import report  # the HTML report
+from .ops import ops
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="kernelloop: a closed loop that makes GPU kernels faster and proves it.")
 app.command()(optimize)
 app.command()(show)
+app.command()(ops)
 app.command()(replay)
 app.command()(record)
 app.command()(profile)

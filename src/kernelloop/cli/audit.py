@@ -30,7 +30,7 @@ from . import common
 
 
 def audit_pruning(
-    spec: Annotated[str, typer.Argument(help="Op folder, its spec.toml, or an op name under ./ops.")],
+    spec: Annotated[str, typer.Argument(help=common.SPEC_HELP)],
     out: Annotated[Path, typer.Option(help="JSON report to write (every configuration's build and verdict).")],
     workloads: Annotated[Optional[Path], typer.Option(help="Workload file (default: the op's workloads.toml).")] = None,
     template: Annotated[Optional[list[str]], typer.Option(
@@ -57,7 +57,7 @@ def audit_pruning(
     console = Console()
     try:
         bundle = load_op(common.resolve_op(spec))
-        wls = load_workloads(workloads or bundle.folder / "workloads.toml", bundle.spec)
+        wls = load_workloads(common.resolve_path(workloads) or bundle.folder / "workloads.toml", bundle.spec)
     except SpecError as e:
         console.print(f"[red]spec error:[/red] {e}")
         raise typer.Exit(common.BAD_INPUT)

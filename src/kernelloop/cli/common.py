@@ -14,6 +14,8 @@ BAD_INPUT = 2       # malformed spec / workloads / arguments (the message names 
 STOPPED = 3         # the run could not continue: manifest changed, archive error, worker failed to start
 INTERRUPTED = 130   # Ctrl-C; the archive is consistent and `--resume` continues
 
+SPEC_HELP = "Op folder, its spec.toml, or an op name (./ops/NAME, else a built-in op: see `kernelloop ops`)."
+
 
 def parse_budget(text: str) -> tuple[int | None, float | None]:
     """'40' -> 40 evaluations per workload; '90s', '10m', '1h' -> wall time; '40,10m' -> both."""
@@ -30,13 +32,16 @@ def parse_budget(text: str) -> tuple[int | None, float | None]:
 
 
 def resolve_op(spec: str) -> Path:
-    """An op folder, a spec.toml, or an op name under ./ops."""
-    p = Path(spec)
-    if p.exists():
-        return p
-    if (Path("ops") / spec).is_dir():
-        return Path("ops") / spec
-    return p  # load_op reports 'file not found' naming it
+    """An op folder, a spec.toml, an op name under ./ops, or a built-in op's name (`kernelloop.builtin`)."""
+    from ..builtin import resolve_op as _resolve
+    return _resolve(spec)  # a name that is none of these: load_op reports 'file not found' naming it
+
+
+def resolve_path(path: Path | None) -> Path | None:
+    """A file argument (e.g. --workloads): as given, or `ops/<name>/FILE` of a built-in op when that path does not
+    exist here."""
+    from ..builtin import resolve_path as _resolve
+    return None if path is None else _resolve(path)
 
 
 def archive_path(run: Path, console) -> Path:

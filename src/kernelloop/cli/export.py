@@ -21,8 +21,9 @@ def export(
     out: Annotated[Path, typer.Option(help="Package folder to write (new or empty).")],
     name: Annotated[str, typer.Option(help="Package name.")] = "kernelloop-package",
     version: Annotated[str, typer.Option(help="Package version.")] = "0.1.0",
-    ops: Annotated[Path, typer.Option(help="Folder of the runs' op folders (checked against the runs' manifests).")
-                   ] = Path("ops"),
+    ops: Annotated[Optional[Path], typer.Option(
+        help="Folder of the runs' op folders (checked against the runs' manifests); default: ./ops/<op> when there, "
+             "else the built-in op.")] = None,
     extend: Annotated[Optional[list[str]], typer.Option(
         help="Widen the ranges along an axis to LO:HI: 'M=1:4096' for every op with an axis M, 'gemm_nt.M=1:512' "
              "for one op (repeatable). Every range is verified at its edges, tile boundaries and seeded interior "

@@ -26,7 +26,7 @@ from . import common
 
 
 def optimize(
-    spec: Annotated[str, typer.Argument(help="Op folder, its spec.toml, or an op name under ./ops.")],
+    spec: Annotated[str, typer.Argument(help=common.SPEC_HELP)],
     workloads: Annotated[Optional[Path], typer.Option(help="Workload file (default: the op's workloads.toml, "
                                                             "or workloads-interpret.toml without a GPU), or a "
                                                             "package's dispatch counts (.json, `Package.write_counts`"
@@ -82,7 +82,7 @@ def optimize(
             raise typer.BadParameter("--device cuda: no CUDA device is available here")
         if strategy not in strategy_names():
             raise typer.BadParameter(f"--strategy {strategy!r}: choose from {', '.join(strategy_names())}")
-        wl_file = workloads or _default_workloads(bundle.folder, dev)
+        wl_file = common.resolve_path(workloads) or _default_workloads(bundle.folder, dev)
         wls = _load_workloads(wl_file, bundle.spec)
         evals, seconds = common.parse_budget(budget or ("24" if dev == "cuda" else "8"))
         start_config = _start(start, strategy, bundle, wls, dev)

@@ -461,8 +461,9 @@ def profile(
     ncu: Annotated[bool, typer.Option("--ncu", help="Profile the selected subjects now with Nsight Compute "
                                                     "(CUDA host) and archive the reports.")] = False,
     timeout: Annotated[float, typer.Option("--timeout", min=1.0, help="Seconds per Nsight Compute run.")] = 600.0,
-    op: Annotated[Path | None, typer.Option("--op", help="The run's op folder (default: ops/<op>); --ncu needs "
-                                                         "it for the inputs, the reference and baselines.py.")] = None,
+    op: Annotated[Path | None, typer.Option("--op", help="The run's op folder (default: ./ops/<op>, else the built-in "
+                                                         "op); --ncu needs it for the inputs, the reference and "
+                                                         "baselines.py.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the records as JSON.")] = False,
 ) -> None:
     """Explain trials and baselines: bottleneck class, kept evidence, roofline, profile vs timing, hypotheses."""

@@ -25,7 +25,7 @@ from . import common
 
 
 def record(
-    spec: Annotated[str, typer.Argument(help="Op folder, its spec.toml, or an op name under ./ops.")],
+    spec: Annotated[str, typer.Argument(help=common.SPEC_HELP)],
     out: Annotated[Path, typer.Option(help="Space file to write (.json or .json.gz).")],
     workloads: Annotated[Optional[Path], typer.Option(
         help="Workload file (default: the op's workloads.toml; workloads-interpret.toml with --device interpret).")
@@ -60,7 +60,7 @@ def record(
         raise typer.Exit(common.BAD_INPUT)
     try:
         bundle = load_op(common.resolve_op(spec))
-        wl_file = workloads or bundle.folder / ("workloads.toml" if device == "cuda" else "workloads-interpret.toml")
+        wl_file = common.resolve_path(workloads) or bundle.folder / ("workloads.toml" if device == "cuda" else "workloads-interpret.toml")
         wls = load_workloads(wl_file, bundle.spec)
     except SpecError as e:
         console.print(f"[red]spec error:[/red] {e}")

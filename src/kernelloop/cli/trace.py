@@ -19,7 +19,7 @@ trace_app = typer.Typer(add_completion=False, no_args_is_help=True,
 def export(
     run: Annotated[Path, typer.Argument(help="Run folder (or its archive.sqlite, plain or gzipped).")],
     out: Annotated[Path, typer.Option(help="Dataset folder: definitions/, workloads/, solutions/, traces/.")],
-    op: Annotated[Optional[Path], typer.Option(help="The op folder the run used (default: ./ops/<op>).")] = None,
+    op: Annotated[Optional[Path], typer.Option(help="The op folder the run used (default: ./ops/<op>, else the built-in op).")] = None,
     op_type: Annotated[Optional[str], typer.Option(help="Definitions' op_type (default: the op name).")] = None,
     author: Annotated[str, typer.Option(help="Author of the solutions and traces.")] = "kernelloop",
     value_returning: Annotated[bool, typer.Option(

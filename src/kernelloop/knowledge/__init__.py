@@ -1,6 +1,6 @@
 """The knowledge base: facts (checkable device statements) and experience (conditional heuristics).
 
-Entries live in versioned TOML files under `knowledge/` at the repository root; see `loader` for the format.
+Entries live in versioned TOML files under `kernelloop/builtin/knowledge/` (package data); see `loader` for the format.
 """
 
 from .loader import (EVIDENCE_NAMES, Experience, Fact, FactStatus, KnowledgeBase, KnowledgeError, check_fact,

@@ -11,7 +11,8 @@ Two kinds of entries, kept apart:
 Proposers and reports cite entries by id (`F-...` for facts, `E-...` for experience). Every file states
 `schema` (the entry format, checked) and `version` (the content's version, recorded in citations).
 
-Default location: `$KERNELLOOP_KNOWLEDGE`, else the `knowledge/` folder at the repository root.
+Default location: `$KERNELLOOP_KNOWLEDGE`, else the built-in knowledge base shipped in the package
+(`kernelloop.builtin`).
 """
 
 from __future__ import annotations
@@ -242,16 +243,12 @@ def check_fact(fact: Fact, properties: dict, ceilings: dict | None = None) -> Fa
 
 
 def default_dir() -> Path:
-    """$KERNELLOOP_KNOWLEDGE, else `knowledge/` at the repository root (found above this package)."""
+    """$KERNELLOOP_KNOWLEDGE, else the built-in knowledge base."""
     env = os.environ.get("KERNELLOOP_KNOWLEDGE")
     if env:
         return Path(env)
-    here = Path(__file__).resolve().parent  # this package is also called 'knowledge': skip it
-    for parent in here.parents:
-        cand = parent / "knowledge"
-        if cand != here and cand.is_dir() and any(cand.glob("*.toml")):
-            return cand
-    return Path.cwd() / "knowledge"
+    from ..builtin import knowledge_dir
+    return knowledge_dir()
 
 
 def _error_path(err: ValidationError, data: dict) -> str:

@@ -39,7 +39,7 @@ class ExportOptions:
     out: Path
     name: str = "kernelloop-package"
     version: str = "0.1.0"
-    ops_root: Path = Path("ops")         # where the runs' op folders are
+    ops_root: Path | None = None         # where the runs' op folders are (None: ./ops/<op>, else the built-in op)
     extend: list[str] = field(default_factory=list)   # 'AXIS=LO:HI' (every op with that axis) or 'OP.AXIS=LO:HI'
     ranges: bool = True                  # False: exact guards at the measured shapes only
     interior: int = 3                    # seeded interior points verified per range
@@ -67,9 +67,10 @@ def _open_run(run_dir: Path) -> tuple[Archive, dict]:
     return archive, runs[0]
 
 
-def _op_bundle(run: dict, ops_root: Path, used_templates: set[str]):
+def _op_bundle(run: dict, ops_root: Path | None, used_templates: set[str]):
+    from ..builtin import op_folder
     op = run["op"]
-    folder = ops_root / op
+    folder = op_folder(op, ops_root)
     try:
         bundle = load_op(folder)
     except SpecError as e:
@@ -160,7 +161,7 @@ def export_package(runs: list[Path], options: ExportOptions, device: str | None 
         raise ExportError(f"two runs of the same op ({', '.join(sorted({o for o in ops if ops.count(o) > 1}))}): "
                           f"export one run per op")
     try:
-        specs = [_op_bundle(run, Path(options.ops_root), set()).spec for _, run in opened]
+        specs = [_op_bundle(run, options.ops_root, set()).spec for _, run in opened]
         for spec in specs:
             parse_extend(options.extend, spec)
         unused = unused_extends(options.extend, specs)
@@ -180,7 +181,7 @@ def export_package(runs: list[Path], options: ExportOptions, device: str | None 
             winners = _winners(archive, run)
             if not winners:
                 raise ExportError(f"run {run['id']} ({run['op']}) has no PASSED, measured trial: nothing to package")
-            bundle = _op_bundle(run, Path(options.ops_root), {w.candidate.template for w in winners})
+            bundle = _op_bundle(run, options.ops_root, {w.candidate.template for w in winners})
             spec: OpSpec = bundle.spec
             env = run["environment"]
             run_device = env.get("device", "interpret")

@@ -2,7 +2,7 @@
 
 It reads the parent's evidence (bottleneck class, kept metrics, roofline numbers), its build resources and the
 knowledge base's experience entries, and proposes the next configurations of the same template, each with the
-hypotheses of the entry that produced it and the ids it relied on. The rules are data (knowledge/*.toml):
+hypotheses of the entry that produced it and the ids it relied on. The rules are data (builtin/knowledge/*.toml):
 an entry fires when its condition holds on the evidence, the parent's configuration and the workload's axes;
 its moves pick neighbours of the parent in the pruned space (`space`) only, nearest first.
 

@@ -11,6 +11,7 @@ import json
 import pytest
 
 from llm_script import BREAK_PATCH, CHEAT, FIX_PATCH, GOOD, WRONG, ScriptedLLMServer, plan, proposal
+from kernelloop.builtin import ops_dir
 from kernelloop.archive import Archive
 from kernelloop.execute.evaluate import Timeouts
 from kernelloop.loop import RunOptions
@@ -169,7 +170,7 @@ def test_replay_offline_gives_the_same_trials_and_verdicts(recorded, tmp_path):
 
 def layernorm_dir():
     from pathlib import Path
-    return Path(__file__).resolve().parents[3] / "ops" / "layernorm"
+    return ops_dir() / "layernorm"
 
 
 def test_replay_that_diverges_stops_with_replay_miss(recorded, layernorm, tmp_path):

@@ -1,11 +1,11 @@
-"""Versioned prompt templates: `prompts/<version>/*.md` at the repository root, hashed as one set.
+"""Versioned prompt templates: `prompts/<version>/*.md` (package data, `kernelloop.builtin`), hashed as one set.
 
 Each file is a `string.Template` (`$name` / `${name}` placeholders; `$$` is a literal dollar). The set's hash
 (sha256 over every file name and content, sorted) identifies the prompts a trial was proposed with; it goes
 into the candidate's `proposer` field and every archived LLM call. A missing placeholder value is an error,
 not an empty string.
 
-The folder is `$KERNELLOOP_PROMPTS` when set, else `prompts/` next to `src/` (an editable install).
+The folder is `$KERNELLOOP_PROMPTS` when set, else the built-in prompts shipped in the package.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ def prompts_root() -> Path:
     env = os.environ.get("KERNELLOOP_PROMPTS")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[4] / "prompts"
+    from ...builtin import prompts_dir
+    return prompts_dir()
 
 
 @dataclass(frozen=True)
