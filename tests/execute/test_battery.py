@@ -9,6 +9,7 @@ from kernelloop.execute.evaluate import Evaluator, Timeouts
 from kernelloop.execute.pool import Worker
 from kernelloop.records import Candidate, Status, Workload
 from kernelloop.reference.inputs import make_inputs
+from kernelloop.verify.explain import failure_reason
 
 W = Workload(op="layernorm", axes={"M": 6, "N": 200}, dtype="fp32")
 
@@ -160,3 +161,17 @@ def test_distributions_are_finite_seeded_and_distinct(layernorm, dist):
     assert a.isfinite().all() and a.equal(b)
     if dist != "normal":
         assert not a.equal(make_inputs(layernorm.spec, w, 7, "cpu", "normal")[0])
+
+
+@pytest.mark.parametrize("body", [
+    # computes the result in a new tensor and returns it: the output buffer stays unwritten
+    "def launch(x, weight, bias, y, *, eps):\n    return torch.nn.functional.layer_norm(x, x.shape[-1:], weight, bias, eps)\n",
+    # writes the output correctly and also returns it: still told, not silently ignored
+    "def launch(x, weight, bias, y, *, eps):\n    honest(x, weight, bias, y, eps)\n    return y\n",
+])
+def test_a_launch_that_returns_something_is_rejected_saying_so(evaluator, tmp_path, body):
+    ev = run(evaluator, tmp_path, "import torch\n" + body)
+    assert ev.verdict.status is Status.REJECTED, ev.verdict
+    assert "launch returned a Tensor instead of None" in ev.verdict.message
+    assert failure_reason(ev.verdict) == "rejected: launch-returned"
+    assert "in place" in ev.verdict.message and ev.measurement is None

@@ -9,7 +9,9 @@ workload and the candidate, so no proposer can precompute them, nor learn the ne
 - `checks` cases on the workload, each with fresh inputs from a different value distribution;
 - the first case is run 3 times on identical inputs: any bitwise difference is WRONG_NONDETERMINISTIC;
 - held-out shapes, never shown to proposers;
-- outputs must stay the buffers the harness allocated and must not alias inputs; no thread may be left behind.
+- outputs must stay the buffers the harness allocated and must not alias inputs; no thread may be left behind;
+- `launch` returns None: results are written in place into the given outputs (a returned value is REJECTED, never
+  silently ignored).
 A failed trial's Evaluation carries `failure`: the case it failed on (execute.battery.case_record) and the stage.
 """
 
@@ -256,6 +258,13 @@ class Evaluator:
             if failed_case is not None:
                 verdict = verdict.model_copy(update={"case": case_label(failed_case)})
             return build, verdict, reply.seconds, failed_case
+        if d.get("returned"):
+            r = d["returned"]
+            failed_case = cases[r["case"]] if 0 <= r["case"] < len(cases) else None
+            return build, Verdict(status=Status.REJECTED, case=case_label(failed_case) if failed_case else "",
+                                  message=f"launch-returned: launch returned a {r['type']} instead of None: kernelloop never reads a "
+                                          f"return value; write the results in place into the output tensors it "
+                                          f"passes after the inputs"), reply.seconds, failed_case
         if d.get("alias"):
             first = d.get("alias_case")
             failed_case = cases[first] if isinstance(first, int) and 0 <= first < len(cases) else None

@@ -133,7 +133,7 @@ def _check(state: _State, msg: dict) -> dict:
     spec = OpSpec.model_validate_json(msg["spec"])
     mod = state.modules[msg["source_hash"]]
     _forget_compiled(mod)  # so the build record describes exactly the kernels this trial compiles
-    files, build, threads_base, alias, alias_case = [], None, None, [], None
+    files, build, threads_base, alias, alias_case, returned = [], None, None, [], None, None
     for k, case in enumerate(msg["cases"]):
         mark_stage(state.job_root, f"verify case {k}" if build is not None else f"build (first call, case {k})")
         w = Workload.model_validate_json(case["workload"])
@@ -149,7 +149,7 @@ def _check(state: _State, msg: dict) -> dict:
             before = [(o.data_ptr(), tuple(o.shape), o.stride()) for o in outputs]
             t0 = time.perf_counter()
             try:
-                mod.launch(*inputs, *outputs, **scratch, **spec.scalars, **msg["config"])
+                ret = mod.launch(*inputs, *outputs, **scratch, **spec.scalars, **msg["config"])
                 _sync(state.device)
             except BaseException as e:  # noqa: BLE001
                 text = traceback.format_exc()[-20000:]
@@ -160,6 +160,8 @@ def _check(state: _State, msg: dict) -> dict:
                 build = _build_info(mod, time.perf_counter() - t0, state.device)
                 mark_stage(state.job_root, f"verify case {k}")
                 threads_base = _thread_count()  # after the first call: lazily started runtime pools exist
+            if ret is not None and returned is None:   # the contract: results go into the given outputs
+                returned = {"case": k, "type": type(ret).__name__}
             problems = _alias_problems(outputs, before, inputs, scratch.get("scratch"))
             if problems and alias_case is None:
                 alias_case = k
@@ -170,7 +172,7 @@ def _check(state: _State, msg: dict) -> dict:
                     "inputs_after": [i.detach().cpu() for i in inputs]}, path)
         files.append(str(path))
     return {"ok": True, "files": files, "build": build, "alias": alias, "alias_case": alias_case,
-            "threads": {"base": threads_base, "after": _thread_count()}}
+            "returned": returned, "threads": {"base": threads_base, "after": _thread_count()}}
 
 
 HANDLERS = {"load": _load, "check": _check, "bench": bench}
