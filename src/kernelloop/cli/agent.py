@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
 from . import common
 
@@ -29,7 +28,7 @@ def init(
     """Create a workspace: spec and reference copies for reading, the launch interface, baseline figures."""
     from ..agent.workspace import WorkspaceError, init_workspace
     from ..spec import SpecError
-    console = Console(stderr=True)
+    console = common.console(stderr=True)
     op = common.resolve_op(spec)
     target = out or Path(f"agent-{op.name if op.is_dir() else op.parent.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     try:
@@ -57,7 +56,7 @@ def status(
     try:
         print(json.dumps(workspace_status(workspace, device), indent=2))
     except WorkspaceError as e:
-        Console(stderr=True).print(f"[red]{e}[/red]")
+        common.console(stderr=True).print(f"[red]{e}[/red]")
         raise typer.Exit(common.BAD_INPUT)
 
 
@@ -90,7 +89,7 @@ def llm(
     from ..report.summary import run_summary
     from ..report.terminal import render
     from ..spec import SpecError, load_op, load_workloads
-    console = Console(stderr=as_json)
+    console = common.console(stderr=as_json)
     try:
         bundle = load_op(common.resolve_op(spec))
         dev = device or ("cuda" if cuda_available() else "interpret")

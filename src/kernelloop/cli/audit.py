@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from ..device import VIRTUAL_HOPPER, cuda_available, device_properties
@@ -54,7 +53,7 @@ def audit_pruning(
     = None,
 ) -> None:
     """Build every configuration of the unpruned space ahead of time and audit pruning against the builds."""
-    console = Console()
+    console = common.console()
     try:
         bundle = load_op(common.resolve_op(spec))
         wls = load_workloads(common.resolve_path(workloads) or bundle.folder / "workloads.toml", bundle.spec)

@@ -164,7 +164,7 @@ def capture(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Capture a model's operator cards and map them onto kernelloop ops."""
-    console, err = Console(), Console(stderr=True)
+    console, err = common.console(), common.console(stderr=True)
 
     def bad(msg: str) -> None:
         err.print(f"[red]bad argument:[/red] {msg}")

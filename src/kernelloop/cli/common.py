@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 import typer
+from rich.console import Console
 
 # Exit codes (documented in README.md):
 OK = 0              # the command did what was asked
@@ -15,6 +17,18 @@ STOPPED = 3         # the run could not continue: manifest changed, archive erro
 INTERRUPTED = 130   # Ctrl-C; the archive is consistent and `--resume` continues
 
 SPEC_HELP = "Op folder, its spec.toml, or an op name (./ops/NAME, else a built-in op: see `kernelloop ops`)."
+
+
+WIDE = 200  # columns of output that is not a terminal (a pipe, a file, a capture) when $COLUMNS does not say
+
+
+def console(*, stderr: bool = False, **options) -> Console:
+    """The commands' rich Console: a terminal's own width; piped or redirected output at $COLUMNS, else WIDE
+    columns, so tables are not squeezed into 80 (`--json` is the format for programs)."""
+    c = Console(stderr=stderr, **options)
+    if not c.is_terminal and "COLUMNS" not in os.environ:
+        c = Console(stderr=stderr, width=WIDE, **options)
+    return c
 
 
 def parse_budget(text: str) -> tuple[int | None, float | None]:

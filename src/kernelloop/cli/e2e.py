@@ -40,7 +40,7 @@ def e2e(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Outputs of the patched model against the original on fresh inputs; speed beside eager and torch.compile."""
-    console = Console(stderr=as_json)
+    console = common.console(stderr=as_json)
     import torch
     dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if dev not in ("cpu", "cuda"):

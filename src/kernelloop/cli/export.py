@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from ..archive import ArchiveError
@@ -44,7 +43,7 @@ def export(
 ) -> None:
     """Write a self-contained package: kernels, dispatch tables with proved guards, hashes, the audit trail."""
     from ..package.export import ExportOptions, export_package
-    console = Console(stderr=as_json)
+    console = common.console(stderr=as_json)
     opts = ExportOptions(out=out, name=name, version=version, ops_root=ops, extend=list(extend or []), ranges=not exact,
                          interior=interior, seed=seed, keep_slower=keep_slower,
                          against=list(against or []))

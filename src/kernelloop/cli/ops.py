@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 
 import typer
 from pydantic import BaseModel, Field
-from rich.console import Console
 from rich.table import Table
 
 from . import common
@@ -51,7 +50,7 @@ def ops(
 ) -> None:
     """List the built-in ops (or the op folders under FOLDER): name, dtypes, templates, workload files."""
     from ..builtin import ops_dir
-    console = Console(stderr=as_json)
+    console = common.console(stderr=as_json)
     root = folder if folder is not None else ops_dir()
     if not root.is_dir():
         console.print(f"[red]bad argument:[/red] {root}: no such folder")

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..archive import Archive, ArchiveError
@@ -72,7 +71,7 @@ def optimize(
     as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
 ) -> None:
     """Search, verify, time and archive candidates for every workload; confirm the winners against baselines."""
-    console = Console(stderr=as_json)
+    console = common.console(stderr=as_json)
     try:
         bundle = load_op(common.resolve_op(spec))
         dev = device or ("cuda" if cuda_available() else "interpret")

@@ -467,7 +467,7 @@ def profile(
     as_json: Annotated[bool, typer.Option("--json", help="Print the records as JSON.")] = False,
 ) -> None:
     """Explain trials and baselines: bottleneck class, kept evidence, roofline, profile vs timing, hypotheses."""
-    console = Console(stderr=as_json)
+    console = common.console(stderr=as_json)
     baselines = tuple(dict.fromkeys(baseline or ()))
     path = common.archive_path(run, console)
     if ncu:

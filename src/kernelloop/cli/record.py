@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
 from ..device import cuda_available, device_properties, environment
 from ..records import Candidate, Status
@@ -54,7 +53,7 @@ def record(
     from ..execute.evaluate import Evaluator
     from ..execute.pool import Worker, job_root
 
-    console = Console()
+    console = common.console()
     if device == "cuda" and not cuda_available():
         console.print("[red]bad argument:[/red] --device cuda: no CUDA device is available here")
         raise typer.Exit(common.BAD_INPUT)

@@ -43,7 +43,7 @@ def replay(
                                                           "costs on the others, a specialization).")] = False,
 ) -> None:
     """Replay strategies on a recorded space: evaluations to within 5 %, P@50, P@100, score, curves."""
-    console = Console(stderr=as_json)
+    console = common.console(stderr=as_json)
     if shapes:
         _shapes(space, as_json, console)
         return

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from ..archive import ArchiveError
 from . import common
@@ -21,7 +20,7 @@ def report(
 ) -> None:
     """Write an offline HTML report: best so far, verdicts and failures, per-workload table with every baseline,
     Pareto front, roofline, lineage and the optimisation log. The archive is read, never written."""
-    console = Console()
+    console = common.console()
     path = common.archive_path(run, console)
     try:
         from ..report.html import write_report

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from ..archive import Archive, ArchiveError
 from ..report.summary import run_summary
@@ -20,7 +19,7 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Summarise an archived run."""
-    console = Console()
+    console = common.console()
     path = common.archive_path(run, console)
     try:
         with Archive(path, readonly=True) as archive:  # reading never changes the file

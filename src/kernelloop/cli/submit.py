@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
 from . import common
 
@@ -40,7 +39,7 @@ def submit(
     from ..agent.workspace import WorkspaceError
     from ..archive import ArchiveError
     from ..manifest import ManifestChanged
-    err = Console(stderr=True)
+    err = common.console(stderr=True)
     parsed = {}
     for name, text in (("--config", config), ("--space", space)):
         try:

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
 from . import common
 
@@ -30,7 +29,7 @@ def export(
     """Write a run's Definitions, workloads, Solutions (candidates) and Traces (trials) as a FlashInfer dataset."""
     from ..archive import Archive, ArchiveError
     from ..interop import InteropError, export_run
-    console = Console(stderr=as_json, soft_wrap=True)
+    console = common.console(stderr=as_json, soft_wrap=True)
     path = common.archive_path(run, console)
     try:
         with Archive(path, readonly=True) as archive:
@@ -130,7 +129,7 @@ def import_(
     from ..interop import InteropError, import_definition
     from ..interop import flashinfer_trace as fi
     from ..interop.errors import read_json
-    console = Console(stderr=as_json, soft_wrap=True)
+    console = common.console(stderr=as_json, soft_wrap=True)
     try:
         sol = None
         if solution is not None and (solution.endswith(".json") or Path(solution).is_file()):
