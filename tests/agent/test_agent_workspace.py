@@ -142,7 +142,8 @@ def test_calling_the_library_is_rejected_and_archived(ws, good):
     ans = submit(ws.root, Submission(source=CHEAT, config=CONFIG, parent=good["candidates"][0]["id"],
                                      agent="test"), **FAST)
     (r,) = ans["results"]
-    assert ans["verdict"] == "REJECTED" and "library-op" in r["log_tail"] and r["measurement"] is None
+    assert ans["verdict"] == "REJECTED" and r["reason"] == "rejected: library-op" and r["measurement"] is None
+    assert "library-op" in {h["rule"] for h in ans["candidates"][0]["static_rules"]}
     with Archive(ws.run_dir() / "archive.sqlite") as a:
         assert a.find_trial(ans["run"], ans["candidates"][0]["id"], r["workload_id"]).verdict.status.value == "REJECTED"
 
@@ -234,3 +235,25 @@ def test_status_shows_the_confirmed_baselines(tmp_path):
     conf = st["confirmed"]
     assert conf["candidate"] == ans["candidates"][0]["id"] and conf["kernel_us"] > 0
     assert {"eager", "copy"} <= set(conf["baselines"]) and conf["baselines"]["copy"]["kernel_us"] > 0
+
+
+def test_a_static_rule_rejection_lists_every_hit_once_per_candidate(tmp_path):
+    """Two workloads, two configurations, a source breaking several rules: each candidate names every hit (rule,
+    line, the offending source line) once; the four results point there instead of repeating them."""
+    wl = tmp_path / "wl2.toml"
+    wl.write_text('op = "layernorm"\n[[workload]]\naxes = { M = 4, N = 64 }\ndtype = "fp16"\n'
+                  '[[workload]]\naxes = { M = 3, N = 32 }\ndtype = "fp32"\n')
+    ws2 = init_workspace(OP, tmp_path / "ws", workloads_file=wl, checks=1, device="interpret")
+    source = CHEAT.replace("    return\n", "    import time\n    time.sleep(0)\n    return\n", 1)
+    ans = submit(ws2.root, Submission(source=source, config={k: v for k, v in CONFIG.items() if k != "num_warps"},
+                                      space={"num_warps": [1, 2]}, agent="test"), **FAST)
+    assert ans["verdict"] == "REJECTED" and len(ans["candidates"]) == 2 and len(ans["results"]) == 4
+    lines = source.splitlines()
+    for c in ans["candidates"]:
+        hits = c["static_rules"]
+        assert len(hits) >= 2 and len({(h["rule"], h["line"]) for h in hits}) == len(hits)
+        assert "library-op" in {h["rule"] for h in hits}
+        assert all(h["source"] == lines[h["line"] - 1].strip() and h["why"] for h in hits)
+    for r in ans["results"]:
+        assert r["status"] == "REJECTED" and r["log_tail"] == "" and "candidates[].static_rules" in r["message"]
+        assert r["reason"].startswith("rejected: ")

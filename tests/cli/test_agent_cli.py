@@ -81,6 +81,23 @@ def test_submit_space_and_no_profile(tmp_path):
     assert [c["config"]["BLOCK_N"] for c in ans["candidates"]] == [32, 64] and ans["verdict"] == "PASSED"
 
 
+def test_submit_timeout_kills_a_hanging_kernel(tmp_path):
+    (tmp_path / "wl.toml").write_text('op = "layernorm"\n[[workload]]\naxes = { M = 4, N = 64 }\ndtype = "fp16"\n')
+    ws = tmp_path / "ws"
+    assert runner.invoke(app, ["agent", "init", str(OP), "--out", str(ws), "--workloads", str(tmp_path / "wl.toml"),
+                               "--device", "interpret", "--checks", "1"]).exit_code == 0
+    kernel = tmp_path / "hang.py"
+    kernel.write_text((OP / "kernel.py").read_text().replace("    M, N = x.shape\n", "    while True:\n"
+                                                              "        pass\n    M, N = x.shape\n", 1))
+    r = runner.invoke(app, ["submit", str(kernel), "--workspace", str(ws), "--timeout", "0.5"])
+    assert r.exit_code == common.BAD_INPUT and "--timeout" in r.output
+    r = runner.invoke(app, ["submit", str(kernel), "--workspace", str(ws), "--config",
+                            '{"BLOCK_N": 64, "ROWS": 1, "num_warps": 1}', "--timeout", "5"])
+    assert r.exit_code == common.FAILED, r.output
+    (res,) = _json(r.stdout)["results"]
+    assert res["status"] == "TIMEOUT" and res["costs"]["wall_s"] < 60, res
+
+
 def test_a_changed_manifest_says_how_to_continue(tmp_path, monkeypatch):
     import importlib
 

@@ -274,26 +274,43 @@ def trial_result(archive: Archive, run_id: str, cand: Candidate, w: Workload, t:
     return out
 
 
+STATIC_STAGE = "static rules, before any call"   # the case of a trial the source rules rejected (evaluate.py)
+
+
+def static_rule_hits(cand: Candidate, spec) -> list[dict]:
+    """Every static rule the candidate's source breaks: rule, line, the offending source line, why."""
+    from ..verify.rules import check_source
+    return [{"rule": h.rule, "line": h.line, "source": h.snippet, "why": h.rationale,
+             **({"detail": h.detail} if h.detail else {})} for h in check_source(cand.source, spec)]
+
+
 def verdict(archive: Archive, ws: Workspace, run_id: str, device: str, trials, profiles: dict) -> dict:
-    """The JSON answer of a submission."""
-    results = []
+    """The JSON answer of a submission. A candidate the static rules rejected lists every hit once, under its
+    entry in `candidates` (`static_rules`); its per-workload results point there instead of repeating them."""
+    results, rejected = [], set()
     for cand, w, t in trials:
         r = trial_result(archive, run_id, cand, w, t)
+        if t.verdict.status is Status.REJECTED and t.verdict.case.endswith(STATIC_STAGE):
+            rejected.add(cand.id)
+            r.update(message="rejected by the static source rules before any call: every hit is listed once under "
+                             "candidates[].static_rules", log_tail="")
         if device == "cuda":
             r["profile"] = profiles.get(t.id, {"status": "not profiled"})
         results.append(r)
     statuses = [r["status"] for r in results]
     failing = next((s for s in statuses if s != Status.PASSED.value), None)
     cands = {c.id: c for c, _, _ in trials}
+    spec = ws.bundle().spec if rejected else None
     return {
         "workspace": str(ws.root), "run": run_id, "device": device, "interpreter": device != "cuda",
         "verdict": failing or Status.PASSED.value,
         "candidates": [{"id": c.id, "label": c.label, "template": c.template, "config": c.config,
-                        "parent_ids": c.parent_ids, "proposer": c.proposer, "hypothesis": c.hypothesis}
+                        "parent_ids": c.parent_ids, "proposer": c.proposer, "hypothesis": c.hypothesis,
+                        **({"static_rules": static_rule_hits(c, spec)} if c.id in rejected else {})}
                        for c in cands.values()],
         "results": results,
     }
 
 
-__all__ = ["Submission", "SubmissionError", "SubmissionProposer", "candidates_of", "submit", "trial_result",
-           "verdict"]
+__all__ = ["Submission", "SubmissionError", "SubmissionProposer", "candidates_of", "static_rule_hits", "submit",
+           "trial_result", "verdict"]

@@ -32,12 +32,17 @@ def submit(
     confirm: Annotated[bool, typer.Option(help="Also re-measure each workload's best beside the baselines.")] = False,
     profile: Annotated[bool, typer.Option(help="On CUDA, profile PASSED trials with Nsight Compute when ncu is "
                                                "installed (--no-profile: verdicts and timings only).")] = True,
+    timeout: Annotated[Optional[float], typer.Option(
+        "--timeout", min=1.0, help="Seconds each worker job of a trial may take: loading, verification (the first "
+                                   "call compiles) and timing, each (default 300, timing 600); past it the worker "
+                                   "is killed and the trial is TIMEOUT.")] = None,
 ) -> None:
     """Compile, verify, benchmark (and profile on CUDA) a kernel through the workspace's run; JSON verdict."""
     from ..agent.submit import Submission, SubmissionError
     from ..agent.submit import submit as run_submit
     from ..agent.workspace import WorkspaceError
     from ..archive import ArchiveError
+    from ..execute.evaluate import Timeouts
     from ..manifest import ManifestChanged
     err = common.console(stderr=True)
     parsed = {}
@@ -56,7 +61,8 @@ def submit(
         raise typer.Exit(common.BAD_INPUT)
     try:
         sub = Submission.from_file(file, parent=parent, hypothesis=hypothesis, config=cfg, space=spc, agent=agent)
-        answer = run_submit(workspace, sub, device=device, confirm=confirm, profile=profile)
+        timeouts = Timeouts(check=timeout, bench=timeout) if timeout is not None else None
+        answer = run_submit(workspace, sub, device=device, confirm=confirm, profile=profile, timeouts=timeouts)
     except SubmissionError as e:
         print(json.dumps({"verdict": "INVALID", "error": str(e)}, indent=2))
         raise typer.Exit(common.BAD_INPUT)

@@ -189,8 +189,9 @@ class Evaluator:
         if key not in self._rule_verdicts:
             from ..verify.rules import check_source
             hits = check_source(candidate.source, self.spec)
+            more = ", ".join(f"{h.rule} at line {h.line}" for h in hits[1:])
             self._rule_verdicts[key] = None if not hits else Verdict(
-                status=Status.REJECTED, message=hits[0].message,
+                status=Status.REJECTED, message=hits[0].message + (f" (and {more})" if more else ""),
                 log="\n".join(f"{h.rule} at line {h.line}: {h.snippet}" for h in hits))
         return self._rule_verdicts[key]
 
