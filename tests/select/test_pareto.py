@@ -9,7 +9,7 @@ import pytest
 from kernelloop.records import (
     BuildArtifact, BuildFailure, ErrorMetrics, Measurement, Stats, Status, TimingPolicy, Trial, Verdict,
 )
-from kernelloop.select import best_per_workload, front_for_workload, pareto_front
+from kernelloop.select import best_per_workload, front_for_workload, pareto_front, runner_up_per_workload
 from kernelloop.select.pareto import OBJECTIVES
 
 # ---------------------------------------------------------------- pareto_front on plain dicts
@@ -288,3 +288,17 @@ def test_front_for_workload_without_build_artifact_ranks_build_objectives_worst(
     assert front_for_workload([no_build], "w-1") == [
         ("c-nobuild", {"latency_us": 10.0, "registers": None, "shared_bytes": None, "compile_s": None})]
     assert names(front_for_workload([no_build, known], "w-1")) == ["c-built"]
+
+
+def test_runner_up_is_the_fastest_other_candidate():
+    trials = [
+        trial(0, "c-a", "w-1", 10.0),
+        trial(1, "c-b", "w-1", 8.0),
+        trial(2, "c-b", "w-1", 8.5),          # the winner again: not its own runner-up
+        trial(3, "c-c", "w-1", 9.0),
+        trial(4, "c-d", "w-1", 1.0, status=Status.WRONG_VALUES),   # failed: never selected
+        trial(5, "c-a", "w-2", 5.0),          # one candidate only: no runner-up
+    ]
+    second = runner_up_per_workload(trials)
+    assert set(second) == {"w-1"} and second["w-1"] is trials[3]
+    assert runner_up_per_workload([]) == {}

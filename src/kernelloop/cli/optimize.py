@@ -114,11 +114,12 @@ def optimize(
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("passed {task.fields[passed]}"), TextColumn("{task.fields[best]}"),
                   TimeElapsedColumn(), console=console, transient=as_json) as bar:
-        task = bar.add_task(f"{bundle.spec.name} trials", total=None, passed=0, best="")
+        planned = planned_trials(evals, len(wls))
+        task = bar.add_task(f"{bundle.spec.name} trials", total=planned, passed=0, best="")
 
         def on_progress(p):
             best = "; ".join(f"{k} {v:.1f}µs" for k, v in list(p.best_us.items())[:3])
-            bar.update(task, completed=p.done, total=p.total or None, passed=p.passed, best=best)
+            bar.update(task, completed=p.done, total=p.total or planned, passed=p.passed, best=best)
 
         try:
             Controller(bundle, wls, opts, run_dir, on_progress).run(resume=resume)
@@ -138,6 +139,12 @@ def optimize(
         console.print(f"run folder: {run_dir}  (kernelloop show {run_dir})")
     if any("best" not in w for w in summary["workloads"]):
         raise typer.Exit(common.FAILED)
+
+
+def planned_trials(evals: int | None, workloads: int) -> int | None:
+    """The bar's total before the controller knows the pruned spaces: the evaluation budget over every workload
+    (None for a wall-time budget alone). The controller's own total (budget capped by each space) replaces it."""
+    return evals * workloads if evals else None
 
 
 def _start(text: str | None, strategy: str, bundle, wls, device: str) -> dict[str, str] | None:

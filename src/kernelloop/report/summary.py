@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..archive import Archive
-from ..select.pareto import best_per_workload
+from ..select.pareto import best_per_workload, runner_up_per_workload
 
 
 def _ratio_dict(m) -> dict:
@@ -28,6 +28,7 @@ def run_summary(archive: Archive, run_id: str | None = None) -> dict:
     rid = run["id"]
     trials = archive.trials(rid)
     best = best_per_workload(trials)
+    second = runner_up_per_workload(trials)
     planner = run["options"].get("strategy") == "planner"
     finals = archive.finals(rid)
     workloads = []
@@ -44,6 +45,8 @@ def run_summary(archive: Archive, run_id: str | None = None) -> dict:
                              "search": _measure_dict(t.measurement),
                              "registers": getattr(t.build, "registers", None),
                              "spills": getattr(t.build, "spills", None)}
+            if w.id in second:
+                entry["best"]["runner_up"] = runner_up_record(archive, t, second[w.id])
         if w.id in finals:
             cid, m = finals[w.id]
             entry["confirmed"] = {"candidate": cid, **_measure_dict(m),
@@ -71,6 +74,16 @@ def run_summary(archive: Archive, run_id: str | None = None) -> dict:
         "failures": failure_groups(archive, rid, trials),
         "llm": _llm_section(archive, rid, trials),
     }
+
+
+def runner_up_record(archive: Archive, best, second) -> dict:
+    """The next-fastest candidate beside the best: its kernel time and interval, and whether the two intervals
+    overlap (then the search's ranking of the two is not resolved by its measurements)."""
+    cand = archive.get_candidate(second.candidate_id)
+    a, b = best.measurement.kernel, second.measurement.kernel
+    return {"candidate": second.candidate_id, "label": cand.label if cand else "", "trial": second.id,
+            "kernel_us": b.median_us, "kernel_ci_us": [b.ci_low_us, b.ci_high_us],
+            "overlaps": a.ci_low_us <= b.ci_high_us and b.ci_low_us <= a.ci_high_us}
 
 
 def failure_groups(archive: Archive, run_id: str, trials: list) -> list[dict]:

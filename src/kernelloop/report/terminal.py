@@ -18,6 +18,10 @@ def _speedup(s: dict | None) -> str:
     return f"{s['speedup']:.2f}x [{lo:.2f},{hi:.2f}] {s['verdict']}"
 
 
+def _plain(label: str) -> str:
+    return label.replace("[", "(").replace("]", ")")   # no rich markup from a configuration label
+
+
 def render(summary: dict, console: Console | None = None) -> None:
     c = console or Console()
     c.print(f"[bold]run[/bold] {summary['run']}  op={summary['op']}  status={summary['status']}  "
@@ -50,10 +54,23 @@ def render(summary: dict, console: Console | None = None) -> None:
             continue
         roof = f"{100 * m['roofline_fraction']:.1f}" if m.get("roofline_fraction") else "-"
         config = (w.get("best") or {}).get("label", "").replace("(", " ").replace(")", "").replace(",", " ")
+        second = (w.get("best") or {}).get("runner_up")
+        if summary["interpreter"] and second and second["overlaps"]:
+            config = f"tie (intervals overlap): {config}"
         t.add_row(w["label"], f"{w['passed']}/{w['trials']}", config, f"{m['kernel_us']:.2f}",
                   f"{m['call_us']:.2f}", f"{m['gbps']:.0f}", roof,
                   *[_speedup(m["speedups"].get(b)) for b in baselines])
     c.print(t)
+    if summary["interpreter"]:
+        for w in rows:
+            second = (w.get("best") or {}).get("runner_up")
+            if second and second["overlaps"]:
+                m = w["best"]["search"]
+                lo, hi = m["kernel_ci_us"]
+                slo, shi = second["kernel_ci_us"]
+                c.print(f"[yellow]{w['label']}: no winner — {_plain(w['best']['label'])} [{lo:.2f}, {hi:.2f}] µs "
+                        f"and {_plain(second['label'])} [{slo:.2f}, {shi:.2f}] µs overlap (interpreter timings); "
+                        f"the row above is the lower median only[/yellow]")
     render_failures(summary.get("failures") or [], c)
     hyp = [(w["label"], w["hypotheses"]) for w in rows if "hypotheses" in w]
     if hyp:

@@ -18,7 +18,7 @@ import numpy as np
 
 from kernelloop.records import BuildArtifact, Status, Trial
 
-__all__ = ["OBJECTIVES", "best_per_workload", "front_for_workload", "pareto_front"]
+__all__ = ["OBJECTIVES", "best_per_workload", "front_for_workload", "pareto_front", "runner_up_per_workload"]
 
 #: Objectives of :func:`front_for_workload`, in order (the first one orders the front).
 OBJECTIVES: tuple[str, ...] = ("latency_us", "registers", "shared_bytes", "compile_s")
@@ -83,6 +83,22 @@ def best_per_workload(trials: Iterable[Trial]) -> dict[str, Trial]:
         if cur is None or _speed_key(t) < _speed_key(cur):
             best[t.workload_id] = t
     return best
+
+
+def runner_up_per_workload(trials: Iterable[Trial]) -> dict[str, Trial]:
+    """The fastest PASSED, measured trial of another candidate than each workload's best (same ordering as
+    :func:`best_per_workload`), keyed by workload id. Workloads with fewer than two such candidates are absent."""
+    trials = list(trials)
+    best = best_per_workload(trials)
+    out: dict[str, Trial] = {}
+    for t in _measured_passes(trials):
+        b = best.get(t.workload_id)
+        if b is None or t.candidate_id == b.candidate_id:
+            continue
+        cur = out.get(t.workload_id)
+        if cur is None or _speed_key(t) < _speed_key(cur):
+            out[t.workload_id] = t
+    return out
 
 
 def _objectives(t: Trial) -> dict[str, float | None]:
