@@ -3,17 +3,25 @@
 A job that exceeds its deadline gets its worker killed (SIGKILL) and reports `timeout`; a worker that
 dies (segfault, SIGKILL, os._exit) reports `died` with its exit code and the tail of its log; a worker
 whose CUDA context was poisoned by an illegal access is replaced before the next job.
+
+The worker is its own program (`python -m kernelloop.execute.child`, started through subprocess, messages over a
+socket pair), not a multiprocessing child: nothing of the caller's `__main__` is re-imported, so scripts without a
+`__main__` guard, `python -c` and notebooks can run the loop.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import json
 import os
+import socket
+import subprocess
+import sys
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 
+from .child import PATH_ENV
 from .keys import KEY_ENV
-from .worker import worker_main
 
 HIDDEN_ENV = (KEY_ENV,)   # environment variables a worker process never inherits
 
@@ -38,22 +46,29 @@ class Worker:
         self.log_path = Path(log_path) if log_path else self.work_dir / "worker.log"
         self.remove_work_dir = remove_work_dir
         self.start_timeout = start_timeout
-        self.proc: mp.Process | None = None
-        self.conn = None
+        self.proc: subprocess.Popen | None = None
+        self.conn: Connection | None = None
         self.starts = 0
 
     def _start(self) -> None:
-        ctx = mp.get_context("spawn")
-        parent, child = ctx.Pipe(duplex=True)
-        self.proc = ctx.Process(target=worker_main, args=(child, self.device, str(self.log_path), str(self.work_dir)),
-                                daemon=True, name="kernelloop-worker")
-        # The run key stays with the controller: the worker (which imports candidate code) is spawned without it.
-        hidden = {k: os.environ.pop(k) for k in HIDDEN_ENV if k in os.environ}
+        mine, theirs = socket.socketpair()
+        # The run key stays with the controller: the worker (which imports candidate code) starts without it.
+        env = {k: v for k, v in os.environ.items() if k not in HIDDEN_ENV}
+        package_root = str(Path(__file__).resolve().parents[2])   # kernelloop importable however it was found
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+        env[PATH_ENV] = json.dumps([p for p in sys.path if p])
         try:
-            self.proc.start()
+            with open(self.log_path, "ab") as log:   # what the interpreter prints before the worker redirects
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "kernelloop.execute.child", str(theirs.fileno()), self.device,
+                     str(self.log_path), str(self.work_dir)],
+                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
+        except OSError:
+            mine.close()
+            raise
         finally:
-            os.environ.update(hidden)
-        child.close()
+            theirs.close()
+        parent = Connection(mine.detach())
         self.conn = parent
         self.starts += 1
         if not parent.poll(self.start_timeout):
@@ -62,7 +77,7 @@ class Worker:
         try:
             parent.recv()
         except EOFError:
-            code = self.proc.exitcode
+            code = self._wait(30)
             self.kill()
             raise RuntimeError(f"worker died while starting (exit {code}); log: {self._tail()}") from None
 
@@ -75,13 +90,20 @@ class Worker:
 
     @property
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.is_alive()
+        return self.proc is not None and self.proc.poll() is None
+
+    def _wait(self, timeout: float) -> int | None:
+        """The worker's exit code (negative: killed by that signal) once it has ended, None if it has not yet."""
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
 
     def kill(self) -> None:
         if self.proc is not None:
-            if self.proc.is_alive():
+            if self.proc.poll() is None:
                 self.proc.kill()
-            self.proc.join(timeout=30)
+            self._wait(30)
         if self.conn is not None:
             self.conn.close()
         self.proc, self.conn = None, None
@@ -90,7 +112,7 @@ class Worker:
         if self.alive:
             try:
                 self.conn.send({"op": "exit"})
-                self.proc.join(timeout=10)
+                self._wait(10)
             except (OSError, BrokenPipeError):
                 pass
         self.kill()
@@ -133,9 +155,7 @@ class Worker:
 
     def _died(self, mark: int, t0: float) -> Reply:
         import time
-        if self.proc is not None:
-            self.proc.join(timeout=30)
-        code = self.proc.exitcode if self.proc is not None else None
+        code = self._wait(30) if self.proc is not None else None
         self.kill()
         return Reply("died", exitcode=code, seconds=time.perf_counter() - t0, log_tail=self._tail_since(mark))
 
