@@ -69,6 +69,11 @@ def test_audit_pruning_end_to_end(tmp_path):
     assert r.exit_code == 0 and "auditing the builds of 3" in r.output and "built (" not in r.output, r.output
     rows = json.loads(again.read_text())["workloads"][0]["rows"]
     assert [x["kernels"] for x in rows] == [x["kernels"] for x in rep["rows"]]
+    r = runner.invoke(app, ["audit-pruning", "rmsnorm", "--workloads", str(wl), "--template", "rowwise", "--limit", "3",
+                            "--out", str(again), "--builds", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    (row,) = json.loads(r.stdout)["workloads"]
+    assert row["configurations"] == 3 and row["pruned"] == 3 and row["pruned_runners"] == 3 and row["recall"] is None
     r = runner.invoke(app, ["audit-pruning", "rmsnorm", "--workloads", str(wl), "--template", "rowwise", "--limit", "4",
                             "--out", str(again), "--builds", str(out)])
     assert r.exit_code == common.BAD_INPUT and "not in it" in " ".join(r.output.split())

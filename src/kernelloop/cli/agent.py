@@ -49,6 +49,8 @@ def init(
 def status(
     workspace: Annotated[Path, typer.Option(help="Workspace folder.")] = Path("."),
     device: Annotated[Optional[str], typer.Option(help="Which device's run (default: the workspace's).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The answer is JSON (always; accepted like every "
+                                                         "command's --json).")] = True,
 ) -> None:
     """The workspace run's front, best kernel time per workload, counts and recent submissions (JSON)."""
     from ..agent.status import workspace_status

@@ -51,9 +51,11 @@ def audit_pruning(
         help="With --timed: the summary of benchmarks/pruning_screen.py (--summary), whose screened pruned "
              "configurations count as checked when they are beyond its margin; the flagged ones must be in --timed.")]
     = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary rows as JSON (progress to stderr); "
+                                                         "--out holds every configuration.")] = False,
 ) -> None:
     """Build every configuration of the unpruned space ahead of time and audit pruning against the builds."""
-    console = common.console()
+    console = common.console(stderr=as_json)
     try:
         bundle = load_op(common.resolve_op(spec))
         wls = load_workloads(common.resolve_path(workloads) or bundle.folder / "workloads.toml", bundle.spec)
@@ -160,5 +162,15 @@ def audit_pruning(
         table.add_row(r["workload"], str(r["configurations"]), str(r["pruned"]), str(r["fails"]),
                       str(r["fails_pruned"]), recall, str(len(r["kept_failures"])), str(len(r["pruned_runners"])),
                       top)
+    if as_json:
+        print(json.dumps({"op": bundle.spec.name, "arch": arch, "out": str(out),
+                          "configs_out": str(configs_out) if configs_out else None,
+                          "workloads": [{"workload": r["workload"], "workload_id": r["workload_id"],
+                                         "configurations": r["configurations"], "pruned": r["pruned"],
+                                         "would_fail": r["fails"], "would_fail_pruned": r["fails_pruned"],
+                                         "recall": r["recall"], "kept_failures": len(r["kept_failures"]),
+                                         "pruned_runners": len(r["pruned_runners"]),
+                                         "top_share": r.get("top_share")} for r in reports]}, indent=2, default=str))
+        return
     console.print(table)
     console.print(f"wrote {out}" + (f" and {configs_out}" if configs_out else ""))

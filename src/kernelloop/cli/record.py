@@ -7,6 +7,7 @@ the result is a `kernelloop-space/1` file that `kernelloop replay` serves withou
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from pathlib import Path
@@ -47,13 +48,15 @@ def record(
     resume: Annotated[bool, typer.Option(
         help="Continue the recording in --out (written after every configuration, 'complete': false until the "
              "last): configurations already in it are not measured again.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print what was recorded as JSON (progress to stderr).")
+                       ] = False,
 ) -> None:
     """Build, verify and time every configuration of the pruned space on every workload; write a space file."""
     from ..bench.policy import policies_for
     from ..execute.evaluate import Evaluator
     from ..execute.pool import Worker, job_root
 
-    console = common.console()
+    console = common.console(stderr=as_json)
     if device == "cuda" and not cuda_available():
         console.print("[red]bad argument:[/red] --device cuda: no CUDA device is available here")
         raise typer.Exit(common.BAD_INPUT)
@@ -165,6 +168,25 @@ def record(
         worker.close()
     write_space_file(out, {**doc, "records": records, "complete": True})
     console.print(f"wrote {out}: {len(records)} configurations x {len(wls)} workloads")
+    if as_json:
+        print(json.dumps(recorded_summary(out, bundle.spec.name, device, wls, records), indent=2))
+
+
+def recorded_summary(out: Path, op: str, device: str, wls, records: list[dict]) -> dict:
+    """`record --json`: the file, and per workload the statuses and the fastest configuration measured."""
+    workloads = []
+    for w in wls:
+        rs = [(r["config"], r["results"][w.id]) for r in records if w.id in r["results"]]
+        statuses: dict[str, int] = {}
+        for _, res in rs:
+            statuses[res["status"]] = statuses.get(res["status"], 0) + 1
+        timed = [(cfg, res) for cfg, res in rs if res["value"] is not None]
+        best = min(timed, key=lambda x: x[1]["value"]) if timed else None
+        workloads.append({"id": w.id, "label": w.label, "statuses": statuses,
+                          "best": {"config": best[0], "kernel_us": best[1]["value"], "ci_us": best[1]["ci"]}
+                          if best else None})
+    return {"out": str(out), "op": op, "device": device, "configurations": len(records), "complete": True,
+            "workloads": workloads}
 
 
 def _listed_configs(path: Path, bundle, wls) -> dict[str, list[dict]]:

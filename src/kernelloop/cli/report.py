@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -17,10 +18,11 @@ def report(
                                              "report.html here when RUN is an archive file).")] = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Which run of a multi-run archive "
                                                "(default: the first).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the written file as JSON.")] = False,
 ) -> None:
     """Write an offline HTML report: best so far, verdicts and failures, per-workload table with every baseline,
     Pareto front, roofline, lineage and the optimisation log. The archive is read, never written."""
-    console = common.console()
+    console = common.console(stderr=as_json)
     path = common.archive_path(run, console)
     try:
         from ..report.html import write_report
@@ -38,4 +40,4 @@ def report(
     except OSError as e:
         console.print(f"[red]cannot write {out}:[/red] {e}")
         raise typer.Exit(common.STOPPED)
-    print(written)
+    print(json.dumps({"report": str(written)}) if as_json else written)

@@ -36,6 +36,8 @@ def submit(
         "--timeout", min=1.0, help="Seconds each worker job of a trial may take: loading, verification (the first "
                                    "call compiles) and timing, each (default 300, timing 600); past it the worker "
                                    "is killed and the trial is TIMEOUT.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The answer is JSON (always; accepted like every "
+                                                         "command's --json).")] = True,
 ) -> None:
     """Compile, verify, benchmark (and profile on CUDA) a kernel through the workspace's run; JSON verdict."""
     from ..agent.submit import Submission, SubmissionError
