@@ -29,6 +29,7 @@ from .manifest import build_manifest, check_unchanged, manifest_hash
 from .records import Candidate, Status, Trial, Workload, content_hash
 from .replay.prior import prior_files, read_prior
 from .search import DEFAULT_STRATEGY, STRATEGIES, make_strategy, takes_prior
+from .search.budget import GpuBudget
 from .search.history import TransferPrior
 from .select.pareto import best_per_workload, front_for_workload
 from .spec import OpBundle
@@ -64,6 +65,7 @@ class RunOptions:
     device: str
     budget_evals: int | None = 24          # per workload
     budget_seconds: float | None = None    # whole run (this invocation)
+    budget_gpu_seconds: float | None = None  # whole run: compile + verify + timing seconds of its trials
     strategy: str = DEFAULT_STRATEGY
     seed: int = 0
     checks: int = 2
@@ -83,6 +85,8 @@ class RunOptions:
         out = {"device": self.device, "budget_evals": self.budget_evals, "budget_seconds": self.budget_seconds,
                "strategy": self.strategy, "seed": self.seed, "checks": self.checks, "confirm": self.confirm,
                "baselines": self.baselines, "static_rules": self.static_rules}
+        if self.budget_gpu_seconds is not None:
+            out["budget_gpu_seconds"] = self.budget_gpu_seconds
         if self.strategy == PLANNER:
             out.update(start=self.start, profile_timeout_s=self.profile_timeout_s)
         if self.templates is not None:
@@ -169,7 +173,9 @@ class TemplateSearch:
 
     def tell(self, candidate: Candidate, workload: Workload, trial: Trial) -> None:
         cfg = self._configs.pop((candidate.id, workload.id))
-        self.strategies[workload.id].tell(cfg, trial_value(trial))
+        # the failure's kind and what the evaluation cost teach the strategy where kernels fail (search.feasibility)
+        self.strategies[workload.id].tell(cfg, trial_value(trial), status=trial.verdict.status.value,
+                                          costs=trial.costs.model_dump())
 
     def drain_events(self) -> list[dict]:
         """Strategy events (supervisor interventions, stage changes) not yet archived."""
@@ -291,9 +297,15 @@ class Controller:
                 used = {w.id: 0 for w in self.workloads}
                 t_start = time.monotonic()
                 active = [w for w in self.workloads if limit[w.id] is None or limit[w.id] > 0]
+                gpu = GpuBudget(opts.budget_gpu_seconds) if opts.budget_gpu_seconds is not None else None
                 while active:
                     if opts.budget_seconds is not None and time.monotonic() - t_start > opts.budget_seconds:
                         archive.log_event(run_id, "budget", {"reason": "wall time", "seconds": opts.budget_seconds})
+                        break
+                    if gpu is not None and gpu.exhausted:
+                        archive.log_event(run_id, "budget", {"reason": "gpu seconds", "seconds": gpu.seconds,
+                                                             "spent": round(gpu.spent, 3),
+                                                             "evaluations": gpu.evaluations})
                         break
                     for w in list(active):
                         cand = proposer.ask(w) if (limit[w.id] is None or used[w.id] < limit[w.id]) else None
@@ -303,6 +315,8 @@ class Controller:
                         used[w.id] += 1
                         replayed = self.progress.replayed
                         trial = self._one(archive, evaluator, run_id, mhash, manifest, w, cand)
+                        if gpu is not None:
+                            gpu.charge(trial.costs.model_dump())
                         if evidence is not None:
                             self._evidence(archive, run_id, evidence, proposer, w, cand, trial)
                         # proposers get the proposer's view: no seeds, nothing of a held-out case but its class

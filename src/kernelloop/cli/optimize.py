@@ -33,6 +33,9 @@ def optimize(
     budget: Annotated[Optional[str], typer.Option(
         help="N evaluations per workload, a duration (90s, 10m), or both '40,10m' (default: 24 on cuda, 8 in "
              "the interpreter).")] = None,
+    gpu_budget: Annotated[Optional[float], typer.Option(
+        min=0.001, help="Stop the search once its trials have used this many GPU seconds (compile + verification "
+                        "+ timing, as measured per trial; beside --budget, whichever ends first).")] = None,
     device: Annotated[Optional[str], typer.Option(help="cuda or interpret (default: cuda when a GPU is present).")] = None,
     strategy: Annotated[str, typer.Option(help=f"Search strategy: {', '.join(strategy_names())} "
                                                f"(default {DEFAULT_STRATEGY}). '{PLANNER}': the rule planner "
@@ -107,7 +110,7 @@ def optimize(
     run_dir = out or Path("runs") / f"{bundle.spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     if dev != "cuda":
         console.print(f"[yellow]{INTERPRETER_BANNER}[/yellow]")
-    opts = RunOptions(device=dev, budget_evals=evals, budget_seconds=seconds,
+    opts = RunOptions(device=dev, budget_evals=evals, budget_seconds=seconds, budget_gpu_seconds=gpu_budget,
                       strategy=strategy, seed=seed, checks=checks, confirm=not no_confirm, start=start_config,
                       profile_timeout_s=profile_timeout, templates=list(template) if template else None, fixed=fixed,
                       baselines=list(dict.fromkeys(baseline)) if baseline else None, prior=prior_used)

@@ -1,0 +1,62 @@
+"""The controller's side of failure-aware, cost-aware search: strategies are told each trial's verdict status and
+costs, and a budget in GPU seconds ends the search once the trials' measured compile + verify + timing seconds
+reach it."""
+
+import pytest
+
+import kernelloop.loop as loop
+from kernelloop.archive import Archive
+from kernelloop.loop import Controller, RunOptions
+from kernelloop.records import Workload
+
+
+@pytest.fixture
+def told(monkeypatch):
+    """Every tell the controller makes to a strategy, with its keywords."""
+    calls = []
+    real = loop.make_strategy
+
+    def recording(name, space, seed, **options):
+        strat = real(name, space, seed, **options)
+        inner = strat.tell
+
+        def tell(config, value, **kw):
+            calls.append((config, value, kw))
+            return inner(config, value, **kw)
+
+        strat.tell = tell
+        return strat
+
+    monkeypatch.setattr(loop, "make_strategy", recording)
+    return calls
+
+
+def test_strategies_are_told_status_and_costs(layernorm, tmp_path, told):
+    w = Workload(op="layernorm", axes={"M": 4, "N": 300}, dtype="fp32")
+    opts = RunOptions(device="interpret", budget_evals=2, strategy="exhaustive", checks=1, confirm=False)
+    Controller(layernorm, [w], opts, tmp_path / "run").run()
+    assert len(told) == 2
+    for _, value, kw in told:
+        assert kw["status"] == "PASSED" and value is not None
+        assert set(kw["costs"]) == {"compile_s", "verify_s", "bench_s", "wall_s"}
+        assert kw["costs"]["verify_s"] > 0   # measured, not a default
+
+
+def test_gpu_second_budget_ends_the_search_and_says_so(layernorm, tmp_path, told):
+    w = Workload(op="layernorm", axes={"M": 4, "N": 300}, dtype="fp32")
+    opts = RunOptions(device="interpret", budget_evals=6, strategy="exhaustive", checks=1, confirm=False,
+                      budget_gpu_seconds=1e-6)
+    run_dir = tmp_path / "run"
+    Controller(layernorm, [w], opts, run_dir).run()
+    with Archive(run_dir / "archive.sqlite") as a:
+        run = a.runs()[0]
+        assert len(a.trials(run["id"])) == 1   # the first trial spends more than a microsecond
+        (event,) = a.events(run["id"], "budget")
+        assert event["payload"]["reason"] == "gpu seconds" and event["payload"]["spent"] > 0
+        assert event["payload"]["evaluations"] == 1
+        assert run["status"] == "complete"
+
+
+def test_gpu_second_budget_is_stored_with_the_options_only_when_set():
+    assert "budget_gpu_seconds" not in RunOptions(device="interpret").as_dict()
+    assert RunOptions(device="interpret", budget_gpu_seconds=30.0).as_dict()["budget_gpu_seconds"] == 30.0
