@@ -5,16 +5,20 @@ CUDA, the CPU generator otherwise), then cast, so the parent and a worker that u
 device hold bit-identical tensors. Activations have a non-zero mean (spec's
 InputPolicy) so a kernel that forgets to centre or to subtract the max is caught.
 
-On the CPU the transcendental steps of a distribution (log, sqrt and pow) run in float64. In float32, torch's
-CPU `log` was seen to return other values after the Triton interpreter had run a kernel in the same process:
-in 6 of 24 processes, 14,713 of 32,768 elements changed, by up to 1e-4 relative (2026-12-01, torch 2.13 CPU,
-triton 3.9), and a worker's heavy-tailed inputs differed from the controller's by up to 19 fp16 ulps. In float64
-none of those 24 processes differed, and a float64 difference would reach a 16-bit input only at rare rounding
-ties (which the controller's one-ulp drift rule covers).
+On the CPU the transcendental steps of a distribution (log, sqrt and pow) run in NumPy, in float64, on one
+thread; never in torch. torch's CPU log, exp, sqrt, sin, ... call MKL's vector math library (VML) on chunks of
+2048+ elements in parallel, and the first such call in a process now and then returns values off by up to 1e-4
+relative in one thread's chunk (a float32 `torch.log` of 32,768 elements: the elements of one thread's half
+differed from every later call of the same op in the same process, in about 1 of 20 fresh processes;
+benchmarks/verify_stress.py `--first-call` counts them). A worker whose first VML call drew a case's inputs then held
+other inputs than the controller's regeneration: an honest kernel judged WRONG_INPUT_MUTATED, or WRONG_VALUES on a
+timed call. Everything else here is the generator (serial), +, -, x, / and casts: correctly rounded, so the parent
+and a worker that use the same seed hold bit-identical tensors whatever their thread counts.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ..records import DType, OpSpec, TensorSpec, Workload
@@ -31,9 +35,27 @@ def tensor_shape(t: TensorSpec, workload: Workload) -> tuple[int, ...]:
     return tuple(workload.axes[a] for a in t.shape)
 
 
-def _math(x: torch.Tensor) -> torch.Tensor:
-    """`x` in the precision the transcendental steps run in: float64 on the CPU (see the module doc)."""
-    return x.double() if x.device.type == "cpu" else x
+def _cpu_math(fn, x: torch.Tensor) -> torch.Tensor:
+    """`fn` (a NumPy ufunc) of a CPU tensor in float64, on one thread, outside torch's MKL-backed kernels."""
+    return torch.from_numpy(np.ascontiguousarray(fn(x.double().numpy())))
+
+
+def _pow10(x: torch.Tensor) -> torch.Tensor:
+    if x.device.type != "cpu":
+        return torch.pow(10.0, x)
+    return _cpu_math(lambda a: np.power(10.0, a), x)
+
+
+def _inv_sqrt_exp(u: torch.Tensor) -> torch.Tensor:
+    """sqrt(-log(u)): an Exp(1) draw's square root (chi-squared with 2 degrees of freedom over 2)."""
+    if u.device.type != "cpu":
+        return torch.sqrt(-torch.log(u))
+    return _cpu_math(lambda a: np.sqrt(-np.log(a)), u)
+
+
+def _wide(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """`x` in the precision the other factor came in (float64 from the CPU steps, else the draw's own)."""
+    return x.double() if like.dtype == torch.float64 else x
 
 
 def _activation(base: torch.Tensor, g: torch.Generator, distribution: str, mean: float, std: float) -> torch.Tensor:
@@ -46,10 +68,12 @@ def _activation(base: torch.Tensor, g: torch.Generator, distribution: str, mean:
     if distribution == "mixed":
         rows = base.shape[0] if base.dim() > 1 else 1
         exps = torch.rand((rows,) + (1,) * (base.dim() - 1), generator=g, device=base.device) * 4.0 - 2.0
-        return ((_math(base) * std + mean) * torch.pow(10.0, _math(exps))).to(base.dtype)
+        scale = _pow10(exps)
+        return ((_wide(base, scale) * std + mean) * scale).to(base.dtype)
     if distribution == "heavy_tail":
         u = torch.rand(base.shape, generator=g, device=base.device).clamp_min(1e-12)
-        t = _math(base) / torch.sqrt(-torch.log(_math(u)))  # Student-t, 2 degrees of freedom
+        den = _inv_sqrt_exp(u)
+        t = _wide(base, den) / den  # Student-t, 2 degrees of freedom
         return ((t * std).clamp(-1e3 * std, 1e3 * std) + mean).to(base.dtype)
     raise ValueError(f"unknown distribution {distribution!r}")
 
