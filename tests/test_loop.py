@@ -33,7 +33,7 @@ import triton.language as tl
 
 
 @triton.jit
-def _ln(X, W, B, Y, N, eps, BLOCK: tl.constexpr):
+def _ln(X, W, B, Y, N, eps, OFF, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     m = cols < N
@@ -43,7 +43,7 @@ def _ln(X, W, B, Y, N, eps, BLOCK: tl.constexpr):
     rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / N + eps)
     w = tl.load(W + cols, mask=m, other=0.0).to(tl.float32)
     b = tl.load(B + cols, mask=m, other=0.0).to(tl.float32)
-    tl.store(Y + row * N + cols, (xc * rstd * w + b).to(Y.dtype.element_ty), mask=m)
+    tl.store(Y + row * N + cols, (xc * rstd * w + b + OFF).to(Y.dtype.element_ty), mask=m)
 
 
 def launch(x, weight, bias, y, *, eps, MODE, num_warps):
@@ -55,7 +55,8 @@ def launch(x, weight, bias, y, *, eps, MODE, num_warps):
     if MODE == "segv":
         ctypes.string_at(0)
     M, N = x.shape
-    _ln[(M,)](x, weight, bias, y, N, eps * (1e4 if MODE == "wrong" else 1.0), BLOCK=triton.next_power_of_2(N),
+    # "wrong" is off by one everywhere, so the first case catches it whatever distribution the candidate drew
+    _ln[(M,)](x, weight, bias, y, N, eps, 1.0 if MODE == "wrong" else 0.0, BLOCK=triton.next_power_of_2(N),
               num_warps=num_warps)
 '''
 
