@@ -1,0 +1,205 @@
+"""The README's set-up and quickstart commands, read from README.md itself (its code blocks), each checked:
+
+Run for real, in a fresh folder outside the clone, in the Triton interpreter:
+- kernel engineer: `optimize rmsnorm --device interpret --budget 2 --out runs/rmsnorm`, `show`, `report` — as
+  written;
+- coding-agent user: `agent init layernorm ...`, `submit my_kernel.py ...`, `agent status` — as written; the test
+  supplies my_kernel.py (a LayerNorm kernel taking no configuration, as an agent would write it), and the
+  submission must pass;
+- researcher: `replay ...` as written; `benchmarks/strategies.py` with `--seeds 2 --budget 20 --cache TMP` appended
+  (as written it runs 20 seeds at budget 400 on nine spaces, too long for CI). Both run from a temporary folder,
+  their `benchmarks/...` paths made absolute into the clone (the README runs them from the clone).
+
+Parsed only (every argument and option through the command's own parser, nothing run):
+- the two set-up commands: the pip part is checked against pyproject.toml's extras; `kernelloop optimize
+  layernorm` runs for real in tests/test_install.py (from a wheel, outside the clone, `--budget 2`); the second
+  command is this test suite itself;
+- the ML engineer's path (capture, optimize, export, e2e): run for real by tests/test_walkthrough.py; here each
+  command parses and the Python snippet's names exist;
+- the GPU-only commands in the kernel-engineer text (`--budget 24` on CUDA, `profile --ncu`) and `mcp` (a stdio
+  server).
+
+A README command that none of these rules covers fails the test: a new command in the README needs a rule here.
+"""
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import typer
+
+import kernelloop
+from kernelloop.cli.app import app
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(os.environ.get("KERNELLOOP_GPU_TIER") == "1", reason="interpreter README walk")]
+
+MY_KERNEL = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def _ln(X, W, B, Y, N, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    m = cols < N
+    x = tl.load(X + row * N + cols, mask=m, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / N
+    xc = tl.where(m, x - mean, 0.0)
+    rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / N + eps)
+    w = tl.load(W + cols, mask=m, other=0.0).to(tl.float32)
+    b = tl.load(B + cols, mask=m, other=0.0).to(tl.float32)
+    tl.store(Y + row * N + cols, (xc * rstd * w + b).to(Y.dtype.element_ty), mask=m)
+
+
+def launch(x, weight, bias, y, *, eps):
+    M, N = x.shape
+    _ln[(M,)](x, weight, bias, y, N, eps, BLOCK=triton.next_power_of_2(N))
+'''
+
+
+def section(title: str) -> str:
+    """The README's section whose heading starts with `title`, up to the next heading."""
+    parts = re.split(r"^## ", README, flags=re.M)
+    (text,) = [p for p in parts if p.startswith(title)]
+    return text
+
+
+def code_blocks(text: str) -> list[str]:
+    """Fenced blocks (not ```python) and 4-space indented blocks of a section."""
+    fenced = re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.M | re.S)
+    out = [body for lang, body in fenced if lang != "python"]
+    rest = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    out += ["\n".join(line[4:] for line in m.group(0).splitlines())
+            for m in re.finditer(r"(?:^    \S.*\n?)+", rest, flags=re.M)]
+    return out
+
+
+def commands(block: str) -> list[list[str]]:
+    """Each command of a block as its words: continuation lines joined, comments dropped, a `for ... done` loop
+    over ops expanded into one command per op."""
+    joined = re.sub(r"\\\n\s*", " ", block)
+    out = []
+    for line in joined.splitlines():
+        loop = re.fullmatch(r"for (\w+) in (.*?); do (.*?); done", line.strip())
+        if loop:
+            var, items, body = loop.groups()
+            out += [shlex.split(body.replace(f"${var}", item), comments=True) for item in items.split()]
+            continue
+        words = shlex.split(line, comments=True)
+        if words:
+            out.append(words)
+    return out
+
+
+def inline_commands(text: str) -> list[list[str]]:
+    return [shlex.split(c) for c in re.findall(r"`(kernelloop [^`]+)`", text)]
+
+
+def parse(words: list[str]) -> None:
+    """`kernelloop ARGS` through the command's own parser (click, via typer), without running anything: an unknown
+    command or option, a missing argument or a bad value raises."""
+    assert words[0] == "kernelloop", words
+    cmd, rest, path = typer.main.get_command(app), list(words[1:]), ["kernelloop"]
+    while hasattr(cmd, "commands"):   # groups: kernelloop, agent, trace
+        name, rest = rest[0], rest[1:]
+        assert name in cmd.commands, f"no command {' '.join([*path, name])}"
+        cmd, path = cmd.commands[name], [*path, name]
+    cmd.make_context(" ".join(path), rest)
+
+
+def run(words: list[str], cwd: Path, ok=(0,), timeout: int = 600) -> subprocess.CompletedProcess:
+    cmd = ([sys.executable, "-m", "kernelloop.cli.app", *words[1:]] if words[0] == "kernelloop"
+           else [sys.executable, *words[1:]] if words[0] == "python3" else words)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert p.returncode in ok, f"{shlex.join(words)} exited {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    return p
+
+
+def test_the_two_setup_commands():
+    cmds = [c for b in code_blocks(section("Two commands")) for c in commands(b)]
+    assert len(cmds) == 2, cmds
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for words in cmds:
+        k = words.index("&&")
+        pip, rest = words[:k], words[k + 1:]
+        assert pip[:4] == ["python3", "-m", "pip", "install"] and "-e" in pip
+        wanted = re.fullmatch(r"\.\[(.*)\]", pip[pip.index("-e") + 1]).group(1).split(",")
+        assert set(wanted) <= set(extras), wanted
+        if rest[0] == "kernelloop":
+            assert rest == ["kernelloop", "optimize", "layernorm"]   # run from a wheel by tests/test_install.py
+            parse(rest)
+        else:
+            assert rest[:3] == ["python3", "-m", "pytest"]          # this suite
+
+
+def test_kernel_engineer_quickstart_runs(tmp_path):
+    text = section("Quickstart: kernel engineer")
+    (cmds,) = [commands(b) for b in code_blocks(text)]
+    assert [c[:2] for c in cmds] == [["kernelloop", "optimize"], ["kernelloop", "show"], ["kernelloop", "report"]]
+    assert "--device" in cmds[0] and cmds[0][cmds[0].index("--device") + 1] == "interpret"
+    for words in cmds:
+        run(words, tmp_path)
+    assert (tmp_path / "runs" / "rmsnorm" / "archive.sqlite").is_file()
+    assert (tmp_path / "report.html").read_text().startswith("<!DOCTYPE html>")
+    gpu = inline_commands(text)
+    assert any(c[:2] == ["kernelloop", "optimize"] for c in gpu) and any(c[1] == "profile" for c in gpu)
+    for words in gpu:
+        parse([w if w != "RUN" else str(tmp_path / "runs" / "rmsnorm") for w in words])
+    named = re.findall(r"`(--[a-z-]+)", text.split("Useful options:")[1])
+    options = {o for p in typer.main.get_command(app).commands["optimize"].params for o in p.opts}
+    assert named and set(named) <= options, set(named) - options
+
+
+def test_ml_engineer_quickstart_parses():
+    text = section("Quickstart: ML engineer")
+    cmds = [c for b in code_blocks(text) for c in commands(b)]
+    assert [c[1] for c in cmds] == ["capture", "optimize", "optimize", "optimize", "export", "e2e", "optimize"]
+    for words in cmds:
+        parse(words)
+    snippet = re.search(r"```python\n(.*?)```", text, flags=re.S).group(1)
+    for name in re.findall(r"kernelloop\.(\w+)\(", snippet):
+        assert callable(getattr(kernelloop, name)), name
+    walk = (ROOT / "tests" / "test_walkthrough.py").read_text()   # the path run for real
+    for sub in ("capture", "optimize", "export", "e2e"):
+        assert f'kl("{sub}"' in walk
+
+
+def test_coding_agent_quickstart_runs(tmp_path):
+    text = section("Quickstart: coding-agent user")
+    (cmds,) = [commands(b) for b in code_blocks(text)]
+    assert [c[1] for c in cmds] == ["agent", "submit", "agent", "mcp"]
+    (tmp_path / "my_kernel.py").write_text(MY_KERNEL)
+    run(cmds[0], tmp_path)
+    answer = json.loads(run(cmds[1], tmp_path).stdout)
+    assert answer["verdict"] == "PASSED" and len(answer["results"]) >= 2
+    status = json.loads(run(cmds[2], tmp_path).stdout)
+    assert status["counts"] == {"PASSED": len(answer["results"])}
+    parse(cmds[3])   # a stdio MCP server: parsed, not started (tests/agent/test_agent_mcp.py serves it)
+
+
+def test_researcher_quickstart_runs(tmp_path):
+    text = section("Quickstart: researcher")
+    (cmds,) = [commands(b) for b in code_blocks(text)]
+    assert [c[:2] for c in cmds] == [["kernelloop", "replay"], ["python3", "benchmarks/strategies.py"]]
+    absolute = [[str(ROOT / w) if w.startswith("benchmarks/") else w for w in c] for c in cmds]
+    out = run(absolute[0], tmp_path).stdout
+    assert "staged" in out and "median evals to 5 %" in out
+    run(absolute[1] + ["--seeds", "2", "--budget", "20", "--cache", str(tmp_path / "cache")], tmp_path)
+    assert list((tmp_path / "results").glob("strategies-*.json"))
+
+
+def test_every_quickstart_is_covered():
+    titles = re.findall(r"^## (Quickstart: [^—\n]+)", README, flags=re.M)
+    assert [t.strip() for t in titles] == ["Quickstart: kernel engineer", "Quickstart: ML engineer",
+                                           "Quickstart: coding-agent user", "Quickstart: researcher"]
+    assert len(README.splitlines()) <= 200
