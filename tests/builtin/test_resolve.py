@@ -65,3 +65,18 @@ def test_an_unknown_name_stays_a_path_that_fails_to_load(monkeypatch, tmp_path):
     assert resolve_op("no_such_op") == Path("no_such_op")
     with pytest.raises(SpecError, match="no_such_op"):
         load_op(resolve_op("no_such_op"))
+
+
+def test_export_finds_a_runs_op_the_same_way(monkeypatch, tmp_path):
+    from kernelloop.package.export import ExportError, _op_bundle
+    from kernelloop.records import sha256_hex
+    monkeypatch.chdir(tmp_path)
+    b = load_op(ops_dir() / "rmsnorm")
+    man = {"spec_sha256": sha256_hex((b.folder / "spec.toml").read_bytes()), "reference_sha256": b.reference_hash,
+           "template_sha256": {}}
+    assert _op_bundle({"op": "rmsnorm", "id": "r-1", "manifest": man}, None, set()).folder == ops_dir() / "rmsnorm"
+    with pytest.raises(ExportError, match="pass --ops"):
+        _op_bundle({"op": "my_op", "id": "r-1", "manifest": man}, None, set())
+    with pytest.raises(ExportError, match="does not load") as e:
+        _op_bundle({"op": "my_op", "id": "r-1", "manifest": man}, tmp_path, set())
+    assert "pass --ops" not in str(e.value)

@@ -74,7 +74,9 @@ def _op_bundle(run: dict, ops_root: Path | None, used_templates: set[str]):
     try:
         bundle = load_op(folder)
     except SpecError as e:
-        raise ExportError(f"run {run['id']} is of op {op!r}, whose folder does not load: {e}") from None
+        raise ExportError(f"run {run['id']} is of op {op!r}, whose folder does not load: {e}"
+                          + ("" if ops_root is not None else " (pass --ops with the folder that holds the op's folder)")
+                          ) from None
     man = run["manifest"]
     changed = []
     if sha256_hex((folder / "spec.toml").read_bytes()) != man["spec_sha256"]:
