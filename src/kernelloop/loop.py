@@ -31,6 +31,7 @@ from .replay.prior import prior_files, read_prior
 from .search import DEFAULT_STRATEGY, STRATEGIES, make_strategy, takes_prior
 from .search.budget import GpuBudget
 from .search.history import TransferPrior
+from .select.confirm import ConfirmFailure, confirm_across_processes, timed_check
 from .select.pareto import best_per_workload, front_for_workload
 from .spec import OpBundle
 from .spec.space import selected_space
@@ -457,7 +458,8 @@ class Controller:
             archive.set_front(run_id, w.id, front_for_workload(trials, w.id))
 
     def _confirm(self, archive: Archive, evaluator: Evaluator, run_id: str, policy) -> None:
-        """Re-measure each workload's winner beside every baseline, interleaved in random order."""
+        """Re-measure each workload's winner beside every baseline, interleaved in random order, in several fresh
+        worker processes (select/confirm.py)."""
         best = best_per_workload(archive.trials(run_id))
         done = archive.finals(run_id)
         baselines = self.options.baselines or (
@@ -471,39 +473,23 @@ class Controller:
             if evaluator.load(cand) is not None:
                 continue
             job_dir = evaluator.worker.work_dir / f"confirm-{cand.id}-{w.id}"
-            job_dir.mkdir(parents=True, exist_ok=True)
-            ms, notes, reply = evaluator.bench(cand, w, ["candidate", *baselines], policy, job_dir)
-            bad = evaluator.check_timed(w, reply, evaluator.refresh_seeds(cand, w)) if reply.status == "ok" else None
-            if bad is not None and bad.message.startswith("thread-left-behind") and \
-                    any(b not in OWN_SUBJECTS for b in baselines):
-                bad = self._attribute_thread(archive, evaluator, run_id, cand, w, bad, job_dir)
-            shutil.rmtree(job_dir, ignore_errors=True)
-            if reply.status != "ok" or bad is not None:
-                archive.log_event(run_id, "confirm-failed", {
-                    "workload": w.id, "candidate": cand.id, "status": reply.status,
-                    "error": reply.data.get("error", "") if bad is None else f"{bad.status.value}: {bad.message}"})
+
+            check = timed_check(archive, evaluator, run_id, cand, w, libraries=any(b not in OWN_SUBJECTS
+                                                                                   for b in baselines))
+            try:   # in CONFIRM_PROCESSES fresh workers; the stated interval covers their spread (select/confirm.py)
+                runs, notes, stated = confirm_across_processes(evaluator, cand, w, ["candidate", *baselines], policy,
+                                                               job_dir, check)
+            except ConfirmFailure as e:
+                archive.log_event(run_id, "confirm-failed", {"workload": w.id, "candidate": cand.id,
+                                                             "status": e.status, "error": e.error,
+                                                             "process": e.process})
                 continue
+            finally:
+                shutil.rmtree(job_dir, ignore_errors=True)
+            ms = runs[0]
             archive.put_final(run_id, w.id, cand.id, ms["candidate"])
+            archive.put_confirmation(run_id, stated)
             for name in baselines:
                 archive.put_baseline(run_id, w.id, name, ms.get(name), notes.get(name, ""))
             self.progress.last = f"confirmed {w.label}"
             self.on_progress(self.progress)
-
-    def _attribute_thread(self, archive: Archive, evaluator: Evaluator, run_id: str, cand, w: Workload, bad,
-                          job_dir: Path):
-        """A thread appeared during a confirmation that ran library baselines (torch.compile's and vendor
-        libraries' runtimes start pools lazily, sometimes seconds after their first call). The winner already passed
-        the thread census alone in its search trial; census it alone again, now in this process with the libraries
-        loaded: if it leaves no thread the thread is the libraries' (archived as an event with its name) and the
-        confirmation stands; if it leaves one, the confirmation fails as before."""
-        census = job_dir / "census"
-        census.mkdir(parents=True, exist_ok=True)
-        _, _, reply = evaluator.bench(cand, w, ["candidate", *OWN_SUBJECTS[:2]], evaluator.policy, census,
-                                      settle_threads=True)
-        again = evaluator.check_timed(w, reply, evaluator.refresh_seeds(cand, w)) if reply.status == "ok" else \
-            evaluator._failure_verdict(reply, "thread census")
-        archive.log_event(run_id, "confirm-thread-census", {
-            "workload": w.id, "candidate": cand.id, "confirm_verdict": bad.message, "threads": bad.log,
-            "alone": "PASSED" if again is None else f"{again.status.value}: {again.message}",
-            "attributed_to": "baselines" if again is None else "candidate"})
-        return again

@@ -177,11 +177,26 @@ _V3 = (
     """,
 )
 
+_V4 = (
+    # The confirmation of a workload's winner across fresh worker processes (records.confirm.CrossProcessConfirmation:
+    # per-process medians, the spread between processes, the stated interval); one per (run, workload), replaced when
+    # the workload is confirmed again.
+    """
+    CREATE TABLE confirmations (
+        run_id      TEXT NOT NULL REFERENCES runs(id),
+        workload_id TEXT NOT NULL,
+        json        TEXT NOT NULL,
+        PRIMARY KEY (run_id, workload_id)
+    )
+    """,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema: runs, candidates, lineage, workloads, trials, baselines, finals, fronts, events",
               _V1),
     Migration(2, "profiles: one ProfileReport per trial", _V2),
     Migration(3, "baseline_profiles: one ProfileReport per (workload, baseline)", _V3),
+    Migration(4, "confirmations: a winner re-measured across fresh processes, with its stated interval", _V4),
 )
 
 LATEST_VERSION: int = MIGRATIONS[-1].version

@@ -17,10 +17,13 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from ..records import Candidate, Environment, Measurement, OpSpec, Status, Trial, Workload
 from ..records.base import canonical_json
+
+if TYPE_CHECKING:
+    from ..records.confirm import CrossProcessConfirmation
 from .schema import LATEST_VERSION, SchemaError, migrate
 
 
@@ -419,6 +422,21 @@ class Archive:
             rows = conn.execute("SELECT workload_id, candidate_id, json FROM finals WHERE run_id = ?"
                                 " ORDER BY workload_id", (run_id,)).fetchall()
         return {r["workload_id"]: (r["candidate_id"], Measurement.from_json(r["json"])) for r in rows}
+
+    def put_confirmation(self, run_id: str, confirmation: "CrossProcessConfirmation") -> None:
+        """Store (or replace) the cross-process confirmation of a workload's winner."""
+        with self._tx(f"put confirmation of run {run_id!r} on {confirmation.workload_id}") as conn:
+            conn.execute("INSERT INTO confirmations(run_id, workload_id, json) VALUES (?, ?, ?)"
+                         " ON CONFLICT(run_id, workload_id) DO UPDATE SET json = excluded.json",
+                         (run_id, confirmation.workload_id, confirmation.to_json()))
+
+    def confirmations(self, run_id: str) -> dict[str, "CrossProcessConfirmation"]:
+        """Cross-process confirmations of a run: workload_id -> record (none for runs confirmed in one process)."""
+        from ..records.confirm import CrossProcessConfirmation
+        with self._read(f"list confirmations of run {run_id!r}") as conn:
+            rows = conn.execute("SELECT workload_id, json FROM confirmations WHERE run_id = ? ORDER BY workload_id",
+                                (run_id,)).fetchall()
+        return {r["workload_id"]: CrossProcessConfirmation.from_json(r["json"]) for r in rows}
 
     def set_front(self, run_id: str, workload_id: str, entries: list[tuple[str, dict]]) -> None:
         """Replace the workload's front with `entries` (candidate_id, objectives) in one transaction."""
