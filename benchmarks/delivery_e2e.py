@@ -10,6 +10,10 @@ rms_norm_eps is 1e-6 here (Llama-3 uses 1e-5): kernelloop's rmsnorm op is verifi
 eps would route every norm to the reference.
 
     python3 benchmarks/delivery_e2e.py --out $OUT/e2e --budget 3 --shapes 1x512 4x2048
+
+Where the GEMM cards' runs do not fit one call: `--stop-after-optimize` (with `--op-budget gemm_nt=2,4m` or
+`--gpu-budget`, and `--prior OP=PATH` for a warm start from a recording of the same op), then `--skip-optimize` with
+the runs folder carried into the next call.
 """
 
 from __future__ import annotations
@@ -109,6 +113,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--calls", type=int, default=3)
     ap.add_argument("--skip-optimize", action="store_true", help="reuse the runs already under --out")
+    ap.add_argument("--op-budget", action="append", default=[], metavar="OP=BUDGET",
+                    help="this op's --budget instead of --budget (e.g. gemm_nt=2,4m), repeatable")
+    ap.add_argument("--gpu-budget", type=float, default=None, help="each optimize run's --gpu-budget (GPU seconds)")
+    ap.add_argument("--prior", action="append", default=[], metavar="OP=PATH",
+                    help="warm-start this op's search from a recording (optimize --prior), repeatable")
+    ap.add_argument("--stop-after-optimize", action="store_true",
+                    help="capture and optimize only (a later call continues with --skip-optimize)")
     args = ap.parse_args()
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -127,16 +138,27 @@ def main() -> None:
         card_dirs.append(d)
     ops = merge_workloads(card_dirs, out / "workloads")
     print("ops:", ops, f"capture {time.time() - t0:.1f}s", flush=True)
+    budgets = dict(a.split("=", 1) for a in args.op_budget)
+    priors = {}
+    for a in args.prior:
+        op, path = a.split("=", 1)
+        priors.setdefault(op, []).append(path)
     runs = []
     for op in ops:
         run = out / f"run-{op}"
         if not args.skip_optimize:
             extra = [a for base in BASELINES.get(op, []) for a in ("--baseline", base)]
-            rc = kl("optimize", op, "--workloads", str(out / "workloads" / f"{op}.toml"), "--budget", args.budget,
-                    "--out", str(run), "--baseline", "eager", *extra, log=log)
+            extra += [a for path in priors.get(op, []) for a in ("--prior", path)]
+            if args.gpu_budget is not None:
+                extra += ["--gpu-budget", str(args.gpu_budget)]
+            rc = kl("optimize", op, "--workloads", str(out / "workloads" / f"{op}.toml"),
+                    "--budget", budgets.get(op, args.budget), "--out", str(run), "--baseline", "eager", *extra,
+                    log=log)
             print(op, "optimize rc", rc, f"{time.time() - t0:.0f}s", flush=True)
         if (run / "archive.sqlite").is_file():
             runs.append(run)
+    if args.stop_after_optimize:
+        return
     pkg_dir = out / "pkg"
     if not pkg_dir.exists():
         kernelloop.export(runs, pkg_dir, ops_root=ops_dir(), ranges=False,
