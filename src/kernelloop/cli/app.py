@@ -19,6 +19,7 @@ from .export import export
 from .e2e import e2e
 from .report import report  # the HTML report
 from .ops import ops
+from .reproduce import reproduce
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="kernelloop: a closed loop that makes GPU kernels faster and proves it.")
@@ -37,6 +38,7 @@ app.command()(capture)
 app.command()(export)
 app.command()(e2e)
 app.command()(report)  # the HTML report
+app.command()(reproduce)
 
 
 def main() -> None:

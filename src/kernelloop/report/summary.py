@@ -31,6 +31,7 @@ def run_summary(archive: Archive, run_id: str | None = None) -> dict:
     second = runner_up_per_workload(trials)
     planner = run["options"].get("strategy") == "planner"
     finals = archive.finals(rid)
+    confirmations = archive.confirmations(rid)
     workloads = []
     for wd in run["options"].get("workloads", []):
         from ..records import Workload
@@ -52,6 +53,8 @@ def run_summary(archive: Archive, run_id: str | None = None) -> dict:
             entry["confirmed"] = {"candidate": cid, **_measure_dict(m),
                                   "baselines": {name: ({**_measure_dict(bm), "note": note} if bm else {"note": note})
                                                 for name, (bm, note) in archive.baselines(rid, w.id).items()}}
+            if w.id in confirmations:   # confirmed in several fresh processes (select/confirm.py)
+                entry["confirmed"]["across_processes"] = confirmations[w.id].model_dump(mode="json")
         entry["front"] = [{"candidate": cid, **obj} for cid, obj in archive.front(rid, w.id)]
         if planner:
             entry["hypotheses"] = hypothesis_record(archive, rid, [t for t in trials if t.workload_id == w.id])

@@ -71,6 +71,7 @@ def render(summary: dict, console: Console | None = None) -> None:
                 c.print(f"[yellow]{w['label']}: no winner — {_plain(w['best']['label'])} [{lo:.2f}, {hi:.2f}] µs "
                         f"and {_plain(second['label'])} [{slo:.2f}, {shi:.2f}] µs overlap (interpreter timings); "
                         f"the row above is the lower median only[/yellow]")
+    render_processes(rows, c)
     render_failures(summary.get("failures") or [], c)
     hyp = [(w["label"], w["hypotheses"]) for w in rows if "hypotheses" in w]
     if hyp:
@@ -89,6 +90,27 @@ def render(summary: dict, console: Console | None = None) -> None:
     if summary.get("llm"):
         from ..propose.llm.costs import render_llm
         render_llm(summary["llm"], c)
+
+
+def render_processes(rows: list[dict], c: Console) -> None:
+    """The confirmation in fresh worker processes: each process's median, the spread between them, and the stated
+    interval that covers it (docs/timing.md)."""
+    confirmed = [(w["label"], w["confirmed"]["across_processes"]) for w in rows
+                 if (w.get("confirmed") or {}).get("across_processes")]
+    if not confirmed:
+        return
+    t = Table(title="confirmed across fresh processes (the stated interval covers the spread between them)")
+    for col in ("workload", "processes", "kernel µs per process", "spread", "within", "stated µs", "speed-ups"):
+        t.add_column(col, overflow="fold")
+    for label, x in confirmed:
+        per = ", ".join(f"{p['kernel_us']['candidate']:.2f}" for p in x["processes"])
+        lo, hi = x["interval_us"]
+        ups = "; ".join(f"{b} {s['speedup']:.2f}x [{s['interval'][0]:.2f}, {s['interval'][1]:.2f}] {s['verdict']}"
+                        for b, s in x["speedups"].items())
+        stated = f"{x['kernel_us']:.2f} [{lo:.2f}, {hi:.2f}] (±{100 * x['half_width']:.1f} %)"
+        t.add_row(label, str(len(x["processes"])), per, f"{100 * x['spread']['candidate']:.1f} %",
+                  f"±{100 * x['within']:.1f} %", stated, ups)
+    c.print(t)
 
 
 def render_failures(groups: list[dict], c: Console, examples: int = 2) -> None:
