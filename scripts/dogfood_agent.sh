@@ -53,7 +53,7 @@ print(f"   verdict {a.get('verdict')}" + (f": {a['error']}" if a.get("error") el
 for r in a.get("results", []):
     m = r.get("measurement") or {}
     print(f"   {r['workload']:28s} {r.get('label', ''):52s} {r['status']:14s} "
-          f"kernel_us={m.get('kernel_us') or float('nan'):9.2f} copy_fraction={m.get('copy_fraction') or float('nan'):.3f} "
+          f"kernel_us={m.get('kernel_us') or float('nan'):9.2f} roofline_fraction={m.get('roofline_fraction', m.get('copy_fraction')) or float('nan'):.3f} "
           f"{r.get('message', '')[:100]}")
 EOF
 }
@@ -95,7 +95,7 @@ for w in s["workloads"]:
     base = c.get("baselines", {})
     f = lambda v: f"{v:.2f}" if isinstance(v, (int, float)) else "-"
     print(f"| {w['label']} | {b.get('label', '-')} | {f(b.get('kernel_us'))} | "
-          f"{f(100 * b['copy_fraction']) if b.get('copy_fraction') else '-'} | {f(c.get('kernel_us'))} | "
+          f"{f(100 * r) if (r := b.get('roofline_fraction', b.get('copy_fraction'))) else '-'} | {f(c.get('kernel_us'))} | "
           + " | ".join(f(base.get(n, {}).get("kernel_us")) for n in ("copy", "eager", "torch.compile", "liger")) + " |")
 print("counts:", s["counts"])
 EOF

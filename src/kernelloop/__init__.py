@@ -9,6 +9,12 @@ The delivery path, as a Python API (each name is imported on first use, so `impo
     pkg = kernelloop.load_package("pkg/")
     with kernelloop.apply(model, pkg) as patched: ...        # the model calls the package's torch ops
     result = kernelloop.e2e(model, pkg, example_inputs)     # outputs within tolerance? faster?
+
+The loop itself (kernelloop.api; docs/api.md):
+
+    run = kernelloop.optimize("layernorm", budget=4, device="interpret", out="runs/ln")   # -> kernelloop.Run
+    run = kernelloop.Run.load("runs/ln")
+    run.best("layernorm[64x256]:fp16"), run.trials(status="PASSED"), run.front(WORKLOAD), run.summary()
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import importlib
 
 __version__ = "0.1.0"
 
-__all__ = ["apply", "capture", "e2e", "export", "load_package"]
+__all__ = ["Run", "UsageError", "apply", "capture", "e2e", "export", "load_package", "optimize"]
 
 
 def export(runs, out, **options):
@@ -37,6 +43,11 @@ def __getattr__(name: str):
     if name == "e2e":
         from .integrate.e2e import e2e
         return e2e
+    if name == "api":
+        return importlib.import_module(".api", __name__)
+    if name in ("optimize", "Run", "UsageError"):
+        from . import api
+        return getattr(api, name)
     if name == "load_package":
         from .package.runtime import load_package
         return load_package

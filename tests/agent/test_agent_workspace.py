@@ -204,7 +204,7 @@ def test_a_space_of_configurations_in_one_submission(ws, good):
     (w,) = st["workloads"]
     best = w["best"]
     assert best["config"] and best["label"] and best["kernel_us"] > 0
-    assert set(best["speedups"]) >= {"eager"} and best["copy_fraction"] is not None
+    assert set(best["speedups"]) >= {"eager"} and best["roofline_fraction"] is not None
     assert "confirmed" not in w
 
 

@@ -12,16 +12,15 @@ from .workspace import Workspace
 
 
 def _figures(m) -> dict:
-    """Kernel and call medians, bandwidth, fraction of the device copy's speed, speed-ups over the baselines."""
-    return {"kernel_us": m.kernel.median_us, "call_us": m.call.median_us, "gbps": m.gbps,
-            "copy_fraction": m.roofline_fraction,
-            "speedups": {r.baseline: {"speedup": r.speedup, "ci": [r.ci_low, r.ci_high], "verdict": r.verdict.value}
-                         for r in m.ratios}}
+    """Kernel and call medians with intervals, bandwidth, roofline_fraction (of the device copy's speed), speed-ups
+    over the baselines: the figures and names of `show --json` (kernelloop.records.summary.MeasurementSummary)."""
+    from ..records.summary import MeasurementSummary
+    return MeasurementSummary.of(m).model_dump(mode="json")
 
 
 def workspace_status(workspace: str | Path, device: str | None = None, recent: int = 10) -> dict:
     """JSON-able status: per workload the Pareto front (with labels and lineage), the best trial (configuration,
-    kernel and call time, copy fraction, speed-ups) and, after `submit --confirm`, the best re-measured beside
+    kernel and call time, roofline fraction, speed-ups) and, after `submit --confirm`, the best re-measured beside
     every baseline; trial counts by verdict; the most recent submissions with their verdicts; the baseline
     figures."""
     ws = Workspace.load(workspace)

@@ -232,13 +232,9 @@ def _profile(archive: Archive, run_dir: Path, bundle, trials) -> dict[str, dict]
 
 
 def _measure(m) -> dict | None:
-    if m is None:
-        return None
-    return {"kernel_us": m.kernel.median_us, "kernel_ci_us": [m.kernel.ci_low_us, m.kernel.ci_high_us],
-            "call_us": m.call.median_us, "call_ci_us": [m.call.ci_low_us, m.call.ci_high_us], "gbps": m.gbps,
-            "copy_fraction": m.roofline_fraction, "policy": m.policy.name, "samples": m.kernel.n,
-            "speedups": {r.baseline: {"speedup": r.speedup, "ci": [r.ci_low, r.ci_high], "verdict": r.verdict.value}
-                         for r in m.ratios}}
+    """The measurement's figures under the names `show --json` uses (kernelloop.records.summary)."""
+    from ..records.summary import MeasurementSummary
+    return None if m is None else MeasurementSummary.of(m).model_dump(mode="json")
 
 
 def trial_result(archive: Archive, run_id: str, cand: Candidate, w: Workload, t: Trial) -> dict:

@@ -1,4 +1,4 @@
-"""Shared CLI helpers: exit codes, budget parsing, op resolution."""
+"""Shared CLI helpers: exit codes, op resolution (budgets: kernelloop.api.parse_budget)."""
 
 from __future__ import annotations
 
@@ -29,20 +29,6 @@ def console(*, stderr: bool = False, **options) -> Console:
     if not c.is_terminal and "COLUMNS" not in os.environ:
         c = Console(stderr=stderr, width=WIDE, **options)
     return c
-
-
-def parse_budget(text: str) -> tuple[int | None, float | None]:
-    """'40' -> 40 evaluations per workload; '90s', '10m', '1h' -> wall time; '40,10m' -> both."""
-    evals, seconds = None, None
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        m = re.fullmatch(r"(\d+(?:\.\d+)?)([smh])", part)
-        if m:
-            seconds = float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2)]
-        elif part.isdigit() and int(part) > 0:
-            evals = int(part)
-        else:
-            raise typer.BadParameter(f"budget {part!r}: use N evaluations per workload, or a duration like 90s/10m/1h")
-    return evals, seconds
 
 
 def resolve_op(spec: str) -> Path:

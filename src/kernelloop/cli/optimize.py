@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from .. import api
 from ..archive import Archive, ArchiveError
-from ..device import cuda_available
 from ..execute.worker import BUILTIN_BASELINES
 from ..loop import PLANNER, Controller, RunOptions, op_baseline_names, strategy_names
 from ..manifest import ManifestChanged
-from ..report.summary import run_summary
 from ..replay.prior import read_prior
 from ..search import DEFAULT_STRATEGY, STRATEGIES, takes_prior
 from ..report.terminal import INTERPRETER_BANNER, render
-from ..spec import SpecError, load_op, load_workloads
+from ..spec import SpecError, load_op
 from ..spec.start import StartError, parse_assignments, resolve_start
 from . import common
 
@@ -77,16 +74,11 @@ def optimize(
     console = common.console(stderr=as_json)
     try:
         bundle = load_op(common.resolve_op(spec))
-        dev = device or ("cuda" if cuda_available() else "interpret")
-        if dev not in ("cuda", "interpret"):
-            raise typer.BadParameter(f"--device {dev!r}: use cuda or interpret")
-        if dev == "cuda" and not cuda_available():
-            raise typer.BadParameter("--device cuda: no CUDA device is available here")
-        if strategy not in strategy_names():
-            raise typer.BadParameter(f"--strategy {strategy!r}: choose from {', '.join(strategy_names())}")
-        wl_file = common.resolve_path(workloads) or _default_workloads(bundle.folder, dev)
-        wls = _load_workloads(wl_file, bundle.spec)
-        evals, seconds = common.parse_budget(budget or ("24" if dev == "cuda" else "8"))
+        dev = api.resolve_device(device)
+        api.check_strategy(strategy)
+        wl_file = common.resolve_path(workloads) or api.default_workloads(bundle.folder, dev)
+        wls = api.load_workloads(wl_file, bundle.spec)
+        evals, seconds = api.parse_budget(budget, dev)
         start_config = _start(start, strategy, bundle, wls, dev)
         prior_used = _prior(prior, strategy, bundle)
         names = [t.name for t in bundle.spec.templates]
@@ -101,13 +93,13 @@ def optimize(
     except SpecError as e:
         console.print(f"[red]spec error:[/red] {e}")
         raise typer.Exit(common.BAD_INPUT)
-    except (typer.BadParameter, StartError) as e:
+    except (typer.BadParameter, StartError, api.UsageError) as e:
         console.print(f"[red]bad argument:[/red] {e}")
         raise typer.Exit(common.BAD_INPUT)
     if resume and out is None:
         console.print("[red]bad argument:[/red] --resume needs --out RUN_DIR")
         raise typer.Exit(common.BAD_INPUT)
-    run_dir = out or Path("runs") / f"{bundle.spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir = out or api.default_run_dir(bundle.spec.name)
     if dev != "cuda":
         console.print(f"[yellow]{INTERPRETER_BANNER}[/yellow]")
     opts = RunOptions(device=dev, budget_evals=evals, budget_seconds=seconds, budget_gpu_seconds=gpu_budget,
@@ -133,14 +125,13 @@ def optimize(
             console.print(f"[yellow]interrupted; continue with --resume --out {run_dir}[/yellow]")
             raise typer.Exit(common.INTERRUPTED)
     with Archive(run_dir / "archive.sqlite") as archive:
-        summary = run_summary(archive)
-    summary["run_dir"] = str(run_dir)
+        summary = api.summarize(archive, run_dir=run_dir)   # the record kernelloop.optimize's Run holds
     if as_json:
-        print(json.dumps(summary, indent=2))
+        print(summary.model_dump_json(indent=2))
     else:
-        render(summary, console)
+        render(summary.model_dump(mode="json"), console)
         console.print(f"run folder: {run_dir}  (kernelloop show {run_dir})")
-    if any("best" not in w for w in summary["workloads"]):
+    if any(w.best is None for w in summary.workloads):
         raise typer.Exit(common.FAILED)
 
 
@@ -174,21 +165,3 @@ def _prior(paths: list[Path] | None, strategy: str, bundle) -> dict | None:
     except ValueError as e:
         # with several files the message names the file it is about
         raise typer.BadParameter(f"--prior {paths[0]}: {e}" if len(paths) == 1 else f"--prior: {e}")
-
-
-def _load_workloads(path: Path, spec):
-    """A workloads TOML file, or a package's counts JSON (every shape the dispatcher saw, weighted by calls)."""
-    if path.suffix == ".json":
-        from ..package.counts import CountsError, workloads_from_counts
-        try:
-            return workloads_from_counts(path, spec)
-        except CountsError as e:
-            raise SpecError(path, "", str(e).removeprefix(f"{path}: ")) from None
-    return load_workloads(path, spec)
-
-
-def _default_workloads(folder: Path, device: str) -> Path:
-    interp = folder / "workloads-interpret.toml"
-    if device != "cuda" and interp.is_file():
-        return interp
-    return folder / "workloads.toml"

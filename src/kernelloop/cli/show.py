@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from .. import api
 from ..archive import Archive, ArchiveError
-from ..report.summary import run_summary
 from ..report.terminal import render
 from . import common
 
@@ -23,11 +22,11 @@ def show(
     path = common.archive_path(run, console)
     try:
         with Archive(path, readonly=True) as archive:  # reading never changes the file
-            summary = run_summary(archive)
+            summary = api.summarize(archive)   # the record kernelloop.Run.load(RUN).summary() returns
     except (ArchiveError, LookupError) as e:
         console.print(f"[red]cannot read {path}:[/red] {e}")
         raise typer.Exit(common.STOPPED)
     if as_json:
-        print(json.dumps(summary, indent=2))
+        print(summary.model_dump_json(indent=2))
     else:
-        render(summary, console)
+        render(summary.model_dump(mode="json"), console)

@@ -39,7 +39,7 @@ class Outcome:
             out.update(kernel_us=round(m.kernel.median_us, 3),
                        kernel_ci_us=[round(m.kernel.ci_low_us, 3), round(m.kernel.ci_high_us, 3)],
                        call_us=round(m.call.median_us, 3), gbps=round(m.gbps, 1),
-                       copy_fraction=round(m.roofline_fraction, 3) if m.roofline_fraction else None)
+                       roofline_fraction=round(m.roofline_fraction, 3) if m.roofline_fraction else None)
             for r in m.ratios:
                 if r.baseline == "eager":
                     out["speedup_vs_eager"] = {"x": round(r.speedup, 3), "ci": [round(r.ci_low, 3),

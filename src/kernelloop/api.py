@@ -1,0 +1,248 @@
+"""The Python API of the loop: optimize an op, load a run, read its best, trials, fronts and summary as records.
+
+    run = kernelloop.optimize("layernorm", budget=4, device="interpret", out="runs/ln")
+    run = kernelloop.Run.load("runs/ln")
+    run.best("layernorm[64x256]:fp16").search.kernel_us     # a BestSummary (None: nothing passed)
+    run.trials(status="PASSED")                             # [kernelloop.records.Trial]
+    run.front()                                             # [FrontEntry] of the only workload
+    run.summary()                                           # RunSummary: what `kernelloop show --json` prints
+
+`kernelloop optimize` and `kernelloop show` go through the same functions (`resolve_device`, `check_strategy`,
+`parse_budget`, `load_workloads`, `summarize`), so the CLI's `--json` and these records are one thing. Bad
+arguments raise `UsageError` (a ValueError) naming what is wrong and what would be accepted; a malformed spec or
+workload file raises `kernelloop.spec.SpecError` naming the file and field. The worker that runs candidate code is
+its own program (`kernelloop.execute.child`), so a script without an `if __name__ == "__main__":` guard, `python
+-c` and a notebook cell can call `optimize`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+from .records import Status, Trial, Workload
+from .records.summary import BestSummary, FrontEntry, RunSummary, WorkloadSummary
+from .search import DEFAULT_STRATEGY
+
+DEVICES = ("cuda", "interpret")
+
+
+class UsageError(ValueError):
+    """A bad argument to the API (or the CLI): an unknown op, strategy, device, template or baseline, a budget that
+    does not parse."""
+
+
+def resolve_device(device: str | None) -> str:
+    """`cuda` or `interpret`; None means cuda when a GPU is present, else the Triton interpreter."""
+    from .device import cuda_available
+    dev = device or ("cuda" if cuda_available() else "interpret")
+    if dev not in DEVICES:
+        raise UsageError(f"device {dev!r}: use cuda or interpret")
+    if dev == "cuda" and not cuda_available():
+        raise UsageError("device 'cuda': no CUDA device is available here (use device='interpret')")
+    return dev
+
+
+def check_strategy(strategy: str) -> str:
+    """The strategy name when it is one of `kernelloop.loop.strategy_names()`."""
+    from .loop import strategy_names
+    if strategy not in strategy_names():
+        raise UsageError(f"strategy {strategy!r}: choose from {', '.join(strategy_names())}")
+    return strategy
+
+
+def parse_budget(budget: int | str | None, device: str) -> tuple[int | None, float | None]:
+    """(evaluations per workload, seconds of wall time) from N, '90s'/'10m'/'1h' or both '40,10m'; None: 24
+    evaluations on cuda, 8 in the interpreter."""
+    if budget is None:
+        return (24 if device == "cuda" else 8), None
+    if isinstance(budget, int) and not isinstance(budget, bool):
+        if budget <= 0:
+            raise UsageError(f"budget {budget}: evaluations per workload must be positive")
+        return budget, None
+    evals, seconds = None, None
+    for part in filter(None, (p.strip() for p in str(budget).split(","))):
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)([smh])", part)
+        if m:
+            seconds = float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2)]
+        elif part.isdigit() and int(part) > 0:
+            evals = int(part)
+        else:
+            raise UsageError(f"budget {part!r}: use N evaluations per workload, or a duration like 90s/10m/1h")
+    if evals is None and seconds is None:
+        raise UsageError(f"budget {budget!r}: use N evaluations per workload, or a duration like 90s/10m/1h")
+    return evals, seconds
+
+
+def load_bundle(op: str | Path):
+    """The op (`kernelloop.spec.OpBundle`) from a folder, its spec.toml, a name under ./ops or a built-in op's name."""
+    from .builtin import builtin_ops, resolve_op
+    from .spec import load_op
+    path = resolve_op(op)
+    if not path.exists():
+        raise UsageError(f"unknown op {str(op)!r}: not an op folder or spec.toml, not ./ops/{op}, not a built-in op "
+                         f"({', '.join(builtin_ops())})")
+    return load_op(path)
+
+
+def default_workloads(folder: Path, device: str) -> Path:
+    """The op's workloads-interpret.toml in the interpreter when it has one, else its workloads.toml."""
+    interp = folder / "workloads-interpret.toml"
+    if device != "cuda" and interp.is_file():
+        return interp
+    return folder / "workloads.toml"
+
+
+def load_workloads(path: str | Path, spec) -> list[Workload]:
+    """A workloads TOML file, or a package's counts JSON (every shape the dispatcher saw, weighted by calls)."""
+    from .builtin import resolve_path
+    from .spec import SpecError
+    from .spec import load_workloads as load_toml
+    path = resolve_path(path)
+    if path.suffix == ".json":
+        from .package.counts import CountsError, workloads_from_counts
+        try:
+            return workloads_from_counts(path, spec)
+        except CountsError as e:
+            raise SpecError(path, "", str(e).removeprefix(f"{path}: ")) from None
+    return load_toml(path, spec)
+
+
+def default_run_dir(op_name: str) -> Path:
+    return Path("runs") / f"{op_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def summarize(archive, run_id: str | None = None, run_dir: str | Path | None = None) -> RunSummary:
+    """The summary record of a run in an open `Archive` (its first run unless `run_id` names one)."""
+    from .report.summary import run_summary
+    data = run_summary(archive, run_id)
+    if run_dir is not None:
+        data["run_dir"] = str(run_dir)
+    return RunSummary.model_validate(data)
+
+
+def archive_file(path: str | Path) -> Path:
+    """The archive of a run folder, or the archive file itself (.sqlite or .sqlite.gz); FileNotFoundError else."""
+    p = Path(path)
+    file = p / "archive.sqlite" if p.is_dir() else p
+    if not file.is_file():
+        raise FileNotFoundError(f"no run archive at {file} (a run folder holds archive.sqlite; "
+                                f"kernelloop.optimize(..., out=FOLDER) writes one)")
+    return file
+
+
+class Run:
+    """A finished (or interrupted) run, read once from its archive: summary, trials, fronts, best per workload."""
+
+    def __init__(self, path: Path, summary: RunSummary, trials: list[Trial]):
+        self.path = path                 # the archive file
+        self._summary = summary
+        self._trials = trials
+
+    @classmethod
+    def load(cls, path: str | Path, run_id: str | None = None) -> "Run":
+        """Read a run folder or its archive (plain or .sqlite.gz); the archive is never written."""
+        from .archive import Archive
+        file = archive_file(path)
+        with Archive(file, readonly=True) as archive:
+            summary = summarize(archive, run_id, run_dir=file.parent if file.name == "archive.sqlite" else None)
+            trials = archive.trials(summary.run)
+        return cls(file, summary, trials)
+
+    @property
+    def id(self) -> str:
+        return self._summary.run
+
+    @property
+    def workloads(self) -> list[WorkloadSummary]:
+        return list(self._summary.workloads)
+
+    def summary(self) -> RunSummary:
+        """The run's summary record (`kernelloop show --json` prints exactly its JSON)."""
+        return self._summary
+
+    def best(self, workload: str | None = None) -> BestSummary | None:
+        """The fastest PASSED candidate of a workload (id or label; None: the run's only workload) with its search
+        measurement; None when no candidate passed."""
+        return self._summary.workload(workload).best
+
+    def front(self, workload: str | None = None) -> list[FrontEntry]:
+        """The Pareto front (latency, registers, shared memory, compile time) of a workload."""
+        return list(self._summary.workload(workload).front)
+
+    def trials(self, status: Status | str | None = None, workload: str | None = None) -> list[Trial]:
+        """The run's trials in the order they were asked for; only one verdict status's (e.g. "PASSED") and/or one
+        workload's (id or label) when given."""
+        if status is not None:
+            try:
+                status = Status(status)
+            except ValueError:
+                raise UsageError(f"status {status!r}: choose from {', '.join(s.value for s in Status)}") from None
+        wid = self._summary.workload(workload).id if workload is not None else None
+        return [t for t in self._trials
+                if (status is None or t.verdict.status is status) and (wid is None or t.workload_id == wid)]
+
+    def __repr__(self) -> str:
+        s = self._summary
+        return f"Run({s.run!r}, op={s.op!r}, status={s.status!r}, workloads={len(s.workloads)}, path='{self.path}')"
+
+
+def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None = None, budget: int | str | None = None,
+             device: str | None = None, strategy: str = DEFAULT_STRATEGY, *, out: str | Path | None = None,
+             gpu_budget: float | None = None,
+             seed: int = 0, checks: int = 2, confirm: bool = True, templates: Sequence[str] | None = None,
+             baselines: Sequence[str] | None = None, resume: bool = False,
+             on_progress: Callable | None = None) -> Run:
+    """Run the closed loop on an op and return the archived run.
+
+    op: an op folder, its spec.toml, a name under ./ops or a built-in op's name. workloads: a workloads TOML, a
+    package's counts JSON or a list of `Workload` records (default: the op's workloads.toml, or
+    workloads-interpret.toml in the interpreter). budget: evaluations per workload (int), a duration ('90s',
+    '10m') or both ('40,10m'); default 24 on cuda, 8 in the interpreter; gpu_budget: stop once the trials have
+    used this many compile + verification + timing seconds. device: 'cuda' or 'interpret' (default:
+    cuda when a GPU is present). strategy: a name of `kernelloop.loop.strategy_names()`. out: the run folder
+    (default runs/<op>-<time>); resume=True continues the run there. templates / baselines: search only these
+    templates; confirm against only these baselines. on_progress: called with `kernelloop.loop.Progress` after
+    every trial.
+
+    Raises UsageError for bad arguments, SpecError for a malformed spec or workload file, FileExistsError for a
+    used run folder without resume, and RuntimeError / ManifestChanged / ArchiveError when the run cannot continue.
+    """
+    from .execute.worker import BUILTIN_BASELINES
+    from .loop import Controller, RunOptions, op_baseline_names
+    bundle = load_bundle(op)
+    dev = resolve_device(device)
+    check_strategy(strategy)
+    evals, seconds = parse_budget(budget, dev)
+    if workloads is None or isinstance(workloads, (str, Path)):
+        wls = load_workloads(workloads if workloads is not None else default_workloads(bundle.folder, dev),
+                             bundle.spec)
+    else:
+        wls = [w if isinstance(w, Workload) else Workload.model_validate(w) for w in workloads]
+        if not wls:
+            raise UsageError("workloads: the list is empty")
+    names = [t.name for t in bundle.spec.templates]
+    for t in templates or ():
+        if t not in names:
+            raise UsageError(f"template {t!r}: {bundle.spec.name} has {', '.join(names)}")
+    known = [*BUILTIN_BASELINES, *op_baseline_names(bundle)]
+    for b in baselines or ():
+        if b not in known:
+            raise UsageError(f"baseline {b!r}: choose from {', '.join(known)}")
+    if gpu_budget is not None and not gpu_budget > 0:
+        raise UsageError(f"gpu_budget {gpu_budget}: seconds must be positive")
+    if resume and out is None:
+        raise UsageError("resume=True needs out=RUN_DIR")
+    run_dir = Path(out) if out is not None else default_run_dir(bundle.spec.name)
+    opts = RunOptions(device=dev, budget_evals=evals, budget_seconds=seconds, budget_gpu_seconds=gpu_budget,
+                      strategy=strategy, seed=seed,
+                      checks=checks, confirm=confirm, templates=list(templates) if templates else None,
+                      baselines=list(dict.fromkeys(baselines)) if baselines else None)
+    Controller(bundle, wls, opts, run_dir, on_progress).run(resume=resume)
+    return Run.load(run_dir)
+
+
+__all__ = ["DEVICES", "Run", "UsageError", "archive_file", "check_strategy", "default_run_dir", "default_workloads",
+           "load_bundle", "load_workloads", "optimize", "parse_budget", "resolve_device", "summarize"]

@@ -1,0 +1,189 @@
+"""kernelloop.optimize / kernelloop.Run: one interpreter run shared by the tests, its records beside `show --json`;
+callers without a __main__ guard and through `python -c`; bad arguments."""
+
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from typer.testing import CliRunner
+
+import kernelloop
+from kernelloop import api
+from kernelloop.builtin import ops_dir
+from kernelloop.cli.app import app
+from kernelloop.records import Status, Trial, Workload
+from kernelloop.records.summary import BestSummary, FrontEntry, RunSummary
+from kernelloop.spec import load_op, load_workloads
+
+LAYERNORM = ops_dir() / "layernorm"
+SMALL = ["layernorm[64x256]:fp16", "layernorm[1x512]:bf16"]   # two of its interpreter workloads
+
+
+def _small_workloads() -> list[Workload]:
+    spec = load_op(LAYERNORM).spec
+    return [w for w in load_workloads(LAYERNORM / "workloads-interpret.toml", spec) if w.label in SMALL]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("api") / "run"
+    seen = []
+    run = kernelloop.optimize("layernorm", workloads=_small_workloads(), budget=2, device="interpret", out=out,
+                              baselines=["copy"], on_progress=seen.append)
+    assert isinstance(run, kernelloop.Run) and seen and seen[-1].done == 4
+    return out
+
+
+@pytest.fixture(scope="module")
+def show_json(run_dir):
+    r = CliRunner().invoke(app, ["show", str(run_dir), "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def test_the_run_is_what_show_json_prints(run_dir, show_json):
+    run = kernelloop.Run.load(run_dir)
+    s = run.summary()
+    assert isinstance(s, RunSummary) and s.op == "layernorm" and s.interpreter and s.status == "complete"
+    assert s.run_dir == str(run_dir)   # the one key show leaves out
+    assert s.model_dump(mode="json", exclude={"run_dir"}) == show_json
+    assert RunSummary.model_validate(show_json).model_dump(mode="json") == show_json   # the JSON is the record
+    assert [w.label for w in run.workloads] == SMALL
+
+
+def test_best_front_and_trials_agree_with_show_json(run_dir, show_json):
+    run = kernelloop.Run.load(run_dir)
+    by_label = {w["label"]: w for w in show_json["workloads"]}
+    for label in SMALL:
+        w = by_label[label]
+        best = run.best(label)
+        assert isinstance(best, BestSummary)
+        assert best.candidate == w["best"]["candidate"] and best.label == w["best"]["label"]
+        assert best.search.kernel_us == w["best"]["search"]["kernel_us"]
+        assert best.search.roofline_fraction == w["best"]["search"]["roofline_fraction"]
+        assert run.best(w["id"]) == best   # by id or by label
+        front = run.front(label)
+        assert front and all(isinstance(f, FrontEntry) for f in front)
+        assert [f.model_dump(mode="json") for f in front] == w["front"]
+        assert run.summary().workload(label).confirmed.kernel_us == w["confirmed"]["kernel_us"]
+        assert set(w["confirmed"]["baselines"]) == {"copy"}
+        mine = run.trials(workload=label)
+        assert len(mine) == w["trials"] == 2 and all(t.workload_id == w["id"] for t in mine)
+        # the best is the fastest PASSED trial of its workload
+        passed = [t for t in mine if t.verdict.status is Status.PASSED]
+        assert len(passed) == w["passed"]
+        assert min(t.measurement.kernel.median_us for t in passed) == best.search.kernel_us
+    everything = run.trials()
+    assert all(isinstance(t, Trial) for t in everything) and [t.index for t in everything] == sorted(
+        t.index for t in everything)
+    assert len(run.trials(status="PASSED")) == show_json["counts"].get("PASSED", 0)
+    assert len(run.trials(status=Status.PASSED)) == show_json["counts"].get("PASSED", 0)
+    assert sum(len(run.trials(status=s)) for s in Status) == len(everything) == 4
+
+
+def test_a_workload_must_be_named_when_there_are_several(run_dir):
+    run = kernelloop.Run.load(run_dir)
+    with pytest.raises(ValueError, match="name one of: layernorm"):
+        run.best()
+    with pytest.raises(ValueError, match="2 workloads"):
+        run.front()
+    with pytest.raises(KeyError, match="no workload 'layernorm\\[9x9\\]:fp16'"):
+        run.best("layernorm[9x9]:fp16")
+    with pytest.raises(api.UsageError, match="status 'WON': choose from PASSED"):
+        run.trials(status="WON")
+
+
+def test_load_the_archive_file_and_a_gzipped_copy(run_dir, tmp_path):
+    folder = kernelloop.Run.load(run_dir).summary()
+    plain = kernelloop.Run.load(run_dir / "archive.sqlite")
+    assert plain.summary() == folder
+    gz = tmp_path / "archive.sqlite.gz"
+    with open(run_dir / "archive.sqlite", "rb") as src, gzip.open(gz, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    packed = kernelloop.Run.load(gz).summary()
+    assert packed.run_dir is None and packed.model_dump(exclude={"run_dir"}) == folder.model_dump(exclude={"run_dir"})
+
+
+def test_agent_submit_and_status_report_figures_under_the_names_show_uses(run_dir, show_json):
+    import importlib
+    status = importlib.import_module("kernelloop.agent.status")
+    submit = importlib.import_module("kernelloop.agent.submit")   # the package exports functions of these names
+    run = kernelloop.Run.load(run_dir)
+    label = SMALL[0]
+    best = run.best(label)
+    m = next(t for t in run.trials(workload=label) if t.id == best.trial).measurement
+    shown = next(w for w in show_json["workloads"] if w["label"] == label)["best"]["search"]
+    assert submit._measure(m) == status._figures(m) == shown   # one name per quantity: roofline_fraction
+    assert "roofline_fraction" in shown and "copy_fraction" not in shown
+    assert submit._measure(None) is None
+
+
+CALLER = textwrap.dedent("""
+    import json, sys
+    import kernelloop
+    from kernelloop.spec import load_op, load_workloads
+    op = kernelloop.api.load_bundle("layernorm")
+    wls = [w for w in load_workloads(op.folder / "workloads-interpret.toml", op.spec) if w.label == "layernorm[1x512]:bf16"]
+    run = kernelloop.optimize("layernorm", workloads=wls, budget=1, device="interpret", out=sys.argv[1], confirm=False)
+    print("RESULT " + json.dumps({"passed": len(run.trials(status="PASSED")), "best": run.best().label}))
+""")
+
+
+def _result(proc: subprocess.CompletedProcess) -> dict:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert len(lines) == 1, proc.stdout[-3000:]   # the caller ran once: the worker did not re-run it
+    return json.loads(lines[0].removeprefix("RESULT "))
+
+
+def test_a_script_without_a_main_guard(tmp_path):
+    script = tmp_path / "no_guard.py"
+    script.write_text(CALLER)
+    out = _result(subprocess.run([sys.executable, str(script), str(tmp_path / "run")], capture_output=True,
+                                 text=True, timeout=600, cwd=tmp_path))
+    assert out["passed"] == 1 and out["best"]
+
+
+def test_python_dash_c_like_a_notebook_cell(tmp_path):
+    out = _result(subprocess.run([sys.executable, "-c", CALLER, str(tmp_path / "run")], capture_output=True,
+                                 text=True, timeout=600, cwd=tmp_path))
+    assert out["passed"] == 1 and out["best"]
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"op": "no-such-op"}, api.UsageError, r"unknown op 'no-such-op'.*layernorm"),
+    ({"op": "layernorm", "strategy": "guess"}, api.UsageError, r"strategy 'guess': choose from .*random"),
+    ({"op": "layernorm", "device": "tpu"}, api.UsageError, r"device 'tpu': use cuda or interpret"),
+    ({"op": "layernorm", "budget": "ten"}, api.UsageError, r"budget 'ten'"),
+    ({"op": "layernorm", "budget": 0}, api.UsageError, r"must be positive"),
+    ({"op": "layernorm", "templates": ["nope"]}, api.UsageError, r"template 'nope': layernorm has .*rowwise"),
+    ({"op": "layernorm", "baselines": ["magic"]}, api.UsageError, r"baseline 'magic': choose from eager"),
+    ({"op": "layernorm", "resume": True}, api.UsageError, r"resume=True needs out"),
+    ({"op": "layernorm", "workloads": []}, api.UsageError, r"the list is empty"),
+])
+def test_bad_arguments_raise_clear_errors(kwargs, error, match, tmp_path):
+    kwargs = {"device": "interpret", "out": tmp_path / "never", **kwargs}
+    if kwargs.get("resume"):
+        kwargs.pop("out")
+    with pytest.raises(error, match=match):
+        kernelloop.optimize(**kwargs)
+    assert not (tmp_path / "never").exists()   # nothing started
+
+
+def test_missing_run_path(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no run archive at .*nothing"):
+        kernelloop.Run.load(tmp_path / "nothing")
+
+
+def test_budget_grammar():
+    assert api.parse_budget("40,10m", "cuda") == (40, 600.0)
+    assert api.parse_budget("90s", "cuda") == (None, 90.0)
+    assert api.parse_budget(3, "interpret") == (3, None)
+    assert api.parse_budget(None, "cuda") == (24, None) and api.parse_budget(None, "interpret") == (8, None)
+    for bad in ("", "ten", "-3", "10d"):
+        with pytest.raises(api.UsageError):
+            api.parse_budget(bad, "cuda")
