@@ -13,8 +13,8 @@ from kernelloop.verify.explain import failure_reason, proposer_verdict
 W = Workload(op="layernorm", axes={"M": 8, "N": 64}, dtype="fp32")
 
 KERNEL = '''
-import ctypes
 import os
+import signal
 import time
 
 import triton
@@ -66,7 +66,7 @@ def heldout_index(ev, cand) -> int:
     return next(c["index"] for c in ev.cases(cand, W) if c["heldout"])
 
 
-@pytest.mark.parametrize("fault,signal", [("ctypes.string_at(0)", "SIGSEGV"), ("os.abort()", "SIGABRT")])
+@pytest.mark.parametrize("fault,signal", [("os.kill(os.getpid(), signal.SIGSEGV)", "SIGSEGV"), ("os.abort()", "SIGABRT")])
 def test_a_crash_on_a_heldout_case_names_the_case_the_stage_and_the_signal(evaluator, tmp_path, fault, signal):
     cand = kernel(fault)
     ev = evaluator.evaluate(cand, W, tmp_path / "j")
@@ -100,7 +100,7 @@ def test_a_hang_on_a_heldout_case_names_the_case(evaluator, tmp_path):
 
 
 def test_a_crash_while_timed_names_the_timing_stage(evaluator, tmp_path):
-    ev = evaluator.evaluate(kernel(timed="ctypes.string_at(0)"), W, tmp_path / "j")
+    ev = evaluator.evaluate(kernel(timed="os.kill(os.getpid(), signal.SIGSEGV)"), W, tmp_path / "j")
     v, f = ev.verdict, ev.failure
     assert v.status is Status.RUNTIME_ERROR and "SIGSEGV during timing (samples)" in v.message, v
     assert v.case == f"{W.label} timed calls" and f["stage"] == "timing" and f["signal"] == "SIGSEGV"
@@ -110,7 +110,7 @@ def test_a_crash_while_timed_names_the_timing_stage(evaluator, tmp_path):
 def test_every_failure_carries_its_case(layernorm, evaluator, tmp_path):
     static = Evaluator(layernorm, "interpret", evaluator.worker, INTERPRETER_WALLCLOCK, secret="explain-static",
                        checks=1, timeouts=Timeouts(check=30.0))
-    rejected = static.evaluate(kernel(), W, tmp_path / "s")          # ctypes, os, time: the rules refuse it
+    rejected = static.evaluate(kernel(), W, tmp_path / "s")          # os, signal, time: the rules refuse it
     assert rejected.verdict.status is Status.REJECTED
     assert rejected.verdict.case.endswith("static rules, before any call")
     assert rejected.failure["stage"] == "static rules"

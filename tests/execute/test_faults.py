@@ -16,7 +16,9 @@ SMALL = {"M": 5, "N": 200}
 
 @pytest.fixture(scope="module")
 def evaluator(layernorm, tmp_path_factory):
-    worker = Worker("interpret", tmp_path_factory.mktemp("worker"))
+    # without the sandbox: these fixtures crash and hang on purpose (segfault.py through ctypes, which the sandbox
+    # would deny first: tests/execute/test_sandbox.py), to test how the controller survives them
+    worker = Worker("interpret", tmp_path_factory.mktemp("worker"), sandbox=False)
     ev = Evaluator(layernorm, "interpret", worker, INTERPRETER_WALLCLOCK, secret="test", checks=2,
                    timeouts=Timeouts(check=20.0, bench=60.0),
                    static_rules=False)  # these fixtures test the dynamic defences

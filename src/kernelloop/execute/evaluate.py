@@ -35,6 +35,7 @@ from ..verify import check_outputs
 from ..verify.compare import check_repeats, input_drift
 from . import battery
 from .battery import DETERMINISM_RUNS, case_label, case_record, derive_seed
+from .aten import AtenReport
 from .pool import Reply, Worker, describe_exit, signal_name
 from .procutil import STAGE_FILE
 # A kernel time below this share of a device copy of the same bytes is physically implausible for an op whose
@@ -156,6 +157,11 @@ class Evaluator:
         return {"at": stage, "signal": sig, "exitcode": reply.exitcode if reply.status == "died" else None}
 
     def _failure_verdict(self, reply: Reply, what: str) -> Verdict:
+        if reply.status == "denied":   # the sandbox denied an action (execute/sandbox.py): named in the verdict
+            from .sandbox import Denial, denial_verdict_message
+            denied = [Denial.model_validate(d) for d in reply.data["denied"]]
+            return Verdict(status=Status.REJECTED, message=denial_verdict_message(denied),
+                           log="\n".join(d.message for d in denied) + ("\n" + reply.log_tail if reply.log_tail else ""))
         info = self.crash_info(reply)
         where = info["at"] or what
         if reply.status == "timeout":
@@ -266,6 +272,11 @@ class Evaluator:
                                   message=f"launch-returned: launch returned a {r['type']} instead of None: kernelloop never reads a "
                                           f"return value; write the results in place into the output tensors it "
                                           f"passes after the inputs"), reply.seconds, failed_case
+        aten = AtenReport.model_validate(d["aten"]) if d.get("aten") else None
+        if aten is not None and aten.forbidden:
+            failed_case = cases[aten.forbidden[0].case] if 0 <= aten.forbidden[0].case < len(cases) else None
+            return build, Verdict(status=Status.REJECTED, case=case_label(failed_case) if failed_case else "",
+                                  message=aten.message, log="\n".join(aten.seen)), reply.seconds, failed_case
         if d.get("alias"):
             first = d.get("alias_case")
             failed_case = cases[first] if isinstance(first, int) and 0 <= first < len(cases) else None

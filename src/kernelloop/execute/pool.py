@@ -24,11 +24,12 @@ from .child import PATH_ENV
 from .keys import KEY_ENV
 
 HIDDEN_ENV = (KEY_ENV,)   # environment variables a worker process never inherits
+SANDBOX_ENV = "KERNELLOOP_SANDBOX"   # "off" in the controller's environment: workers run without the sandbox
 
 
 @dataclass
 class Reply:
-    status: str  # ok | error | timeout | died
+    status: str  # ok | error | timeout | died | denied (the sandbox denied an action: execute/sandbox.py)
     data: dict = field(default_factory=dict)
     exitcode: int | None = None
     log_tail: str = ""
@@ -39,9 +40,13 @@ class Worker:
     """One spawned worker. `request` never raises for candidate misbehaviour; it returns a Reply."""
 
     def __init__(self, device: str, work_dir: Path, start_timeout: float = 180.0, log_path: Path | None = None,
-                 remove_work_dir: bool = False):
+                 remove_work_dir: bool = False, sandbox: bool | None = None):
         self.device = device
-        self.work_dir = Path(work_dir)
+        self.work_dir = Path(work_dir).resolve()
+        # candidate code runs under execute/sandbox.py unless the caller or $KERNELLOOP_SANDBOX=off says otherwise
+        self.sandbox = sandbox if sandbox is not None else os.environ.get(SANDBOX_ENV, "on") != "off"
+        self.os_layer = "off"
+        self._denial_mark = 0
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = Path(log_path) if log_path else self.work_dir / "worker.log"
         self.remove_work_dir = remove_work_dir
@@ -56,13 +61,22 @@ class Worker:
         env = {k: v for k, v in os.environ.items() if k not in HIDDEN_ENV}
         package_root = str(Path(__file__).resolve().parents[2])   # kernelloop importable however it was found
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-        env[PATH_ENV] = json.dumps([p for p in sys.path if p])
+        env[PATH_ENV] = json.dumps([os.path.abspath(p) for p in sys.path if p])
+        env[SANDBOX_ENV] = "on" if self.sandbox else "off"
+        tmp = self.work_dir / "tmp"        # the worker's temp folder (Triton's ptxas files): its own, not /tmp
+        tmp.mkdir(exist_ok=True)
+        env["TMPDIR"] = str(tmp)
+        argv = [sys.executable, "-m", "kernelloop.execute.child", str(theirs.fileno()), self.device,
+                str(self.log_path), str(self.work_dir)]
+        if self.sandbox:
+            from .sandbox import os_layer, wrap_command
+            self.os_layer = os_layer()
+            argv = wrap_command(argv, self.os_layer)
+        self._denial_mark = 0
         try:
             with open(self.log_path, "ab") as log:   # what the interpreter prints before the worker redirects
-                self.proc = subprocess.Popen(
-                    [sys.executable, "-m", "kernelloop.execute.child", str(theirs.fileno()), self.device,
-                     str(self.log_path), str(self.work_dir)],
-                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
+                self.proc = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=log,
+                                             stderr=log, env=env, cwd=self.work_dir)
         except OSError:
             mine.close()
             raise
@@ -130,20 +144,45 @@ class Worker:
         try:
             self.conn.send(msg)
         except (BrokenPipeError, OSError):
-            return self._died(mark, t0)
+            return self._sandboxed(self._died(mark, t0))
         if not self.conn.poll(timeout):
             self.kill()
-            return Reply("timeout", seconds=time.perf_counter() - t0, log_tail=self._tail_since(mark))
+            return self._sandboxed(Reply("timeout", seconds=time.perf_counter() - t0,
+                                         log_tail=self._tail_since(mark)))
         try:
             data = self.conn.recv()
         except (EOFError, OSError):
-            return self._died(mark, t0)
+            return self._sandboxed(self._died(mark, t0))
         dt = time.perf_counter() - t0
+        denied = self._sandboxed(Reply("error", data, seconds=dt))
+        if denied.status == "denied":
+            return denied
         if not data.get("ok"):
             if data.get("cuda_fault"):
                 self.kill()  # the CUDA context is unusable after a fault: replace the worker
             return Reply("error", data, seconds=dt, log_tail=self._tail_since(mark))
         return Reply("ok", data, seconds=dt)
+
+    def _sandboxed(self, reply: Reply) -> Reply:
+        """A reply whose request had the sandbox deny something becomes status 'denied' (data: "denied", the
+        denials as dicts of execute.sandbox.Denial), whatever else happened; the worker is replaced, since the
+        code that tried may have left state behind. Denials come from the reply, or from the worker's denial
+        file when it died or hung before replying."""
+        from .sandbox import DENIAL_FILE, read_denials
+        listed = list(reply.data.get("denied") or [])
+        path = self.work_dir / DENIAL_FILE
+        if not listed and self.sandbox:
+            found = read_denials(path, self._denial_mark)
+            listed = [d.model_dump() for d in found]
+        try:
+            self._denial_mark = path.stat().st_size
+        except OSError:
+            self._denial_mark = 0
+        if not listed:
+            return reply
+        self.kill()
+        return Reply("denied", {**reply.data, "ok": False, "stage": "sandbox", "denied": listed},
+                     exitcode=reply.exitcode, log_tail=reply.log_tail, seconds=reply.seconds)
 
     def _tail_since(self, mark: int) -> str:
         try:

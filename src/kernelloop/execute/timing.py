@@ -188,6 +188,13 @@ def bench(state, msg: dict) -> dict:
     from ..reference.inputs import make_inputs, perturb_, poison_
     policy = TimingPolicy.model_validate_json(msg["policy"])
     mark_stage(state.job_root, "timing (set-up)")
+    box = getattr(state, "sandbox", None)
+    if box is not None:   # the op's folder (reference, baselines) and this job's folder, named by the controller
+        for key in ("reference_file", "baselines_file"):
+            if msg.get(key):
+                box.grant_read(Path(msg[key]).parent)
+        if msg.get("job_dir"):
+            box.grant_write(msg["job_dir"])
     subjects, notes, live = _subjects(state, msg)
     spec = OpSpec.model_validate_json(msg["spec"])
     w = Workload.model_validate_json(msg["workload"])

@@ -13,6 +13,7 @@ import time
 import traceback
 from pathlib import Path
 
+from .aten import AtenRecorder
 from .procutil import CUDA_FAULT_MARKERS, _import_file, _sync, _thread_count, mark_stage
 from .timing import (BUILTIN_BASELINES, CANDIDATE_KINDS, _reference, _rotating_call, _scratch_of,  # noqa: F401
                      _subjects, bench, make_baseline)
@@ -79,8 +80,10 @@ def _is_compile_error(exc: BaseException) -> bool:
 
 
 class _State:
-    def __init__(self, device: str, job_root: Path):
+    def __init__(self, device: str, job_root: Path, sandboxed: bool = True):
         self.device = device
+        self.sandboxed = sandboxed
+        self.sandbox = None   # execute.sandbox.Sandbox once armed (just before the first candidate import)
         self.tensor_device = "cuda" if device == "cuda" else "cpu"
         self.job_root = job_root
         self.modules: dict[str, object] = {}
@@ -95,6 +98,9 @@ def _load(state: _State, msg: dict) -> dict:
     mark_stage(state.job_root, "import")
     path = state.job_root / f"cand_{key[:16]}.py"
     path.write_text(msg["source"])
+    if state.sandboxed and state.sandbox is None:
+        from .sandbox import DENIAL_FILE, default_policy, install
+        state.sandbox = install(default_policy([state.job_root], state.job_root / DENIAL_FILE))
     try:
         mod = _import_file(path, f"kernelloop_candidate_{key[:16]}")
     except BaseException as e:  # noqa: BLE001 - candidate code may raise anything, even SystemExit
@@ -199,7 +205,8 @@ def worker_main(conn, device: str, log_path: str, job_root: str) -> None:
         os.environ["TRITON_INTERPRET"] = "1"
     import torch  # import before the first job so job timeouts do not include it
     import triton
-    state = _State(device, Path(job_root))
+    from .pool import SANDBOX_ENV
+    state = _State(device, Path(job_root), sandboxed=os.environ.pop(SANDBOX_ENV, "on") != "off")
     if device == "cuda":
         torch.cuda.init()
     # Runtime scratch of kernels that ask for it (device-side TMA descriptors, `tl.make_tensor_descriptor`):
@@ -222,6 +229,10 @@ def worker_main(conn, device: str, log_path: str, job_root: str) -> None:
             text = traceback.format_exc()[-20000:]
             reply = {"ok": False, "stage": "runtime", "log": text, "error": text.splitlines()[-1][:2000],
                      "cuda_fault": any(m in text for m in CUDA_FAULT_MARKERS)}
+        if state.sandbox is not None:
+            denied = state.sandbox.take_denials()
+            if denied:
+                reply["denied"] = [d.model_dump() for d in denied]
         sys.stdout.flush()
         try:
             conn.send(reply)

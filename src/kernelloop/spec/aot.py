@@ -147,6 +147,13 @@ inputs = [t.as_subclass(_OnDevice) for t in make_inputs(spec, w, 0, "cpu")]
 outputs = [t.as_subclass(_OnDevice) for t in alloc_outputs(spec, w, "cpu")]
 scratch = {k: t.as_subclass(_OnDevice) for k, t in alloc_scratch(spec, w, "cpu").items()}
 modules = {}
+# least privilege before any template is imported (execute/sandbox.py): Triton's compile, ptxas and cuobjdump
+# keep working; a template's Python that reaches for anything else fails its configuration, naming the action
+if os.environ.get("KERNELLOOP_SANDBOX", "on") != "off":
+    from kernelloop.execute.sandbox import default_policy, install
+    _box = install(default_policy([os.path.dirname(os.path.abspath(sys.argv[1]))], sys.argv[1] + ".denied"))
+    for _f in job["files"].values():
+        _box.grant_read(_f)
 for i, item in enumerate(job["items"]):
     res.write(json.dumps({"start": i}) + "\n")
     name = item["template"]
@@ -209,7 +216,7 @@ def _run_chunk(job: dict, items: list[dict], timeout_s: float, startup_s: float,
         err_path = job_path + ".stderr"
         with open(err_path, "w") as err_file:  # a file, not a pipe: a full pipe would stall the child
             proc = subprocess.Popen([sys.executable, "-c", _CHILD, job_path, res_path], env=env,
-                                    stdout=subprocess.DEVNULL, stderr=err_file)
+                                    stdout=subprocess.DEVNULL, stderr=err_file, cwd=workdir)
         # the parent watches the result file: `timeout_s` counts from each configuration's start line,
         # `startup_s` from the process's start to its first line (imports)
         clock, seen = time.monotonic(), 0
@@ -264,7 +271,7 @@ def build_configs(spec: OpSpec, template_files: dict[str, Path], workload: Workl
     items = [{"template": c["template"], "config": {k: v for k, v in c.items() if k != "template"}}
              for c in configs]
     job = {"spec": spec.model_dump_json(), "workload": workload.model_dump_json(), "arch": arch,
-           "sm_count": sm_count, "files": {k: str(v) for k, v in template_files.items()}}
+           "sm_count": sm_count, "files": {k: str(Path(v).resolve()) for k, v in template_files.items()}}
     chunks = [items[i:i + chunk] for i in range(0, len(items), chunk)]
     out: list[BuildOutcome | None] = [None] * len(items)
     with tempfile.TemporaryDirectory(prefix="kernelloop-aot-") as tmp:

@@ -1,0 +1,364 @@
+"""Least privilege for processes that import candidate code: a Python audit hook, armed just before the import.
+
+`install(policy)` adds a `sys.addaudithook` hook (it cannot be removed) that denies, from then on:
+- file opens (and listing, creating, removing, renaming, linking) outside the allowed roots: read-write the job
+  folders and Triton's cache and temp folders, read-only the interpreter's own libraries and the packages torch,
+  triton and kernelloop live in, `/usr`, `/etc`, `/sys`, this process's own `/proc` entries and a few devices;
+  other `sys.path` entries only for importable files (`.py`, `.pyc`, `.so`, `.pth`);
+- sockets (creation, connect, bind, name resolution);
+- new processes (subprocess, os.system, os.exec*, posix_spawn, fork) except the binaries Triton's toolchain runs
+  (ptxas, cuobjdump, nvdisasm, ldconfig) with every path argument inside an allowed root, and a C compiler only
+  when Triton's own build module calls it (the launcher Triton builds in its cache);
+- signals to other processes (os.kill, os.killpg);
+- `ctypes` library loading and raw-memory calls except from torch's or triton's own code or of the CUDA driver
+  libraries; importing `cffi`;
+- heap walks (`gc.get_objects`, `gc.get_referrers`, `gc.get_referents`), which would find the hook's state.
+
+A denied action raises `SandboxDenied` (a PermissionError) in the code that tried it, and is recorded twice: in the
+hook's own list (the worker sends it with its next reply) and as a JSON line in the process's denial file (read by
+the controller when the worker died before it could reply). The controller turns either into a REJECTED verdict
+that names the action, e.g. "sandbox: open('/home/u/ws/.kernelloop/run-interpret/archive.sqlite') denied".
+
+What it does not stop: code that reaches the hook's Python state (through frames, since the worker's own frames are
+on the stack of every candidate call) or native code (a C extension, or Triton's own C build helpers called
+directly) can bypass it. docs/verification.md states the threat model; `os_layer()` reports whether an OS layer
+(a network namespace) is available beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+from pydantic import Field
+
+from ..records.base import Record
+
+DENIAL_FILE = "sandbox.denied"
+IMPORTABLE = (".py", ".pyc", ".so", ".pth", ".pyi", ".typed")
+# ATen's and the driver's libraries a process may open through ctypes from any caller
+LIBRARIES = ("libcuda.so", "libnvidia-ml.so", "libcudart.so", "libnvrtc.so", "libnvJitLink.so")
+TOOLS = ("ptxas", "cuobjdump", "nvdisasm", "ldconfig")
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+class SandboxDenied(PermissionError):
+    """An action the sandbox forbids; the message names it."""
+
+
+class Denial(Record):
+    """One denied action."""
+
+    action: str = Field(description="The audit event, e.g. 'open', 'socket.connect', 'subprocess.Popen'.")
+    detail: str = Field("", description="What it was asked to do: a path, a command line, a library name.")
+
+    @property
+    def message(self) -> str:
+        return f"sandbox: {self.action}({self.detail}) denied"
+
+
+class SandboxPolicy(Record):
+    """What a process that imports candidate code may still do."""
+
+    read_roots: list[str] = Field(description="Folders readable in full.")
+    import_roots: list[str] = Field(default_factory=list, description="Folders readable for importable files only.")
+    write_roots: list[str] = Field(description="Folders readable and writable (job folders, Triton's cache, temp).")
+    read_files: list[str] = Field(default_factory=list, description="Single files readable.")
+    tools: list[str] = Field(default_factory=list, description="Executables Triton's toolchain runs (real paths).")
+    compilers: list[str] = Field(default_factory=list, description="C compilers, allowed from Triton's build only.")
+    trusted_code: list[str] = Field(default_factory=list, description="Package folders whose frames may use ctypes.")
+    denial_file: str = Field("", description="Where denials are appended as JSON lines ('' for none).")
+    enforce: bool = Field(True, description="False: record denials without raising (to survey a workload).")
+
+
+def _real(p: str | os.PathLike, dir_fd: int | None = None) -> str:
+    """The real path of `p` (relative to the folder open as `dir_fd`, when given)."""
+    p = os.fsdecode(p)
+    if dir_fd is not None and dir_fd >= 0 and not os.path.isabs(p):
+        try:
+            p = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), p)
+        except OSError:
+            pass
+    return os.path.realpath(p)
+
+
+def _package_dir(name: str) -> str | None:
+    mod = sys.modules.get(name)
+    f = getattr(mod, "__file__", None)
+    return str(Path(f).resolve().parent) if f else None
+
+
+def triton_cache_dir() -> str:
+    try:
+        from triton import knobs
+        return str(knobs.cache.dir)
+    except (ImportError, AttributeError):
+        return os.environ.get("TRITON_CACHE_DIR") or str(Path.home() / ".triton" / "cache")
+
+
+def _tool_paths() -> list[str]:
+    found = []
+    nvidia = _package_dir("triton")
+    if nvidia:
+        found += [str(p) for p in Path(nvidia, "backends", "nvidia", "bin").glob("*")]
+    for name in TOOLS:
+        w = shutil.which(name) or (f"/sbin/{name}" if os.path.exists(f"/sbin/{name}") else None)
+        if w:
+            found.append(w)
+    for var in ("TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH"):
+        if os.environ.get(var):
+            found.append(os.environ[var])
+    return sorted({_real(p) for p in found})
+
+
+def _compilers() -> list[str]:
+    names = [os.environ.get("CC") or "", "cc", "gcc", "clang"]
+    return sorted({_real(w) for w in (shutil.which(n) for n in names if n) if w})
+
+
+def default_policy(job_roots: list[str | os.PathLike], denial_file: str | os.PathLike = "",
+                   enforce: bool = True) -> SandboxPolicy:
+    """The policy of a worker or build process: its job folders writable, the interpreter and its libraries
+    readable, Triton's cache and temp folders writable, Triton's toolchain runnable."""
+    for name in ("torch", "triton", "kernelloop", "numpy"):
+        __import__(name)
+    paths = sysconfig.get_paths()
+    read = {sys.prefix, sys.base_prefix, sys.exec_prefix, paths.get("stdlib", ""), paths.get("platstdlib", ""),
+            paths.get("purelib", ""), paths.get("platlib", ""), "/usr", "/lib", "/lib64", "/etc", "/sys",
+            "/proc/self", "/proc/thread-self", f"/proc/{os.getpid()}", "/proc/driver/nvidia", "/proc/sys",
+            "/opt/conda", "/usr/local/cuda"}
+    import site
+    read |= set(site.getsitepackages()) | {site.getusersitepackages()}
+    pkgs = [d for d in (_package_dir(n) for n in ("torch", "triton", "kernelloop", "numpy")) if d]
+    read |= {str(Path(d).parent) if Path(d).name != "kernelloop" else d for d in pkgs}
+    write = {_real(p) for p in job_roots} | {triton_cache_dir(), tempfile.gettempdir()}
+    imports = {p for p in sys.path if p and os.path.isdir(p)}
+    files = ["/dev/null", "/dev/urandom", "/dev/random", "/dev/zero", "/proc/cpuinfo", "/proc/meminfo",
+             "/proc/stat", "/proc/loadavg", "/dev/shm"]
+    trusted = [d for d in (_package_dir(n) for n in ("torch", "triton")) if d]
+    try:   # NVML through ctypes: the timer's clock and temperature snapshots
+        import pynvml
+        trusted.append(str(Path(pynvml.__file__).resolve()))
+    except ImportError:
+        pass
+    return SandboxPolicy(read_roots=sorted(_real(p) for p in read if p), import_roots=sorted(_real(p) for p in imports),
+                         write_roots=sorted(write), read_files=files, tools=_tool_paths(), compilers=_compilers(),
+                         trusted_code=trusted, denial_file=str(denial_file), enforce=enforce)
+
+
+def _under(path: str, roots) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+class Sandbox:
+    """The armed hook's handle for the trusted code of its process: grants and the denials so far."""
+
+    def __init__(self, policy: SandboxPolicy, state: dict):
+        self.policy = policy
+        self._state = state
+
+    def grant_read(self, path: str | os.PathLike) -> None:
+        self._state["read"].append(_real(path))
+
+    def grant_write(self, path: str | os.PathLike) -> None:
+        self._state["write"].append(_real(path))
+
+    def take_denials(self) -> list[Denial]:
+        """Denials since the last call."""
+        out = list(self._state["denials"])
+        self._state["denials"].clear()
+        return out
+
+
+_INSTALLED: list[bool] = []   # one hook per process
+
+
+def install(policy: SandboxPolicy) -> Sandbox:
+    """Arm the hook for the rest of this process's life."""
+    if _INSTALLED:
+        raise RuntimeError("a sandbox is already installed in this process")
+    state = {"read": [*policy.read_roots], "write": [*policy.write_roots], "denials": [], "busy": False}
+    files = frozenset(_real(f) for f in policy.read_files)
+    imports = tuple(policy.import_roots)
+    tools, compilers, trusted = frozenset(policy.tools), frozenset(policy.compilers), tuple(policy.trusted_code)
+    record_fd = -1
+    if policy.denial_file:
+        record_fd = os.open(policy.denial_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+    record_path = _real(policy.denial_file) if policy.denial_file else ""
+    own_pid = os.getpid()
+    enforce = policy.enforce
+    subprocess_file, ctypes_dir = subprocess.__file__, str(Path(os.__file__).parent / "ctypes")
+    bootstrap = ("<frozen importlib", str(Path(os.__file__).parent / "importlib"))
+
+    def readable(path: str, listing: bool = False) -> bool:
+        if path == record_path:
+            return False
+        if path in files or _under(path, state["read"]) or _under(path, state["write"]):
+            return True
+        if _under(path, imports):
+            return listing or os.path.isdir(path) or path.endswith(IMPORTABLE)
+        return False
+
+    def writable(path: str) -> bool:
+        return path != record_path and (path in ("/dev/null",) or _under(path, state["write"]))
+
+    def caller(skip: tuple[str, ...]) -> str:
+        """File of the innermost frame outside the hook and the modules in `skip`."""
+        f = sys._getframe(2)
+        while f is not None and (f.f_code.co_filename == __file__ or f.f_code.co_filename.startswith(skip)):
+            f = f.f_back
+        return f.f_code.co_filename if f is not None else ""
+
+    def deny(action: str, detail: str) -> None:
+        d = Denial(action=action, detail=detail[:300])
+        state["denials"].append(d)
+        if record_fd >= 0:
+            try:
+                os.write(record_fd, (d.model_dump_json() + "\n").encode())
+            except OSError:
+                pass
+        if enforce:
+            raise SandboxDenied(d.message)
+
+    def command_ok(exe: str, argv: list[str], from_file: str) -> bool:
+        real = _real(shutil.which(exe) or exe) if exe else ""
+        if real in compilers:
+            return from_file.endswith(os.path.join("triton", "runtime", "build.py"))
+        if real not in tools:
+            return False
+        for a in argv[1:]:
+            a = os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a)
+            if a.startswith("/") and not readable(_real(a)):
+                return False
+        return True
+
+    def check(event: str, args: tuple) -> None:
+        if event == "open":
+            path, mode, flags = args
+            if path is None or isinstance(path, int):
+                return
+            p = _real(path)
+            write = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool((flags or 0) & _WRITE_FLAGS)
+            if not (writable(p) if write else readable(p)):
+                deny("open", f"{os.fsdecode(path)!r}" + (", write" if write else ""))
+        elif event in ("os.listdir", "os.scandir"):
+            target = args[0] if args and args[0] is not None else "."
+            if isinstance(target, int):        # a folder already open (its open was checked)
+                return
+            if not readable(_real(target), listing=True):
+                deny(event, repr(_real(target)))
+        elif event in ("os.mkdir", "os.remove", "os.rmdir", "os.chmod", "os.chown", "os.utime", "shutil.rmtree",
+                       "os.truncate", "os.chflags", "os.lchflags", "os.setxattr", "os.removexattr"):
+            target = args[0]
+            if isinstance(target, int):
+                if event == "os.truncate" and target == record_fd:
+                    deny(event, "the denial record")
+                return
+            dir_fd = args[-1] if event in ("os.mkdir", "os.remove", "os.rmdir", "os.chmod", "os.chown",
+                                           "os.utime", "shutil.rmtree") and isinstance(args[-1], int) else None
+            if not writable(_real(target, dir_fd)):
+                deny(event, repr(os.fsdecode(target)))
+        elif event in ("os.rename", "os.link", "os.symlink", "shutil.copyfile", "shutil.copytree", "shutil.move"):
+            fds = [a if isinstance(a, int) else None for a in (*args[2:4], None, None)][:2]
+            if event == "os.symlink":      # (src, dst, dir_fd): the link's target is read through it
+                fds = [None, fds[0]]
+            src, dst = _real(args[0], fds[0]), _real(args[1], fds[1])
+            src_ok = readable(src) if event.startswith("shutil.") or event == "os.symlink" else writable(src)
+            if not (src_ok and writable(dst)):
+                deny(event, f"{os.fsdecode(args[0])!r} -> {os.fsdecode(args[1])!r}")
+        elif event.startswith("socket."):
+            deny(event, ", ".join(repr(a)[:80] for a in args[:2]))
+        elif event == "subprocess.Popen":
+            exe, argv = args[0], args[1]
+            argv = [argv] if isinstance(argv, (str, bytes)) else list(argv or [])
+            exe = os.fsdecode(exe) if exe is not None else (os.fsdecode(argv[0]) if argv else "")
+            if not command_ok(exe, argv, caller((subprocess_file,))):
+                deny(event, " ".join(os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a)
+                                     for a in argv)[:300])
+            state["spawn"] = _real(shutil.which(exe) or exe)   # subprocess goes on to posix_spawn this binary
+        elif event in ("os.posix_spawn", "os.exec") and args and state.get("spawn") == _real(args[0]):
+            state["spawn"] = None     # the spawn of the command line just allowed above
+        elif event in ("os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
+                       "os.startfile", "pty.spawn", "os.popen"):
+            deny(event, " ".join(repr(a)[:120] for a in args[:2]))
+        elif event in ("os.kill", "os.killpg", "signal.pthread_kill"):
+            if args and args[0] not in (own_pid, 0) and event != "signal.pthread_kill":
+                deny(event, f"pid {args[0]}, signal {args[1] if len(args) > 1 else '?'}")
+        elif event.startswith("ctypes."):
+            if event == "ctypes.dlopen" and args and args[0] is not None:
+                name = os.fsdecode(args[0])
+                if os.path.basename(name).startswith(LIBRARIES) or _under(_real(name), (triton_dir,)):
+                    return
+            if not (trusted and caller((ctypes_dir, *bootstrap)).startswith(trusted)):
+                deny(event, ", ".join(repr(a)[:120] for a in args[:1]))
+        elif event == "import":
+            if args and args[0] in ("cffi", "_cffi_backend") and args[0] not in sys.modules:
+                deny(event, repr(args[0]))
+        elif event in ("gc.get_objects", "gc.get_referrers", "gc.get_referents"):
+            deny(event, "")
+
+    triton_dir = triton_cache_dir()
+    watched = ("open", "os.", "shutil.", "socket.", "subprocess.", "pty.", "signal.pthread_kill", "ctypes.",
+               "import", "gc.get_")
+
+    def hook(event: str, args: tuple) -> None:
+        if not event.startswith(watched) or state["busy"]:
+            return
+        state["busy"] = True    # the checks themselves raise audit events (realpath, sys._getframe)
+        try:
+            check(event, args)
+        finally:
+            state["busy"] = False
+
+    sys.addaudithook(hook)
+    _INSTALLED.append(True)
+    return Sandbox(policy, state)
+
+
+def read_denials(path: str | os.PathLike, offset: int = 0) -> list[Denial]:
+    """The denials a process appended to its denial file from byte `offset` on (a cut last line is skipped)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            out.append(Denial.model_validate_json(line))
+        except ValueError:
+            continue
+    return out
+
+
+def denial_verdict_message(denials: list[Denial]) -> str:
+    more = f" (and {len(denials) - 1} more)" if len(denials) > 1 else ""
+    return denials[0].message + more
+
+
+def os_layer() -> str:
+    """Whether this kernel lets an unprivileged process take a network namespace of its own: 'net-namespace' when
+    `unshare --user --map-root-user --net` runs here, else 'unavailable: <why>'."""
+    exe = shutil.which("unshare")
+    if exe is None:
+        return "unavailable: no unshare binary"
+    try:
+        r = subprocess.run([exe, "--user", "--map-root-user", "--net", "true"], capture_output=True, text=True,
+                           timeout=10)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"unavailable: {type(e).__name__}"
+    return "net-namespace" if r.returncode == 0 else f"unavailable: {(r.stderr.strip() or 'refused')[:200]}"
+
+
+def wrap_command(argv: list[str], layer: str) -> list[str]:
+    """`argv` run inside a fresh network namespace when the OS layer is available, else unchanged."""
+    if layer != "net-namespace":
+        return argv
+    return [shutil.which("unshare") or "unshare", "--user", "--map-root-user", "--net", *argv]
