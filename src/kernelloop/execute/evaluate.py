@@ -220,8 +220,10 @@ class Evaluator:
         if seen is not None:
             # The worker's own copy of the inputs, taken just before the candidate's first call of the case. It should
             # equal the regeneration bit for bit; a rare one-ulp drift between the two processes' draws was seen
-            # (CPU interpreter). Then the kernel is judged on what it was given -- the mutation check against the
-            # worker's copy, the reference from it -- and the drift is noted; a larger difference is a verdict.
+            # (CPU interpreter: inputs were then drawn with torch's MKL-backed log, whose first parallel call in a
+            # process can be off; reference/inputs.py no longer uses it, and benchmarks/verify_stress.py counts
+            # drift). Then the kernel is judged on what it was given -- the mutation check against the worker's
+            # copy, the reference from it -- and the drift is noted; a larger difference is a verdict.
             differ, ulps = input_drift(inputs, seen)
             if ulps > 1:
                 return Verdict(status=Status.WRONG_INPUT_MUTATED, case=label,
