@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -20,6 +21,7 @@ from kernelloop.records.summary import BestSummary, FrontEntry, RunSummary
 from kernelloop.spec import load_op, load_workloads
 
 LAYERNORM = ops_dir() / "layernorm"
+ARCHIVES = Path(__file__).resolve().parent / "fixtures" / "archives"   # runs archived by earlier versions
 SMALL = ["layernorm[64x256]:fp16", "layernorm[1x512]:bf16"]   # two of its interpreter workloads
 
 
@@ -187,3 +189,15 @@ def test_budget_grammar():
     for bad in ("", "ten", "-3", "10d"):
         with pytest.raises(api.UsageError):
             api.parse_budget(bad, "cuda")
+
+
+@pytest.mark.parametrize("name", ["h200-layernorm-planner.sqlite.gz", "h200-attention-exhaustive.sqlite.gz"])
+def test_archives_of_earlier_versions_load(name):
+    run = kernelloop.Run.load(ARCHIVES / name)
+    s = run.summary()
+    assert not s.interpreter and s.workloads and len(run.trials()) == sum(s.counts.values())
+    for w in s.workloads:
+        if w.best is not None:
+            assert run.best(w.label) == w.best and w.best.search.roofline_fraction is not None
+            assert run.front(w.id) == w.front
+    assert any(w.best is not None for w in s.workloads)

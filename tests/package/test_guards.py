@@ -164,3 +164,10 @@ def test_on_a_gpu_winners_slower_than_eager_are_left_to_the_reference():
     assert not unproved.table.entries and "never compared with cudnn" in unproved.left_out[0]
     interp = build_table(SPEC, [fast, slow], "interpret", lambda c: "k.py", FakeVerifier(), ranges=False)
     assert len(interp.table.entries) == 2 and not interp.left_out   # interpreter timings decide nothing
+
+
+def test_a_shape_claim_names_its_interval_as_show_does_and_old_tables_load():
+    new = ShapeClaim(axes={"N": 256}, kernel_us=2.0, kernel_ci_us=(1.9, 2.1), source="run")
+    assert new.model_dump(mode="json")["kernel_ci_us"] == [1.9, 2.1] and "ci_us" not in new.model_dump()
+    old = ShapeClaim.model_validate_json('{"axes": {"N": 256}, "kernel_us": 2.0, "ci_us": [1.9, 2.1], "source": "run"}')
+    assert old == new

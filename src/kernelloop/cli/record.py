@@ -183,7 +183,7 @@ def recorded_summary(out: Path, op: str, device: str, wls, records: list[dict]) 
         timed = [(cfg, res) for cfg, res in rs if res["value"] is not None]
         best = min(timed, key=lambda x: x[1]["value"]) if timed else None
         workloads.append({"id": w.id, "label": w.label, "statuses": statuses,
-                          "best": {"config": best[0], "kernel_us": best[1]["value"], "ci_us": best[1]["ci"]}
+                          "best": {"config": best[0], "kernel_us": best[1]["value"], "kernel_ci_us": best[1]["ci"]}
                           if best else None})
     return {"out": str(out), "op": op, "device": device, "configurations": len(records), "complete": True,
             "workloads": workloads}

@@ -226,7 +226,7 @@ def build_table(spec: OpSpec, winners: list[Winner], arch: str, kernel_path, ver
     notes: list[VerificationNote] = []
 
     def claim(w: Winner) -> ShapeClaim:
-        return ShapeClaim(axes=dict(w.workload.axes), kernel_us=w.kernel_us, ci_us=w.ci_us, source="run")
+        return ShapeClaim(axes=dict(w.workload.axes), kernel_us=w.kernel_us, kernel_ci_us=w.ci_us, source="run")
 
     def add(w: Winner, lo: int, hi: int, shapes: list[ShapeClaim]) -> None:
         entries.append(DispatchEntry(

@@ -7,7 +7,7 @@ memo of decisions, so a call's guard decision is one dict lookup after the first
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import AliasChoices, Field, model_validator
 
 from ..records import DType, Record
 from .guards import Guard, check_partition
@@ -21,7 +21,9 @@ class ShapeClaim(Record):
     axes: dict[str, int] = Field(description="Axis values.")
     kernel_us: float | None = Field(None, description="Kernel median in µs where timed (the run's confirmation "
                                                      "when there was one, else its search trial).")
-    ci_us: tuple[float, float] | None = Field(None, description="Its confidence interval in µs.")
+    kernel_ci_us: tuple[float, float] | None = Field(
+        None, validation_alias=AliasChoices("kernel_ci_us", "ci_us"),   # packages written before the rename load
+        description="Its confidence interval in µs (the name show --json gives it).")
     source: str = Field(description="'run' (a trial of the run), 'edge' (an edge or tile-boundary point verified at "
                                     "export), or 'interior' (a seeded interior point verified at export).")
 

@@ -42,7 +42,7 @@ class Outcome:
                        roofline_fraction=round(m.roofline_fraction, 3) if m.roofline_fraction else None)
             for r in m.ratios:
                 if r.baseline == "eager":
-                    out["speedup_vs_eager"] = {"x": round(r.speedup, 3), "ci": [round(r.ci_low, 3),
+                    out["speedup_vs_eager"] = {"speedup": round(r.speedup, 3), "ci": [round(r.ci_low, 3),
                                                                                 round(r.ci_high, 3)],
                                                "verdict": r.verdict.value}
         b = t.build
@@ -137,7 +137,7 @@ class Context:
         for o in self.best(workload):
             e = o.evidence()
             lines.append(f"- {o.candidate.id}: {o.candidate.label} kernel {e.get('kernel_us')} us, "
-                         f"{e.get('speedup_vs_eager', {}).get('x', '?')}x eager")
+                         f"{e.get('speedup_vs_eager', {}).get('speedup', '?')}x eager")
         return "\n".join(lines) or "(none)"
 
 
