@@ -48,7 +48,8 @@ class Worker:
         self.os_layer = "off"
         self._denial_mark = 0
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = Path(log_path) if log_path else self.work_dir / "worker.log"
+        # absolute: the worker process runs in work_dir, where a relative path would name another file
+        self.log_path = Path(log_path).resolve() if log_path else self.work_dir / "worker.log"
         self.remove_work_dir = remove_work_dir
         self.start_timeout = start_timeout
         self.proc: subprocess.Popen | None = None
