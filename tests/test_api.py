@@ -150,9 +150,11 @@ def test_a_script_without_a_main_guard(tmp_path):
     assert out["passed"] == 1 and out["best"]
 
 
-def test_python_dash_c_like_a_notebook_cell(tmp_path):
-    out = _result(subprocess.run([sys.executable, "-c", CALLER, str(tmp_path / "run")], capture_output=True,
-                                 text=True, timeout=600, cwd=tmp_path))
+@pytest.mark.parametrize("how", ["-c", "stdin"])
+def test_code_without_a_file_like_a_notebook_cell(how, tmp_path):
+    argv, given = ([sys.executable, "-c", CALLER], None) if how == "-c" else ([sys.executable, "-"], CALLER)
+    out = _result(subprocess.run([*argv, str(tmp_path / "run")], input=given, capture_output=True, text=True,
+                                 timeout=600, cwd=tmp_path))
     assert out["passed"] == 1 and out["best"]
 
 
