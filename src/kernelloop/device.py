@@ -81,4 +81,14 @@ def environment(device: str) -> Environment:
         python=platform.python_version(),
         host=socket.gethostname() if os.environ.get("KERNELLOOP_RECORD_HOST", "1") == "1" else "",
         properties=props,
+        sandbox=_sandbox(),
     )
+
+
+def _sandbox() -> str:
+    """The confinement workers get (execute/pool.py starts them the same way)."""
+    from .execute.pool import SANDBOX_ENV
+    from .execute.sandbox import os_layer
+    if os.environ.get(SANDBOX_ENV, "on") == "off":
+        return "off"
+    return f"audit hook; os layer: {os_layer()}"

@@ -27,7 +27,7 @@ directly) can bypass it. docs/verification.md states the threat model; `os_layer
 
 from __future__ import annotations
 
-import json
+import functools
 import os
 import shutil
 import subprocess
@@ -343,6 +343,7 @@ def denial_verdict_message(denials: list[Denial]) -> str:
     return denials[0].message + more
 
 
+@functools.lru_cache(maxsize=1)
 def os_layer() -> str:
     """Whether this kernel lets an unprivileged process take a network namespace of its own: 'net-namespace' when
     `unshare --user --map-root-user --net` runs here, else 'unavailable: <why>'."""

@@ -139,7 +139,10 @@ def _check(state: _State, msg: dict) -> dict:
     spec = OpSpec.model_validate_json(msg["spec"])
     mod = state.modules[msg["source_hash"]]
     _forget_compiled(mod)  # so the build record describes exactly the kernels this trial compiles
+    if state.sandbox is not None:
+        state.sandbox.grant_write(msg["job_dir"])
     files, build, threads_base, alias, alias_case, returned = [], None, None, [], None, None
+    aten = AtenRecorder()   # the ATen operations of every verification call (execute/aten.py)
     for k, case in enumerate(msg["cases"]):
         mark_stage(state.job_root, f"verify case {k}" if build is not None else f"build (first call, case {k})")
         w = Workload.model_validate_json(case["workload"])
@@ -155,7 +158,8 @@ def _check(state: _State, msg: dict) -> dict:
             before = [(o.data_ptr(), tuple(o.shape), o.stride()) for o in outputs]
             t0 = time.perf_counter()
             try:
-                ret = mod.launch(*inputs, *outputs, **scratch, **spec.scalars, **msg["config"])
+                with aten.case(k):
+                    ret = mod.launch(*inputs, *outputs, **scratch, **spec.scalars, **msg["config"])
                 _sync(state.device)
             except BaseException as e:  # noqa: BLE001
                 text = traceback.format_exc()[-20000:]
@@ -178,7 +182,8 @@ def _check(state: _State, msg: dict) -> dict:
                     "inputs_after": [i.detach().cpu() for i in inputs]}, path)
         files.append(str(path))
     return {"ok": True, "files": files, "build": build, "alias": alias, "alias_case": alias_case,
-            "returned": returned, "threads": {"base": threads_base, "after": _thread_count()}}
+            "returned": returned, "threads": {"base": threads_base, "after": _thread_count()},
+            "aten": aten.report().model_dump()}
 
 
 HANDLERS = {"load": _load, "check": _check, "bench": bench}

@@ -22,6 +22,8 @@ class Environment(Record):
     python: str
     host: str
     properties: dict = Field(default_factory=dict, description="Device properties used for pruning.")
+    sandbox: str = Field("", description="How candidate code is confined (execute/sandbox.py): 'audit hook; os "
+                                         "layer: net-namespace' or '...: unavailable: <why>', or 'off'.")
 
 
 class Costs(Record):

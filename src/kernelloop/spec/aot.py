@@ -205,6 +205,7 @@ def _run_chunk(job: dict, items: list[dict], timeout_s: float, startup_s: float,
     results: list[dict | None] = [None] * len(items)
     todo = list(range(len(items)))
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TMPDIR"] = str(workdir)   # ptxas's files in the build's own folder (the sandbox allows no other temp)
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     while todo:
