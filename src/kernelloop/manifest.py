@@ -16,7 +16,8 @@ _PKG = Path(__file__).parent
 VERIFIER_FILES = ["verify/compare.py", "reference/inputs.py", "reference/truth.py", "execute/evaluate.py",
                   "execute/worker.py", "execute/pool.py", "bench/timer.py", "bench/stats.py", "bench/policy.py",
                   "verify/rules.py", "execute/battery.py", "execute/keys.py", "execute/timing.py",
-                  "execute/procutil.py", "verify/explain.py", "execute/child.py"]
+                  "execute/procutil.py", "verify/explain.py", "execute/child.py", "execute/sandbox.py",
+                  "execute/aten.py"]
 
 
 class ManifestChanged(RuntimeError):
