@@ -55,6 +55,7 @@ ATTACKS = {
     "os.execv": lambda: os.execv("/bin/true", ["true"]),
     "fork": lambda: os.fork(),
     "kill parent": lambda: os.kill(os.getppid(), 0),
+    "signal the process group": lambda: os.kill(0, 0),
     "ctypes dlopen": lambda: __import__("ctypes").CDLL("libc.so.6"),
     "ctypes raw memory": lambda: __import__("ctypes").string_at(id(box), 8),
     "cffi": cffi_load,
@@ -90,7 +91,7 @@ DENIED = {"read outside": "open('{secret}')", "write outside": "open('{secret}.n
           "os.open outside": "open('{secret}')", "list outside": "os.listdir('{secret_dir}')",
           "symlink to outside": "os.symlink", "parent's environment": "/environ')", "socket": "socket.__new__",
           "connect": "socket.", "subprocess": "subprocess.Popen(/bin/sh -c true)", "os.system": "os.system(b'true')",
-          "os.execv": "os.exec(", "fork": "os.fork(", "kill parent": "os.kill(pid ",
+          "os.execv": "os.exec(", "fork": "os.fork(", "kill parent": "os.kill(pid ", "signal the process group": "os.kill(pid 0",
           "ctypes dlopen": "ctypes.dlopen('libc.so.6')", "ctypes raw memory": "ctypes.", "cffi": "import('cffi')",
           "heap walk": "gc.get_objects()", "remove the denial record": "os.remove("}
 

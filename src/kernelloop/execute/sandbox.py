@@ -137,7 +137,10 @@ def default_policy(job_roots: list[str | os.PathLike], denial_file: str | os.Pat
     read |= set(site.getsitepackages()) | {site.getusersitepackages()}
     pkgs = [d for d in (_package_dir(n) for n in ("torch", "triton", "kernelloop", "numpy")) if d]
     read |= {str(Path(d).parent) if Path(d).name != "kernelloop" else d for d in pkgs}
-    write = {_real(p) for p in job_roots} | {triton_cache_dir(), tempfile.gettempdir()}
+    cache = Path(triton_cache_dir())
+    # Triton's home (~/.triton: cache, dump and override folders) when the cache is its default place in it
+    triton_home = str(cache.parent) if cache.name == "cache" and cache.parent.name == ".triton" else str(cache)
+    write = {_real(p) for p in job_roots} | {str(cache), triton_home, tempfile.gettempdir()}
     imports = {p for p in sys.path if p and os.path.isdir(p)}
     files = ["/dev/null", "/dev/urandom", "/dev/random", "/dev/zero", "/proc/cpuinfo", "/proc/meminfo",
              "/proc/stat", "/proc/loadavg", "/dev/shm"]
@@ -288,7 +291,7 @@ def install(policy: SandboxPolicy) -> Sandbox:
                        "os.startfile", "pty.spawn", "os.popen"):
             deny(event, " ".join(repr(a)[:120] for a in args[:2]))
         elif event in ("os.kill", "os.killpg", "signal.pthread_kill"):
-            if args and args[0] not in (own_pid, 0) and event != "signal.pthread_kill":
+            if args and args[0] != own_pid and event != "signal.pthread_kill":   # 0 or < 0: a process group
                 deny(event, f"pid {args[0]}, signal {args[1] if len(args) > 1 else '?'}")
         elif event.startswith("ctypes."):
             if event == "ctypes.dlopen" and args and args[0] is not None:
