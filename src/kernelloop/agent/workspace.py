@@ -164,6 +164,7 @@ Device: {device}. {device_note}
 def init_workspace(spec: str | Path, out: str | Path, *, workloads_file: str | Path | None = None,
                    run: str | Path | None = None, device: str | None = None, checks: int = 2) -> Workspace:
     """Create the workspace folder `out` for the op at `spec` (folder or spec.toml)."""
+    from ..api import default_workloads
     from ..device import cuda_available
     from ..spec import load_workloads
     from ..propose.proposal import proposal_json_schema
@@ -172,7 +173,7 @@ def init_workspace(spec: str | Path, out: str | Path, *, workloads_file: str | P
     device = device or ("cuda" if cuda_available() else "interpret")
     if device not in ("cuda", "interpret"):
         raise ValueError(f"device {device!r}: use cuda or interpret")
-    wl_file = Path(workloads_file) if workloads_file else _default_workloads(bundle.folder, device)
+    wl_file = Path(workloads_file) if workloads_file else default_workloads(bundle.folder, device)
     workloads = load_workloads(wl_file, bundle.spec)
     root = Path(out).resolve()
     if (root / MANIFEST).exists():
@@ -200,11 +201,6 @@ def init_workspace(spec: str | Path, out: str | Path, *, workloads_file: str | P
             "baseline": baseline.get("run"), "created": time.time()}
     (root / MANIFEST).write_text(json.dumps(data, indent=2) + "\n")
     return Workspace(root, data)
-
-
-def _default_workloads(folder: Path, device: str) -> Path:
-    interp = folder / "workloads-interpret.toml"
-    return interp if device != "cuda" and interp.is_file() else folder / "workloads.toml"
 
 
 __all__ = ["MANIFEST", "Workspace", "WorkspaceError", "baseline_figures", "init_workspace"]

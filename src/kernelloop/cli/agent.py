@@ -83,22 +83,21 @@ def llm(
     as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
 ) -> None:
     """Run the loop with the LLM proposer (planner, coder, debugger); every call is recorded under RUN/llm."""
+    from .. import api
     from ..archive import Archive, ArchiveError
-    from ..device import cuda_available
     from ..loop import RunOptions
     from ..manifest import ManifestChanged
     from ..propose.llm import LLMBudget, LLMConfigError, ReplayMiss, load_llm_config, render_llm, run_llm
-    from ..report.summary import run_summary
     from ..report.terminal import render
     from ..spec import SpecError, load_op, load_workloads
     console = common.console(stderr=as_json)
     try:
         bundle = load_op(common.resolve_op(spec))
-        dev = device or ("cuda" if cuda_available() else "interpret")
-        wl = common.resolve_path(workloads) or _default_workloads(bundle.folder, dev)
+        dev = api.resolve_device(device)
+        wl = common.resolve_path(workloads) or api.default_workloads(bundle.folder, dev)
         wls = load_workloads(wl, bundle.spec)
         cfg = load_llm_config(config)
-    except (SpecError, LLMConfigError) as e:
+    except (SpecError, LLMConfigError, api.UsageError) as e:
         console.print(f"[red]bad input:[/red] {e}")
         raise typer.Exit(common.BAD_INPUT)
     run_dir = out or Path("runs") / f"{bundle.spec.name}-llm-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -113,20 +112,14 @@ def llm(
         console.print(f"[yellow]interrupted; continue with --resume --out {run_dir}[/yellow]")
         raise typer.Exit(common.INTERRUPTED)
     with Archive(run_dir / "archive.sqlite") as archive:
-        summary = run_summary(archive)
-    summary["run_dir"] = str(run_dir)
+        summary = api.summarize(archive, run_dir=run_dir)   # the record kernelloop.Run.load(run_dir) holds
     if as_json:
-        print(json.dumps(summary, indent=2))
+        print(summary.model_dump_json(indent=2))
     else:
-        render(summary, console)
-        render_llm(summary.get("llm"), console)
-    if any("best" not in w for w in summary["workloads"]):
+        render(summary.model_dump(mode="json"), console)
+        render_llm(summary.llm, console)
+    if any(w.best is None for w in summary.workloads):
         raise typer.Exit(common.FAILED)
-
-
-def _default_workloads(folder: Path, device: str) -> Path:
-    interp = folder / "workloads-interpret.toml"
-    return interp if device != "cuda" and interp.is_file() else folder / "workloads.toml"
 
 
 __all__ = ["agent_app"]
