@@ -1,6 +1,7 @@
 """Stress the interpreter verification of honest kernels: every template of every op, many seeds, under CPU load.
 
-    python benchmarks/verify_stress.py [--ops layernorm,softmax] [--seeds 20] [--load 1] [--json out.json]
+    python benchmarks/verify_stress.py [--ops layernorm,softmax] [--seeds 20] [--load 1] [--secret-prefix P]
+                                       [--json out.json]
     python benchmarks/verify_stress.py --first-call 60 [--dtype float32]
 
 The first form runs the controller's verification battery (execute/evaluate.py `Evaluator.verify`: seeded and held-out
@@ -169,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--load", type=int, default=1, help="busy background processes")
     ap.add_argument("--checks", type=int, default=2)
+    ap.add_argument("--secret-prefix", default="stress", help="run secrets are PREFIX-<op>-<k>: another prefix, "
+                                                               "other cases; the same one repeats them exactly")
     ap.add_argument("--first-call", type=int, default=0, help="run the first-call probe in this many processes")
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     ap.add_argument("--json", type=Path, default=None)
@@ -181,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         rec = first_call(args.first_call, args.dtype)
         ok = True
     else:
-        rec = stress(args.ops.split(","), args.seeds, args.load, args.checks)
+        rec = stress(args.ops.split(","), args.seeds, args.load, args.checks, secret_prefix=args.secret_prefix)
         ok = not rec.failures
     out = {"environment": env, "record": rec.model_dump()}
     print(json.dumps(out, indent=1))
