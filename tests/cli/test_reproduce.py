@@ -132,3 +132,13 @@ def test_show_prints_the_confirmation_across_processes(confirmed):
     assert set(x["speedups"]) == {"eager", "copy"}
     table = runner.invoke(app, ["show", str(confirmed)], env={"COLUMNS": "300"})
     assert "confirmed across fresh processes" in table.stdout and "stated" in table.stdout
+
+
+def test_a_run_recorded_on_the_h200_is_refused_without_that_gpu():
+    import torch
+    from pathlib import Path
+    archive = Path(__file__).resolve().parents[1] / "fixtures" / "archives" / "h200-attention-exhaustive.sqlite.gz"
+    if torch.cuda.is_available() and "H200" in torch.cuda.get_device_name(0):
+        pytest.skip("an H200 is present: the run would be re-measured")
+    res = runner.invoke(app, ["reproduce", str(archive)], env={"COLUMNS": "300"})
+    assert res.exit_code == 2 and "was measured on" in res.output and "H200" in res.output, res.output
