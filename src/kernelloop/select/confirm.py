@@ -28,7 +28,8 @@ from ..records.confirm import CrossProcessConfirmation, ProcessRun, StatedSpeedu
 
 CONFIRM_PROCESSES = 2
 
-__all__ = ["CONFIRM_PROCESSES", "ConfirmFailure", "attribute_thread", "confirm_across_processes", "stated", "timed_check"]
+__all__ = ["CONFIRM_PROCESSES", "ConfirmFailure", "attribute_thread", "confirm_across_processes", "stated",
+           "timed_check"]
 
 
 class ConfirmFailure(Exception):
