@@ -46,8 +46,9 @@ def reproduce(
         for r in results:
             lo, hi = r.interval_us
             word = "[green]REPRODUCED[/green]" if r.reproduced else "[red]NOT REPRODUCED[/red]"
+            mlo, mhi = r.measured_ci_us
             console.print(f"{word} {r.workload} trial {r.trial}: measured {r.measured_us:.2f} µs "
-                          f"[{r.measured_ci_us[0]:.2f}, {r.measured_ci_us[1]:.2f}] now, recorded {r.recorded_us:.2f} µs "
-                          f"with stated interval [{lo:.2f}, {hi:.2f}] µs ({r.source}; {r.policy} on {r.device})")
+                          f"[{mlo:.2f}, {mhi:.2f}] now, recorded {r.recorded_us:.2f} µs with stated interval [{lo:.2f}, {hi:.2f}] µs "
+                          f"({r.source}; {r.policy} on {r.device})")
     if not all(r.reproduced for r in results):
         raise typer.Exit(common.FAILED)

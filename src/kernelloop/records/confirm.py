@@ -40,8 +40,8 @@ class CrossProcessConfirmation(Record):
     within: float = Field(description="Widest relative half-width of a per-process bootstrap interval (candidate).")
     half_width: float = Field(description="Relative half-width of the stated interval: max(within, spread).")
     kernel_us: float = Field(description="Median of the candidate's per-process medians.")
-    interval_us: tuple[float, float] = Field(description="Stated interval: kernel_us x (1 -/+ half_width), stretched to "
-                                                         "the extreme per-process medians.")
+    interval_us: tuple[float, float] = Field(
+        description="Stated interval: kernel_us x (1 -/+ half_width), stretched to the extreme per-process medians.")
     speedups: dict[str, StatedSpeedup] = Field(default_factory=dict)
 
 

@@ -59,8 +59,9 @@ def targets(archive, trial: str | None = None) -> tuple[dict, list[Target]]:
         if len(chosen) > 1:
             raise ReproduceError(f"{trial!r} names {len(chosen)} trials of run {rid}; give more of the id")
         if chosen[0].verdict.status is not Status.PASSED or chosen[0].measurement is None:
-            raise ReproduceError(f"trial {chosen[0].id} did not pass ({chosen[0].verdict.status.value}): only a passed, "
-                                 f"measured trial has a figure to reproduce")
+            t = chosen[0]
+            raise ReproduceError(f"trial {t.id} did not pass ({t.verdict.status.value}): only a passed, measured "
+                                 f"trial has a figure to reproduce")
     out = []
     for t in chosen:
         cand, w = archive.get_candidate(t.candidate_id), archive.get_workload(t.workload_id)
