@@ -214,6 +214,15 @@ def test_a_launch_that_computes_with_torch_is_rejected_naming_the_aten_op(evalua
     assert failure_reason(ev.verdict) == "rejected: aten-op"
 
 
+def test_torch_compute_at_import_is_rejected_too(evaluator, layernorm, tmp_path):
+    # torch.from_file reads a file in C++ (no audit event): at import the ATen recorder sees it
+    code = 'import torch\n_stolen = torch.from_file(torch.__file__, size=1, dtype=torch.uint8)'
+    ev = evaluator.evaluate(_with(layernorm, module_code=code), W, tmp_path / "job")
+    assert ev.verdict.status is Status.REJECTED, ev.verdict
+    assert ev.verdict.message.startswith("aten-op: the import issued aten.from_file"), ev.verdict.message
+    assert "at import" in ev.verdict.message
+
+
 # ---- the ahead-of-time build path (a real sm_90 compile on the CPU) -----------------------------------------
 
 def _aot(layernorm, path: Path, cache: Path):

@@ -45,7 +45,7 @@ class AtenCall(Record):
     """One forbidden ATen operation seen during a verification call."""
 
     op: str = Field(description="The operation, e.g. 'aten.native_layer_norm.default'.")
-    case: int = Field(description="Index of the verification case whose call issued it.")
+    case: int = Field(description="Index of the verification case whose call issued it; -1: the import.")
     library: bool = Field(description="Whether it is a library implementation of an op (LIBRARY).")
 
 
@@ -60,7 +60,9 @@ class AtenReport(Record):
         first = self.forbidden[0]
         kind = "the library implementation" if first.library else "a torch computation"
         others = sorted({c.op for c in self.forbidden[1:]} - {first.op})
-        return (f"aten-op: the launch issued {first.op} ({kind}) during verification case {first.case}"
+        where = "at import" if first.case < 0 else f"during verification case {first.case}"
+        who = "the import" if first.case < 0 else "the launch"
+        return (f"aten-op: {who} issued {first.op} ({kind}) {where}"
                 + (f"; also {', '.join(others[:8])}" if others else "") + "; compute the outputs in Triton kernels")
 
 

@@ -209,6 +209,9 @@ class Evaluator:
         reply = self._request({"op": "load", "source": candidate.source, "source_hash": candidate.source_hash},
                               timeout=self.timeouts.check)
         if reply.status == "ok":
+            aten = AtenReport.model_validate(reply.data["aten"]) if reply.data.get("aten") else None
+            if aten is not None and aten.forbidden and self.aten_ops:
+                return Verdict(status=Status.REJECTED, message=aten.message, log="\n".join(aten.seen))
             return None
         if reply.status == "error" and reply.data.get("stage") == "import":
             return BuildFailure(stage="import", log=reply.data.get("log", ""), toolchain=self.toolchain)

@@ -101,15 +101,17 @@ def _load(state: _State, msg: dict) -> dict:
     if state.sandboxed and state.sandbox is None:
         from .sandbox import DENIAL_FILE, default_policy, install
         state.sandbox = install(default_policy([state.job_root], state.job_root / DENIAL_FILE))
+    aten = AtenRecorder()   # what the import itself computes with torch (execute/aten.py; case -1: the import)
     try:
-        mod = _import_file(path, f"kernelloop_candidate_{key[:16]}")
+        with aten.case(-1):
+            mod = _import_file(path, f"kernelloop_candidate_{key[:16]}")
     except BaseException as e:  # noqa: BLE001 - candidate code may raise anything, even SystemExit
         return {"ok": False, "stage": "import", "log": traceback.format_exc()[-20000:], "error": repr(e)[:500]}
     if not callable(getattr(mod, "launch", None)):
         return {"ok": False, "stage": "import", "log": "the candidate defines no callable `launch`",
                 "error": "no launch"}
     state.modules[key] = mod
-    return {"ok": True}
+    return {"ok": True, "aten": aten.report().model_dump()}
 
 
 def _alias_problems(outputs, before: list, inputs, scratch=None) -> list[str]:
