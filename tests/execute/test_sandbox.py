@@ -285,3 +285,15 @@ def test_the_environment_record_names_the_sandbox(monkeypatch):
     assert environment("interpret").sandbox.startswith("audit hook; os layer: ")
     monkeypatch.setenv("KERNELLOOP_SANDBOX", "off")
     assert environment("interpret").sandbox == "off"
+
+
+def test_denials_read_back_from_an_offset_and_past_a_cut_line(tmp_path):
+    f = tmp_path / sandbox.DENIAL_FILE
+    first = sandbox.Denial(action="open", detail="'/a'")
+    second = sandbox.Denial(action="socket.connect", detail="")
+    f.write_text(first.model_dump_json() + "\n" + second.model_dump_json() + "\n" + '{"action": "op')
+    assert sandbox.read_denials(f) == [first, second]
+    assert sandbox.read_denials(f, len(first.model_dump_json()) + 1) == [second]
+    assert sandbox.read_denials(tmp_path / "absent") == []
+    assert sandbox.denial_verdict_message([first, second]) == "sandbox: open('/a') denied (and 1 more)"
+    assert sandbox.denial_verdict_message([second]) == "sandbox: socket.connect() denied"

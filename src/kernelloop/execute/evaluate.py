@@ -165,7 +165,7 @@ class Evaluator:
             from .sandbox import Denial, denial_verdict_message
             denied = [Denial.model_validate(d) for d in reply.data["denied"]]
             return Verdict(status=Status.REJECTED, message=denial_verdict_message(denied),
-                           log="\n".join(d.message for d in denied) + ("\n" + reply.log_tail if reply.log_tail else ""))
+                           log="\n".join([*(d.message for d in denied), reply.data.get("log") or "", reply.log_tail]).strip())
         info = self.crash_info(reply)
         where = info["at"] or what
         if reply.status == "timeout":

@@ -67,6 +67,9 @@ class Worker:
         tmp = self.work_dir / "tmp"        # the worker's temp folder (Triton's ptxas files): its own, not /tmp
         tmp.mkdir(exist_ok=True)
         env["TMPDIR"] = str(tmp)
+        # torch's compile cache (the torch.compile baseline; torch may also create it on its own) in the run's folder
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(self.work_dir / "inductor")
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"   # inductor compiles in the worker, not in a pool of processes
         argv = [sys.executable, "-m", "kernelloop.execute.child", str(theirs.fileno()), self.device,
                 str(self.log_path), str(self.work_dir)]
         if self.sandbox:

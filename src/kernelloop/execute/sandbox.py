@@ -231,8 +231,9 @@ def install(policy: SandboxPolicy) -> Sandbox:
 
     def command_ok(exe: str, argv: list[str], from_file: str) -> bool:
         real = _real(shutil.which(exe) or exe) if exe else ""
-        if real in compilers:
-            return from_file.endswith(os.path.join("triton", "runtime", "build.py"))
+        if real in compilers:   # Triton's launcher build, or inductor's C++ build of the torch.compile baseline
+            return from_file.endswith(os.path.join("triton", "runtime", "build.py")) or \
+                os.path.join("torch", "_inductor", "") in from_file
         if real not in tools:
             return False
         for a in argv[1:]:
