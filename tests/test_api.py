@@ -168,6 +168,13 @@ def test_code_without_a_file_like_a_notebook_cell(how, tmp_path):
     ({"op": "layernorm", "baselines": ["magic"]}, api.UsageError, r"baseline 'magic': choose from eager"),
     ({"op": "layernorm", "resume": True}, api.UsageError, r"resume=True needs out"),
     ({"op": "layernorm", "workloads": []}, api.UsageError, r"the list is empty"),
+    ({"op": "layernorm", "fix": {"BLOCK_N": 3}}, api.UsageError, r"fix .*no template of layernorm has"),
+    ({"op": "layernorm", "fix": "BLOCK_N"}, api.UsageError, r"fix item 'BLOCK_N': expected NAME=VALUE"),
+    ({"op": "layernorm", "start": "ROWS=1"}, api.UsageError, r"start is only used by strategy planner"),
+    ({"op": "layernorm", "strategy": "random", "prior": ["x.json"]}, api.UsageError,
+     r"prior is only used by strategy .*staged"),
+    ({"op": "layernorm", "prior": ["no-such-recording.json"]}, api.UsageError, r"prior no-such-recording.json"),
+    ({"op": "layernorm", "profile_timeout_s": 0}, api.UsageError, r"profile_timeout_s 0"),
 ])
 def test_bad_arguments_raise_clear_errors(kwargs, error, match, tmp_path):
     kwargs = {"device": "interpret", "out": tmp_path / "never", **kwargs}
@@ -176,6 +183,16 @@ def test_bad_arguments_raise_clear_errors(kwargs, error, match, tmp_path):
     with pytest.raises(error, match=match):
         kernelloop.optimize(**kwargs)
     assert not (tmp_path / "never").exists()   # nothing started
+
+
+def test_pinned_parameters_hold_for_every_trial(tmp_path):
+    w = _small_workloads()[:1]
+    run = kernelloop.optimize("layernorm", workloads=w, budget=2, device="interpret", out=tmp_path / "run",
+                              fix={"ROWS": 1, "num_warps": 2}, confirm=False)
+    from kernelloop.archive import Archive
+    with Archive(run.path) as a:
+        configs = [a.get_candidate(t.candidate_id).config for t in run.trials()]
+    assert len(configs) == 2 and all(c["ROWS"] == 1 and c["num_warps"] == 2 for c in configs)
 
 
 def test_missing_run_path(tmp_path):

@@ -110,6 +110,70 @@ def load_workloads(path: str | Path, spec) -> list[Workload]:
     return load_toml(path, spec)
 
 
+def check_fixed(fix: str | dict | None, bundle, templates: Sequence[str] | None = None,
+                flag: str = "fix") -> dict[str, str] | None:
+    """Pinned parameters ('NAME=V,NAME=V' or a mapping; values as text) when some (selected) template of the op has
+    every named parameter with those values; UsageError otherwise. `flag` names the argument in messages."""
+    if fix is None:
+        return None
+    from .spec.start import StartError, parse_assignments
+    if isinstance(fix, dict):
+        fixed = {str(k): str(v) for k, v in fix.items()}
+        if not fixed:
+            raise UsageError(f"{flag}: the mapping is empty")
+    else:
+        try:
+            fixed = parse_assignments(fix)
+        except StartError as e:
+            raise UsageError(str(e).replace("--start", flag)) from None
+    for t in bundle.spec.templates:
+        if templates and t.name not in templates:
+            continue
+        declared = {p.name: [str(v).lower() for v in p.values] for p in t.params}
+        if all(k in declared and v.lower() in declared[k] for k, v in fixed.items()):
+            return fixed
+    raise UsageError(f"{flag} {fix!r}: no template of {bundle.spec.name} has these parameters with these values")
+
+
+def check_start(start: str | dict | None, strategy: str, bundle, workloads: Sequence[Workload], device: str,
+                flag: str = "start") -> dict[str, str] | None:
+    """The planner's first configuration, checked against every workload's pruned space; UsageError otherwise."""
+    if start is None:
+        return None
+    from .loop import PLANNER
+    from .spec.start import StartError, parse_assignments, resolve_start
+    if strategy != PLANNER:
+        by = "--strategy" if flag.startswith("--") else "strategy"
+        raise UsageError(f"{flag} is only used by {by} {PLANNER} (got {by} {strategy})")
+    from .device import device_properties
+    try:
+        config = {str(k): str(v) for k, v in start.items()} if isinstance(start, dict) else parse_assignments(start)
+        resolve_start(bundle.spec, list(workloads), config, device_properties(device))
+    except StartError as e:
+        raise UsageError(str(e).replace("--start", flag)) from None
+    return config
+
+
+def check_prior(paths: Sequence[str | Path] | str | Path | None, strategy: str, bundle,
+                flag: str = "prior") -> dict | None:
+    """What the run archives about its warm start (files with their sha256, configurations), read from the
+    recordings; UsageError when the strategy takes none or a recording does not fit the op."""
+    if not paths:
+        return None
+    from .replay.prior import read_prior
+    from .search import STRATEGIES, takes_prior
+    files = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+    if not takes_prior(strategy):
+        by = "--strategy" if flag.startswith("--") else "strategy"
+        raise UsageError(f"{flag} is only used by {by} "
+                         f"{', '.join(s for s in STRATEGIES if takes_prior(s))} (got {by} {strategy})")
+    try:
+        return read_prior(files if len(files) > 1 else files[0], bundle.spec.name).as_dict()
+    except ValueError as e:
+        # with several files the message names the file it is about
+        raise UsageError(f"{flag} {files[0]}: {e}" if len(files) == 1 else f"{flag}: {e}") from None
+
+
 def default_run_dir(op_name: str) -> Path:
     return Path("runs") / f"{op_name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
@@ -193,7 +257,9 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
              device: str | None = None, strategy: str = DEFAULT_STRATEGY, *, out: str | Path | None = None,
              gpu_budget: float | None = None,
              seed: int = 0, checks: int = 2, confirm: bool = True, templates: Sequence[str] | None = None,
-             baselines: Sequence[str] | None = None, resume: bool = False,
+             baselines: Sequence[str] | None = None, fix: str | dict | None = None,
+             prior: Sequence[str | Path] | str | Path | None = None, start: str | dict | None = None,
+             profile_timeout_s: float = 300.0, resume: bool = False,
              on_progress: Callable | None = None) -> Run:
     """Run the closed loop on an op and return the archived run.
 
@@ -204,8 +270,11 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
     used this many compile + verification + timing seconds. device: 'cuda' or 'interpret' (default:
     cuda when a GPU is present). strategy: a name of `kernelloop.loop.strategy_names()`. out: the run folder
     (default runs/<op>-<time>); resume=True continues the run there. templates / baselines: search only these
-    templates; confirm against only these baselines. on_progress: called with `kernelloop.loop.Progress` after
-    every trial.
+    templates; confirm against only these baselines. fix: pin parameters ('BLOCK_N=4096,ROWS=1' or a mapping):
+    only templates that have them, only configurations with these values. prior: warm-start the staged search from
+    recordings (a `kernelloop record` space, a Kernel Tuner cache, an earlier run). start / profile_timeout_s: the
+    planner's first configuration and the deadline of one Nsight Compute run. on_progress: called with
+    `kernelloop.loop.Progress` after every trial.
 
     Raises UsageError for bad arguments, SpecError for a malformed spec or workload file, FileExistsError for a
     used run folder without resume, and RuntimeError / ManifestChanged / ArchiveError when the run cannot continue.
@@ -231,6 +300,11 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
     for b in baselines or ():
         if b not in known:
             raise UsageError(f"baseline {b!r}: choose from {', '.join(known)}")
+    fixed = check_fixed(fix, bundle, templates)
+    start_config = check_start(start, strategy, bundle, wls, dev)
+    prior_used = check_prior(prior, strategy, bundle)
+    if not profile_timeout_s > 0:
+        raise UsageError(f"profile_timeout_s {profile_timeout_s}: seconds must be positive")
     if gpu_budget is not None and not gpu_budget > 0:
         raise UsageError(f"gpu_budget {gpu_budget}: seconds must be positive")
     if resume and out is None:
@@ -239,10 +313,11 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
     opts = RunOptions(device=dev, budget_evals=evals, budget_seconds=seconds, budget_gpu_seconds=gpu_budget,
                       strategy=strategy, seed=seed,
                       checks=checks, confirm=confirm, templates=list(templates) if templates else None,
-                      baselines=list(dict.fromkeys(baselines)) if baselines else None)
+                      baselines=list(dict.fromkeys(baselines)) if baselines else None, fixed=fixed,
+                      start=start_config, profile_timeout_s=profile_timeout_s, prior=prior_used)
     Controller(bundle, wls, opts, run_dir, on_progress).run(resume=resume)
     return Run.load(run_dir)
 
 
-__all__ = ["DEVICES", "Run", "UsageError", "archive_file", "check_strategy", "default_run_dir", "default_workloads",
+__all__ = ["DEVICES", "Run", "UsageError", "archive_file", "check_fixed", "check_prior", "check_start", "check_strategy", "default_run_dir", "default_workloads",
            "load_bundle", "load_workloads", "optimize", "parse_budget", "resolve_device", "summarize"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 import typer
@@ -54,23 +53,13 @@ def archive_path(run: Path, console) -> Path:
 
 
 def fixed_parameters(text: str | None, bundle, templates: list[str] | None) -> dict[str, str] | None:
-    """The parsed --fix of `optimize` and `record` (NAME: value text); BadParameter when no (selected) template
-    has every named parameter with those values."""
-    if text is None:
-        return None
-    from ..spec.start import StartError, parse_assignments
+    """The parsed --fix of `optimize` and `record` (NAME: value text): `kernelloop.api.check_fixed` with the flag's
+    name in its messages, as a BadParameter."""
+    from .. import api
     try:
-        fixed = parse_assignments(text)
-    except StartError as e:
-        raise typer.BadParameter(str(e).replace("--start", "--fix"))
-    for t in bundle.spec.templates:
-        if templates and t.name not in templates:
-            continue
-        declared = {p.name: [str(v).lower() for v in p.values] for p in t.params}
-        if all(k in declared and v.lower() in declared[k] for k, v in fixed.items()):
-            return fixed
-    raise typer.BadParameter(f"--fix {text!r}: no template of {bundle.spec.name} has these parameters with these "
-                             f"values")
+        return api.check_fixed(text, bundle, templates, flag="--fix")
+    except api.UsageError as e:
+        raise typer.BadParameter(str(e)) from None
 
 
 def require_templates(bundle, templates: list[str] | None, console) -> None:

@@ -13,11 +13,10 @@ from ..archive import Archive, ArchiveError
 from ..execute.worker import BUILTIN_BASELINES
 from ..loop import PLANNER, Controller, RunOptions, op_baseline_names, strategy_names
 from ..manifest import ManifestChanged
-from ..replay.prior import read_prior
-from ..search import DEFAULT_STRATEGY, STRATEGIES, takes_prior
+from ..search import DEFAULT_STRATEGY
 from ..report.terminal import INTERPRETER_BANNER, render
 from ..spec import SpecError, load_op
-from ..spec.start import StartError, parse_assignments, resolve_start
+from ..spec.start import StartError
 from . import common
 
 
@@ -79,8 +78,8 @@ def optimize(
         wl_file = common.resolve_path(workloads) or api.default_workloads(bundle.folder, dev)
         wls = api.load_workloads(wl_file, bundle.spec)
         evals, seconds = api.parse_budget(budget, dev)
-        start_config = _start(start, strategy, bundle, wls, dev)
-        prior_used = _prior(prior, strategy, bundle)
+        start_config = api.check_start(start, strategy, bundle, wls, dev, flag="--start")
+        prior_used = api.check_prior(prior, strategy, bundle, flag="--prior")
         names = [t.name for t in bundle.spec.templates]
         for t in template or ():
             if t not in names:
@@ -139,29 +138,3 @@ def planned_trials(evals: int | None, workloads: int) -> int | None:
     """The bar's total before the controller knows the pruned spaces: the evaluation budget over every workload
     (None for a wall-time budget alone). The controller's own total (budget capped by each space) replaces it."""
     return evals * workloads if evals else None
-
-
-def _start(text: str | None, strategy: str, bundle, wls, device: str) -> dict[str, str] | None:
-    """The parsed --start, checked against every workload's pruned space (StartError says what is wrong)."""
-    if text is None:
-        return None
-    if strategy != PLANNER:
-        raise typer.BadParameter(f"--start is only used by --strategy {PLANNER} (got --strategy {strategy})")
-    from ..device import device_properties
-    start = parse_assignments(text)
-    resolve_start(bundle.spec, wls, start, device_properties(device))
-    return start
-
-
-def _prior(paths: list[Path] | None, strategy: str, bundle) -> dict | None:
-    """What the run archives about --prior (files, configurations); BadParameter says what is wrong."""
-    if not paths:
-        return None
-    if not takes_prior(strategy):
-        raise typer.BadParameter(f"--prior is only used by --strategy "
-                                 f"{', '.join(s for s in STRATEGIES if takes_prior(s))} (got --strategy {strategy})")
-    try:
-        return read_prior(paths if len(paths) > 1 else paths[0], bundle.spec.name).as_dict()
-    except ValueError as e:
-        # with several files the message names the file it is about
-        raise typer.BadParameter(f"--prior {paths[0]}: {e}" if len(paths) == 1 else f"--prior: {e}")
