@@ -40,9 +40,16 @@ def value(v) -> str:
     raise TypeError(f"no TOML form for {type(v).__name__}")
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")   # not allowed in a TOML comment (tab is)
+
+
+def _visible(m: re.Match) -> str:
+    return "\\x%02x" % ord(m.group())
+
+
 def comment(text: str) -> list[str]:
-    """`text` as comment lines (every line prefixed, none empty)."""
-    return [f"# {line}".rstrip() for line in text.splitlines() or [""]]
+    """`text` as comment lines (every line prefixed, none empty; control characters written as \\xNN)."""
+    return [f"# {_CONTROL.sub(_visible, line)}".rstrip() for line in text.splitlines() or [""]]
 
 
 def assignments(d: dict) -> list[str]:
