@@ -180,7 +180,7 @@ def _spec_toml(d: fi.Definition, name: str, axes: dict, tensors: list[dict], out
                op_dtype: DType, bytes_formula: str, other: list[str], template: dict | None) -> str:
     L = T.comment(f"Imported from FlashInfer-Trace Definition `{d.name}` by `kernelloop trace import` "
                   f"(schema of flashinfer-bench {fi.FLASHINFER_BENCH_COMMIT[:12]}).")
-    L += [f"# op_type: {d.op_type}"] + ([f"# tags: {', '.join(d.tags)}"] if d.tags else [])
+    L += T.comment(f"op_type: {d.op_type}") + (T.comment(f"tags: {', '.join(d.tags)}") if d.tags else [])
     for c in other:
         L += T.comment(f"constraint (checked on imported workloads, not by kernelloop afterwards): {c}")
     L += T.assignments({"name": name, "description": d.description or "", "reference": "reference.py",
@@ -203,8 +203,8 @@ def _spec_toml(d: fi.Definition, name: str, axes: dict, tensors: list[dict], out
           "# distributions may leave the op's domain: add them once the tolerance is known to hold there.",
           "[inputs_policy]", 'distributions = ["normal"]', ""]
     if template is not None:
-        L += [f"# The solution `{template['solution']}` as submitted, behind an adapter `launch`: a space of one "
-              f"point.", "[[templates]]", *T.assignments({"name": "solution", "file": template["file"]}),
+        L += [*T.comment(f"The solution `{template['solution']}` as submitted, behind an adapter `launch`: a space "
+                         f"of one point."), "[[templates]]", *T.assignments({"name": "solution", "file": template["file"]}),
               "[[templates.params]]", *T.assignments({"name": ADAPTER_PARAM, "values": [template["solution"]]}),
               *[line for c in other if _checkable(c, axes) for line in (
                   "[[templates.constraints]]", *T.assignments({"expr": c, "reason": "the Definition's constraint"}))],
@@ -217,7 +217,7 @@ def _workloads_toml(d: fi.Definition, name: str, entries: list[dict], dtype: DTy
     L = T.comment(f"Workloads of FlashInfer-Trace Definition `{d.name}`, imported by `kernelloop trace import`.")
     L += [f"op = {T.string(name)}", ""]
     for e in entries:
-        L += [f"# FlashInfer workload uuid {e['uuid']}", "[[workload]]",
+        L += [*T.comment(f"FlashInfer workload uuid {e['uuid']}"), "[[workload]]",
               f"axes = {T.value(e['axes'])}", f"dtype = {T.string(dtype.value)}", "weight = 1.0", ""]
     return "\n".join(L)
 
