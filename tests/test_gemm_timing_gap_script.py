@@ -8,12 +8,14 @@ from pathlib import Path
 import pytest
 import torch
 
+from kernelloop.builtin import ops_dir
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gemm_timing_gap.py"
 
 
 def test_configurations_bind_to_the_tiled_launch():
     ns = runpy.run_path(str(SCRIPT))
-    kernel = ns["_load"](ns["ROOT"] / "ops" / "gemm" / "kernel.py", "gemm_kernel_gap_test")
+    kernel = ns["_load"](ops_dir() / "gemm" / "kernel.py", "gemm_kernel_gap_test")
     a = torch.empty(8, 8)
     assert {cfg["TMA"] for cfg in ns["CONFIGS"].values()} == {0, 1}
     for cfg in ns["CONFIGS"].values():
