@@ -297,3 +297,31 @@ def test_denials_read_back_from_an_offset_and_past_a_cut_line(tmp_path):
     assert sandbox.read_denials(tmp_path / "absent") == []
     assert sandbox.denial_verdict_message([first, second]) == "sandbox: open('/a') denied (and 1 more)"
     assert sandbox.denial_verdict_message([second]) == "sandbox: socket.connect() denied"
+
+
+def test_a_module_first_imported_after_arming_writes_no_bytecode_and_is_no_denial(tmp_path):
+    """A fresh checkout has no __pycache__: a trusted module the worker imports after arming (kernelloop's own)
+    must not make the import system try to write its .pyc outside the job folder (that was recorded as a denial,
+    and the honest candidate REJECTED)."""
+    lib, job = tmp_path / "lib", tmp_path / "job"
+    (lib / "freshmod").mkdir(parents=True)
+    job.mkdir()
+    (lib / "freshmod" / "__init__.py").write_text("VALUE = 41 + 1\n")
+    script = r'''
+import os, sys
+from kernelloop.execute.sandbox import default_policy, install
+job, lib = sys.argv[1], sys.argv[2]
+policy = default_policy([job], os.path.join(job, "sandbox.denied"))
+policy.read_roots.append(lib)
+policy.import_roots.append(lib)
+box = install(policy)
+sys.path.insert(0, lib)
+import freshmod
+print(freshmod.VALUE, len(box.take_denials()))
+'''
+    out = subprocess.run([sys.executable, "-c", script, str(job), str(lib)], capture_output=True, text=True,
+                         timeout=300, cwd=job, env={**{k: v for k, v in os.environ.items()
+                                                      if k != "PYTHONDONTWRITEBYTECODE"}, "TMPDIR": str(job)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["42", "0"]
+    assert not (lib / "freshmod" / "__pycache__").exists()

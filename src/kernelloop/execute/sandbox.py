@@ -320,6 +320,11 @@ def install(policy: SandboxPolicy) -> Sandbox:
         finally:
             state["busy"] = False
 
+    # No bytecode caches from here on: the import system would try to write __pycache__ files next to modules
+    # first imported after arming (kernelloop's own in a fresh checkout), which lie outside what may be written.
+    # Denying those writes is right (a planted .pyc of a trusted module would outlive the candidate), so they must
+    # not be attempted at all.
+    sys.dont_write_bytecode = True
     sys.addaudithook(hook)
     _INSTALLED.append(True)
     return Sandbox(policy, state)
