@@ -148,7 +148,7 @@ def import_(
         console.print(f"[red]cannot import:[/red] {e}")
         raise typer.Exit(common.BAD_INPUT)
     folder = bundle.folder
-    files = sorted(str(p) for p in folder.iterdir())
+    files = sorted(str(p) for p in folder.iterdir() if p.is_file())   # what import wrote (not a bytecode cache)
     if as_json:
         print(json.dumps({"op": bundle.spec.name, "folder": str(folder), "files": files, "notes": notes}, indent=2))
         return
