@@ -441,6 +441,10 @@ class Evaluator:
                 return Costs(compile_s=compile_s, verify_s=verify_s, bench_s=bench_s, wall_s=time.perf_counter() - t0)
 
             if verdict.status is not Status.PASSED:
+                if self.device != "cuda":
+                    # In the interpreter an out-of-bounds write lands in the worker's own heap and may only crash a
+                    # later call: the next candidate starts in a fresh process, so no failure is charged to it.
+                    self.worker.kill()
                 stage = "build" if verdict.status is Status.COMPILE_ERROR else "verify"
                 return Evaluation(build, verdict, None, costs(),
                                   self._failure(stage, workload, case_record(failed_case) if failed_case else None,
