@@ -29,7 +29,7 @@ SHAPES = {
     "few-tiles": [(512, 4096, 4096), (512, 1024, 4096), (2048, 1024, 4096), (512, 4096, 14336),
                   (512, 1024, 8192), (2048, 1024, 8192)],
     "4096": [(4096, 4096, 4096)],
-    # four prefill shapes with many tiles, where the 128x256 persistent tile ran at 0.96-0.98x cuBLAS (tenth session)
+    # four prefill shapes with many tiles, where the 128x256 persistent tile ran at 0.96-0.98x cuBLAS (an earlier H200 run)
     # the two 512x1024 shapes: cuBLAS runs 64x64 tiles 13 stages deep (K = 4096) and split-K 128x64 (K = 8192)
     "narrow": [(512, 1024, 4096), (512, 1024, 8192)],
     "large": [(4096, 4096, 4096), (8192, 4096, 4096), (8192, 14336, 4096), (512, 28672, 8192)],
@@ -39,10 +39,10 @@ SHAPES = {
     # prefill shapes whose 128x256 tiles leave a ragged last wave (or fewer tiles than SMs): stream-K's targets
     "streamk": [(512, 14336, 4096), (512, 28672, 8192), (512, 4096, 4096), (2048, 1024, 4096), (512, 4096, 14336),
                 (512, 1024, 4096), (4096, 4096, 4096), (2048, 4096, 4096)],
-    # the prefill shapes still > 1 % behind cuBLAS in the twelfth session's suite run: the Gluon kernel's tiles
+    # the prefill shapes still > 1 % behind cuBLAS in an earlier H200 suite run: the Gluon kernel's tiles
     "behind": [(512, 28672, 8192), (512, 14336, 4096), (2048, 4096, 4096), (8192, 1024, 4096), (512, 1024, 4096)],
     # the ping-pong Gluon kernel (two math warpgroups on tiles of their own) on 4096^3 and the prefill shapes still
-    # behind cuBLAS after the thirteenth session's suite run
+    # behind cuBLAS after an earlier H200 suite run
     "pingpong": [(4096, 4096, 4096), (8192, 4096, 4096), (2048, 4096, 4096), (8192, 1024, 4096), (512, 14336, 4096),
                  (512, 28672, 8192), (8192, 14336, 4096)],
 }
@@ -78,7 +78,7 @@ def _gluon(bm, bn, bk, stages, warps, epi_tma=1, group=8, loader_regs=40, sync=1
                 PINGPONG=pingpong)
 
 
-# the first device call (twelfth session) tried 128x256 and 256x128 with the epilogue from registers (EPI_TMA=0,
+# an earlier H200 run tried 128x256 and 256x128 with the epilogue from registers (EPI_TMA=0,
 # 4 stages: 5-12 % slower), 128x128 on 4 and 8 warps and GROUP_M=1: all slower than 128x256, 3 stages, TMA store;
 # this list is the second call's: the tiled template's best two beside GROUP_M, SYNC and the loader's registers
 # (recorded 2026-12-01; in git history: benchmarks/results/2026-12-01-h200-s12/call2)

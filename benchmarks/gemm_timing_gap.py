@@ -5,7 +5,7 @@ under three L2 states (flushed by a write, flushed by a read, not flushed), and 
 
     python3 benchmarks/gemm_timing_gap.py --out gap.json [--shape 512,1024,4096] [--samples 200] [--configs JSON]
 
-Question it answers (fourteenth session): on 512x1024x4096 bf16 the loop's timer put our tiled 64x64 kernel at
+Question it answers (an earlier H200 run): on 512x1024x4096 bf16 the loop's timer put our tiled 64x64 kernel at
 0.933x cuBLAS while Nsight Compute counted the same kernel time for both. If the gap closes without the flush, or
 with a read flush, it comes from the cold-L2 state (dirty lines written back during the kernel); if it stays in
 the kernel records, it is in the kernel; if it shows only in the events, it is launch-side.

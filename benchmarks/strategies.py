@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.summarize_only:
             tasks = []
             if not cached:
-                not_run.setdefault(strat, "not run in this session (time); rerun the script for it")
+                not_run.setdefault(strat, "not run (time); rerun the script for it")
                 continue
         t0 = time.time()
         new, failed = [], None

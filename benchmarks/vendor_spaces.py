@@ -8,7 +8,7 @@ Two kinds of sources:
   derived metrics and timestamps are dropped; values are unchanged. Kernel Tuner's `tune_cache` reads these
   files as it reads the originals.
 - our H200 recordings: the `kernelloop record` space files are copied; the whole unpruned GEMM fp16 4096^3 space
-  of the seventh session is assembled from its pruning audit (3072 configurations; 328 fail at launch: shared
+  of an earlier H200 run is assembled from its pruning audit (3072 configurations; 328 fail at launch: shared
   memory over the limit) and its screen (the 2744 that run, 10-sample cold-L2 kernel medians), with each
   configuration's cost in GPU seconds (its build on the H200 plus its screen) as a kernelloop space file.
 

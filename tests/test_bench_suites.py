@@ -82,7 +82,7 @@ def test_every_repository_file_a_suite_reads_exists(bench):
 def test_every_optimize_step_passes_the_commands_checks(bench, monkeypatch, tmp_path):
     """Each optimize step (workloads from the repository) through the real command up to the run: spec, workload
     file, templates, --fix, baselines and every --prior read and checked as on the GPU host, then each workload
-    must keep configurations after pruning for an H200-like device. A wrong argument would cost a device call."""
+    must keep configurations after pruning for an H200-like device. A wrong argument would cost a GPU run."""
     from typer.testing import CliRunner
 
     import kernelloop.cli.optimize as optimize_cli

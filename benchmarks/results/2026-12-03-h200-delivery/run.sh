@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call: the package's GPU test, the packaged-op host overhead, the Llama-3-8B-shaped delivery path.
+# One GPU run: the package's GPU test, the packaged-op host overhead, the Llama-3-8B-shaped delivery path.
 cd "$(dirname "$0")"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site whl/*.whl || exit 9
 export PYTHONPATH="$PWD/src:/tmp/site" PYTHONUNBUFFERED=1

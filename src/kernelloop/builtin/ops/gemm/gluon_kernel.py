@@ -15,7 +15,7 @@ Each program of a persistent grid (one per SM) walks the output tiles in GROUP_M
 
 Releasing a slot is one thread's mbarrier arrive, so all math warps must be past their wait first: SYNC=1 (the
 default) puts a barrier over the math warps there. Triton 3.6 and 3.9 already emit one before the arrive (seen in the
-PTX of both, twelfth session), so SYNC=0 is kept only to measure that.
+PTX of both), so SYNC=0 is kept only to measure that.
 
 So the loads of the next tile run during this tile's last MMAs and its epilogue, which is what the persistent
 "tiled" kernels could not do (their software pipeline restarts at each tile). Register budget: the kernel is

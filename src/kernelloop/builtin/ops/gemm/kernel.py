@@ -13,7 +13,7 @@ its staging buffer in shared memory is half the tile: a 128x256x64 persistent ti
 (229,408 bytes built for sm_90) instead of three.
 
 FLATTEN=1 (a launch option, not in the searched space) fuses the persistent grid's tile loop with its k-loop
-(`tl.range(..., flatten=True)`), so the software pipeline runs across tile boundaries. In the eleventh session's
+(`tl.range(..., flatten=True)`), so the software pipeline runs across tile boundaries. In an earlier H200 run's
 kernel records on the H200 (benchmarks/gemm_kernels.py --shapes large, Triton 3.6) 128x256x64 persistent tiles took
 7.5 % longer with it at 8192x14336x4096, 3 % less time at 512x28672x8192 and the same at 4096^3 and 8192x4096x4096,
 so the space leaves it out.
