@@ -4,8 +4,11 @@ kernel, the eager torch op and torch.compile.
 For each (op, shape): a short `kernelloop optimize` run (or `--runs DIR` with earlier ones), `kernelloop export
 --exact`, then 500 back-to-back calls (after warm-up; one synchronize at the end; wall per call; median of 7
 repeats) of:
-  bare       the winner's own `launch` on preallocated outputs (Triton's launcher, its compiled kernel cached)
-  packaged   `pkg[op](...)`: guard decision, fresh outputs, the same launch
+  bare       the winner's launches on preallocated outputs, straight to their compiled kernels' launchers (the
+             handles recorded from the winner's `launch`, package/replay.py)
+  bare-jit   the winner's own `launch` on preallocated outputs, through Triton's JIT (binding, specialisation and
+             cache lookup on every call)
+  packaged   `pkg[op](...)`: guard decision, fresh outputs, the launch (replayed from the plan's third call on)
   torch-op   `torch.ops.<ns>.<op>(...)`: the same through torch's dispatcher (what an applied model calls)
   eager      the eager PyTorch op
   compile    torch.compile of the eager op
@@ -107,18 +110,34 @@ def main() -> None:
                 if bundle.spec.scratch is not None:
                     extra["scratch"] = torch.empty(bundle.spec.scratch_numel(axes), device="cuda")
                 row["config"] = dict(config)
-                row["bare"] = wall_per_call(lambda: launch(*inputs, *outs, **extra, **scalars, **config))
+                call = lambda: launch(*inputs, *outs, **extra, **scalars, **config)  # noqa: E731
+                row["bare-jit"] = wall_per_call(call)
+                from kernelloop.package.replay import Replay, record
+                rec = record([*inputs, *outs, *extra.values()], call)
+                if rec.why_not:
+                    row["bare_why_not"] = rec.why_not
+                else:
+                    handle = Replay(rec)
+                    tensors = [*inputs, *outs, *extra.values()]
+                    row["bare"] = wall_per_call(lambda: handle(tensors, 0))
+                call()
+                jit_out = [o.clone() for o in outs]
+                packaged = [k(*inputs, **scalars) for _ in range(3)][-1]
+                packaged = packaged if isinstance(packaged, tuple) else (packaged,)
+                row["packaged_equals_jit"] = all(torch.equal(p, j) for p, j in zip(packaged, jit_out))
             row["packaged"] = wall_per_call(lambda: k(*inputs, **scalars))
             row["torch-op"] = wall_per_call(lambda: k.torch_op(*inputs, *scalars.values()))
             eager = eager_fn(op)
             row["eager"] = wall_per_call(lambda: eager(*inputs, *scalars.values()))
             compiled = torch.compile(eager)
             row["compile"] = wall_per_call(lambda: compiled(*inputs, *scalars.values()))
+            row["replayed_calls"] = k.replays.total()
+            row["not_replayed"] = k.counts()["not_replayed"]
             if "bare" in row:
                 row["packaged_minus_bare_us"] = row["packaged"]["median_us"] - row["bare"]["median_us"]
                 row["torch_op_minus_bare_us"] = row["torch-op"]["median_us"] - row["bare"]["median_us"]
             results[f"{op} " + "x".join(str(v) for v in axes.values())] = row
-            print(op, axes, {n: round(row[n]["median_us"], 2) for n in ("bare", "packaged", "torch-op", "eager",
+            print(op, axes, {n: round(row[n]["median_us"], 2) for n in ("bare", "bare-jit", "packaged", "torch-op", "eager",
                                                                       "compile") if n in row}, flush=True)
     import triton
     report = {"what": "wall µs per call, 500 back-to-back calls, median of 7 repeats, fp16",

@@ -56,3 +56,28 @@ def test_gpu_package_routes_a_layernorm_through_graphs_and_compile(gpu_package):
                                                                 m.bias.float())).abs().max() < 2e-2
             compiled = torch.compile(m, fullgraph=True)
             assert (compiled(x).float() - ref.float()).abs().max() < 2e-2
+
+
+def test_gpu_package_replays_the_launch_through_its_compiled_kernel(gpu_package):
+    """From a plan's third call the launch goes straight to the compiled kernel (package/replay.py): the same
+    output bit for bit as the JIT path, on new tensors each call, and inside a CUDA graph."""
+    pkg = kernelloop.load_package(gpu_package)
+    k = pkg["layernorm"]
+    w = torch.randn(1024, device="cuda").half()
+    b = torch.randn(1024, device="cuda").half()
+    xs = [torch.randn(200, 1024, device="cuda").half() for _ in range(4)]
+    jit = [k(x, w, b) for x in xs[:2]]                 # recorded, through Triton's JIT
+    again = [k(x, w, b) for x in xs[:2]]               # replayed
+    assert k.replays.total() == 2, k.counts()["not_replayed"]
+    assert all(torch.equal(a, j) for a, j in zip(again, jit))
+    ref = nn.functional.layer_norm(xs[2].float(), (1024,), w.float(), b.float())
+    assert (k(xs[2], w, b).float() - ref).abs().max() < 2e-2   # fresh input, replayed
+    static_x = xs[3].clone()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static_y = k(static_x, w, b)
+    static_x.copy_(xs[0])
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(static_y, jit[0])

@@ -6,8 +6,11 @@ Qwen2RMSNorm, ...) → rmsnorm; `torch.nn.Linear` without bias → gemm_nt; GPT-
 → gemm_bias. A module is swapped only where the package has an entry for its static dims (features, dtype, eps);
 the token count is decided per call by the guards. Functional calls: `torch.nn.functional.softmax` over the last dim
 and `torch.nn.functional.scaled_dot_product_attention` (no mask, no dropout, default scale; `is_causal` picks
-attention_causal) are routed while the patch is applied. Every call goes through the package's torch ops, so the
-patched model runs eagerly, under torch.compile(fullgraph=True) and in CUDA graphs. `undo()` restores the model.
+attention_causal) are routed while the patch is applied. Under torch.compile (and torch.export), inside a
+TorchDispatchMode or FakeTensorMode, and when autograd would record the call, a call goes through the package's
+torch op, traced as one opaque operator; otherwise -- inference in eager mode, and a CUDA graph captured from it --
+it calls the package's dispatcher directly, which skips torch's dispatcher and its Python operator boundary (tens of
+microseconds of host time per call) and decides exactly as the op would. `undo()` restores the model.
 """
 
 from __future__ import annotations
@@ -71,6 +74,23 @@ def _covers(package: Package, op: str, dtype: torch.dtype, fixed: dict[str, int]
     return f"no {op} entry for {d.value} {dims}{extra}"
 
 
+def _caller(kernel):
+    """f(*inputs, *scalars): the dispatcher itself in eager inference, the kernel's torch op where a tracer, a
+    dispatch mode or autograd must see one operator."""
+    op, n, names = kernel.torch_op, kernel.n_inputs, kernel.scalar_names
+    compiling = torch.compiler.is_compiling
+    modes = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 1)
+
+    def call(*args):
+        if compiling() or modes() or (torch.is_grad_enabled() and any(a.requires_grad for a in args[:n])):
+            return op(*args)
+        out = kernel(*args[:n], **dict(zip(names, args[n:])))
+        if isinstance(out, torch.Tensor):   # an operator's outputs are its own (as the torch op makes sure)
+            return out.clone() if any(out is a for a in args[:n]) else out
+        return tuple(o.clone() if any(o is a for a in args[:n]) else o for o in out)
+    return call
+
+
 def _norm_forward(op, eps: float, bias: bool):
     """A LayerNorm/RMSNorm forward calling the package op on the flattened rows (the module's own parameters)."""
     def forward(self, x):
@@ -104,7 +124,7 @@ def _plan_module(path: str, m: nn.Module, package: Package):
         if m.weight is None or m.bias is None or len(m.normalized_shape) != 1:
             return "layernorm", "LayerNorm without weight and bias, or over several dims", None
         why = _covers(package, "layernorm", m.weight.dtype, {"N": m.normalized_shape[0]}, {"eps": m.eps})
-        return "layernorm", why, None if why else _norm_forward(package["layernorm"].torch_op, m.eps, True)
+        return "layernorm", why, None if why else _norm_forward(_caller(package["layernorm"]), m.eps, True)
     if isinstance(m, getattr(nn, "RMSNorm", ())) or (cls.endswith("RMSNorm") and isinstance(
             getattr(m, "weight", None), torch.Tensor)):
         eps = _norm_eps(m)
@@ -113,16 +133,16 @@ def _plan_module(path: str, m: nn.Module, package: Package):
         if "gemma" in cls.lower():
             return "rmsnorm", "Gemma's RMSNorm scales by (1 + weight)", None
         why = _covers(package, "rmsnorm", m.weight.dtype, {"N": m.weight.shape[0]}, {"eps": eps})
-        return "rmsnorm", why, None if why else _norm_forward(package["rmsnorm"].torch_op, eps, False)
+        return "rmsnorm", why, None if why else _norm_forward(_caller(package["rmsnorm"]), eps, False)
     if isinstance(m, nn.Linear):
         if m.bias is not None:
             return "gemm_nt", "Linear with bias: no op takes b as [N, K] plus a bias", None
         why = _covers(package, "gemm_nt", m.weight.dtype, {"N": m.out_features, "K": m.in_features}, {})
-        return "gemm_nt", why, None if why else _linear_forward(package["gemm_nt"].torch_op, False)
+        return "gemm_nt", why, None if why else _linear_forward(_caller(package["gemm_nt"]), False)
     if cls == "Conv1D" and hasattr(m, "nf") and getattr(m, "weight", None) is not None:
         k, n = m.weight.shape
         why = _covers(package, "gemm_bias", m.weight.dtype, {"N": n, "K": k}, {})
-        return "gemm_bias", why, None if why else _linear_forward(package["gemm_bias"].torch_op, True)
+        return "gemm_bias", why, None if why else _linear_forward(_caller(package["gemm_bias"]), True)
     return None, "", None
 
 
@@ -164,7 +184,7 @@ class Applied:
 
 
 def _softmax_wrapper(package: Package, original):
-    op = package["softmax"].torch_op
+    op = _caller(package["softmax"])
 
     def softmax(input, dim=None, _stacklevel=3, dtype=None):
         last = dim is not None and (dim == -1 or dim == input.dim() - 1)
@@ -175,7 +195,7 @@ def _softmax_wrapper(package: Package, original):
 
 
 def _sdpa_wrapper(package: Package, original):
-    ops = {c: package[n].torch_op for c, n in ((False, "attention"), (True, "attention_causal")) if n in package}
+    ops = {c: _caller(package[n]) for c, n in ((False, "attention"), (True, "attention_causal")) if n in package}
 
     def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False,
              **kwargs):

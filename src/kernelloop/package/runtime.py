@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from ..records import DType, OpSpec, canonical_json, sha256_hex
 from .records import MANIFEST_FILE, PackageManifest
+from .replay import observe
 from .table import MEMO_LIMIT, DispatchTable, Dispatcher
 
 TORCH_DTYPES = {DType.fp16: torch.float16, DType.bf16: torch.bfloat16, DType.fp32: torch.float32}
@@ -63,13 +64,16 @@ class _Plan:
     """A decided (dtype, device, shape): the entry or why none, and what its calls allocate and check."""
 
     __slots__ = ("idx", "reason", "dtype", "shapes", "dtypes", "outputs", "scratch", "scalars", "contiguous", "align",
-                 "entry_id")
+                 "entry_id", "replay", "recording", "replay_scalars", "replay_why")
 
     def __init__(self, idx, reason, dtype=None, shapes=(), dtypes=(), outputs=(), scratch=None, scalars=None,
                  contiguous=True, align=1, entry_id=""):
         self.idx, self.reason, self.dtype, self.shapes, self.dtypes = idx, reason, dtype, shapes, dtypes
         self.outputs, self.scratch, self.scalars, self.contiguous = outputs, scratch, scalars or {}, contiguous
         self.align, self.entry_id = align, entry_id
+        # launch replay (replay.py): the first call's recording, then the Replay, or why the JIT path stays
+        self.replay, self.recording, self.replay_scalars = None, None, None
+        self.replay_why = "" if contiguous else "the guard takes non-contiguous inputs (strides vary per call)"
 
 
 class Kernel:
@@ -99,6 +103,8 @@ class Kernel:
         self.fallbacks: Counter = Counter()
         self.seen: Counter = Counter()
         self.torch_op = None
+        self.replay_enabled = os.environ.get("KERNELLOOP_REPLAY", "1") != "0"
+        self.replays: Counter = Counter()     # entry id -> calls issued through the replay
 
     # -- the hot path --------------------------------------------------------------------------------------------
     def arch(self, device: torch.device) -> str:
@@ -208,17 +214,34 @@ class Kernel:
         x = inputs[self.op_input]
         plan = self.plans[(x.dtype, x.device, tuple(inputs[i].shape[d] for i, d in self.axis_at))]
         self.hits[plan.entry_id] += 1
-        outs = [torch.empty(shape, dtype=dt, device=x.device) for shape, dt in plan.outputs]
+        device = x.device
+        outs = [torch.empty(shape, dtype=dt, device=device) for shape, dt in plan.outputs]
+        tensors = [*inputs, *outs]
         if plan.scratch is not None:
-            launch(*inputs, *outs, scratch=torch.empty(plan.scratch[0], dtype=plan.scratch[1], device=x.device),
-                   **scalars, **config)
+            tensors.append(torch.empty(plan.scratch[0], dtype=plan.scratch[1], device=device))
+        if plan.replay is not None and scalars == plan.replay_scalars and not (plan.align % 16 and any(
+                t.data_ptr() % 16 for t in inputs)):
+            self.replays[plan.entry_id] += 1
+            plan.replay(tensors, device.index)
+        elif plan.replay_why or plan.replay is not None or device.type != "cuda" or not self.replay_enabled:
+            self._launch(launch, config, tensors, outs, scalars, plan)
         else:
-            launch(*inputs, *outs, **scalars, **config)
+            plan.replay_why = observe(plan, tensors, scalars,
+                                      lambda: self._launch(launch, config, tensors, outs, scalars, plan))
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _launch(self, launch, config, tensors, outs, scalars, plan) -> None:
+        n = self.n_inputs + len(outs)
+        if plan.scratch is not None:
+            launch(*tensors[:n], scratch=tensors[n], **scalars, **config)
+        else:
+            launch(*tensors, **scalars, **config)
 
     # -- what it saw -----------------------------------------------------------------------------------------------
     def counts(self) -> dict:
         return {"op": self.name, "entries": {e.id: self.hits[e.id] for e in self.table.entries},
+                "replayed": {e.id: self.replays[e.id] for e in self.table.entries if self.replays[e.id]},
+                "not_replayed": sorted({p.replay_why for p in self.plans.values() if p.idx >= 0 and p.replay_why}),
                 "fallbacks": dict(self.fallbacks),
                 "shapes": [{"dtype": d, "axes": dict(zip(self.table.axes, s)), "calls": n,
                             "covered": self._covered(d, s)}
@@ -232,6 +255,7 @@ class Kernel:
     def reset_counts(self) -> None:
         self.plans.clear()
         self.hits.clear()
+        self.replays.clear()
         self.fallbacks.clear()
         self.seen.clear()
 
