@@ -147,6 +147,12 @@ class Evaluator:
         self._last_reply = self.worker.request(msg, timeout=timeout)
         return self._last_reply
 
+    def _writable(self, job_dir: Path) -> bool:
+        """Make `job_dir` writable for the worker (its read-only view, execute/confine.py, keeps only its own
+        folders writable); True when that stopped the worker (the next request starts a fresh one)."""
+        make = getattr(self.worker, "make_writable", None)
+        return bool(make(job_dir)) if make is not None else False
+
     def crash_info(self, reply: Reply) -> dict:
         """Where a failed request stopped: the worker's last stage ('import', 'build (first call, case k)',
         'verify case k', 'timing (samples)', ...) and, for a worker that died, the signal that killed it."""
@@ -318,6 +324,10 @@ class Evaluator:
                # fresh input contents for every timed call, SNAPSHOTS near-duplicates re-verified (execute/timing.py)
                "fresh_inputs": True, "snapshots": SNAPSHOTS if candidate else 0,
                "job_dir": str(job_dir) if job_dir else "", "settle_threads": settle_threads}
+        if job_dir and self._writable(job_dir) and candidate is not None:
+            failed = self.load(candidate)      # the worker was restarted for the folder: load the candidate again
+            if failed is not None:
+                return {}, {}, self._last_reply
         reply = self._request(msg, timeout=self.timeouts.bench)
         if reply.status != "ok":
             return {}, {}, reply
@@ -417,6 +427,7 @@ class Evaluator:
     def evaluate(self, candidate: Candidate, workload: Workload, job_dir: Path) -> Evaluation:
         t0 = time.perf_counter()
         job_dir.mkdir(parents=True, exist_ok=True)
+        self._writable(job_dir)   # before the load: a worker restarted for it loads the candidate afresh
         self._timed_case = None
         label = workload.label
         try:

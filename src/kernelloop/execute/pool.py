@@ -46,6 +46,9 @@ class Worker:
         # candidate code runs under execute/sandbox.py unless the caller or $KERNELLOOP_SANDBOX=off says otherwise
         self.sandbox = sandbox if sandbox is not None else os.environ.get(SANDBOX_ENV, "on") != "off"
         self.os_layer = "off"
+        self.view = ""        # what the worker reported of its read-only view ('' without one)
+        self.writable: list[str] = []   # what the running worker's read-only view keeps writable
+        self._extra_writable: list[str] = []   # job folders outside work_dir that requests name (make_writable)
         self._denial_mark = 0
         self.work_dir.mkdir(parents=True, exist_ok=True)
         # absolute: the worker process runs in work_dir, where a relative path would name another file
@@ -72,10 +75,15 @@ class Worker:
         env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"   # inductor compiles in the worker, not in a pool of processes
         argv = [sys.executable, "-m", "kernelloop.execute.child", str(theirs.fileno()), self.device,
                 str(self.log_path), str(self.work_dir)]
+        self.writable, self.view = [], ""
+        with open(self.log_path, "ab"):   # exists before the read-only view keeps it writable
+            pass
         if self.sandbox:
-            from .sandbox import os_layer, wrap_command
+            from .sandbox import os_layer, read_only_view, wrap_command, writable_roots
             self.os_layer = os_layer()
-            argv = wrap_command(argv, self.os_layer)
+            if read_only_view(self.os_layer):
+                self.writable = writable_roots([self.work_dir, *self._extra_writable], self.log_path)
+            argv = wrap_command(argv, self.os_layer, self.writable, env)
         self._denial_mark = 0
         try:
             with open(self.log_path, "ab") as log:   # what the interpreter prints before the worker redirects
@@ -93,11 +101,37 @@ class Worker:
             self.kill()
             raise RuntimeError(f"worker did not start within {self.start_timeout:.0f} s; log: {self._tail()}")
         try:
-            parent.recv()
+            ready = parent.recv()
         except EOFError:
             code = self._wait(30)
             self.kill()
             raise RuntimeError(f"worker died while starting (exit {code}); log: {self._tail()}") from None
+        self.view = ready.get("view", "") if isinstance(ready, dict) else ""
+        if self.writable and not self.view.startswith("read-only view except"):
+            # the probe said the view works, this worker could not set it up: it runs with the network namespace
+            # and the audit hook only, and says so
+            from .sandbox import NET
+            self.os_layer = f"{NET}; {self.view or 'read-only view unavailable: the worker did not report it'}"
+            self.writable = []
+
+    def make_writable(self, path: str | os.PathLike) -> bool:
+        """Keep `path` (a job folder a request will name) writable in the worker's read-only view. True when the
+        running worker had to be stopped for it: the next request starts a fresh one, whose view includes it
+        (modules loaded so far are gone). Always False without a read-only view."""
+        if not self.sandbox:
+            return False
+        from .sandbox import os_layer, read_only_view
+        running = self.proc is not None
+        if not read_only_view(self.os_layer if running else os_layer()):
+            return False
+        p = os.path.realpath(path)
+        roots = self.writable if running else [str(self.work_dir), *self._extra_writable]
+        if any(p == r or p.startswith(r.rstrip("/") + "/") for r in roots):
+            return False
+        self._extra_writable.append(p)
+        if running:
+            self.kill()
+        return running
 
     def _tail(self, n: int = 4000) -> str:
         try:

@@ -28,6 +28,7 @@ directly) can bypass it. docs/verification.md states the threat model; `os_layer
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
 import subprocess
@@ -102,6 +103,11 @@ def triton_cache_dir() -> str:
         return os.environ.get("TRITON_CACHE_DIR") or str(Path.home() / ".triton" / "cache")
 
 
+def _triton_home(cache: Path) -> str:
+    """Triton's home (~/.triton: cache, dump and override folders) when the cache is its default place in it."""
+    return str(cache.parent) if cache.name == "cache" and cache.parent.name == ".triton" else str(cache)
+
+
 def _tool_paths() -> list[str]:
     found = []
     nvidia = _package_dir("triton")
@@ -138,9 +144,7 @@ def default_policy(job_roots: list[str | os.PathLike], denial_file: str | os.Pat
     pkgs = [d for d in (_package_dir(n) for n in ("torch", "triton", "kernelloop", "numpy")) if d]
     read |= {str(Path(d).parent) if Path(d).name != "kernelloop" else d for d in pkgs}
     cache = Path(triton_cache_dir())
-    # Triton's home (~/.triton: cache, dump and override folders) when the cache is its default place in it
-    triton_home = str(cache.parent) if cache.name == "cache" and cache.parent.name == ".triton" else str(cache)
-    write = {_real(p) for p in job_roots} | {str(cache), triton_home, tempfile.gettempdir()}
+    write = {_real(p) for p in job_roots} | {str(cache), _triton_home(cache), tempfile.gettempdir()}
     imports = {p for p in sys.path if p and os.path.isdir(p)}
     files = ["/dev/null", "/dev/urandom", "/dev/random", "/dev/zero", "/proc/cpuinfo", "/proc/meminfo",
              "/proc/stat", "/proc/loadavg", "/dev/shm"]
@@ -352,23 +356,81 @@ def denial_verdict_message(denials: list[Denial]) -> str:
     return denials[0].message + more
 
 
+NET = "user+net namespaces"            # os_layer(): no network but `lo`
+MOUNT = "user+net+mount namespaces"    # os_layer(): and a read-only view of all but the writable folders
+VIEW = "read-only view except the job folder, Triton's cache, the temp folder and the log file"
+
+
+def _unshare_probe(exe: str, flags: list[str], argv: list[str], env: dict | None = None):
+    try:
+        r = subprocess.run([exe, *flags, *argv], capture_output=True, text=True, timeout=60, env=env)
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, f"{type(e).__name__}: {e}"[:200]
+    return r, (r.stderr.strip().splitlines() or ["refused"])[-1][:200]
+
+
 @functools.lru_cache(maxsize=1)
 def os_layer() -> str:
-    """Whether this kernel lets an unprivileged process take a network namespace of its own: 'net-namespace' when
-    `unshare --user --map-root-user --net` runs here, else 'unavailable: <why>'."""
+    """What the OS adds to the audit hook here, probed once per process:
+    - f'{MOUNT}, {VIEW}' when `unshare --user --map-root-user --net --mount` runs and, inside it, `execute.confine`
+      makes every mount read-only but a test folder, a write outside it is refused and a remount read-write too;
+    - f'{NET}; read-only view unavailable: <why>' when only the network namespace works;
+    - 'unavailable: <why>' when no namespace can be had (no unshare binary, or the kernel refuses)."""
     exe = shutil.which("unshare")
     if exe is None:
         return "unavailable: no unshare binary"
-    try:
-        r = subprocess.run([exe, "--user", "--map-root-user", "--net", "true"], capture_output=True, text=True,
-                           timeout=10)
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"unavailable: {type(e).__name__}"
-    return "net-namespace" if r.returncode == 0 else f"unavailable: {(r.stderr.strip() or 'refused')[:200]}"
+    r, why = _unshare_probe(exe, ["--user", "--map-root-user", "--net"], ["true"])
+    if r is None or r.returncode != 0:
+        return f"unavailable: {why}"
+    with tempfile.TemporaryDirectory(prefix="kernelloop-view-") as tmp:
+        job, outside = Path(tmp, "job"), Path(tmp, "outside")
+        job.mkdir()
+        outside.mkdir()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
+                                                          env.get("PYTHONPATH")]))
+        r, why = _unshare_probe(exe, ["--user", "--map-root-user", "--net", "--mount"],
+                                [sys.executable, "-m", "kernelloop.execute.confine", str(job), str(outside)], env)
+        if r is None or r.returncode != 0:
+            return f"{NET}; read-only view unavailable: {why}"
+        try:
+            result = json.loads(r.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return f"{NET}; read-only view unavailable: the probe printed no result"
+        from .confine import PROBE_OUTSIDE
+        if (outside / PROBE_OUTSIDE).exists():
+            return f"{NET}; read-only view unavailable: a write outside the writable folder went through"
+    if not result.get("ok"):
+        return f"{NET}; read-only view unavailable: {str(result.get('why', 'refused'))[:200]}"
+    return f"{MOUNT}, {VIEW}"
 
 
-def wrap_command(argv: list[str], layer: str) -> list[str]:
-    """`argv` run inside a fresh network namespace when the OS layer is available, else unchanged."""
-    if layer != "net-namespace":
-        return argv
-    return [shutil.which("unshare") or "unshare", "--user", "--map-root-user", "--net", *argv]
+def read_only_view(layer: str) -> bool:
+    """Whether `layer` (an `os_layer()` value) gives the worker a read-only view of the file system."""
+    return layer.startswith(MOUNT)
+
+
+def writable_roots(job_roots: list[str | os.PathLike], log_path: str | os.PathLike | None = None) -> list[str]:
+    """What stays writable in the read-only view of a process whose job folders are `job_roots`: the folders the
+    audit hook lets it write (the job folders, Triton's cache and home) and its log file (an existing file). Its
+    temp folder is not added: the caller sets TMPDIR inside a job folder (the worker: `<job folder>/tmp`)."""
+    cache = Path(triton_cache_dir())
+    roots = [*(str(p) for p in job_roots), str(cache), _triton_home(cache)]
+    if log_path:
+        roots.append(str(log_path))
+    return [_real(p) for p in roots]
+
+
+def wrap_command(argv: list[str], layer: str, writable: list[str] | None = None,
+                 env: dict | None = None) -> list[str]:
+    """`argv` run inside fresh namespaces when the OS layer is available, else unchanged. With the read-only view,
+    `writable` (what the process may still write) goes into `env` for `execute.confine.confine_from_env`, which
+    the process calls before it imports candidate code."""
+    exe = shutil.which("unshare") or "unshare"
+    if read_only_view(layer) and writable is not None and env is not None:
+        from .confine import WRITABLE_ENV
+        env[WRITABLE_ENV] = json.dumps([str(p) for p in writable])
+        return [exe, "--user", "--map-root-user", "--net", "--mount", *argv]
+    if layer.startswith(NET) or read_only_view(layer):
+        return [exe, "--user", "--map-root-user", "--net", *argv]
+    return argv

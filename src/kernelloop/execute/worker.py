@@ -199,8 +199,8 @@ def _warm_runtime(torch) -> None:
     torch.save(x[:16], io.BytesIO())
 
 
-def worker_main(conn, device: str, log_path: str, job_root: str) -> None:
-    """Entry point of a spawned worker."""
+def worker_main(conn, device: str, log_path: str, job_root: str, view: str = "") -> None:
+    """Entry point of a spawned worker; `view`: what execute.confine did (reported in the ready message)."""
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -221,7 +221,9 @@ def worker_main(conn, device: str, log_path: str, job_root: str) -> None:
     scratch_device = "cuda" if device == "cuda" else "cpu"
     triton.set_allocator(lambda size, alignment, stream: torch.zeros(size, dtype=torch.int8, device=scratch_device))
     _warm_runtime(torch)
-    conn.send({"ok": True, "ready": True, "pid": os.getpid()})
+    if view:
+        print(f"kernelloop worker: {view}", flush=True)
+    conn.send({"ok": True, "ready": True, "pid": os.getpid(), "view": view})
     while True:
         try:
             msg = conn.recv()

@@ -104,7 +104,7 @@ def _measure(bundle, device: str, target: Target, work: Path) -> Measurement:
         loaded = ev.load(target.candidate)
         if loaded is not None:
             raise ReproduceError(f"the candidate no longer loads: {getattr(loaded, 'message', '') or loaded}")
-        job = work / "job"
+        job = worker.work_dir / "job"   # inside the worker's folder: writable in its read-only view
         job.mkdir(parents=True, exist_ok=True)
         ms, _, reply = ev.bench(target.candidate, target.workload, target.subjects, target.measurement.policy, job)
         if reply.status != "ok":

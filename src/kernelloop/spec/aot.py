@@ -95,6 +95,9 @@ def launch_limits(outcome: BuildOutcome, props: dict) -> list[str]:
 # The build process: reads a job file, appends one JSON line per event to the result file (flushed), so the
 # parent knows which configuration a hung or killed process was building.
 _CHILD = r'''
+# the read-only view (execute/confine.py) before anything else: it needs a process of one thread
+from kernelloop.execute.confine import confine_from_env
+view = confine_from_env()
 import hashlib, importlib.util, json, os, sys, time, types
 job = json.load(open(sys.argv[1]))
 res = open(sys.argv[2], "a", buffering=1)
@@ -215,9 +218,14 @@ def _run_chunk(job: dict, items: list[dict], timeout_s: float, startup_s: float,
         res_path = job_path + ".jsonl"
         status, tail = None, ""
         err_path = job_path + ".stderr"
+        argv, child_env = [sys.executable, "-c", _CHILD, job_path, res_path], dict(env)
+        if env.get("KERNELLOOP_SANDBOX", "on") != "off":   # the OS layer too: no network, a read-only view
+            from ..execute.sandbox import os_layer, read_only_view, wrap_command, writable_roots
+            layer = os_layer()
+            argv = wrap_command(argv, layer, writable_roots([workdir]) if read_only_view(layer) else None,
+                                child_env)
         with open(err_path, "w") as err_file:  # a file, not a pipe: a full pipe would stall the child
-            proc = subprocess.Popen([sys.executable, "-c", _CHILD, job_path, res_path], env=env,
-                                    stdout=subprocess.DEVNULL, stderr=err_file, cwd=workdir)
+            proc = subprocess.Popen(argv, env=child_env, stdout=subprocess.DEVNULL, stderr=err_file, cwd=workdir)
         # the parent watches the result file: `timeout_s` counts from each configuration's start line,
         # `startup_s` from the process's start to its first line (imports)
         clock, seen = time.monotonic(), 0
