@@ -22,7 +22,8 @@ that names the action, e.g. "sandbox: open('/home/u/ws/.kernelloop/run-interpret
 What it does not stop: code that reaches the hook's Python state (through frames, since the worker's own frames are
 on the stack of every candidate call) or native code (a C extension, or Triton's own C build helpers called
 directly) can bypass it. docs/verification.md states the threat model; `os_layer()` reports whether an OS layer
-(a network namespace) is available beside it.
+is available beside it: user and network namespaces (no network), and a mount namespace in which the process makes
+everything read-only but the folders it writes (`execute/confine.py`); `wrap_command` starts a process inside.
 """
 
 from __future__ import annotations

@@ -23,7 +23,9 @@ class Environment(Record):
     host: str
     properties: dict = Field(default_factory=dict, description="Device properties used for pruning.")
     sandbox: str = Field("", description="How candidate code is confined (execute/sandbox.py): 'audit hook; os "
-                                         "layer: net-namespace' or '...: unavailable: <why>', or 'off'.")
+                                         "layer: user+net+mount namespaces, read-only view except ...', '...: "
+                                         "user+net namespaces; read-only view unavailable: <why>', '...: "
+                                         "unavailable: <why>' (older runs: 'net-namespace'), or 'off'.")
 
 
 class Costs(Record):
