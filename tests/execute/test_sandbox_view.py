@@ -176,6 +176,18 @@ def test_where_the_kernel_refuses_the_mount_namespace_the_network_namespace_stay
     assert env == {}
 
 
+def test_the_view_can_be_turned_off_alone(monkeypatch):
+    monkeypatch.setenv("KERNELLOOP_READONLY_VIEW", "off")
+    sandbox.os_layer.cache_clear()
+    try:
+        layer = sandbox.os_layer()
+    finally:
+        sandbox.os_layer.cache_clear()
+    if layer.startswith("unavailable: "):
+        pytest.skip(f"no OS layer on this machine: {layer}")
+    assert layer == "user+net namespaces; read-only view unavailable: turned off (KERNELLOOP_READONLY_VIEW=off)"
+
+
 # ---- through the evaluator ------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -359,6 +359,7 @@ def denial_verdict_message(denials: list[Denial]) -> str:
 
 NET = "user+net namespaces"            # os_layer(): no network but `lo`
 MOUNT = "user+net+mount namespaces"    # os_layer(): and a read-only view of all but the writable folders
+VIEW_ENV = "KERNELLOOP_READONLY_VIEW"   # "off" in the controller's environment: the network namespace only
 VIEW = "read-only view except the job folder, Triton's cache, the temp folder and the log file"
 
 
@@ -383,6 +384,8 @@ def os_layer() -> str:
     r, why = _unshare_probe(exe, ["--user", "--map-root-user", "--net"], ["true"])
     if r is None or r.returncode != 0:
         return f"unavailable: {why}"
+    if os.environ.get(VIEW_ENV, "on") == "off":
+        return f"{NET}; read-only view unavailable: turned off ({VIEW_ENV}=off)"
     with tempfile.TemporaryDirectory(prefix="kernelloop-view-") as tmp:
         job, outside = Path(tmp, "job"), Path(tmp, "outside")
         job.mkdir()
