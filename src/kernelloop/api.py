@@ -256,7 +256,8 @@ class Run:
 def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None = None, budget: int | str | None = None,
              device: str | None = None, strategy: str = DEFAULT_STRATEGY, *, out: str | Path | None = None,
              gpu_budget: float | None = None,
-             seed: int = 0, checks: int = 2, confirm: bool = True, templates: Sequence[str] | None = None,
+             seed: int = 0, checks: int = 2, confirm: bool = True, sanitize: bool = True,
+             templates: Sequence[str] | None = None,
              baselines: Sequence[str] | None = None, fix: str | dict | None = None,
              prior: Sequence[str | Path] | str | Path | None = None, start: str | dict | None = None,
              profile_timeout_s: float = 300.0, resume: bool = False,
@@ -268,7 +269,8 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
     workloads-interpret.toml in the interpreter). budget: evaluations per workload (int), a duration ('90s',
     '10m') or both ('40,10m'); default 24 on cuda, 8 in the interpreter; gpu_budget: stop once the trials have
     used this many compile + verification + timing seconds. device: 'cuda' or 'interpret' (default:
-    cuda when a GPU is present). strategy: a name of `kernelloop.loop.strategy_names()`. out: the run folder
+    cuda when a GPU is present). strategy: a name of `kernelloop.loop.strategy_names()`. sanitize: run
+    compute-sanitizer over each winner on a small shape before its confirmation (select/sanitize.py). out: the run folder
     (default runs/<op>-<time>); resume=True continues the run there. templates / baselines: search only these
     templates; confirm against only these baselines. fix: pin parameters ('BLOCK_N=4096,ROWS=1' or a mapping):
     only templates that have them, only configurations with these values. prior: warm-start the staged search from
@@ -312,7 +314,8 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
     run_dir = Path(out) if out is not None else default_run_dir(bundle.spec.name)
     opts = RunOptions(device=dev, budget_evals=evals, budget_seconds=seconds, budget_gpu_seconds=gpu_budget,
                       strategy=strategy, seed=seed,
-                      checks=checks, confirm=confirm, templates=list(templates) if templates else None,
+                      checks=checks, confirm=confirm, sanitize=sanitize,
+                      templates=list(templates) if templates else None,
                       baselines=list(dict.fromkeys(baselines)) if baselines else None, fixed=fixed,
                       start=start_config, profile_timeout_s=profile_timeout_s, prior=prior_used)
     Controller(bundle, wls, opts, run_dir, on_progress).run(resume=resume)

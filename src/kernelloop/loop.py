@@ -8,7 +8,8 @@
         archive(trial)
         evidence (proposers that plan from it, PASSED only) -> profile or timing report, archived
         strategy.tell(config, kernel time)
-    front per workload; confirm each winner against every baseline, interleaved
+    front per workload; compute-sanitizer over each winner on a small shape (findings: REJECTED, the next
+    fastest is taken); confirm each winner against every baseline, interleaved
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from .search.budget import GpuBudget
 from .search.history import TransferPrior
 from .select.confirm import ConfirmFailure, confirm_across_processes, timed_check
 from .select.pareto import best_per_workload, front_for_workload
+from .select.sanitize import (SANITIZE_EVENT, SANITIZE_TRIES, Sanitizer, default_sanitizer, event_payload, off,
+                              rejected, sanitize_candidate, without_rejected)
 from .spec import OpBundle
 from .spec.space import selected_space
 from .verify.explain import failure_reason, failures_by_trial, proposer_trial
@@ -71,6 +74,7 @@ class RunOptions:
     seed: int = 0
     checks: int = 2
     confirm: bool = True
+    sanitize: bool = True                  # compute-sanitizer over each winner before its confirmation
     baselines: list[str] | None = None
     static_rules: bool = True              # source rules screen every candidate before it runs
     timeouts: Timeouts = field(default_factory=Timeouts)
@@ -85,7 +89,7 @@ class RunOptions:
     def as_dict(self) -> dict:
         out = {"device": self.device, "budget_evals": self.budget_evals, "budget_seconds": self.budget_seconds,
                "strategy": self.strategy, "seed": self.seed, "checks": self.checks, "confirm": self.confirm,
-               "baselines": self.baselines, "static_rules": self.static_rules}
+               "sanitize": self.sanitize, "baselines": self.baselines, "static_rules": self.static_rules}
         if self.budget_gpu_seconds is not None:
             out["budget_gpu_seconds"] = self.budget_gpu_seconds
         if self.strategy == PLANNER:
@@ -192,7 +196,9 @@ class TemplateSearch:
 class Controller:
     def __init__(self, bundle: OpBundle, workloads: list[Workload], options: RunOptions, run_dir: Path,
                  on_progress: Callable[[Progress], None] | None = None, proposer: Proposer | None = None,
-                 evidence=None):
+                 evidence=None, sanitizer: Sanitizer | None = None):
+        """`sanitizer` runs compute-sanitizer over a winner (kernelloop.verify.sanitizer.sanitize's signature;
+        default: `select.sanitize.default_sanitizer` for the device)."""
         self.bundle = bundle
         self.spec = bundle.spec
         self.workloads = workloads
@@ -202,6 +208,7 @@ class Controller:
         self.progress = Progress()
         self.proposer = proposer
         self.evidence = evidence   # an EvidenceSource (kernelloop.profile.evidence); default: by device
+        self.sanitizer = sanitizer
         self._failures: dict[str, dict] = {}   # trial id -> archived failure (its case), for proposers' views
         self._failures_read = False
 
@@ -458,18 +465,20 @@ class Controller:
             archive.set_front(run_id, w.id, front_for_workload(trials, w.id))
 
     def _confirm(self, archive: Archive, evaluator: Evaluator, run_id: str, policy) -> None:
-        """Re-measure each workload's winner beside every baseline, interleaved in random order, in several fresh
-        worker processes (select/confirm.py)."""
-        best = best_per_workload(archive.trials(run_id))
+        """Sanitize each workload's winner on a small shape, then re-measure it beside every baseline, interleaved
+        in random order, in several fresh worker processes (select/confirm.py, select/sanitize.py)."""
+        trials = archive.trials(run_id)
         done = archive.finals(run_id)
         baselines = self.options.baselines or (
             [*CUDA_BASELINES[:-1], *op_baseline_names(self.bundle), CUDA_BASELINES[-1]]
             if self.options.device == "cuda" else INTERPRET_BASELINES)
         for w in self.workloads:
-            if w.id not in best or w.id in done:
+            if w.id in done:
                 continue
-            trial = best[w.id]
-            cand = archive.get_candidate(trial.candidate_id)
+            picked = self._sanitized_winner(archive, evaluator, run_id, trials, w)
+            if picked is None:
+                continue
+            cand, sanitized, passed_over = picked
             if evaluator.load(cand) is not None:
                 continue
             job_dir = evaluator.worker.work_dir / f"confirm-{cand.id}-{w.id}"
@@ -488,8 +497,46 @@ class Controller:
                 shutil.rmtree(job_dir, ignore_errors=True)
             ms = runs[0]
             archive.put_final(run_id, w.id, cand.id, ms["candidate"])
-            archive.put_confirmation(run_id, stated)
+            archive.put_confirmation(run_id, stated.model_copy(update={"sanitizer": sanitized,
+                                                                       "sanitizer_rejected": passed_over}))
             for name in baselines:
                 archive.put_baseline(run_id, w.id, name, ms.get(name), notes.get(name, ""))
             self.progress.last = f"confirmed {w.label}"
             self.on_progress(self.progress)
+
+    def _sanitized_winner(self, archive: Archive, evaluator: Evaluator, run_id: str, trials: list[Trial],
+                          w: Workload):
+        """(candidate, its SanitizerOutcome, the faster candidates rejected) of the workload's fastest PASSED trial
+        that compute-sanitizer does not reject; None when there is none. Each candidate's outcome is archived as a
+        `sanitize` event (a resumed run reads the rejections back and does not sanitize them again); a finding
+        takes the next fastest, up to SANITIZE_TRIES candidates. not_run, error and off do not stop the
+        confirmation, and none of them is a pass."""
+        gone = {c for c, wid in rejected(archive, run_id) if wid == w.id}
+        mine = [t for t in trials if t.workload_id == w.id]
+        for attempt in range(SANITIZE_TRIES + 1):
+            best = best_per_workload(without_rejected(mine, {(c, w.id) for c in gone})).get(w.id)
+            if best is None:
+                if gone:
+                    archive.log_event(run_id, "confirm-failed", {
+                        "workload": w.id, "candidate": None, "status": "sanitizer", "process": None,
+                        "error": f"compute-sanitizer rejected every PASSED candidate it ran over "
+                                 f"({len(gone)}): nothing left to confirm"})
+                return None
+            cand = archive.get_candidate(best.candidate_id)
+            if not self.options.sanitize:
+                return cand, off(cand), sorted(gone)
+            if attempt == SANITIZE_TRIES:
+                archive.log_event(run_id, "confirm-failed", {
+                    "workload": w.id, "candidate": cand.id, "status": "sanitizer", "process": None,
+                    "error": f"compute-sanitizer rejected the {SANITIZE_TRIES} fastest candidates; the next one is "
+                             f"left unconfirmed"})
+                return None
+            self.progress.last = f"compute-sanitizer over {w.label} {cand.label}"
+            self.on_progress(self.progress)
+            sanitizer = self.sanitizer or default_sanitizer(self.options.device)
+            result = sanitize_candidate(sanitizer, self.bundle, cand, w, evaluator._accept(cand, w))
+            archive.log_event(run_id, SANITIZE_EVENT, event_payload("confirm", w, cand, result, best))
+            if result.status != "findings":
+                return cand, result, sorted(gone)
+            gone.add(cand.id)
+        return None

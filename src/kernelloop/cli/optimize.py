@@ -67,6 +67,11 @@ def optimize(
     out: Annotated[Optional[Path], typer.Option(help="Run folder (default: runs/<op>-<time>).")] = None,
     resume: Annotated[bool, typer.Option(help="Continue the run in --out without repeating finished trials.")] = False,
     no_confirm: Annotated[bool, typer.Option("--no-confirm", help="Skip re-measuring winners beside baselines.")] = False,
+    sanitize: Annotated[bool, typer.Option(
+        "--sanitize/--no-sanitize", help="Before a winner is confirmed, run compute-sanitizer (memcheck, racecheck, "
+                                         "synccheck, initcheck) over it on a small shape: findings reject it and "
+                                         "the next fastest is taken; without the tool, CUDA or in the interpreter "
+                                         "the run records that it did not run and why.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
 ) -> None:
     """Search, verify, time and archive candidates for every workload; confirm the winners against baselines."""
@@ -102,7 +107,8 @@ def optimize(
     if dev != "cuda":
         console.print(f"[yellow]{INTERPRETER_BANNER}[/yellow]")
     opts = RunOptions(device=dev, budget_evals=evals, budget_seconds=seconds, budget_gpu_seconds=gpu_budget,
-                      strategy=strategy, seed=seed, checks=checks, confirm=not no_confirm, start=start_config,
+                      strategy=strategy, seed=seed, checks=checks, confirm=not no_confirm, sanitize=sanitize,
+                      start=start_config,
                       profile_timeout_s=profile_timeout, templates=list(template) if template else None, fixed=fixed,
                       baselines=list(dict.fromkeys(baseline)) if baseline else None, prior=prior_used)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -29,6 +29,30 @@ class StatedSpeedup(Record):
     verdict: Comparison = Field(description="FASTER/SLOWER only when the stated interval excludes 1 ± the margin.")
 
 
+class SanitizerToolOutcome(Record):
+    """One compute-sanitizer tool's run, in brief (the full text is in `SanitizerOutcome.report`)."""
+
+    tool: str = Field(description="memcheck, racecheck, synccheck or initcheck.")
+    status: Literal["clean", "findings", "error", "not_run"]
+    reason: str = Field("", description="Why it is not clean, in words.")
+    error_count: int | None = Field(None, description="From the tool's ERROR SUMMARY (None: none printed).")
+
+
+class SanitizerOutcome(Record):
+    """compute-sanitizer over one candidate on a small shape (kernelloop.verify.sanitizer), before its confirmation
+    or packaging. Only `clean` says the tools looked and found nothing; `not_run` (no compute-sanitizer, no CUDA,
+    Triton's interpreter), `error` (a tool's run failed otherwise) and `off` (--no-sanitize) are no pass."""
+
+    status: Literal["clean", "findings", "error", "not_run", "off"]
+    candidate_id: str
+    workload: dict[str, int] = Field(default_factory=dict, description="Axes of the small shape it ran on.")
+    case: str = Field("", description="The small shape's label and input seed.")
+    reason: str = Field("", description="Why it did not run, or why a tool's run failed.")
+    verdict: str = Field("", description="findings: the REJECTED verdict's message (tool and first finding).")
+    tools: list[SanitizerToolOutcome] = Field(default_factory=list)
+    report: str = Field("", description="findings and error: the tools' reports (head and tail).")
+
+
 class CrossProcessConfirmation(Record):
     """What the confirmation of one workload's winner states, and the figures it rests on."""
 
@@ -43,6 +67,13 @@ class CrossProcessConfirmation(Record):
     interval_us: tuple[float, float] = Field(
         description="Stated interval: kernel_us x (1 -/+ half_width), stretched to the extreme per-process medians.")
     speedups: dict[str, StatedSpeedup] = Field(default_factory=dict)
+    sanitizer: SanitizerOutcome | None = Field(
+        None, description="compute-sanitizer over the winner before it was confirmed: clean, not_run with the "
+                          "reason, error, or off (--no-sanitize); a winner with findings is never confirmed "
+                          "(None: archived before the sanitizer ran at confirmation).")
+    sanitizer_rejected: list[str] = Field(
+        default_factory=list, description="Faster candidates of the workload that compute-sanitizer rejected "
+                                          "before this one was confirmed (their reports are archived events).")
 
 
 class Reproduction(Record):

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from pydantic import ConfigDict, Field, model_serializer
 
 from .base import Record
-from .confirm import CrossProcessConfirmation
+from .confirm import CrossProcessConfirmation, SanitizerOutcome
 from .measurement import Comparison, Measurement
 
 
@@ -138,6 +138,17 @@ class HypothesisSummary(Record):
     by_metric: dict[str, dict[str, int]]
 
 
+class SanitizerCheck(SanitizerOutcome):
+    """compute-sanitizer over one candidate of the workload (an archived `sanitize` event: select/sanitize.py)."""
+
+    stage: str = Field(description="confirm: before the winner's confirmation.")
+    workload_id: str
+    label: str = Field(description="The workload's label (the small shape is `workload` / `case`).")
+    candidate: str
+    candidate_label: str = ""
+    trial: str | None = None
+
+
 class WorkloadSummary(SummaryRecord):
     omit_if_none: ClassVar[tuple[str, ...]] = ("best", "confirmed", "hypotheses")
     id: str
@@ -151,6 +162,9 @@ class WorkloadSummary(SummaryRecord):
     confirmed: ConfirmedSummary | None = None
     front: list[FrontEntry] = Field(default_factory=list)
     hypotheses: HypothesisSummary | None = None
+    sanitizer: list[SanitizerCheck] = Field(
+        default_factory=list, description="compute-sanitizer's outcomes on the workload's candidates, in order; a "
+                                          "candidate with findings is REJECTED and never the best.")
 
 
 class CostSummary(SummaryRecord):
@@ -237,4 +251,4 @@ class RunSummary(SummaryRecord):
 
 __all__ = ["BaselineSummary", "BestSummary", "ConfirmedSummary", "CostSummary", "FailedTrial", "FailureGroup",
            "FrontEntry", "HypothesisSummary", "MeasurementSummary", "PruneSummary", "RunSummary", "RunnerUp",
-           "SpeedupSummary", "WorkloadSummary"]
+           "SanitizerCheck", "SpeedupSummary", "WorkloadSummary"]

@@ -27,8 +27,11 @@ def run_summary(archive: Archive, run_id: str | None = None) -> dict:
         raise LookupError(f"no run {run_id!r} in the archive")
     rid = run["id"]
     trials = archive.trials(rid)
-    best = best_per_workload(trials)
-    second = runner_up_per_workload(trials)
+    from ..select.sanitize import SANITIZE_EVENT, rejected, without_rejected
+    checks = [e["payload"] for e in archive.events(rid, SANITIZE_EVENT)]
+    usable = without_rejected(trials, rejected(archive, rid))   # compute-sanitizer's findings are REJECTED
+    best = best_per_workload(usable)
+    second = runner_up_per_workload(usable)
     planner = run["options"].get("strategy") == "planner"
     finals = archive.finals(rid)
     confirmations = archive.confirmations(rid)
@@ -56,6 +59,7 @@ def run_summary(archive: Archive, run_id: str | None = None) -> dict:
             if w.id in confirmations:   # confirmed in several fresh processes (select/confirm.py)
                 entry["confirmed"]["across_processes"] = confirmations[w.id].model_dump(mode="json")
         entry["front"] = [{"candidate": cid, **obj} for cid, obj in archive.front(rid, w.id)]
+        entry["sanitizer"] = [c for c in checks if c.get("workload_id") == w.id]
         if planner:
             entry["hypotheses"] = hypothesis_record(archive, rid, [t for t in trials if t.workload_id == w.id])
         workloads.append(entry)

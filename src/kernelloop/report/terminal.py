@@ -72,6 +72,7 @@ def render(summary: dict, console: Console | None = None) -> None:
                         f"and {_plain(second['label'])} [{slo:.2f}, {shi:.2f}] µs overlap (interpreter timings); "
                         f"the row above is the lower median only[/yellow]")
     render_processes(rows, c)
+    render_sanitizer(rows, c)
     render_failures(summary.get("failures") or [], c)
     hyp = [(w["label"], w["hypotheses"]) for w in rows if "hypotheses" in w]
     if hyp:
@@ -110,6 +111,26 @@ def render_processes(rows: list[dict], c: Console) -> None:
         stated = f"{x['kernel_us']:.2f} [{lo:.2f}, {hi:.2f}] (±{100 * x['half_width']:.1f} %)"
         t.add_row(label, str(len(x["processes"])), per, f"{100 * x['spread']['candidate']:.1f} %",
                   f"±{100 * x['within']:.1f} %", stated, ups)
+    c.print(t)
+
+
+def render_sanitizer(rows: list[dict], c: Console) -> None:
+    """compute-sanitizer over the winners before confirmation (select/sanitize.py): REJECTED with the tool and its
+    first finding, clean, or why it did not run (never a pass)."""
+    checks = [(w["label"], x) for w in rows for x in w.get("sanitizer") or []]
+    if not checks:
+        return
+    t = Table(title="compute-sanitizer before confirmation (a finding is REJECTED; not run is no pass)")
+    for col in ("workload", "candidate", "small shape", "outcome", "tools", "verdict / reason"):
+        t.add_column(col, overflow="fold")
+    for label, x in checks:
+        outcome = {"findings": "[red]REJECTED[/red]", "clean": "clean", "not_run": "[yellow]not run[/yellow]",
+                   "error": "[yellow]error[/yellow]", "off": "off (--no-sanitize)"}.get(x["status"], x["status"])
+        tools = ", ".join(f"{r['tool']} {r['status']}" for r in x.get("tools") or []) or "-"
+        shape = "x".join(str(v) for v in (x.get("workload") or {}).values()) or "-"
+        why = x.get("verdict") or x.get("reason") or "-"
+        t.add_row(label, _plain(x.get("candidate_label") or x.get("candidate", "")), shape, outcome, tools,
+                  _plain(why[:400]))
     c.print(t)
 
 

@@ -194,5 +194,71 @@ def sanitize(candidate_source: str, config: dict, spec: OpSpec, workload: Worklo
             tmp.cleanup()
 
 
-__all__ = ["ERROR_EXIT", "command_line", "find_sanitizer", "judge", "run_command", "runner_command", "runner_env",
-           "sanitize", "write_job"]
+SMALL_ELEMENTS = 1 << 16
+"""`small_workload` shrinks a shape until its tensors hold at most this many elements in all (or no axis can move)."""
+SMALL_PRIMARY = (5, 3)
+"""Values tried first for the primary (row/token) axes: small and odd, so a partial tile is exercised."""
+
+
+def _elements(spec: OpSpec, axes: dict[str, int]) -> int:
+    total = 0
+    for t in [*spec.inputs, *spec.outputs]:
+        n = 1
+        for ax in t.shape:
+            n *= axes[ax]
+        total += n
+    return total
+
+
+def small_workload(spec: OpSpec, workload: Workload, accept=None, fixed: tuple[str, ...] = (),
+                   target: int = SMALL_ELEMENTS) -> Workload:
+    """A small shape of the op's valid domain for the tools (which slow a kernel 10-100x): `workload`'s axes scaled
+    down. The primary axes (the spec's held-out axes, else the first input's first axis) try SMALL_PRIMARY first;
+    then every axis not in `fixed` is halved, largest tensor first, while the tensors hold more than `target`
+    elements. A value is taken only where `accept(axes)` holds (the op's domain and, for a template's own source,
+    its configuration's constraints: `Evaluator._accept`; default: the op's domain), so divisibility and the
+    configuration's limits are kept; an axis that cannot move keeps its value."""
+    from ..spec.loader import in_domain
+    ok = accept or (lambda axes: in_domain(spec, axes, workload.dtype))
+    axes = dict(workload.axes)
+    primary = [a for a in (spec.heldout_axes or [spec.inputs[0].shape[0]]) if a in axes and a not in fixed]
+    for ax in primary:
+        for v in SMALL_PRIMARY:
+            if v < axes[ax] and ok({**axes, ax: v}):
+                axes[ax] = v
+                break
+    free = [a for a in axes if a not in fixed]
+    moved = True
+    while moved and _elements(spec, axes) > target:
+        moved = False
+        for ax in sorted(free, key=lambda a: -axes[a]):
+            v = axes[ax] // 2
+            if v >= max(1, spec.axes[ax].min) and v < axes[ax] and ok({**axes, ax: v}):
+                axes[ax] = v
+                moved = True
+                break
+    return workload.model_copy(update={"axes": axes})
+
+
+def not_run_report(candidate_id: str, case: str, reason: str,
+                   tools: tuple[str, ...] | list[str] = TOOLS) -> SanitizerReport:
+    """Every tool `not_run` with the reason (where the caller knows there is nothing to run, e.g. the interpreter)."""
+    return SanitizerReport(candidate=candidate_id, case=case, runs=_not_run(tuple(tools), reason))
+
+
+def outcome(report: SanitizerReport, workload: Workload, report_limit: int = 20000):
+    """The report as the typed record confirmation and packaging keep (records.confirm.SanitizerOutcome)."""
+    from ..records.confirm import SanitizerOutcome, SanitizerToolOutcome
+    status = report.status
+    reasons = list(dict.fromkeys(r.reason for r in report.runs if r.status != "clean" and r.reason))
+    v = report.verdict()
+    return SanitizerOutcome(
+        status=status, candidate_id=report.candidate, workload=dict(workload.axes), case=report.case,
+        reason="; ".join(reasons) if status in ("not_run", "error") else "", verdict=v.message if v else "",
+        tools=[SanitizerToolOutcome(tool=r.tool, status=r.status, reason=r.reason, error_count=r.error_count)
+               for r in report.runs],
+        report=report.text(report_limit) if status in ("findings", "error") else "")
+
+
+__all__ = ["ERROR_EXIT", "SMALL_ELEMENTS", "command_line", "find_sanitizer", "judge", "not_run_report", "outcome",
+           "run_command", "runner_command", "runner_env", "sanitize", "small_workload", "write_job"]
