@@ -39,6 +39,11 @@ def export(
              "confirmed against it (repeatable; applies to the ops that have it, e.g. sdpa-cudnn, cublas, liger).")
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the interior points.")] = 0,
+    sanitize: Annotated[bool, typer.Option(
+        "--sanitize/--no-sanitize", help="Run compute-sanitizer (memcheck, racecheck, synccheck, initcheck) over "
+                                         "each winner's kernel on a small shape: findings leave it out, the report "
+                                         "in audit/<op>.json; without the tool or CUDA the audit says why it did "
+                                         "not run.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the manifest and tables as JSON.")] = False,
 ) -> None:
     """Write a self-contained package: kernels, dispatch tables with proved guards, hashes, the audit trail."""
@@ -46,7 +51,7 @@ def export(
     console = common.console(stderr=as_json)
     opts = ExportOptions(out=out, name=name, version=version, ops_root=ops, extend=list(extend or []), ranges=not exact,
                          interior=interior, seed=seed, keep_slower=keep_slower,
-                         against=list(against or []))
+                         against=list(against or []), sanitize=sanitize)
     try:
         result = export_package(runs, opts, on_note=lambda t: console.print(f"[dim]{t}[/dim]"))
     except ExportError as e:

@@ -195,13 +195,15 @@ def _guard(spec: OpSpec, dtype: DType, arch: str, axes: dict[str, int], axis: st
 
 def build_table(spec: OpSpec, winners: list[Winner], arch: str, kernel_path, verifier: ShapeVerifier | None, *,
                 extend: tuple[str, int, int] | None = None, ranges: bool = True, interior: int = 3,
-                seed: int = 0, keep_slower: bool = False, against: tuple[str, ...] = ()) -> TableBuild:
+                seed: int = 0, keep_slower: bool = False, against: tuple[str, ...] = (),
+                screen=None) -> TableBuild:
     """The op's table from its winners. `kernel_path(candidate)` names the source inside the package; `verifier`
     may be None only when `ranges` is False (exact guards need no verification beyond the run's). On a GPU
     (`arch` not 'interpret') a winner measured SLOWER than eager PyTorch, or than a baseline named in `against`
     (e.g. the library call the model would otherwise make: sdpa-cudnn, cublas), is left out -- the reference serves
     its shape -- and so is one never compared with a baseline in `against`; `keep_slower` keeps them all.
-    Interpreter timings decide nothing."""
+    Interpreter timings decide nothing. `screen(winner)`, for the winners kept so far, returns why to leave one out
+    ("" keeps it): compute-sanitizer's findings at export (package/export.py)."""
     if not winners:
         raise ExportError(f"{spec.name}: the run has no PASSED, measured trial to package")
     left_out = []
@@ -211,6 +213,15 @@ def build_table(spec: OpSpec, winners: list[Winner], arch: str, kernel_path, ver
             why = next((f"measured SLOWER than {b}" for b in ("eager", *against) if w.verdict(b) == "SLOWER"), "")
             why = why or next((f"never compared with {b} (run with confirmation)" for b in against
                                if w.verdict(b) is None), "")
+            if why:
+                left_out.append(f"{w.workload.label}: {w.candidate.label} {why}; the reference serves it")
+            else:
+                kept.append(w)
+        winners = kept
+    if screen is not None:
+        kept = []
+        for w in winners:
+            why = screen(w)
             if why:
                 left_out.append(f"{w.workload.label}: {w.candidate.label} {why}; the reference serves it")
             else:

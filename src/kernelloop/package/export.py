@@ -7,10 +7,16 @@ Layout of a package:
     ops/<op>/reference.py        the reference, the fallback of every input no entry takes
     ops/<op>/dispatch.json       DispatchTable: disjoint guards → (template, configuration)
     ops/<op>/kernels/*.py        the kernel sources the entries launch
-    audit/<op>.json              AuditTrail: the trials behind each entry, the export's own verifications
+    audit/<op>.json              AuditTrail: the trials behind each entry, the export's own verifications,
+                                 compute-sanitizer's outcome for each winner's kernel
 
 The op folder the run was made from must still be the one on disk (its spec, reference and templates' sha256 equal
 the run's manifest): a package is built from exactly what was verified.
+
+Each winner's kernel runs under compute-sanitizer (memcheck, racecheck, synccheck, initcheck) on a small shape of
+its workload before it is packaged (select/sanitize.py): findings leave it out, the tool's report in the audit;
+without the tool or CUDA, or for a run made in Triton's interpreter, the audit records that it did not run and why.
+A winner the run's own sanitizer rejected before confirmation is replaced by the run's next fastest candidate.
 """
 
 from __future__ import annotations
@@ -26,12 +32,14 @@ from .. import __version__
 from ..archive import Archive
 from ..records import Candidate, OpSpec, sha256_hex
 from ..select.pareto import best_per_workload
+from ..select.sanitize import (SANITIZE_EVENT, Sanitizer, accept_for, default_sanitizer, off, rejected,
+                               sanitize_candidate, without_rejected)
 from ..spec import SpecError, load_op
 from .build import (ExportError, ShapeVerifier, TableBuild, Winner, arch_of, build_table, parse_extend,
                     unused_extends)
 from .runtime import manifest_digest
 from .records import (MANIFEST_FILE, AuditTrail, ExportCheck, MeasuredOn, PackagedOp, PackageManifest,
-                      TrialRecord)
+                      SanitizerAudit, TrialRecord)
 
 
 @dataclass
@@ -46,6 +54,7 @@ class ExportOptions:
     seed: int = 0
     keep_slower: bool = False            # on a GPU, package winners measured slower than eager too
     against: list[str] = field(default_factory=list)   # on a GPU, also leave out winners slower than these baselines
+    sanitize: bool = True                # compute-sanitizer over each winner's kernel (findings leave it out)
 
 
 @dataclass
@@ -93,9 +102,11 @@ def _op_bundle(run: dict, ops_root: Path | None, used_templates: set[str]):
 
 
 def _winners(archive: Archive, run: dict) -> list[Winner]:
+    """Each workload's fastest PASSED trial whose candidate the run's compute-sanitizer did not reject."""
     finals = archive.finals(run["id"])
     out = []
-    for wid, trial in best_per_workload(archive.trials(run["id"])).items():
+    usable = without_rejected(archive.trials(run["id"]), rejected(archive, run["id"]))
+    for wid, trial in best_per_workload(usable).items():
         m = trial.measurement
         if wid in finals and finals[wid][0] == trial.candidate_id:
             m = finals[wid][1]
@@ -115,7 +126,52 @@ def kernel_file(candidate: Candidate) -> str:
     return f"kernels/{candidate.template}-{candidate.source_hash[:12]}.py"
 
 
-def _audit(archive: Archive, run: dict, build: TableBuild, commitment: str) -> AuditTrail:
+def _run_rejections(archive: Archive, run: dict) -> list[SanitizerAudit]:
+    """The run's own compute-sanitizer findings (before confirmation): those winners were replaced."""
+    fields = set(SanitizerAudit.model_fields)
+    return [SanitizerAudit(**{k: v for k, v in e["payload"].items() if k in fields and k != "stage"},
+                           stage="confirm")
+            for e in archive.events(run["id"], SANITIZE_EVENT) if e["payload"].get("status") == "findings"]
+
+
+class _Screen:
+    """compute-sanitizer over each winner kept so far (`build_table(screen=...)`), once per candidate on a small
+    shape of its smallest workload; the outcomes go to the audit."""
+
+    def __init__(self, bundle, winners: list[Winner], device: str, sanitizer: Sanitizer | None, enabled: bool):
+        self.bundle, self.device, self.enabled = bundle, device, enabled
+        self.sanitizer = sanitizer or default_sanitizer(device)
+        self.smallest: dict[str, Winner] = {}
+        for w in winners:
+            cur = self.smallest.get(w.candidate.id)
+            if cur is None or _size(w) < _size(cur):
+                self.smallest[w.candidate.id] = w
+        self.results: dict[str, SanitizerAudit] = {}
+
+    def __call__(self, w: Winner) -> str:
+        cid = w.candidate.id
+        if cid not in self.results:
+            at = self.smallest.get(cid, w)
+            if not self.enabled:
+                result = off(w.candidate)
+            else:
+                result = sanitize_candidate(self.sanitizer, self.bundle, w.candidate, at.workload,
+                                            accept_for(self.bundle, w.candidate, at.workload, self.device))
+            self.results[cid] = SanitizerAudit(**result.model_dump(), stage="export", label=at.workload.label,
+                                               candidate_label=w.candidate.label)
+        r = self.results[cid]
+        return f"rejected by {r.verdict}" if r.status == "findings" else ""
+
+
+def _size(w: Winner) -> int:
+    n = 1
+    for v in w.workload.axes.values():
+        n *= v
+    return n
+
+
+def _audit(archive: Archive, run: dict, build: TableBuild, commitment: str,
+           sanitizer: list[SanitizerAudit] | None = None) -> AuditTrail:
     finals = archive.finals(run["id"])
     trials = archive.trials(run["id"])
     entries = {}
@@ -138,7 +194,8 @@ def _audit(archive: Archive, run: dict, build: TableBuild, commitment: str) -> A
     checks = [ExportCheck(entry_range=n.entry_range, axes=n.axes, status=n.status, message=n.message, case=n.case)
               for n in build.notes]
     return AuditTrail(op=run["op"], run_id=run["id"], entries=entries, export_checks=checks,
-                      secret_commitment=commitment, left_out=list(build.left_out))
+                      secret_commitment=commitment, left_out=list(build.left_out),
+                      sanitizer=list(sanitizer or []))
 
 
 def _write(path: Path, text: str, files: dict[str, str], root: Path) -> None:
@@ -148,8 +205,10 @@ def _write(path: Path, text: str, files: dict[str, str], root: Path) -> None:
 
 
 def export_package(runs: list[Path], options: ExportOptions, device: str | None = None,
-                   on_note=lambda text: None) -> ExportResult:
-    """Build and write the package; nothing is left at `options.out` unless the whole export succeeded."""
+                   on_note=lambda text: None, sanitizer: Sanitizer | None = None) -> ExportResult:
+    """Build and write the package; nothing is left at `options.out` unless the whole export succeeded.
+    `sanitizer` runs compute-sanitizer over a winner's kernel (kernelloop.verify.sanitizer.sanitize's signature;
+    default: `select.sanitize.default_sanitizer` for the device)."""
     out = Path(options.out)
     if out.exists() and any(out.iterdir()):
         raise ExportError(f"{out} exists and is not empty: choose a new --out")
@@ -182,7 +241,9 @@ def export_package(runs: list[Path], options: ExportOptions, device: str | None 
         for archive, run in opened:
             winners = _winners(archive, run)
             if not winners:
-                raise ExportError(f"run {run['id']} ({run['op']}) has no PASSED, measured trial: nothing to package")
+                why = " its compute-sanitizer did not reject" if rejected(archive, run["id"]) else ""
+                raise ExportError(f"run {run['id']} ({run['op']}) has no PASSED, measured trial{why}: nothing to "
+                                  f"package")
             bundle = _op_bundle(run, options.ops_root, {w.candidate.template for w in winners})
             spec: OpSpec = bundle.spec
             env = run["environment"]
@@ -191,13 +252,16 @@ def export_package(runs: list[Path], options: ExportOptions, device: str | None 
             verifier = None
             if options.ranges:
                 verifier = ShapeVerifier(bundle, device or run_device, stage / ".verify")
+            screen = _Screen(bundle, winners, device or run_device, sanitizer, options.sanitize)
+            replaced = _run_rejections(archive, run)
             try:
                 on_note(f"{spec.name}: {len(winners)} winner(s); verifying ranges" if options.ranges else
                         f"{spec.name}: {len(winners)} winner(s); exact guards")
                 build = build_table(spec, winners, arch_of(env), kernel_file, verifier, extend=extend,
                                     ranges=options.ranges, interior=options.interior, seed=options.seed,
                                     keep_slower=options.keep_slower,
-                                    against=tuple(b for b in options.against if b in _baseline_names(bundle)))
+                                    against=tuple(b for b in options.against if b in _baseline_names(bundle)),
+                                    screen=screen)
             finally:
                 if verifier is not None:
                     verifier.close()
@@ -211,8 +275,19 @@ def export_package(runs: list[Path], options: ExportOptions, device: str | None 
                 if any(e.candidate_id == w.candidate.id for e in build.table.entries):
                     _write(root / kernel_file(w.candidate), w.candidate.source, files, stage)
             _write(root / "dispatch.json", build.table.model_dump_json(indent=1), files, stage)
-            _write(stage / "audit" / f"{spec.name}.json", _audit(archive, run, build, commitment).model_dump_json(
-                indent=1), files, stage)
+            served = {w.workload.label for w in winners}
+            for r in replaced:
+                then = ("its next fastest candidate is the winner" if r.label in served else
+                        "no other candidate passed; the reference serves it")
+                build.left_out.append(f"{r.label}: {r.candidate_label or r.candidate_id} rejected by {r.verdict} "
+                                      f"before the run's confirmation; {then}")
+            checks = [*replaced, *screen.results.values()]
+            for r in screen.results.values():
+                if r.status != "clean":
+                    on_note(f"{spec.name}: compute-sanitizer {r.status.replace('_', ' ')} for {r.label} "
+                            f"{r.candidate_label}: {r.verdict or r.reason}")
+            _write(stage / "audit" / f"{spec.name}.json", _audit(archive, run, build, commitment, checks)
+                   .model_dump_json(indent=1), files, stage)
             packaged.append(PackagedOp(
                 op=spec.name, run_id=run["id"], manifest_hash=run["manifest_hash"], entries=len(build.table.entries),
                 measured_on=MeasuredOn(device=run_device, arch=arch_of(env), gpu=env.get("gpu", ""),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from ..records import Record
+from ..records.confirm import SanitizerOutcome
 
 FORMAT_VERSION = 1
 MANIFEST_FILE = "kernelloop-package.json"
@@ -67,6 +68,16 @@ class ExportCheck(Record):
     case: str = ""
 
 
+class SanitizerAudit(SanitizerOutcome):
+    """compute-sanitizer over a winner's kernel on a small shape (select/sanitize.py): at export (`stage` export:
+    findings leave the winner out), or the run's own before its confirmation (`stage` confirm: a winner it
+    rejected was replaced by the run's next fastest)."""
+
+    stage: str = Field(description="export or confirm.")
+    label: str = Field(description="The winner's workload label (the small shape is `workload` / `case`).")
+    candidate_label: str = ""
+
+
 class AuditTrail(Record):
     """`audit/<op>.json`: the evidence behind every entry."""
 
@@ -79,4 +90,9 @@ class AuditTrail(Record):
     secret_commitment: str = Field("", description="sha256 of the export verifier's secret (the secret itself is "
                                                    "discarded).")
     left_out: list[str] = Field(default_factory=list, description="Winners not packaged, and why (on a GPU: "
-                                                                  "measured slower than eager).")
+                                                                  "measured slower than eager; compute-sanitizer's "
+                                                                  "findings).")
+    sanitizer: list[SanitizerAudit] = Field(
+        default_factory=list, description="compute-sanitizer over each packaged winner's kernel (clean, findings "
+                                          "with the tool's report, not_run or error with the reason, off), and the "
+                                          "run's rejections before confirmation.")
