@@ -147,3 +147,14 @@ def test_no_sanitize_reaches_the_controller(monkeypatch, tmp_path):
                                      "--out", str(tmp_path / flag), flag])
         assert "captured" in r.output, r.output
         assert seen["opts"].sanitize is want and seen["opts"].as_dict()["sanitize"] is want
+
+
+def test_a_tool_that_cannot_start_is_an_error_not_a_pass():
+    bundle = load_op(ops_dir() / "rmsnorm")
+    cand = Candidate(op="rmsnorm", template="rowwise", source=bundle.template_sources["rowwise"], config={})
+    w = Workload(op="rmsnorm", axes={"M": 8, "N": 256}, dtype="fp16")
+
+    def broken(*a, **k):
+        raise OSError("exec format error")
+    out = sanitize_candidate(broken, bundle, cand, w)
+    assert out.status == "error" and "exec format error" in out.reason and not out.verdict

@@ -74,8 +74,12 @@ def sanitize_candidate(sanitizer: Sanitizer, bundle, candidate: Candidate, workl
                        deadline_s: float = SANITIZE_DEADLINE_S) -> SanitizerOutcome:
     """Run the tools over `candidate` on a small shape of `workload` (see `small_workload`)."""
     small = small_workload(bundle.spec, workload, accept, tuple(getattr(bundle, "fixed_axes", ())))
-    report = sanitizer(candidate.source, dict(candidate.config), bundle.spec, small, candidate_id=candidate.id,
-                       deadline_s=deadline_s)
+    try:
+        report = sanitizer(candidate.source, dict(candidate.config), bundle.spec, small, candidate_id=candidate.id,
+                           deadline_s=deadline_s)
+    except (OSError, ValueError, RuntimeError) as e:   # the tool could not be started: no pass, and no finding
+        return SanitizerOutcome(status="error", candidate_id=candidate.id, workload=dict(small.axes),
+                                case=small.label, reason=f"compute-sanitizer could not run: {type(e).__name__}: {e}")
     return outcome(report, small)
 
 
