@@ -109,8 +109,15 @@ def _trial_rows(db: Path) -> list[tuple]:
 @pytest.mark.slow
 def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path):
     out = tmp_path / "run"
+    # four workloads as the op's interpreter suite has them (odd M, N off the block sizes, every dtype), at a few rows
+    # each: 4 x 4 trials whose interpretation is short, the kill and the resume unchanged
+    wl = tmp_path / "w.toml"
+    wl.write_text('op = "layernorm"\n' + "".join(
+        f'[[workload]]\naxes = {{ M = {m}, N = {n} }}\ndtype = "{dt}"\n'
+        for m, n, dt in ((4, 96, "fp16"), (3, 200, "fp16"), (1, 64, "bf16"), (2, 300, "fp32"))))
     cmd = [sys.executable, "-m", "kernelloop.cli.app", "optimize", str(ops_dir() / "layernorm"), "--budget", "4",
-           "--device", "interpret", "--out", str(out), "--strategy", "exhaustive", "--no-confirm"]
+           "--device", "interpret", "--out", str(out), "--strategy", "exhaustive", "--no-confirm",
+           "--workloads", str(wl)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     db = out / "archive.sqlite"
     deadline = time.time() + 240
