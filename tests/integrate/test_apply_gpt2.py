@@ -30,12 +30,25 @@ def test_gpt2_conv1d_and_layernorm_run_from_the_package(tmp_path):
     report = kernelloop.capture(model, inputs)
     files = kernelloop.capture.write_workloads(report, tmp_path / "cards", ops_dir())
     assert {"layernorm", "gemm_bias"} <= set(files)
-    runs = []
-    for op in ("layernorm", "gemm_bias"):
-        subprocess.run([sys.executable, "-m", "kernelloop.cli.app", "optimize", op, "--workloads", str(files[op]),
-                        "--budget", "1", "--no-confirm", "--out", str(tmp_path / op)], cwd=ROOT, check=True,
-                       capture_output=True, timeout=600)
-        runs.append(tmp_path / op)
+    runs = [tmp_path / op for op in ("layernorm", "gemm_bias")]
+    procs = []
+    try:   # the two runs are independent (own cards, own run folders): side by side
+        for op in ("layernorm", "gemm_bias"):
+            log = open(tmp_path / f"{op}.log", "w+")
+            procs.append((op, log, subprocess.Popen(
+                [sys.executable, "-m", "kernelloop.cli.app", "optimize", op, "--workloads", str(files[op]),
+                 "--budget", "1", "--no-confirm", "--out", str(tmp_path / op)], cwd=ROOT, stdout=log,
+                stderr=subprocess.STDOUT)))
+        for op, log, proc in procs:
+            rc = proc.wait(timeout=600)
+            log.seek(0)
+            assert rc == 0, f"optimize {op} exited {rc}:\n{log.read()[-3000:]}"
+    finally:
+        for _, log, proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            log.close()
     kernelloop.export(runs, tmp_path / "pkg", ops_root=ops_dir(), ranges=False)
     pkg = kernelloop.load_package(tmp_path / "pkg")
     result = kernelloop.e2e(model, pkg, inputs, seeds=(0, 1))
