@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,11 +16,48 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.environ.get("KERNELLOOP_GPU_TIER") == "1", reason="interpreter walkthrough")]
 
 
-def kl(*args: str, cwd: Path, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
+def _start(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen:
+    # output to files, not pipes: a process started beside others never blocks on a full pipe nobody reads yet
+    out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err, text=True)
+    proc.outputs = (out, err)
+    return proc
+
+
+def _what(proc: subprocess.Popen) -> str:
+    return "kernelloop " + " ".join(proc.args[3:]) if proc.args[1:3] == ["-m", "kernelloop.cli.app"] else "the script"
+
+
+def finish(*procs: subprocess.Popen, timeout: int = 900) -> list[subprocess.CompletedProcess]:
+    """Waits for every process (started side by side), then checks each exited 0: none is left running."""
+    try:
+        for proc in procs:
+            proc.wait(timeout=timeout)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    done = []
+    for proc in procs:
+        texts = []
+        for f in proc.outputs:
+            f.seek(0)
+            texts.append(f.read())
+            f.close()
+        p = subprocess.CompletedProcess(proc.args, proc.returncode, *texts)
+        assert p.returncode == 0, f"{_what(proc)} exited {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+        done.append(p)
+    return done
+
+
+def kl_start(*args: str, cwd: Path) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    p = subprocess.run([sys.executable, "-m", "kernelloop.cli.app", *args], cwd=cwd, env=env, capture_output=True,
-                       text=True, timeout=900)
-    assert p.returncode in ok, f"kernelloop {' '.join(args)} exited {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    return _start([sys.executable, "-m", "kernelloop.cli.app", *args], cwd, env)
+
+
+def kl(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    (p,) = finish(kl_start(*args, cwd=cwd))
     return p
 
 
@@ -32,10 +70,14 @@ def test_capture_optimize_export_apply_e2e(tmp_path):
     assert mapped == {"rmsnorm", "gemm_nt", "attention_causal"}
     assert sorted(p.name for p in (tmp_path / "cards").glob("*.toml")) == [
         "attention_causal.toml", "gemm_nt.toml", "rmsnorm.toml"]
-    # 2. optimize each card's op
-    for op in ("rmsnorm", "gemm_nt", "attention_causal"):
-        kl("optimize", op, "--workloads", f"cards/{op}.toml", "--budget", "2", "--out", f"runs/{op}", cwd=tmp_path)
-        summary = json.loads(kl("show", f"runs/{op}", "--json", cwd=tmp_path).stdout)
+    # 2. optimize each card's op: the three runs are independent (own cards, own run folders), so they run side by
+    # side rather than one after the other as the doc's loop does; each is then read back with `show`
+    ops = ("rmsnorm", "gemm_nt", "attention_causal")
+    finish(*[kl_start("optimize", op, "--workloads", f"cards/{op}.toml", "--budget", "2", "--out", f"runs/{op}",
+                      cwd=tmp_path) for op in ops])
+    shown = finish(*[kl_start("show", f"runs/{op}", "--json", cwd=tmp_path) for op in ops])
+    for op, p in zip(ops, shown):
+        summary = json.loads(p.stdout)
         assert all("best" in w for w in summary["workloads"]), op
     # 3. export, the token count extended to 1..64 and verified
     kl("export", "runs/rmsnorm", "runs/gemm_nt", "runs/attention_causal", "--out", "llama-pkg", "--extend", "M=1:64",
@@ -55,16 +97,15 @@ def test_capture_optimize_export_apply_e2e(tmp_path):
         "    back = model(ids).logits\n"
         "print(float((out.float() - ref.float()).abs().max()), bool(torch.equal(back, ref)))\n"
         "print(pkg['gemm_nt'].hits.total(), sum(pkg['gemm_nt'].fallbacks.values()))\n")
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    p = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
-                       timeout=600)
-    assert p.returncode == 0, p.stderr[-3000:]
+    # apply and e2e only read the package (e2e writes counts.json, which apply does not touch): side by side
+    applied = _start([sys.executable, "-c", script], tmp_path, {**os.environ, "TRITON_INTERPRET": "1"})
+    e2e = kl_start("e2e", "llama-tiny", "llama-pkg", "--batch", "3", "--seq", "7", "--counts", "counts.json", "--json",
+                   cwd=tmp_path)
+    p, r = finish(applied, e2e)
     (replaced, left), (diff, restored), (hits, fallbacks) = [line.split() for line in p.stdout.split("\n")[:3]]
     assert int(replaced) == 21 and int(left) == 1   # every norm, linear and the attention; softmax is not packaged
     assert float(diff) < 0.05 and restored == "True"
     assert int(hits) == 15 and int(fallbacks) == 0   # 7 linears x 2 layers + lm_head, all inside the range
-    r = kl("e2e", "llama-tiny", "llama-pkg", "--batch", "3", "--seq", "7", "--counts", "counts.json", "--json",
-           cwd=tmp_path)
     report = json.loads(r.stdout)
     assert report["outputs_ok"] and all(c["cosine"] > 0.999 for c in report["checks"])
     assert report["delivered"] is None and "not measured" in report["speed_note"]
