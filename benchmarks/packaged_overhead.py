@@ -91,7 +91,7 @@ def main() -> None:
         runs.append(run)
     pkg_dir = args.out / "pkg"
     if not pkg_dir.exists():
-        kernelloop.export(runs, pkg_dir, ops_root=ops_dir(), ranges=False, keep_slower=True)
+        kernelloop.export(runs, pkg_dir, ops_root=ops_dir(), ranges=False, keep_slower=True, sanitize=False)
     pkg = kernelloop.load_package(pkg_dir).register()
     for op in args.ops:
         bundle = load_op(ops_dir() / op)

@@ -125,6 +125,22 @@ def test_a_second_sandbox_in_one_process_is_refused(tmp_path):
     assert "refused: a sandbox is already installed" in out.stdout, out.stderr[-2000:]
 
 
+def test_tritons_launcher_cache_key_works_once_armed(tmp_path):
+    """Triton's launcher build keys its cache with platform.architecture(), which runs `file -b` on the
+    interpreter: computed before arming, so the first CUDA launch of an honest candidate is not denied for it."""
+    script = ("import sys\n"
+              "from kernelloop.execute.sandbox import default_policy, install\n"
+              f"box = install(default_policy([{str(tmp_path)!r}], {str(tmp_path / 'denials')!r}))\n"
+              "from triton.runtime.build import platform_key\n"
+              "print('key', platform_key())\n"
+              "import subprocess\n"
+              "try:\n    subprocess.run(['file', '-b', sys.executable])\nexcept PermissionError:\n"
+              "    print('still denied')\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert "key x86_64" in out.stdout or "key aarch64" in out.stdout, out.stderr[-2000:]
+    assert "still denied" in out.stdout       # priming the key allows nothing else
+
+
 def test_the_policy_names_the_job_folder_tritons_cache_and_its_toolchain(tmp_path):
     p = sandbox.default_policy([tmp_path], tmp_path / "d")
     assert str(tmp_path.resolve()) in p.write_roots and sandbox.triton_cache_dir() in p.write_roots

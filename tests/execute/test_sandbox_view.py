@@ -109,7 +109,8 @@ REFUSED = {"write outside": "EROFS", "mkdir outside": "EROFS", "write beside the
 @pytest.mark.parametrize("attempt", sorted(REFUSED))
 def test_outside_its_folders_nothing_can_be_written_even_without_the_audit_hook(inside, attempt):
     results, job, cache, outside = inside
-    assert results["view"] == confine.describe([str(job.resolve()), str(cache.resolve())]), results["view"]
+    assert results["view"] == confine.describe([str(job.resolve()), str(cache.resolve()), *confine.KERNEL_VIEWS]), \
+        results["view"]
     assert results[attempt] == REFUSED[attempt], results
     assert sorted(p.name for p in outside.iterdir()) == ["keep"]
     assert not (job.parent / "planted").exists()
@@ -147,7 +148,7 @@ def test_the_environment_record_names_the_read_only_view():
     if sandbox.read_only_view(LAYER):
         assert environment("interpret").sandbox == (
             "audit hook; os layer: user+net+mount namespaces, read-only view except the job folder, Triton's cache, "
-            "the temp folder and the log file")
+            "the temp folder, the log file and /proc")
 
 
 def test_where_the_kernel_refuses_the_mount_namespace_the_network_namespace_stays(monkeypatch):

@@ -15,7 +15,9 @@ process calls `readonly_view(writable)`, which
    are still checked against the real user.
 
 Device files stay usable on a read-only mount (the kernel does not count writes to them as writes to the file
-system), so `/dev/null` and the GPU's device files keep working; `/proc/<pid>/mem` of other processes does not.
+system), so `/dev/null` and the GPU's device files keep working. `/proc` keeps its own mount as it is
+(`KERNEL_VIEWS`): the CUDA driver does not initialise with it read-only; what guards another process's
+`/proc/<pid>/mem` there is the kernel's ptrace access check, not the view.
 
 Only the standard library here, and nothing that starts a thread: `unshare(CLONE_NEWUSER)` is refused to a
 process with more than one thread, so this runs before torch is imported.
@@ -38,6 +40,11 @@ MS_REC, MS_PRIVATE, MS_RELATIME, MS_STRICTATIME = 0x4000, 0x40000, 0x200000, 0x1
 CLONE_NEWUSER = 0x10000000
 _KEPT = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
          "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "strictatime": MS_STRICTATIME}
+
+
+# Mounts the view leaves as they are: with /proc read-only the CUDA driver does not initialise
+# (cudaGetDeviceCount: error 304, "OS call failed", on an H200 host; with /proc writable it does).
+KERNEL_VIEWS = ("/proc",)
 
 
 class ViewUnavailable(OSError):
@@ -101,7 +108,7 @@ def readonly_view(writable, drop: bool = True) -> list[str]:
     """Make this process's mount namespace read-only except `writable`, then (with `drop`) give up the right to
     change it. Returns the paths kept writable. Raises ViewUnavailable naming the step the kernel refused (the
     view may then be partly read-only; the caller records that it is unavailable)."""
-    keep = writable_paths(writable)
+    keep = writable_paths([*writable, *KERNEL_VIEWS])
     if not keep:
         raise ViewUnavailable(errno.EINVAL, "no writable path exists")
     if "/" in keep:

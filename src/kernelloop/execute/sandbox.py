@@ -187,10 +187,22 @@ class Sandbox:
 _INSTALLED: list[bool] = []   # one hook per process
 
 
+def _prime_toolchain() -> None:
+    """Compute, before arming, what Triton's toolchain caches per process and first computes with a subprocess:
+    the launcher build's cache key calls platform.architecture(), which runs `file -b` on the interpreter (the
+    first CUDA launch of every candidate was denied for it on a GPU host)."""
+    try:
+        from triton.runtime.build import platform_key
+    except ImportError:
+        return
+    platform_key()
+
+
 def install(policy: SandboxPolicy) -> Sandbox:
     """Arm the hook for the rest of this process's life."""
     if _INSTALLED:
         raise RuntimeError("a sandbox is already installed in this process")
+    _prime_toolchain()
     state = {"read": [*policy.read_roots], "write": [*policy.write_roots], "denials": [], "busy": False}
     files = frozenset(_real(f) for f in policy.read_files)
     imports = tuple(policy.import_roots)
@@ -360,7 +372,7 @@ def denial_verdict_message(denials: list[Denial]) -> str:
 NET = "user+net namespaces"            # os_layer(): no network but `lo`
 MOUNT = "user+net+mount namespaces"    # os_layer(): and a read-only view of all but the writable folders
 VIEW_ENV = "KERNELLOOP_READONLY_VIEW"   # "off" in the controller's environment: the network namespace only
-VIEW = "read-only view except the job folder, Triton's cache, the temp folder and the log file"
+VIEW = "read-only view except the job folder, Triton's cache, the temp folder, the log file and /proc"
 
 
 def _unshare_probe(exe: str, flags: list[str], argv: list[str], env: dict | None = None):
