@@ -74,11 +74,13 @@ def test_bad_candidates_on_gpu(evaluator, name, status, tmp_path):
 
 
 def test_illegal_memory_access_replaces_the_worker(evaluator, layernorm, tmp_path):
-    assert evaluator.evaluate(honest(layernorm), W, tmp_path / "a").verdict.status is Status.PASSED
+    # job folders inside the worker's own (as the loop's are): one outside its read-only view would restart it
+    jobs = evaluator.worker.work_dir / tmp_path.name
+    assert evaluator.evaluate(honest(layernorm), W, jobs / "a").verdict.status is Status.PASSED
     starts = evaluator.worker.starts
-    ev = evaluator.evaluate(fixture("oob_write"), W, tmp_path / "b")
+    ev = evaluator.evaluate(fixture("oob_write"), W, jobs / "b")
     assert ev.verdict.status is Status.RUNTIME_ERROR, ev.verdict
-    after = evaluator.evaluate(honest(layernorm), W, tmp_path / "c")
+    after = evaluator.evaluate(honest(layernorm), W, jobs / "c")
     assert after.verdict.status is Status.PASSED, after.verdict
     assert evaluator.worker.starts == starts + 1
 
