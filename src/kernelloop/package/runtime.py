@@ -166,8 +166,13 @@ class Kernel:
     def decide(self, inputs, scalars: dict) -> tuple[int, str]:
         """(entry index, '') or (-1, why the reference runs). The steady state is one dict lookup plus a few
         attribute reads per tensor."""
+        plan, why = self._decide(inputs, scalars)
+        return (plan.idx, "") if plan is not None else (-1, why)
+
+    def _decide(self, inputs, scalars: dict):
+        """(the plan, '') when an entry runs, else (None, why the reference runs)."""
         if self.disabled:
-            return -1, self.disabled
+            return None, self.disabled
         x = inputs[self.op_input]
         device = x.device
         shape = tuple(inputs[i].shape[d] if d < inputs[i].dim() else -1 for i, d in self.axis_at)
@@ -180,7 +185,7 @@ class Kernel:
         if plan.dtype is not None:
             self.seen[(plan.dtype.value, shape)] += 1
         if plan.idx < 0:
-            return -1, plan.reason
+            return None, plan.reason
         ok = scalars == plan.scalars if plan.scalars else True
         if ok:
             align = plan.align
@@ -192,8 +197,8 @@ class Kernel:
         if not ok:
             why = self._why_not(plan, inputs, scalars, device)
             if why:
-                return -1, why
-        return plan.idx, ""
+                return None, why
+        return plan, ""
 
     def __call__(self, *inputs, **scalars):
         if len(inputs) != self.n_inputs:
@@ -202,17 +207,21 @@ class Kernel:
         for n in self.scalar_names:
             if n not in scalars:
                 scalars[n] = self.spec.scalars[n]
-        idx, why = self.decide(inputs, scalars)
-        if idx < 0:
+        plan, why = self._decide(inputs, scalars)
+        if plan is None:
             self.fallbacks[why] += 1
             return self.reference(*inputs, **scalars)
-        return self.run_entry(idx, inputs, scalars)
+        return self._run(plan, inputs, scalars)
 
     def run_entry(self, idx: int, inputs, scalars: dict):
         """Launch entry `idx` on inputs its guard takes (the caller decided): fresh outputs, inputs untouched."""
-        launch, config = self.launchers[idx]
         x = inputs[self.op_input]
-        plan = self.plans[(x.dtype, x.device, tuple(inputs[i].shape[d] for i, d in self.axis_at))]
+        return self._run(self.plans[(x.dtype, x.device, tuple(inputs[i].shape[d] for i, d in self.axis_at))],
+                         inputs, scalars)
+
+    def _run(self, plan: "_Plan", inputs, scalars: dict):
+        launch, config = self.launchers[plan.idx]
+        x = inputs[self.op_input]
         self.hits[plan.entry_id] += 1
         device = x.device
         outs = [torch.empty(shape, dtype=dt, device=device) for shape, dt in plan.outputs]
