@@ -1,4 +1,5 @@
-"""`kernelloop show RUN`: trials by status and the best per workload, with intervals."""
+"""`kernelloop show RUN`: trials by status, the best per workload with intervals, and the run's throughput (trials
+per minute, each device's busy share of the search's wall time, the time lost waiting for builds)."""
 
 from __future__ import annotations
 

@@ -17,3 +17,4 @@ __all__ = [
 ]
 from .profile import BottleneckClass, BuildResources, Ceilings, Classification, Direction, EvidenceItem, Hypothesis, HypothesisOutcome, KernelProfile, KernelShare, ProfileAggregate, ProfileReport, Roofline, RooflineAgreement, RuleHit, ceilings_key; __all__ += ["BottleneckClass", "BuildResources", "Ceilings", "Classification", "Direction", "EvidenceItem", "Hypothesis", "HypothesisOutcome", "KernelProfile", "KernelShare", "ProfileAggregate", "ProfileReport", "Roofline", "RooflineAgreement", "RuleHit", "ceilings_key"]  # noqa: E402,E501 - issue 4 (profile records)
 from .rules import StaticRuleHit; __all__ += ["StaticRuleHit"]  # noqa: E402 - issue 3 (static source rules)
+from .run import DeviceBusy, RunResult, Throughput, WorkloadResult; __all__ += ["DeviceBusy", "RunResult", "Throughput", "WorkloadResult"]  # noqa: E402,E501 - what Controller.run returns

@@ -16,6 +16,7 @@ from pydantic import ConfigDict, Field, model_serializer
 from .base import Record
 from .confirm import CrossProcessConfirmation, SanitizerOutcome
 from .measurement import Comparison, Measurement
+from .run import Throughput
 
 
 class SummaryRecord(Record):
@@ -230,6 +231,8 @@ class RunSummary(SummaryRecord):
     prior: dict[str, Any] | None = Field(description="What warm-started the search (None: nothing did).")
     counts: dict[str, int] = Field(description="Trials per verdict status.")
     costs: CostSummary
+    throughput: Throughput = Field(description="Trials per minute, each device's busy share of the wall time, the "
+                                               "time lost waiting for builds (records/run.py says what is measured).")
     pruning: list[PruneSummary]
     workloads: list[WorkloadSummary]
     failures: list[FailureGroup]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..archive import Archive
 from ..select.pareto import best_per_workload, runner_up_per_workload
+from .throughput import throughput
 
 
 def _ratio_dict(m) -> dict:
@@ -76,6 +77,7 @@ def run_summary(archive: Archive, run_id: str | None = None) -> dict:
                   "bench_s": sum(t.costs.bench_s for t in trials),
                   "wall_s": sum(t.costs.wall_s for t in trials),
                   **({"profile_s": sum(e.get("seconds", 0.0) for e in evidence)} if planner else {})},
+        "throughput": throughput(archive, rid).model_dump(mode="json"),
         "pruning": [e["payload"] if "payload" in e else e for e in archive.events(rid, "prune")],
         "workloads": workloads,
         "failures": failure_groups(archive, rid, trials),

@@ -71,6 +71,7 @@ def render(summary: dict, console: Console | None = None) -> None:
                 c.print(f"[yellow]{w['label']}: no winner — {_plain(w['best']['label'])} [{lo:.2f}, {hi:.2f}] µs "
                         f"and {_plain(second['label'])} [{slo:.2f}, {shi:.2f}] µs overlap (interpreter timings); "
                         f"the row above is the lower median only[/yellow]")
+    render_throughput(summary.get("throughput"), c)
     render_processes(rows, c)
     render_sanitizer(rows, c)
     render_failures(summary.get("failures") or [], c)
@@ -91,6 +92,22 @@ def render(summary: dict, console: Console | None = None) -> None:
     if summary.get("llm"):
         from ..propose.llm.costs import render_llm
         render_llm(summary["llm"], c)
+
+
+def _share(x: float | None) -> str:
+    return f"{100 * x:.0f} %" if x is not None else "-"
+
+
+def render_throughput(tp: dict | None, c: Console) -> None:
+    """Trials per minute, each device's busy share of the search's wall time, the time lost waiting for builds."""
+    if not tp:
+        return
+    rate = f"{tp['trials_per_minute']:.1f} trials/min" if tp["trials_per_minute"] is not None else "- trials/min"
+    c.print(f"throughput: {rate} ({tp['trials']} trials in {tp['wall_s']:.1f} s of search); build wait "
+            f"{tp['build_wait_s']:.1f} s ({_share(tp['build_wait_fraction'])} of wall, builds in the critical path)")
+    for d in tp["devices"]:
+        c.print(f"  {d['device']}: busy {_share(d['busy_fraction'])} of wall (verifying {d['verify_s']:.1f} s, "
+                f"timing {d['bench_s']:.1f} s)")
 
 
 def render_processes(rows: list[dict], c: Console) -> None:
