@@ -6,6 +6,8 @@
     run.trials(status="PASSED")                             # [kernelloop.records.Trial]
     run.front()                                             # [FrontEntry] of the only workload
     run.summary()                                           # RunSummary: what `kernelloop show --json` prints
+    run.throughput()                                        # Throughput: trials/min, device busy, build wait
+    run.result                                              # optimize's Run: the RunResult Controller.run returned
 
 `kernelloop optimize` and `kernelloop show` go through the same functions (`resolve_device`, `check_strategy`,
 `parse_budget`, `load_workloads`, `summarize`), so the CLI's `--json` and these records are one thing. Bad
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from .records import Status, Trial, Workload
+from .records.run import RunResult, Throughput
 from .records.summary import BestSummary, FrontEntry, RunSummary, WorkloadSummary
 from .search import DEFAULT_STRATEGY
 
@@ -200,10 +203,11 @@ def archive_file(path: str | Path) -> Path:
 class Run:
     """A finished (or interrupted) run, read once from its archive: summary, trials, fronts, best per workload."""
 
-    def __init__(self, path: Path, summary: RunSummary, trials: list[Trial]):
+    def __init__(self, path: Path, summary: RunSummary, trials: list[Trial], result: RunResult | None = None):
         self.path = path                 # the archive file
         self._summary = summary
         self._trials = trials
+        self.result = result             # what Controller.run returned (optimize's Run only; None for Run.load)
 
     @classmethod
     def load(cls, path: str | Path, run_id: str | None = None) -> "Run":
@@ -222,6 +226,10 @@ class Run:
     @property
     def workloads(self) -> list[WorkloadSummary]:
         return list(self._summary.workloads)
+
+    def throughput(self) -> Throughput:
+        """Trials per minute, each device's busy share of the wall time and the time lost waiting for builds."""
+        return self._summary.throughput
 
     def summary(self) -> RunSummary:
         """The run's summary record (`kernelloop show --json` prints exactly its JSON)."""
@@ -276,7 +284,8 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
     only templates that have them, only configurations with these values. prior: warm-start the staged search from
     recordings (a `kernelloop record` space, a Kernel Tuner cache, an earlier run). start / profile_timeout_s: the
     planner's first configuration and the deadline of one Nsight Compute run. on_progress: called with
-    `kernelloop.loop.Progress` after every trial.
+    `kernelloop.loop.Progress` after every trial. The Run's `result` is the `RunResult` of this invocation (stop
+    reason, trials evaluated and replayed, best per workload, throughput).
 
     Raises UsageError for bad arguments, SpecError for a malformed spec or workload file, FileExistsError for a
     used run folder without resume, and RuntimeError / ManifestChanged / ArchiveError when the run cannot continue.
@@ -318,8 +327,10 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
                       templates=list(templates) if templates else None,
                       baselines=list(dict.fromkeys(baselines)) if baselines else None, fixed=fixed,
                       start=start_config, profile_timeout_s=profile_timeout_s, prior=prior_used)
-    Controller(bundle, wls, opts, run_dir, on_progress).run(resume=resume)
-    return Run.load(run_dir)
+    result = Controller(bundle, wls, opts, run_dir, on_progress).run(resume=resume)
+    run = Run.load(result.archive, result.run_id)
+    run.result = result
+    return run
 
 
 __all__ = ["DEVICES", "Run", "UsageError", "archive_file", "check_fixed", "check_prior", "check_start", "check_strategy", "default_run_dir", "default_workloads",

@@ -14,11 +14,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
+
+from pydantic import Field
 
 from .archive import Archive
 from .bench.policy import policies_for
@@ -27,8 +30,10 @@ from .execute import keys
 from .execute.evaluate import Evaluator, Timeouts, derive_seed
 from .execute.pool import Worker, job_root
 from .manifest import build_manifest, check_unchanged, manifest_hash
-from .records import Candidate, Status, Trial, Workload, content_hash
+from .records import Candidate, Record, Status, Trial, Workload, content_hash
+from .records.run import RunResult, WorkloadResult
 from .replay.prior import prior_files, read_prior
+from .report.throughput import SESSION_EVENT, throughput
 from .search import DEFAULT_STRATEGY, STRATEGIES, make_strategy, takes_prior
 from .search.budget import GpuBudget
 from .search.history import TransferPrior
@@ -64,8 +69,15 @@ def op_baseline_names(bundle: OpBundle) -> list[str]:
     return []
 
 
-@dataclass
-class RunOptions:
+OPTIONS_FORMAT = 2   # archived options: 2 = every RunOptions field; 1 (unmarked): the old as_dict
+RUN_KEYS = ("key", "secret", "workloads", "options_format")   # archived beside the options, not options
+AS_BEFORE = ("start", "templates", "fixed", "baselines", "prior")   # None on resume: the archived value
+
+
+class RunOptions(Record):
+    """The options of a run: one record, archived whole when the run is created (`archived`) and read back whole
+    with `model_validate` on resume (`from_archived`); `resumed` says which fields a resuming invocation sets."""
+
     device: str
     budget_evals: int | None = 24          # per workload
     budget_seconds: float | None = None    # whole run (this invocation)
@@ -77,7 +89,7 @@ class RunOptions:
     sanitize: bool = True                  # compute-sanitizer over each winner before its confirmation
     baselines: list[str] | None = None
     static_rules: bool = True              # source rules screen every candidate before it runs
-    timeouts: Timeouts = field(default_factory=Timeouts)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
     start: dict[str, str] | None = None    # planner: first configuration ("NAME": "VALUE"), see spec.start
     profile_timeout_s: float = 300.0       # planner: deadline of one Nsight Compute run
     templates: list[str] | None = None     # search only these templates of the spec (None: all)
@@ -87,20 +99,26 @@ class RunOptions:
                                            # path and sha256 each; configurations), see kernelloop.replay.prior
 
     def as_dict(self) -> dict:
-        out = {"device": self.device, "budget_evals": self.budget_evals, "budget_seconds": self.budget_seconds,
-               "strategy": self.strategy, "seed": self.seed, "checks": self.checks, "confirm": self.confirm,
-               "sanitize": self.sanitize, "baselines": self.baselines, "static_rules": self.static_rules}
-        if self.budget_gpu_seconds is not None:
-            out["budget_gpu_seconds"] = self.budget_gpu_seconds
-        if self.strategy == PLANNER:
-            out.update(start=self.start, profile_timeout_s=self.profile_timeout_s)
-        if self.templates is not None:
-            out["templates"] = list(self.templates)
-        if self.fixed:
-            out["fixed"] = dict(self.fixed)
-        if self.prior is not None:
-            out["prior"] = dict(self.prior)
-        return out
+        """Every field as JSON (timeouts as {"check", "bench"})."""
+        return self.model_dump(mode="json")
+
+    def archived(self, key: dict, workloads: list[Workload]) -> dict:
+        """What the archive's `options_json` holds: every field, the run key's record and the workloads."""
+        return {**self.as_dict(), "options_format": OPTIONS_FORMAT, "key": key,
+                "workloads": [w.model_dump(mode="json") for w in workloads]}
+
+    @classmethod
+    def from_archived(cls, stored: dict) -> "RunOptions":
+        """The record archived by `archived` (or, unmarked, by the old `as_dict`, whose absent fields were
+        defaults or None), validated whole: an unknown key is an error, not dropped."""
+        return cls.model_validate({k: v for k, v in stored.items() if k not in RUN_KEYS})
+
+    def resumed(self, stored: "RunOptions") -> "RunOptions":
+        """The options a resumed run goes on with: the archived record with this invocation's fields over it, except
+        the AS_BEFORE fields this invocation leaves None (the same first ask, space, pins, confirmation and warm
+        start as before). A prior that differs from the archived one is refused by the controller."""
+        return stored.model_copy(update={k: getattr(self, k) for k in type(self).model_fields
+                                         if k not in AS_BEFORE or getattr(self, k) is not None})
 
 
 @dataclass
@@ -234,40 +252,34 @@ class Controller:
         # the key stays with the user's controller ($KERNELLOOP_KEY or a key file outside the run folder).
         run_id, key_record, secret = keys.start_run(self.run_dir, lambda salt: "r-" + content_hash({"m": mhash,
                                                                                                    "salt": salt}))
-        opts = {**self.options.as_dict(), "key": key_record,
-                "workloads": [w.model_dump(mode="json") for w in self.workloads]}
-        archive.create_run(run_id, self.spec, manifest, mhash, env, opts)
+        archive.create_run(run_id, self.spec, manifest, mhash, env, self.options.archived(key_record, self.workloads))
         for w in self.workloads:
             archive.put_workload(w)
         return run_id, manifest, mhash, secret
 
     # -- the loop -------------------------------------------------------------------------------------------
-    def run(self, resume: bool = False) -> str:
+    def run(self, resume: bool = False) -> RunResult:
+        """Run (or with `resume`, continue) the loop; the RunResult of this invocation."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        opts = self.options
-        props = device_properties(opts.device)
+        props = device_properties(self.options.device)
         with Archive(self.run_dir / "archive.sqlite") as archive:
             run_id, manifest, mhash, secret = self._open(archive, resume)
-            if resume and opts.strategy == PLANNER and opts.start is None:   # the same first ask as before
-                opts.start = archive.get_run(run_id)["options"].get("start")
-            if resume and opts.templates is None:   # the same space as before
-                opts.templates = archive.get_run(run_id)["options"].get("templates")
-            if resume and opts.fixed is None:
-                opts.fixed = archive.get_run(run_id)["options"].get("fixed")
-            if resume and opts.baselines is None:   # the same confirmation as before
-                opts.baselines = archive.get_run(run_id)["options"].get("baselines")
-            if resume:   # the same warm start as before: the archive names what warmed the search
-                archived = archive.get_run(run_id)["options"].get("prior")
-                now, then = prior_files(opts.prior), prior_files(archived)
-                if opts.prior is not None and sorted(h for _, h in now) != sorted(h for _, h in then):
-                    given = " + ".join(p for p, _ in now)
+            if resume:   # the archived options, read back whole, with this invocation's over them
+                archived = archive.get_run(run_id)["options"]
+                stored = RunOptions.from_archived(archived)
+                given = self.options.prior
+                now, then = prior_files(given), prior_files(stored.prior)
+                if given is not None and sorted(h for _, h in now) != sorted(h for _, h in then):
+                    names = " + ".join(p for p, _ in now)
                     if then and sorted(p for p, _ in now) == sorted(p for p, _ in then):
-                        raise RuntimeError(f"cannot resume with --prior {given}: a file changed since the run "
+                        raise RuntimeError(f"cannot resume with --prior {names}: a file changed since the run "
                                            f"began (its sha256 is not the archived one)")
-                    raise RuntimeError(f"cannot resume with --prior {given}: the run was "
+                    raise RuntimeError(f"cannot resume with --prior {names}: the run was "
                                        + (f"warm-started from {' + '.join(p for p, _ in then)}"
                                           if then else "not warm-started"))
-                opts.prior = opts.prior or archived
+                # the same warm start as before: the archived prior, or the same files given from elsewhere
+                self.options = self.options.resumed(stored)
+            opts = self.options
             unknown = sorted(set(opts.templates or ()) - {t.name for t in self.spec.templates})
             if unknown:
                 raise RuntimeError(f"unknown template(s) {', '.join(unknown)}: the spec has "
@@ -306,40 +318,79 @@ class Controller:
                 t_start = time.monotonic()
                 active = [w for w in self.workloads if limit[w.id] is None or limit[w.id] > 0]
                 gpu = GpuBudget(opts.budget_gpu_seconds) if opts.budget_gpu_seconds is not None else None
-                while active:
-                    if opts.budget_seconds is not None and time.monotonic() - t_start > opts.budget_seconds:
-                        archive.log_event(run_id, "budget", {"reason": "wall time", "seconds": opts.budget_seconds})
-                        break
-                    if gpu is not None and gpu.exhausted:
-                        archive.log_event(run_id, "budget", {"reason": "gpu seconds", "seconds": gpu.seconds,
-                                                             "spent": round(gpu.spent, 3),
-                                                             "evaluations": gpu.evaluations})
-                        break
-                    for w in list(active):
-                        cand = proposer.ask(w) if (limit[w.id] is None or used[w.id] < limit[w.id]) else None
-                        if cand is None:
-                            active.remove(w)
-                            continue
-                        used[w.id] += 1
-                        replayed = self.progress.replayed
-                        trial = self._one(archive, evaluator, run_id, mhash, manifest, w, cand)
-                        if gpu is not None:
-                            gpu.charge(trial.costs.model_dump())
-                        if evidence is not None:
-                            self._evidence(archive, run_id, evidence, proposer, w, cand, trial)
-                        # proposers get the proposer's view: no seeds, nothing of a held-out case but its class
-                        proposer.tell(cand, w, self._for_proposer(archive, run_id, w, trial))
-                        events = getattr(proposer, "drain_events", lambda: [])()
-                        if self.progress.replayed == replayed:  # a resumed run archived these already
-                            for event in events:
-                                archive.log_event(run_id, "search", event)
+                session, done0 = time.time(), self.progress.done - self.progress.replayed
+                stop = None
+                try:
+                    while active:
+                        if opts.budget_seconds is not None and time.monotonic() - t_start > opts.budget_seconds:
+                            archive.log_event(run_id, "budget", {"reason": "wall time", "seconds": opts.budget_seconds})
+                            stop = "wall-time budget"
+                            break
+                        if gpu is not None and gpu.exhausted:
+                            archive.log_event(run_id, "budget", {"reason": "gpu seconds", "seconds": gpu.seconds,
+                                                                 "spent": round(gpu.spent, 3),
+                                                                 "evaluations": gpu.evaluations})
+                            stop = "gpu-seconds budget"
+                            break
+                        for w in list(active):
+                            cand = proposer.ask(w) if (limit[w.id] is None or used[w.id] < limit[w.id]) else None
+                            if cand is None:
+                                active.remove(w)
+                                continue
+                            used[w.id] += 1
+                            replayed = self.progress.replayed
+                            trial = self._one(archive, evaluator, run_id, mhash, manifest, w, cand)
+                            if gpu is not None:
+                                gpu.charge(trial.costs.model_dump())
+                            if evidence is not None:
+                                self._evidence(archive, run_id, evidence, proposer, w, cand, trial)
+                            # proposers get the proposer's view: no seeds, nothing of a held-out case but its class
+                            proposer.tell(cand, w, self._for_proposer(archive, run_id, w, trial))
+                            events = getattr(proposer, "drain_events", lambda: [])()
+                            if self.progress.replayed == replayed:  # a resumed run archived these already
+                                for event in events:
+                                    archive.log_event(run_id, "search", event)
+                except BaseException:
+                    with contextlib.suppress(Exception):   # the interruption, not a failed note, is what is raised
+                        self._log_session(archive, run_id, session, done0)
+                    raise
+                self._log_session(archive, run_id, session, done0)
+                if stop is None:
+                    hit = opts.budget_evals is not None and any(used[w.id] >= opts.budget_evals
+                                                                for w in self.workloads)
+                    stop = "evaluation budget" if hit else "space exhausted"
                 self._select(archive, run_id)
                 if opts.confirm:
                     self._confirm(archive, evaluator, run_id, confirm_policy)
                 archive.set_run_status(run_id, "complete")
             finally:
                 worker.close()
-        return run_id
+            return self._result(archive, run_id, stop)
+
+    def _log_session(self, archive: Archive, run_id: str, started: float, done0: int) -> None:
+        """This invocation's search phase as a `search-session` event: the wall time throughput is measured over."""
+        p = self.progress
+        archive.log_event(run_id, SESSION_EVENT, {"started": started, "finished": time.time(),
+                                                  "evaluated": p.done - p.replayed - done0, "replayed": p.replayed})
+
+    def _result(self, archive: Archive, run_id: str, stop: str) -> RunResult:
+        """The RunResult of this invocation, read from the archive (the figures `kernelloop show` prints)."""
+        trials = archive.trials(run_id)
+        best = best_per_workload(without_rejected(trials, rejected(archive, run_id)))
+        finals = archive.finals(run_id)
+        workloads = []
+        for w in self.workloads:
+            mine = [t for t in trials if t.workload_id == w.id]
+            b = best.get(w.id)
+            workloads.append(WorkloadResult(
+                workload_id=w.id, label=w.label, trials=len(mine),
+                passed=sum(1 for t in mine if t.verdict.status is Status.PASSED),
+                best_trial=b.id if b else None, best_candidate=b.candidate_id if b else None,
+                best_kernel_us=b.measurement.kernel.median_us if b else None, confirmed=w.id in finals))
+        return RunResult(run_id=run_id, run_dir=str(self.run_dir), archive=str(archive.path),
+                         status=archive.get_run(run_id)["status"], stop_reason=stop,
+                         evaluated=self.progress.done - self.progress.replayed, replayed=self.progress.replayed,
+                         counts=archive.count(run_id), workloads=workloads, throughput=throughput(archive, run_id))
 
     def _make_proposer(self, spaces: dict[str, list[dict]], props: dict) -> Proposer:
         opts = self.options

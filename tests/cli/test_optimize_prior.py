@@ -172,7 +172,7 @@ def test_without_prior_the_search_starts_elsewhere(tmp_path, workloads):
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout[r.stdout.index("{"):])["prior"] is None
     configs, options, events = evaluated(out)
-    assert "prior" not in options and not any(e["kind"] == "prior" for e in events)
+    assert options["prior"] is None and not any(e["kind"] == "prior" for e in events)
     assert configs != [target[i] for i in expected_warm_start(rec, target, 2)]
 
 

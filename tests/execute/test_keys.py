@@ -63,7 +63,7 @@ def test_a_run_resumes_with_its_key_and_refuses_without_it(key_dir, tmp_path, mo
     opts = RunOptions(device="interpret", budget_evals=1, strategy="random", checks=1, confirm=False,
                       timeouts=Timeouts(check=60.0, bench=60.0))
     run_dir = tmp_path / "run"
-    run_id = Controller(layernorm, [W], opts, run_dir).run()
+    run_id = Controller(layernorm, [W], opts, run_dir).run().run_id
     with Archive(run_dir / "archive.sqlite") as a:
         options = a.get_run(run_id)["options"]
     assert "secret" not in options and (key_dir / run_id).is_file()

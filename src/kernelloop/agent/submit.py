@@ -191,7 +191,7 @@ def submit(workspace: str | Path, sub: Submission, *, device: str | None = None,
                              timeouts=timeouts or Timeouts())
         proposer = SubmissionProposer(cands, name=f"agent:{sub.agent}")
         started = time.time()
-        run_id = Controller(bundle, ws.workloads, options, run_dir, proposer=proposer).run(resume=resume)
+        run_id = Controller(bundle, ws.workloads, options, run_dir, proposer=proposer).run(resume=resume).run_id
         with Archive(db) as archive:
             profiles = _profile(archive, run_dir, bundle, proposer.trials) if (profile and device == "cuda") else {}
             answer = verdict(archive, ws, run_id, device, proposer.trials, profiles)

@@ -122,7 +122,7 @@ def optimize(
             bar.update(task, completed=p.done, total=p.total or planned, passed=p.passed, best=best)
 
         try:
-            Controller(bundle, wls, opts, run_dir, on_progress).run(resume=resume)
+            result = Controller(bundle, wls, opts, run_dir, on_progress).run(resume=resume)
         except (FileExistsError, ManifestChanged, ArchiveError, RuntimeError) as e:
             console.print(f"[red]run stopped:[/red] {e}")
             raise typer.Exit(common.STOPPED)
@@ -135,6 +135,8 @@ def optimize(
         print(summary.model_dump_json(indent=2))
     else:
         render(summary.model_dump(mode="json"), console)
+        console.print(f"stopped: {result.stop_reason} ({result.evaluated} trials evaluated, {result.replayed} "
+                      f"replayed from the archive)")
         console.print(f"run folder: {run_dir}  (kernelloop show {run_dir})")
     if any(w.best is None for w in summary.workloads):
         raise typer.Exit(common.FAILED)

@@ -63,7 +63,7 @@ def run_llm(bundle: OpBundle, workloads: list[Workload], options: RunOptions, ru
     proposer = LLMProposer(bundle, workloads, client, load_prompts(prompts_version, prompts_root),
                            device=options.device, kb=default_knowledge() if kb == "default" else kb, budget=budget,
                            limits=limits, sink=ArchiveSink(run_dir / "archive.sqlite"))
-    run_id = Controller(bundle, workloads, options, run_dir, on_progress, proposer=proposer).run(resume=resume)
+    run_id = Controller(bundle, workloads, options, run_dir, on_progress, proposer=proposer).run(resume=resume).run_id
     proposer.finish(run_id)
     return run_id
 
