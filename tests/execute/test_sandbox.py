@@ -241,32 +241,20 @@ def test_torch_compute_at_import_is_rejected_too(evaluator, layernorm, tmp_path)
 
 # ---- the ahead-of-time build path (a real sm_90 compile on the CPU) -----------------------------------------
 
-def _aot(layernorm, path: Path, cache: Path):
-    from kernelloop.spec.aot import build_configs
-    os.environ["TRITON_CACHE_DIR"] = str(cache)      # a cold cache: ptxas really runs, inside the sandbox
-    try:
-        return build_configs(layernorm.spec, {"rowwise": path}, Workload(op="layernorm", axes={"M": 64, "N": 1024},
-                                                                           dtype="fp16"),
-                             [{"template": "rowwise", "BLOCK_N": 1024, "ROWS": 1, "num_warps": 4, "EVICT_FIRST": 0}],
-                             jobs=1)[0]
-    finally:
-        os.environ.pop("TRITON_CACHE_DIR")
-
-
-def test_a_real_sm90_compile_works_inside_the_sandbox(layernorm, tmp_path):
+def test_a_real_sm90_compile_works_inside_the_sandbox(layernorm, tmp_path, aot):
     if not any(t.endswith("ptxas") for t in sandbox.default_policy([tmp_path]).tools):
         pytest.skip("no ptxas here")
-    out = _aot(layernorm, layernorm.folder / "kernel.py", tmp_path / "cache")
+    out = aot(layernorm, layernorm.folder / "kernel.py", tmp_path / "cache")
     assert out.status == "built", out.error
     assert out.kernels and out.kernels[0].get("REG") and "usage_error" not in out.kernels[0]   # cuobjdump ran
     assert any((tmp_path / "cache").rglob("*.cubin"))
 
 
-def test_a_template_that_reaches_out_fails_its_build_naming_the_action(layernorm, tmp_path):
+def test_a_template_that_reaches_out_fails_its_build_naming_the_action(layernorm, tmp_path, aot):
     evil = tmp_path / "evil.py"
     evil.write_text(layernorm.template_sources["rowwise"].replace(
         "\ndef launch(", '\nimport os\nos.listdir(os.path.expanduser("~/.config"))\n\ndef launch(', 1))
-    out = _aot(layernorm, evil, tmp_path / "cache")
+    out = aot(layernorm, evil, tmp_path / "cache")
     assert out.status != "built" and f"sandbox: os.listdir('{Path.home() / '.config'}') denied" in out.error, out
 
 

@@ -252,23 +252,11 @@ def test_a_write_the_hook_cannot_see_fails_in_the_worker(evaluator, layernorm, t
 
 # ---- the ahead-of-time build (a real sm_90 compile) inside the view ----------------------------------------
 
-def _aot(layernorm, path: Path, cache: Path):
-    from kernelloop.spec.aot import build_configs
-    os.environ["TRITON_CACHE_DIR"] = str(cache)      # a cold cache: ptxas really runs, inside the view
-    try:
-        return build_configs(layernorm.spec, {"rowwise": path}, Workload(op="layernorm", axes={"M": 64, "N": 1024},
-                                                                           dtype="fp16"),
-                             [{"template": "rowwise", "BLOCK_N": 1024, "ROWS": 1, "num_warps": 4, "EVICT_FIRST": 0}],
-                             jobs=1)[0]
-    finally:
-        os.environ.pop("TRITON_CACHE_DIR")
-
-
 @needs_view
-def test_a_real_sm90_compile_builds_inside_the_view_and_a_write_outside_fails(layernorm, tmp_path):
+def test_a_real_sm90_compile_builds_inside_the_view_and_a_write_outside_fails(layernorm, tmp_path, aot):
     if not any(t.endswith("ptxas") for t in sandbox.default_policy([tmp_path]).tools):
         pytest.skip("no ptxas here")
-    out = _aot(layernorm, layernorm.folder / "kernel.py", tmp_path / "cache")
+    out = aot(layernorm, layernorm.folder / "kernel.py", tmp_path / "cache")
     assert out.status == "built", out.error
     assert out.kernels and out.kernels[0].get("REG") and "usage_error" not in out.kernels[0]   # cuobjdump ran
     assert any((tmp_path / "cache").rglob("*.cubin"))
@@ -276,6 +264,6 @@ def test_a_real_sm90_compile_builds_inside_the_view_and_a_write_outside_fails(la
     evil = tmp_path / "evil.py"
     evil.write_text(layernorm.template_sources["rowwise"].replace(
         "\ndef launch(", f'\n__import__("torch").save(1, {str(target)!r})\n\ndef launch(', 1))
-    out = _aot(layernorm, evil, tmp_path / "cache2")
+    out = aot(layernorm, evil, tmp_path / "cache2")
     assert out.status != "built" and "Read-only file system" in out.error, out
     assert not target.exists()

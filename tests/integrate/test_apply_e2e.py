@@ -9,8 +9,6 @@ import os
 if os.environ.get("KERNELLOOP_GPU_TIER") != "1":
     os.environ["TRITON_INTERPRET"] = "1"
 
-import subprocess  # noqa: E402
-import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -33,28 +31,15 @@ RUNS = {
 
 
 @pytest.fixture(scope="module")
-def package_dir(tmp_path_factory) -> Path:
+def package_dir(tmp_path_factory, side_by_side) -> Path:
     base = tmp_path_factory.mktemp("apply")
     runs = [base / op for op in RUNS]
-    procs = []
-    try:   # the four runs are independent (own workloads, own run folders): side by side
-        for op, (axes, extra) in RUNS.items():
-            wl = base / f"{op}.toml"
-            wl.write_text(f'op = "{op}"\n[[workload]]\naxes = {{ {axes} }}\ndtype = "fp16"\n')
-            log = open(base / f"{op}.log", "w+")
-            procs.append((op, log, subprocess.Popen(
-                [sys.executable, "-m", "kernelloop.cli.app", "optimize", op, "--workloads", str(wl), "--budget", "1",
-                 "--no-confirm", "--out", str(base / op), *extra], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)))
-        for op, log, proc in procs:
-            rc = proc.wait(timeout=600)
-            log.seek(0)
-            assert rc == 0, f"optimize {op} exited {rc}:\n{log.read()[-3000:]}"
-    finally:
-        for _, log, proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            log.close()
+    jobs = {}
+    for op, (axes, extra) in RUNS.items():   # independent runs (own workloads, own run folders): side by side
+        wl = base / f"{op}.toml"
+        wl.write_text(f'op = "{op}"\n[[workload]]\naxes = {{ {axes} }}\ndtype = "fp16"\n')
+        jobs[op] = (wl, base / op, extra)
+    side_by_side(jobs, base)
     kernelloop.export(runs, base / "pkg", ops_root=ops_dir(), extend=["M=1:16"], interior=1)
     return base / "pkg"
 

@@ -9,8 +9,6 @@ import os
 if os.environ.get("KERNELLOOP_GPU_TIER") != "1":
     os.environ["TRITON_INTERPRET"] = "1"
 
-import subprocess  # noqa: E402
-import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -25,30 +23,13 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.environ.get("KERNELLOOP_GPU_TIER") == "1", reason="interpreter tests")]
 
 
-def test_gpt2_conv1d_and_layernorm_run_from_the_package(tmp_path):
+def test_gpt2_conv1d_and_layernorm_run_from_the_package(tmp_path, side_by_side):
     model, inputs = kernelloop.capture.models.build("gpt2-tiny")
     report = kernelloop.capture(model, inputs)
     files = kernelloop.capture.write_workloads(report, tmp_path / "cards", ops_dir())
     assert {"layernorm", "gemm_bias"} <= set(files)
     runs = [tmp_path / op for op in ("layernorm", "gemm_bias")]
-    procs = []
-    try:   # the two runs are independent (own cards, own run folders): side by side
-        for op in ("layernorm", "gemm_bias"):
-            log = open(tmp_path / f"{op}.log", "w+")
-            procs.append((op, log, subprocess.Popen(
-                [sys.executable, "-m", "kernelloop.cli.app", "optimize", op, "--workloads", str(files[op]),
-                 "--budget", "1", "--no-confirm", "--out", str(tmp_path / op)], cwd=ROOT, stdout=log,
-                stderr=subprocess.STDOUT)))
-        for op, log, proc in procs:
-            rc = proc.wait(timeout=600)
-            log.seek(0)
-            assert rc == 0, f"optimize {op} exited {rc}:\n{log.read()[-3000:]}"
-    finally:
-        for _, log, proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            log.close()
+    side_by_side({op: (files[op], tmp_path / op, []) for op in ("layernorm", "gemm_bias")}, tmp_path)
     kernelloop.export(runs, tmp_path / "pkg", ops_root=ops_dir(), ranges=False)
     pkg = kernelloop.load_package(tmp_path / "pkg")
     result = kernelloop.e2e(model, pkg, inputs, seeds=(0, 1))
