@@ -182,6 +182,10 @@ for i, item in enumerate(job["items"]):
             row.update(usage.get(row["name"]) or next(iter(usage.values()), {}))
         except Exception as e:  # noqa: BLE001 - the build itself stands; its register count is unknown
             row["usage_error"] = str(e)[:300]
+        if job.get("keep_asm"):  # the compiled kernel's own text: PTX, cubin (base64), Triton's metadata
+            import base64
+            row["asm"] = {"ptx": k.asm.get("ptx", ""), "cubin_b64": base64.b64encode(bytes(cubin)).decode(),
+                          "metadata": json.loads(json.dumps(meta._asdict(), default=str))}
         out["kernels"].append(row)
     out["seconds"] = time.perf_counter() - t0
     res.write(json.dumps(out) + "\n")
@@ -272,15 +276,17 @@ def _run_chunk(job: dict, items: list[dict], timeout_s: float, startup_s: float,
 
 def build_configs(spec: OpSpec, template_files: dict[str, Path], workload: Workload, configs: list[dict], *,
                   arch: int = 90, sm_count: int = 132, jobs: int = 2, chunk: int = 16,
-                  timeout_s: float = 300.0, startup_s: float = 60.0, progress=None) -> list[BuildOutcome]:
+                  timeout_s: float = 300.0, startup_s: float = 60.0, progress=None,
+                  keep_asm: bool = False) -> list[BuildOutcome]:
     """Build every configuration (each with its "template" key) of `workload` ahead of time for sm_`arch`.
 
     `jobs` processes build at once, `chunk` configurations per process; a process gets `timeout_s` per configuration
-    it has left plus `startup_s` (imports); past that, the configuration it was building is a timeout."""
+    it has left plus `startup_s` (imports); past that, the configuration it was building is a timeout.
+    With `keep_asm`, each kernel row also carries "asm": its PTX, cubin (base64) and Triton's metadata."""
     items = [{"template": c["template"], "config": {k: v for k, v in c.items() if k != "template"}}
              for c in configs]
     job = {"spec": spec.model_dump_json(), "workload": workload.model_dump_json(), "arch": arch,
-           "sm_count": sm_count, "files": {k: str(Path(v).resolve()) for k, v in template_files.items()}}
+           "sm_count": sm_count, "keep_asm": keep_asm, "files": {k: str(Path(v).resolve()) for k, v in template_files.items()}}
     chunks = [items[i:i + chunk] for i in range(0, len(items), chunk)]
     out: list[BuildOutcome | None] = [None] * len(items)
     with tempfile.TemporaryDirectory(prefix="kernelloop-aot-") as tmp:
