@@ -1,0 +1,123 @@
+"""The PTX package's records: what a recovery found, what a round trip compared, what a static check refused."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from ..records.base import Record
+
+Origin = Literal["candidate", "cache", "ptx", "cubin"]
+Rule = Literal["entry_name", "params", "launch_bounds", "new_symbol", "new_extern", "shared_memory", "assembles",
+               "registers"]
+
+
+class PtxParam(Record):
+    """One parameter of a PTX `.entry`: `.param .u64 .ptr .global .align 1 k_param_0` or `.param .align 64 .b8 d[128]`."""
+
+    name: str
+    type: str = Field(description="The state-space type: .u64, .b32, .f32, .b8 ...")
+    attrs: list[str] = Field(default_factory=list, description="The other qualifiers in order: .ptr .global .align 1")
+    count: int = Field(1, description="Array length (1 for a scalar)")
+
+    @property
+    def size(self) -> int:
+        """Bytes the parameter occupies (its type's width times its array length; .pred counts as 1)."""
+        digits = "".join(c for c in self.type if c.isdigit())
+        return (int(digits) // 8 if digits else 1) * self.count
+
+    @property
+    def signature(self) -> str:
+        """The parameter without its name: what the ABI fixes."""
+        return " ".join([self.type, *self.attrs] + ([f"[{self.count}]"] if self.count != 1 else []))
+
+
+class PtxEntry(Record):
+    """A kernel's `.entry`: name, parameters and performance directives (`.reqntid 128`, `.maxnreg 64` ...)."""
+
+    name: str
+    visible: bool = True
+    params: list[PtxParam] = Field(default_factory=list)
+    directives: dict[str, list[int]] = Field(default_factory=dict, description="reqntid/maxntid/maxnreg/... values")
+
+
+class RecoveredKernel(Record):
+    """One compiled kernel's PTX and what it declares; `recoverable` false says why there is no PTX."""
+
+    origin: Origin
+    path: str = ""
+    recoverable: bool
+    reason: str = Field("", description="Why the PTX could not be recovered (empty when it was)")
+    name: str = ""
+    target: str = Field("", description="The PTX's .target, e.g. sm_90a")
+    ptx_version: str = ""
+    num_warps: int | None = None
+    threads: int | None = None
+    shared_bytes: int | None = Field(None, description="The launch's shared memory (Triton's metadata.shared)")
+    registers: int | None = Field(None, description="Registers per thread in the original cubin")
+    entry: PtxEntry | None = None
+    ptx: str = ""
+    cubin_b64: str = Field("", description="The original cubin, base64 (empty when none came with it)")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Triton's metadata, where it came with it")
+
+
+class Difference(Record):
+    """One way the re-assembled cubin differs from the original (or from what its PTX declares)."""
+
+    kind: Literal["cubin", "sass", "resources", "nv_info", "params", "declarations"]
+    what: str
+    original: str = ""
+    reassembled: str = ""
+
+
+class RoundTrip(Record):
+    """The PTX re-assembled with Triton's ptxas and Triton's flags, compared to the original cubin."""
+
+    ok: bool = Field(description="Assembled, and no difference in SASS, resources, .nv.info or parameters")
+    assembled: bool
+    error: str = Field("", description="ptxas's stderr, verbatim, when it refused the PTX")
+    command: list[str] = Field(default_factory=list, description="The ptxas command line (file names generic)")
+    compared_to_cubin: bool = Field(False, description="An original cubin was there to compare with")
+    identical_cubin: bool | None = None
+    sass_equal: bool | None = None
+    sass_instructions: int = 0
+    registers: int | None = Field(None, description="Registers per thread of the re-assembled cubin")
+    differences: list[Difference] = Field(default_factory=list)
+
+
+class KernelReport(Record):
+    kernel: RecoveredKernel
+    round_trip: RoundTrip | None = None
+
+
+class Recovery(Record):
+    """`kernelloop ptx recover`'s answer for one input: every kernel it holds, each with its round trip."""
+
+    source: str
+    origin: Origin
+    recoverable: bool
+    reason: str = ""
+    kernels: list[KernelReport] = Field(default_factory=list)
+
+    @property
+    def round_trip_ok(self) -> bool:
+        return self.recoverable and bool(self.kernels) and all(k.round_trip is not None and k.round_trip.ok
+                                                               for k in self.kernels)
+
+
+class Violation(Record):
+    """A rule an edited PTX breaks: the edit is refused before it reaches a GPU."""
+
+    rule: Rule
+    message: str
+
+
+class Mutation(Record):
+    """A seeded edit of a PTX: `breaking` edits must be refused by the static checks (with rule `expect`)."""
+
+    kind: str
+    breaking: bool
+    expect: Rule | None = None
+    description: str
+    ptx: str
