@@ -20,6 +20,8 @@ from .e2e import e2e
 from .report import report  # the HTML report
 from .ops import ops
 from .reproduce import reproduce
+from .ptx import ptx_app
+from .fuse import fuse_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="kernelloop: a closed loop that makes GPU kernels faster and proves it.")
@@ -39,6 +41,8 @@ app.command()(export)
 app.command()(e2e)
 app.command()(report)  # the HTML report
 app.command()(reproduce)
+app.add_typer(ptx_app, name="ptx")
+app.add_typer(fuse_app, name="fuse")
 
 
 def main() -> None:
