@@ -1,9 +1,9 @@
 """The worker as its own program: `python -m kernelloop.execute.child FD DEVICE LOG_PATH JOB_ROOT`.
 
 `execute.pool.Worker` starts it through `subprocess` and speaks to it over one end of a socket pair (file
-descriptor FD), with the pickled dict messages of `execute.worker`. Being its own `__main__`, the worker never
-re-imports the caller's main module, so a script without an `if __name__ == "__main__":` guard, `python -c` and
-a notebook cell can start runs.
+descriptor FD), with the request and reply records of `execute.protocol` (sent as their plain-data dumps). Being
+its own `__main__`, the worker never re-imports the caller's main module, so a script without an
+`if __name__ == "__main__":` guard, `python -c` and a notebook cell can start runs.
 
 Started under `unshare ... --mount` (execute/sandbox.py `wrap_command`), it first makes its view of the file system
 read-only but for the folders it writes (execute/confine.py) and reports the outcome in its ready message.

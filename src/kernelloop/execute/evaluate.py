@@ -35,7 +35,7 @@ from ..verify import check_outputs
 from ..verify.compare import check_repeats, input_drift
 from . import battery
 from .battery import DETERMINISM_RUNS, case_label, case_record, derive_seed
-from .aten import AtenReport
+from . import protocol as P
 from .pool import Reply, Worker, describe_exit, signal_name
 from .procutil import STAGE_FILE
 # A kernel time below this share of a device copy of the same bytes is physically implausible for an op whose
@@ -91,6 +91,7 @@ class Evaluator:
         # The trusted parent recomputes inputs and the reference on the same kind of device as the worker.
         self.tensor_device = "cuda" if device == "cuda" else "cpu"
         self.toolchain = f"triton {__import__('triton').__version__}"
+        self._spec_json: tuple[object, str] | None = None   # (spec, its JSON text): serialised once, not per request
 
     # -- the battery ----------------------------------------------------------------------------------------
     def heldout_workloads(self, workload: Workload, candidate: Candidate) -> list[Workload]:
@@ -133,13 +134,13 @@ class Evaluator:
         return accept
 
     # -- messages -------------------------------------------------------------------------------------------
-    def _common(self, candidate: Candidate | None, workload: Workload) -> dict:
-        msg = {"spec": self.spec.model_dump_json(), "workload": workload.model_dump_json()}
-        if candidate is not None:
-            msg.update(source_hash=candidate.source_hash, config=candidate.config)
-        return msg
+    def _spec_text(self) -> str:
+        """The op's spec as the JSON text requests carry (the worker validates each distinct text once)."""
+        if self._spec_json is None or self._spec_json[0] is not self.spec:
+            self._spec_json = (self.spec, self.spec.model_dump_json())
+        return self._spec_json[1]
 
-    def _request(self, msg: dict, timeout: float) -> Reply:
+    def _request(self, msg: P.LoadRequest | P.CheckRequest | P.BenchRequest, timeout: float) -> Reply:
         """A worker request; the worker's stage file is cleared first, so a crash reads only this job's stage."""
         stage = getattr(self.worker, "work_dir", None)
         if stage is not None:
@@ -168,10 +169,10 @@ class Evaluator:
 
     def _failure_verdict(self, reply: Reply, what: str) -> Verdict:
         if reply.status == "denied":   # the sandbox denied an action (execute/sandbox.py): named in the verdict
-            from .sandbox import Denial, denial_verdict_message
-            denied = [Denial.model_validate(d) for d in reply.data["denied"]]
+            from .sandbox import denial_verdict_message
+            denied = reply.record.denied
             return Verdict(status=Status.REJECTED, message=denial_verdict_message(denied),
-                           log="\n".join([*(d.message for d in denied), reply.data.get("log") or "", reply.log_tail]).strip())
+                           log="\n".join([*(d.message for d in denied), reply.record.log, reply.log_tail]).strip())
         info = self.crash_info(reply)
         where = info["at"] or what
         if reply.status == "timeout":
@@ -180,20 +181,19 @@ class Evaluator:
         if reply.status == "died":
             return Verdict(status=Status.RUNTIME_ERROR, message=f"{describe_exit(reply.exitcode)} during {where}",
                            log=reply.log_tail)
-        d = reply.data
-        return Verdict(status=Status.RUNTIME_ERROR, message=(d.get("error") or f"{what} failed")[:2000],
-                       log=(d.get("log") or "") + ("\n" + reply.log_tail if reply.log_tail else ""))
+        failed = reply.record
+        return Verdict(status=Status.RUNTIME_ERROR, message=(getattr(failed, "error", "") or f"{what} failed")[:2000],
+                       log=(getattr(failed, "log", "") or "") + ("\n" + reply.log_tail if reply.log_tail else ""))
 
     @staticmethod
-    def _threads_verdict(threads: dict | None, what: str) -> Verdict | None:
-        if threads and threads.get("base") is not None and threads["after"] > threads["base"]:
-            new = threads.get("new") or []
-            named = ", ".join(repr(t.get("python_name") or t["name"]) + ("" if t.get("python") else " (native)")
-                              for t in new[:6])
+    def _threads_verdict(threads: P.ThreadCensus | None, what: str) -> Verdict | None:
+        if threads is not None and threads.base is not None and threads.after > threads.base:
+            new = threads.new
+            named = ", ".join(repr(t.python_name or t.name) + ("" if t.python else " (native)") for t in new[:6])
             return Verdict(status=Status.REJECTED, message=(
-                f"thread-left-behind: {threads['after'] - threads['base']} thread(s) still running after {what}"
+                f"thread-left-behind: {threads.after - threads.base} thread(s) still running after {what}"
                 + (f" ({named})" if named else "") + "; work outside the call escapes the timer"),
-                log=json.dumps(new, indent=1) if new else "")
+                log=json.dumps([t.model_dump(exclude_defaults=True) for t in new], indent=1) if new else "")
         return None
 
     # -- stages ---------------------------------------------------------------------------------------------
@@ -212,15 +212,15 @@ class Evaluator:
         return self._rule_verdicts[key]
 
     def load(self, candidate: Candidate) -> BuildFailure | Verdict | None:
-        reply = self._request({"op": "load", "source": candidate.source, "source_hash": candidate.source_hash},
+        reply = self._request(P.LoadRequest(source=candidate.source, source_hash=candidate.source_hash),
                               timeout=self.timeouts.check)
         if reply.status == "ok":
-            aten = AtenReport.model_validate(reply.data["aten"]) if reply.data.get("aten") else None
+            aten = reply.record.aten
             if aten is not None and aten.forbidden and self.aten_ops:
                 return Verdict(status=Status.REJECTED, message=aten.message, log="\n".join(aten.seen))
             return None
-        if reply.status == "error" and reply.data.get("stage") == "import":
-            return BuildFailure(stage="import", log=reply.data.get("log", ""), toolchain=self.toolchain)
+        if reply.status == "error" and reply.record.stage == "import":
+            return BuildFailure(stage="import", log=reply.record.log, toolchain=self.toolchain)
         return self._failure_verdict(reply, "import")
 
     def _judge_case(self, case: dict, path: str) -> Verdict:
@@ -259,51 +259,52 @@ class Evaluator:
         """Run the battery; (build, verdict, seconds, the case it failed on or None)."""
         cases = self.cases(candidate, workload)
         # the worker gets what it needs to run a case, nothing of what a proposer may not know beyond that
-        msg = {"op": "check", **self._common(candidate, workload), "job_dir": str(job_dir),
-               "cases": [{"workload": c["workload"].model_dump_json(), "seed": c["seed"],
-                          "distribution": c["distribution"], "repeats": c["repeats"]} for c in cases]}
+        msg = P.CheckRequest(spec=self._spec_text(), source_hash=candidate.source_hash, config=candidate.config,
+                             job_dir=str(job_dir),
+                             cases=[P.VerifyCase(workload=c["workload"], seed=c["seed"], distribution=c["distribution"],
+                                                 repeats=c["repeats"]) for c in cases])
         reply = self._request(msg, timeout=self.timeouts.check)
-        d = reply.data
-        build = BuildArtifact(**d["build"]) if d.get("build") else None
-        at = d.get("case")
+        d = reply.record   # Checked, Failed, or None (the worker died or timed out)
+        build = getattr(d, "build", None)
+        at = getattr(d, "case", None)
         if reply.status in ("died", "timeout"):   # the worker's stage file says which case it was running
             stage = self.crash_info(reply)["at"] or ""
             at = int(stage.rsplit(" ", 1)[-1].rstrip(")")) if "case " in stage else None
         failed_case = cases[at] if isinstance(at, int) and 0 <= at < len(cases) else None
-        if reply.status == "error" and d.get("stage") == "compile":
-            failure = BuildFailure(stage="compile", log=d.get("log", ""), toolchain=self.toolchain)
-            return failure, Verdict(status=Status.COMPILE_ERROR, message=d.get("error", "compile failed")[:2000],
+        if reply.status == "error" and d.stage == "compile":
+            failure = BuildFailure(stage="compile", log=d.log, toolchain=self.toolchain)
+            return failure, Verdict(status=Status.COMPILE_ERROR, message=(d.error or "compile failed")[:2000],
                                     case=case_label(failed_case) if failed_case else "",
-                                    log=d.get("log", "")), reply.seconds, failed_case
+                                    log=d.log), reply.seconds, failed_case
         if reply.status != "ok":
             verdict = self._failure_verdict(reply, "verification")
             if failed_case is not None:
                 verdict = verdict.model_copy(update={"case": case_label(failed_case)})
             return build, verdict, reply.seconds, failed_case
-        if d.get("returned"):
-            r = d["returned"]
-            failed_case = cases[r["case"]] if 0 <= r["case"] < len(cases) else None
+        if d.returned is not None:
+            r = d.returned
+            failed_case = cases[r.case] if 0 <= r.case < len(cases) else None
             return build, Verdict(status=Status.REJECTED, case=case_label(failed_case) if failed_case else "",
-                                  message=f"launch-returned: launch returned a {r['type']} instead of None: kernelloop never reads a "
+                                  message=f"launch-returned: launch returned a {r.type} instead of None: kernelloop never reads a "
                                           f"return value; write the results in place into the output tensors it "
                                           f"passes after the inputs"), reply.seconds, failed_case
-        aten = AtenReport.model_validate(d["aten"]) if d.get("aten") else None
-        if aten is not None and aten.forbidden and self.aten_ops:
+        aten = d.aten
+        if aten.forbidden and self.aten_ops:
             failed_case = cases[aten.forbidden[0].case] if 0 <= aten.forbidden[0].case < len(cases) else None
             return build, Verdict(status=Status.REJECTED, case=case_label(failed_case) if failed_case else "",
                                   message=aten.message, log="\n".join(aten.seen)), reply.seconds, failed_case
-        if d.get("alias"):
-            first = d.get("alias_case")
+        if d.alias:
+            first = d.alias_case
             failed_case = cases[first] if isinstance(first, int) and 0 <= first < len(cases) else None
             return build, Verdict(status=Status.WRONG_SHAPE,
                                   case=case_label(failed_case) if failed_case else workload.label,
-                                  message="; ".join(d["alias"])[:2000]), reply.seconds, failed_case
+                                  message="; ".join(d.alias)[:2000]), reply.seconds, failed_case
         verdict = Verdict(status=Status.PASSED)
-        for case, path in zip(cases, d["files"]):
+        for case, path in zip(cases, d.files):
             verdict = self._judge_case(case, path)
             if verdict.status is not Status.PASSED:
                 return build, verdict, reply.seconds, case
-        threads = self._threads_verdict(d.get("threads"), "the call")
+        threads = self._threads_verdict(d.threads, "the call")
         if threads is not None:
             threads = threads.model_copy(update={"case": f"{workload.label} after the verification calls"})
         return build, threads or verdict, reply.seconds, None
@@ -316,14 +317,15 @@ class Evaluator:
         always does so when library baselines are among the subjects)."""
         seed = derive_seed(self.secret, "bench", workload.id, candidate.id if candidate else "-")
         baselines_file = self.bundle.folder / "baselines.py"
-        msg = {"op": "bench", **self._common(candidate, workload), "policy": policy.model_dump_json(),
-               "subjects": subjects, "seed": seed,
-               "reference_file": str(self.bundle.folder / self.spec.reference),
-               "baselines_file": str(baselines_file) if baselines_file.is_file() else "",
-               "bytes_moved": self.spec.bytes_moved(workload.axes, workload.dtype),
-               # fresh input contents for every timed call, SNAPSHOTS near-duplicates re-verified (execute/timing.py)
-               "fresh_inputs": True, "snapshots": SNAPSHOTS if candidate else 0,
-               "job_dir": str(job_dir) if job_dir else "", "settle_threads": settle_threads}
+        msg = P.BenchRequest(
+            spec=self._spec_text(), workload=workload, policy=policy, subjects=subjects, seed=seed,
+            **({"source_hash": candidate.source_hash, "config": candidate.config} if candidate is not None else {}),
+            reference_file=str(self.bundle.folder / self.spec.reference),
+            baselines_file=str(baselines_file) if baselines_file.is_file() else "",
+            bytes_moved=self.spec.bytes_moved(workload.axes, workload.dtype),
+            # fresh input contents for every timed call, SNAPSHOTS near-duplicates re-verified (execute/timing.py)
+            fresh_inputs=True, snapshots=SNAPSHOTS if candidate else 0,
+            job_dir=str(job_dir) if job_dir else "", settle_threads=settle_threads)
         if job_dir and self._writable(job_dir) and candidate is not None:
             failed = self.load(candidate)      # the worker was restarted for the folder: load the candidate again
             if failed is not None:
@@ -331,8 +333,9 @@ class Evaluator:
         reply = self._request(msg, timeout=self.timeouts.bench)
         if reply.status != "ok":
             return {}, {}, reply
-        samples, notes = reply.data["samples"], reply.data["notes"]
-        env = {"before": reply.data.get("gpu_before", {}), "after": reply.data.get("gpu_after", {})}
+        samples = {n: s.model_dump() for n, s in reply.record.samples.items()}
+        notes = dict(reply.record.notes)
+        env = {"before": reply.record.gpu_before, "after": reply.record.gpu_after}
         nbytes = self.spec.bytes_moved(workload.axes, workload.dtype)
         stats = {n: (summarize(s["kernel_us"], bootstrap=policy.bootstrap, confidence=policy.confidence,
                                seed=derive_seed(seed, n, "k")),
@@ -358,8 +361,10 @@ class Evaluator:
 
     @staticmethod
     def audit_verdict(samples: dict) -> Verdict | None:
-        """REJECTED when a subject's batch ran much longer device-wide than on the harness stream."""
-        audit = (samples.get("candidate") or {}).get("audit")
+        """REJECTED when a subject's batch ran much longer device-wide than on the harness stream. `samples`: by
+        subject, execute.protocol.SubjectSamples or their dict form."""
+        first = samples.get("candidate") or {}
+        audit = first.get("audit") if isinstance(first, dict) else first.audit
         if not audit:
             return None
         gap = audit["wall_us"] - audit["events_us"]
@@ -373,13 +378,13 @@ class Evaluator:
         """Re-verify outputs of sampled timed calls against the inputs that were live for those calls (their seeds,
         and for a near-duplicate the perturbation's seed, come back with the snapshot). `refresh` is unused: the
         worker draws every timed call's contents itself (execute/timing.py)."""
-        threads = self._threads_verdict(reply.data.get("threads"), "the timed calls")
+        threads = self._threads_verdict(reply.record.threads, "the timed calls")
         if threads:
             return threads.model_copy(update={"case": f"{workload.label} timed calls"})
-        audited = self.audit_verdict(reply.data.get("samples", {}))
+        audited = self.audit_verdict(reply.record.samples)
         if audited:
             return audited.model_copy(update={"case": f"{workload.label} timed calls"})
-        for path in reply.data.get("snapshots", []):
+        for path in reply.record.snapshots:
             got = torch.load(path, weights_only=True, map_location=self.tensor_device)
             if got.get("seed") is None:
                 continue

@@ -5,7 +5,7 @@ dies (segfault, SIGKILL, os._exit) reports `died` with its exit code and the tai
 whose CUDA context was poisoned by an illegal access is replaced before the next job.
 
 The worker is its own program (`python -m kernelloop.execute.child`, started through subprocess, messages over a
-socket pair), not a multiprocessing child: nothing of the caller's `__main__` is re-imported, so scripts without a
+socket pair, the records of execute/protocol.py), not a multiprocessing child: nothing of the caller's `__main__` is re-imported, so scripts without a
 `__main__` guard, `python -c` and notebooks can run the loop.
 """
 
@@ -16,10 +16,12 @@ import os
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
+from . import protocol as P
 from .child import PATH_ENV
 from .keys import KEY_ENV
 
@@ -29,11 +31,24 @@ SANDBOX_ENV = "KERNELLOOP_SANDBOX"   # "off" in the controller's environment: wo
 
 @dataclass
 class Reply:
+    """What became of one request. `record`: the worker's reply (execute.protocol: Loaded, Checked, Benched, or
+    Failed for status error/denied); None when the worker timed out or died before replying."""
+
     status: str  # ok | error | timeout | died | denied (the sandbox denied an action: execute/sandbox.py)
-    data: dict = field(default_factory=dict)
+    record: Any = None
     exitcode: int | None = None
     log_tail: str = ""
     seconds: float = 0.0
+
+    @property
+    def error(self) -> str:
+        """The worker's error text ('' when it sent none)."""
+        return getattr(self.record, "error", "") or ""
+
+    @property
+    def data(self) -> dict:
+        """The worker's reply as a dict ({} without one), for scripts that read it so."""
+        return self.record.model_dump() if self.record is not None else {}
 
 
 class Worker:
@@ -106,7 +121,8 @@ class Worker:
             code = self._wait(30)
             self.kill()
             raise RuntimeError(f"worker died while starting (exit {code}); log: {self._tail()}") from None
-        self.view = ready.get("view", "") if isinstance(ready, dict) else ""
+        ready = P.parse_reply(ready)
+        self.view = ready.view if isinstance(ready, P.Ready) else ""
         if self.writable and not self.view.startswith("read-only view except"):
             # the probe said the view works, this worker could not set it up: it runs with the network namespace
             # and the audit hook only, and says so
@@ -163,7 +179,7 @@ class Worker:
     def close(self) -> None:
         if self.alive:
             try:
-                self.conn.send({"op": "exit"})
+                P.send(self.conn, P.ExitRequest())
                 self._wait(10)
             except (OSError, BrokenPipeError):
                 pass
@@ -172,15 +188,18 @@ class Worker:
             import shutil
             shutil.rmtree(self.work_dir, ignore_errors=True)
 
-    def request(self, msg: dict, timeout: float) -> Reply:
+    def request(self, msg: "P.LoadRequest | P.CheckRequest | P.BenchRequest | dict", timeout: float) -> Reply:
+        """Send a request (a record of execute.protocol, or its dict form) and wait up to `timeout` seconds."""
         import time
+        if isinstance(msg, dict):
+            msg = P.parse_request(msg)
         if not self.alive:
             self.kill()
             self._start()
         mark = self.log_path.stat().st_size if self.log_path.exists() else 0
         t0 = time.perf_counter()
         try:
-            self.conn.send(msg)
+            P.send(self.conn, msg)
         except (BrokenPipeError, OSError):
             return self._sandboxed(self._died(mark, t0))
         if not self.conn.poll(timeout):
@@ -192,26 +211,28 @@ class Worker:
         except (EOFError, OSError):
             return self._sandboxed(self._died(mark, t0))
         dt = time.perf_counter() - t0
-        denied = self._sandboxed(Reply("error", data, seconds=dt))
+        record = P.parse_reply(data)
+        denied = self._sandboxed(Reply("error", record, seconds=dt))
         if denied.status == "denied":
             return denied
-        if not data.get("ok"):
-            if data.get("cuda_fault"):
+        if not record.ok or isinstance(record, P.Ready):
+            if getattr(record, "cuda_fault", False):
                 self.kill()  # the CUDA context is unusable after a fault: replace the worker
-            return Reply("error", data, seconds=dt, log_tail=self._tail_since(mark))
-        return Reply("ok", data, seconds=dt)
+            if record.ok:
+                record = P.Failed(stage="protocol", error="the worker sent a second ready message")
+            return Reply("error", record, seconds=dt, log_tail=self._tail_since(mark))
+        return Reply("ok", record, seconds=dt)
 
     def _sandboxed(self, reply: Reply) -> Reply:
-        """A reply whose request had the sandbox deny something becomes status 'denied' (data: "denied", the
-        denials as dicts of execute.sandbox.Denial), whatever else happened; the worker is replaced, since the
-        code that tried may have left state behind. Denials come from the reply, or from the worker's denial
-        file when it died or hung before replying."""
+        """A reply whose request had the sandbox deny something becomes status 'denied' (its record a Failed of
+        stage 'sandbox' listing the denials, execute.sandbox.Denial), whatever else happened; the worker is replaced,
+        since the code that tried may have left state behind. Denials come from the reply, or from the worker's
+        denial file when it died or hung before replying."""
         from .sandbox import DENIAL_FILE, read_denials
-        listed = list(reply.data.get("denied") or [])
+        listed = list(reply.record.denied) if reply.record is not None else []
         path = self.work_dir / DENIAL_FILE
         if not listed and self.sandbox:
-            found = read_denials(path, self._denial_mark)
-            listed = [d.model_dump() for d in found]
+            listed = list(read_denials(path, self._denial_mark))
         try:
             self._denial_mark = path.stat().st_size
         except OSError:
@@ -219,8 +240,10 @@ class Worker:
         if not listed:
             return reply
         self.kill()
-        return Reply("denied", {**reply.data, "ok": False, "stage": "sandbox", "denied": listed},
-                     exitcode=reply.exitcode, log_tail=reply.log_tail, seconds=reply.seconds)
+        was = reply.record
+        record = P.Failed(stage="sandbox", log=getattr(was, "log", "") or "", error=getattr(was, "error", "") or "",
+                          build=getattr(was, "build", None), case=getattr(was, "case", None), denied=listed)
+        return Reply("denied", record, exitcode=reply.exitcode, log_tail=reply.log_tail, seconds=reply.seconds)
 
     def _tail_since(self, mark: int) -> str:
         try:

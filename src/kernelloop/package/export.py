@@ -117,7 +117,7 @@ def _winners(archive: Archive, run: dict) -> list[Winner]:
 
 
 def _baseline_names(bundle) -> set[str]:
-    from ..execute.worker import BUILTIN_BASELINES
+    from ..execute.baselines import BUILTIN_BASELINES
     from ..loop import op_baseline_names
     return {*BUILTIN_BASELINES, *op_baseline_names(bundle)}
 

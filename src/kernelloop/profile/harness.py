@@ -34,7 +34,7 @@ def build_call(job: dict, device: str = "cuda"):
     workload = Workload.model_validate_json(job["workload"])
     inputs = make_inputs(spec, workload, int(job["seed"]), device)
     if mode == "baseline":
-        from ..execute.worker import make_baseline
+        from ..execute.baselines import make_baseline
         name = job["baseline"]
         fn = make_baseline(name, inputs, spec.scalars, reference_file=job.get("reference_file"),
                            baselines_file=job.get("baselines_file"), bytes_moved=float(job.get("bytes_moved", 0.0)),

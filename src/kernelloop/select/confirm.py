@@ -106,7 +106,7 @@ def confirm_across_processes(evaluator, candidate: Candidate, workload: Workload
         job_dir.mkdir(parents=True, exist_ok=True)
         ms, these_notes, reply = evaluator.bench(candidate, workload, subjects, policy, job_dir)
         if reply.status != "ok":
-            raise ConfirmFailure(k, reply.status, reply.data.get("error", ""))
+            raise ConfirmFailure(k, reply.status, reply.error)
         bad = check(reply, job_dir)
         if bad is not None:
             raise ConfirmFailure(k, "ok", f"{bad.status.value}: {bad.message}")

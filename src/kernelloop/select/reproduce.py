@@ -108,7 +108,7 @@ def _measure(bundle, device: str, target: Target, work: Path) -> Measurement:
         job.mkdir(parents=True, exist_ok=True)
         ms, _, reply = ev.bench(target.candidate, target.workload, target.subjects, target.measurement.policy, job)
         if reply.status != "ok":
-            raise ReproduceError(f"the re-measurement failed: {reply.status}: {reply.data.get('error', '')}"[:500])
+            raise ReproduceError(f"the re-measurement failed: {reply.status}: {reply.error}"[:500])
         bad = ev.check_timed(target.workload, reply)
         if bad is not None:
             raise ReproduceError(f"the re-measured timed calls failed verification: {bad.status.value}: {bad.message}")

@@ -1,0 +1,212 @@
+"""The worker protocol: the requests the controller sends a worker (execute/worker.py) and the replies it gets.
+
+Messages travel over a socket pair as pickled plain data: a record's `model_dump()` on one side, `model_validate`
+of it on the other (`send`/`parse_request`/`parse_reply`), so what a worker that ran candidate code sends is
+checked before the controller reads it, and neither side unpickles a class of the other's choosing beyond the
+builtins, enums and records named here. Requests are told apart by `op`, replies by `kind`.
+
+A request names the op's spec as its JSON text (`spec`), which the worker validates once per distinct text and
+keeps (`SpecCache`); workloads, cases and the timing policy are records. Outputs do not travel in messages: the
+worker writes them to files in the job folder the request names, and the reply lists the files.
+
+Replies: `Ready` (once, when the worker has started), `Loaded`, `Checked`, `Benched` for a request that succeeded,
+`Failed` for one that did not (its `stage`: import, compile, runtime, protocol; the controller turns a reply whose
+request had the sandbox deny something into stage `sandbox`). Every reply lists the sandbox's denials of that
+request (`denied`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+from ..records import BuildArtifact, TimingPolicy, Workload
+from ..records.base import Record, sha256_hex
+from .aten import AtenReport
+from .sandbox import Denial
+
+
+# -- requests --------------------------------------------------------------------------------------------------
+class LoadRequest(Record):
+    """Import a candidate's source (once per source hash) and check that it defines a callable `launch`."""
+
+    op: Literal["load"] = "load"
+    source: str = Field(description="The candidate module's source text.")
+    source_hash: str = Field(description="Its content hash: the key of the loaded module in the worker.")
+
+
+class VerifyCase(Record):
+    """One verification case: what the worker needs to run it, nothing of what a proposer may not know beyond it."""
+
+    workload: Workload
+    seed: int = Field(description="Seed of the case's inputs (reference.inputs.make_inputs).")
+    distribution: str = Field(description="Value distribution of the inputs.")
+    repeats: int = Field(1, ge=1, description="Calls on identical inputs (determinism check when > 1).")
+
+
+class CheckRequest(Record):
+    """Run a loaded candidate on each case; its first call builds (compiles) the kernels."""
+
+    op: Literal["check"] = "check"
+    spec: str = Field(description="The op's spec as JSON text (OpSpec).")
+    source_hash: str
+    config: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of `launch`.")
+    job_dir: str = Field(description="Folder the worker writes the cases' outputs to (check<k>.pt).")
+    cases: list[VerifyCase]
+
+
+class BenchRequest(Record):
+    """Interleaved timing of subjects: candidate kinds (execute.timing.CANDIDATE_KINDS) and baselines."""
+
+    op: Literal["bench"] = "bench"
+    spec: str = Field(description="The op's spec as JSON text (OpSpec).")
+    workload: Workload
+    source_hash: str = Field("", description="The loaded candidate ('' when only baselines are timed).")
+    config: dict[str, Any] = Field(default_factory=dict)
+    policy: TimingPolicy
+    subjects: list[str]
+    seed: int
+    reference_file: str = ""
+    baselines_file: str = ""
+    bytes_moved: float = 0.0
+    fresh_inputs: bool = Field(False, description="New input contents before every timed call.")
+    snapshots: int = Field(0, ge=0, description="Near-duplicate timed calls whose outputs are re-verified.")
+    job_dir: str = Field("", description="Folder of the snapshot files (timed<call>.pt).")
+    settle_threads: bool = Field(False, description="Take the thread census's base once the count stops moving.")
+
+
+class ExitRequest(Record):
+    """End the worker's request loop."""
+
+    op: Literal["exit"] = "exit"
+
+
+Request = Annotated[Union[LoadRequest, CheckRequest, BenchRequest, ExitRequest], Field(discriminator="op")]
+_REQUEST = TypeAdapter(Request)
+
+
+# -- parts of replies ------------------------------------------------------------------------------------------
+class NewThread(Record):
+    """A thread that did not exist at the census's base (execute.census.new_threads)."""
+
+    tid: int
+    name: str
+    python: bool
+    python_name: str | None = None
+    files: list[str] = Field(default_factory=list, description="Files of its innermost frames (Python threads).")
+
+
+class ThreadCensus(Record):
+    """OS threads of the worker at the base (None: never taken) and after the calls."""
+
+    base: int | None = None
+    after: int
+    new: list[NewThread] = Field(default_factory=list)
+
+
+class Returned(Record):
+    """The first verification call whose `launch` returned something (the contract: it returns None)."""
+
+    case: int
+    type: str
+
+
+class SubjectSamples(Record):
+    """Samples of one timed subject (bench.timer.sample)."""
+
+    kernel_us: list[float]
+    call_us: list[float]
+    audit: dict[str, Any] | None = Field(None, description="Batch audit: wall clock against harness-stream events.")
+    launch: dict[str, Any] | None = Field(None, description="Launch exposure of the CUDA timer's samples.")
+
+
+# -- replies ---------------------------------------------------------------------------------------------------
+class _Reply(Record):
+    denied: list[Denial] = Field(default_factory=list, description="What the sandbox denied during the request.")
+
+
+class Ready(_Reply):
+    kind: Literal["ready"] = "ready"
+    ok: Literal[True] = True
+    pid: int
+    view: str = Field("", description="What execute.confine did ('' without a read-only view).")
+
+
+class Loaded(_Reply):
+    kind: Literal["load"] = "load"
+    ok: Literal[True] = True
+    aten: AtenReport | None = Field(None, description="What the import computed with torch; None: loaded before.")
+
+
+class Checked(_Reply):
+    kind: Literal["check"] = "check"
+    ok: Literal[True] = True
+    files: list[str] = Field(description="One output file per case, in case order.")
+    build: BuildArtifact | None
+    alias: list[str] = Field(default_factory=list, description="Outputs replaced, re-strided or aliasing inputs.")
+    alias_case: int | None = None
+    returned: Returned | None = None
+    threads: ThreadCensus
+    aten: AtenReport
+
+
+class Benched(_Reply):
+    kind: Literal["bench"] = "bench"
+    ok: Literal[True] = True
+    samples: dict[str, SubjectSamples]
+    notes: dict[str, str] = Field(default_factory=dict, description="Why a requested baseline is unavailable.")
+    gpu_before: dict[str, Any] = Field(default_factory=dict)
+    gpu_after: dict[str, Any] = Field(default_factory=dict)
+    snapshots: list[str] = Field(default_factory=list, description="Snapshot files of re-verified timed calls.")
+    threads: ThreadCensus
+
+
+class Failed(_Reply):
+    kind: Literal["error"] = "error"
+    ok: Literal[False] = False
+    stage: Literal["import", "compile", "runtime", "protocol", "sandbox"]
+    log: str = ""
+    error: str = ""
+    cuda_fault: bool = Field(False, description="The CUDA context is unusable: the worker is replaced.")
+    build: BuildArtifact | None = Field(None, description="The build, when the failure came after the first call.")
+    case: int | None = Field(None, description="The verification case the failure happened in.")
+
+
+WorkerReply = Annotated[Union[Ready, Loaded, Checked, Benched, Failed], Field(discriminator="kind")]
+_REPLY = TypeAdapter(WorkerReply)
+
+
+# -- the wire --------------------------------------------------------------------------------------------------
+def send(conn, record: Record) -> None:
+    """Send a request or reply as plain data."""
+    conn.send(record.model_dump())
+
+
+def parse_request(data: Any) -> LoadRequest | CheckRequest | BenchRequest | ExitRequest:
+    """A received request (raises pydantic.ValidationError for a malformed one)."""
+    return _REQUEST.validate_python(data)
+
+
+def parse_reply(data: Any) -> Ready | Loaded | Checked | Benched | Failed:
+    """A received reply; a malformed one becomes Failed(stage='protocol') naming what was wrong."""
+    try:
+        return _REPLY.validate_python(data)
+    except ValidationError as e:
+        return Failed(stage="protocol", error=f"malformed worker reply: {e}"[:2000], log=repr(data)[:20000])
+
+
+class SpecCache:
+    """Validated OpSpecs keyed by the sha256 of their JSON text: a spec is validated once per worker, not on every
+    request that names it."""
+
+    def __init__(self):
+        self._specs: dict[str, Any] = {}
+
+    def get(self, text: str):
+        from ..records import OpSpec
+        key = sha256_hex(text)
+        spec = self._specs.get(key)
+        if spec is None:
+            spec = self._specs[key] = OpSpec.model_validate_json(text)
+        return spec

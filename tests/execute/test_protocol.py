@@ -1,0 +1,66 @@
+"""The worker protocol's records (execute/protocol.py): what crosses the socket pair, and how it is read back."""
+
+import pickle
+
+import pytest
+from pydantic import ValidationError
+
+from kernelloop.execute import protocol as P
+from kernelloop.bench.policy import policies_for
+from kernelloop.records import Workload
+
+
+def _wire(record):
+    """What the other side receives: the record's plain-data dump through pickle, as Connection.send does."""
+    return pickle.loads(pickle.dumps(record.model_dump()))
+
+
+def test_requests_round_trip_by_their_op(layernorm):
+    w = Workload(op="layernorm", axes={"M": 4, "N": 8}, dtype="fp32")
+    spec = layernorm.spec.model_dump_json()
+    check = P.CheckRequest(spec=spec, source_hash="h", config={"BLOCK_N": 8}, job_dir="/tmp/j",
+                           cases=[P.VerifyCase(workload=w, seed=3, distribution="normal", repeats=3)])
+    bench = P.BenchRequest(spec=spec, workload=w, policy=policies_for("interpret")[0], subjects=["eager"], seed=5)
+    for msg in (P.LoadRequest(source="x = 1\n", source_hash="h"), check, bench, P.ExitRequest()):
+        assert P.parse_request(_wire(msg)) == msg
+    assert P.parse_request(_wire(check)).cases[0].workload.id == w.id
+
+
+def test_a_request_of_unknown_op_or_shape_is_refused():
+    with pytest.raises(ValidationError):
+        P.parse_request({"op": "format-disk"})
+    with pytest.raises(ValidationError):
+        P.parse_request({"op": "load", "source": "x"})   # no source_hash
+
+
+def test_replies_are_read_by_their_kind_and_keep_their_denials():
+    census = P.ThreadCensus(base=3, after=4, new=[P.NewThread(tid=7, name="spy", python=True, python_name="spy")])
+    benched = P.Benched(samples={"eager": {"kernel_us": [1.0, 2.0], "call_us": [3.0, 4.0]}}, threads=census)
+    got = P.parse_reply(_wire(benched))
+    assert isinstance(got, P.Benched) and got.samples["eager"].kernel_us == [1.0, 2.0] and got.threads == census
+    data = P.Failed(stage="runtime", error="boom").model_dump()
+    data["denied"] = [{"action": "open", "detail": "/etc/passwd"}]
+    failed = P.parse_reply(data)
+    assert isinstance(failed, P.Failed) and failed.denied[0].action == "open" and not failed.ok
+
+
+def test_a_malformed_reply_is_a_protocol_failure_not_an_exception():
+    for data in ({"kind": "check", "files": "not a list"}, {"ok": True}, "ready", None):
+        got = P.parse_reply(data)
+        assert isinstance(got, P.Failed) and got.stage == "protocol" and "malformed worker reply" in got.error
+
+
+def test_the_spec_is_validated_once_per_text(layernorm, monkeypatch):
+    from kernelloop.records import OpSpec
+    text = layernorm.spec.model_dump_json()
+    calls = []
+    real = OpSpec.model_validate_json.__func__
+
+    def counting(cls, data, *a, **k):
+        calls.append(1)
+        return real(cls, data, *a, **k)
+    monkeypatch.setattr(OpSpec, "model_validate_json", classmethod(counting))
+    cache = P.SpecCache()
+    first = cache.get(text)
+    assert cache.get(text) is first and cache.get(str(text)) is first and len(calls) == 1
+    assert first == layernorm.spec
