@@ -68,7 +68,7 @@ def round_trip(kernel: RecoveredKernel, arch: int = 90) -> RoundTrip:
     new = _describe(asm.cubin)
     diffs = declared(kernel, new["info"])
     new_sass = sass(asm.cubin)
-    base = dict(ok=False, assembled=True, command=asm.command, sass_instructions=len(new_sass),
+    base = dict(ok=False, assembled=True, command=asm.command, sass_instructions=sum(not ln.startswith("Function") for ln in new_sass),
                 registers=asm.registers)
     if not kernel.cubin_b64:
         return RoundTrip(**{**base, "ok": not diffs, "differences": diffs})
