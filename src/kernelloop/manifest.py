@@ -12,10 +12,12 @@ from .records import Environment, TimingPolicy, content_hash, sha256_hex
 from .spec import OpBundle
 
 _PKG = Path(__file__).parent
+_STATIC_RULES = sorted(p.relative_to(_PKG).as_posix() for p in (_PKG / "verify" / "rules").glob("*.py"))
 # The trusted code paths a verdict or a measurement depends on.
 VERIFIER_FILES = ["verify/compare.py", "reference/inputs.py", "reference/truth.py", "execute/evaluate.py",
                   "execute/worker.py", "execute/pool.py", "bench/timer.py", "bench/stats.py", "bench/policy.py",
-                  "verify/rules.py", "execute/battery.py", "execute/keys.py", "execute/timing.py",
+                  *_STATIC_RULES,
+                  "execute/battery.py", "execute/keys.py", "execute/timing.py",
                   "execute/procutil.py", "verify/explain.py", "execute/child.py", "execute/sandbox.py",
                   "execute/aten.py"]
 

@@ -140,6 +140,23 @@ def test_registry_has_the_issue_rules_each_with_a_rationale():
         assert len(r.rationale) > 80 and "\n" not in r.rationale, r.id
 
 
+def test_rules_keep_their_reporting_priority_whichever_family_module_registers_them():
+    from kernelloop.verify.rules import PRIORITY
+    assert RULE_IDS == PRIORITY == ("library-op", "output-aliasing", "new-stream", "thread-or-process",
+                                    "timing-access", "monkey-patch", "introspection", "file-or-env-access",
+                                    "dynamic-code", "precision-downcast", "global-state", "try-except",
+                                    "disallowed-import", "torch-on-hot-path")
+    assert len({r.check.__module__ for r in RULES}) > 1   # the families live in modules of their own
+
+
+def test_the_manifest_hashes_every_module_of_the_static_rules():
+    import kernelloop.verify.rules as package
+    from kernelloop.manifest import VERIFIER_FILES
+    folder = Path(package.__file__).parent
+    assert {f"verify/rules/{p.name}" for p in folder.glob("*.py")} <= set(VERIFIER_FILES)
+    assert "verify/rules/__init__.py" in VERIFIER_FILES
+
+
 def test_hit_carries_rule_line_col_snippet_rationale_and_round_trips(specs):
     src = HEAD + "\n\ndef launch(x, weight, bias, y, *, eps):\n    y.copy_(torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps))\n"
     hits = check_source(src, specs["layernorm"])
