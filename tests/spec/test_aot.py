@@ -2,7 +2,9 @@
 resources, compile error, refused by the launcher, hung, crashed), and one configuration's hang or crash costs
 only itself."""
 
+import os
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -140,3 +142,16 @@ def test_ahead_of_time_builds_match_the_kernels_a_real_launch_compiles():
     assert real.metadata.shared == aot.shared_bytes
     assert real.n_regs == aot.registers
     assert torch.allclose(c.float(), (a.float() @ bb.float()), rtol=2e-2, atol=1.0)
+
+
+def test_the_build_process_module_imports_no_torch_before_its_read_only_view():
+    """`python -m kernelloop.spec.aot_child` imports its packages and the module before main() confines the
+    process; the read-only view needs one thread, so none of that may import torch."""
+    import subprocess
+    import sys
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    code = ("import os, sys, kernelloop.spec.aot_child as c; "
+            "print('torch' in sys.modules, len(os.listdir('/proc/self/task')), callable(c.main))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": src}, check=True)
+    assert out.stdout.split() == ["False", "1", "True"]

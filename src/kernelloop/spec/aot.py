@@ -92,104 +92,10 @@ def launch_limits(outcome: BuildOutcome, props: dict) -> list[str]:
     return out
 
 
-# The build process: reads a job file, appends one JSON line per event to the result file (flushed), so the
-# parent knows which configuration a hung or killed process was building.
-_CHILD = r'''
-# the read-only view (execute/confine.py) before anything else: it needs a process of one thread
-from kernelloop.execute.confine import confine_from_env
-view = confine_from_env()
-import hashlib, importlib.util, json, os, sys, time, types
-job = json.load(open(sys.argv[1]))
-res = open(sys.argv[2], "a", buffering=1)
-import torch, triton
-from triton.backends.compiler import GPUTarget
-from triton.runtime.driver import driver
-from triton.runtime.jit import JITFunction
-from kernelloop.profile.sass import resource_usage
-from kernelloop.records import OpSpec, Workload
-from kernelloop.reference.inputs import alloc_outputs, alloc_scratch, make_inputs
-arch = int(job["arch"])
-class _Target:
-    """Stands in for the CUDA driver: reports the target; nothing is ever launched."""
-    def get_current_device(self): return 0
-    def get_current_stream(self, device=None): return 0
-    def get_current_target(self): return GPUTarget("cuda", arch, 32)
-    def get_active_torch_device(self): return torch.device("cpu")
-# on a host whose GPU is the target, Triton's own driver reports it (and nothing is launched either way)
-_cap = torch.cuda.get_device_capability() if torch.cuda.is_available() else None
-if _cap is None or _cap[0] * 10 + _cap[1] != arch:
-    driver.set_active(_Target())
-class _OnDevice(torch.Tensor):
-    @property
-    def is_cuda(self): return True
-props = types.SimpleNamespace(multi_processor_count=int(job["sm_count"]), major=arch // 10, minor=arch % 10)
-torch.cuda.get_device_properties = lambda *a, **k: props
-torch.cuda.get_device_capability = lambda *a, **k: (arch // 10, arch % 10)
-torch.cuda.current_device = lambda: 0
-built = []
-_run = JITFunction.run
-def _compile_only(self, *args, grid, warmup, **kw):
-    try:
-        kernel = _run(self, *args, grid=grid, warmup=True, **kw)
-    except Exception as e:
-        e.kernelloop_in_triton = True  # raised by Triton's binding or compiling, not by the template's Python
-        raise
-    # the launch the template asked for: a grid given as numbers (a callable one is not evaluated here) and the
-    # non-constexpr scalar arguments, positional or by keyword (tensors are the same for every configuration)
-    g = None if callable(grid) else [int(v) for v in (grid if isinstance(grid, (tuple, list)) else (grid,))]
-    consts = {p.name for p in self.params if p.is_constexpr}
-    scalars = [a for a in args if isinstance(a, (int, float, bool))]
-    scalars += [[k, v] for k, v in sorted(kw.items()) if k not in consts and isinstance(v, (int, float, bool))
-                and k in {p.name for p in self.params}]
-    built.append((kernel, g, scalars))
-    return kernel
-JITFunction.run = _compile_only
-spec = OpSpec.model_validate_json(job["spec"])
-w = Workload.model_validate_json(job["workload"])
-inputs = [t.as_subclass(_OnDevice) for t in make_inputs(spec, w, 0, "cpu")]
-outputs = [t.as_subclass(_OnDevice) for t in alloc_outputs(spec, w, "cpu")]
-scratch = {k: t.as_subclass(_OnDevice) for k, t in alloc_scratch(spec, w, "cpu").items()}
-modules = {}
-# least privilege before any template is imported (execute/sandbox.py): Triton's compile, ptxas and cuobjdump
-# keep working; a template's Python that reaches for anything else fails its configuration, naming the action
-if os.environ.get("KERNELLOOP_SANDBOX", "on") != "off":
-    from kernelloop.execute.sandbox import default_policy, install
-    _box = install(default_policy([os.path.dirname(os.path.abspath(sys.argv[1]))], sys.argv[1] + ".denied"))
-    for _f in job["files"].values():
-        _box.grant_read(_f)
-for i, item in enumerate(job["items"]):
-    res.write(json.dumps({"start": i}) + "\n")
-    name = item["template"]
-    if name not in modules:
-        s = importlib.util.spec_from_file_location(f"aot_{name}", job["files"][name])
-        m = importlib.util.module_from_spec(s); s.loader.exec_module(m); modules[name] = m
-    built.clear()
-    t0 = time.perf_counter()
-    out = {"done": i, "status": "built", "kernels": [], "error": ""}
-    try:
-        modules[name].launch(*inputs, *outputs, **scratch, **spec.scalars, **item["config"])
-    except Exception as e:  # noqa: BLE001
-        out["status"] = "compile_error" if getattr(e, "kernelloop_in_triton", False) else "launch_error"
-        out["error"] = f"{type(e).__name__}: {e}"[:1500]
-    for k, grid, scalars in built:
-        meta = k.metadata
-        cubin = k.asm.get("cubin") or b""
-        row = {"name": getattr(meta, "name", ""), "shared": getattr(meta, "shared", None),
-               "num_warps": getattr(meta, "num_warps", None), "grid": grid, "scalars": scalars,
-               "cubin_sha256": hashlib.sha256(bytes(cubin)).hexdigest()}
-        try:
-            usage = resource_usage(k.asm["cubin"])
-            row.update(usage.get(row["name"]) or next(iter(usage.values()), {}))
-        except Exception as e:  # noqa: BLE001 - the build itself stands; its register count is unknown
-            row["usage_error"] = str(e)[:300]
-        if job.get("keep_asm"):  # the compiled kernel's own text: PTX, cubin (base64), Triton's metadata
-            import base64
-            row["asm"] = {"ptx": k.asm.get("ptx", ""), "cubin_b64": base64.b64encode(bytes(cubin)).decode(),
-                          "metadata": json.loads(json.dumps(meta._asdict(), default=str))}
-        out["kernels"].append(row)
-    out["seconds"] = time.perf_counter() - t0
-    res.write(json.dumps(out) + "\n")
-'''
+# The build process (`aot_child.py`, run as `python -m kernelloop.spec.aot_child JOB RESULT`): reads a job file,
+# appends one JSON line per event to the result file (flushed), so the parent knows which configuration a hung or
+# killed process was building.
+_CHILD_MODULE = "kernelloop.spec.aot_child"
 
 
 def _events(path: str) -> list[dict]:
@@ -222,7 +128,7 @@ def _run_chunk(job: dict, items: list[dict], timeout_s: float, startup_s: float,
         res_path = job_path + ".jsonl"
         status, tail = None, ""
         err_path = job_path + ".stderr"
-        argv, child_env = [sys.executable, "-c", _CHILD, job_path, res_path], dict(env)
+        argv, child_env = [sys.executable, "-m", _CHILD_MODULE, job_path, res_path], dict(env)
         if env.get("KERNELLOOP_SANDBOX", "on") != "off":   # the OS layer too: no network, a read-only view
             from ..execute.sandbox import os_layer, read_only_view, wrap_command, writable_roots
             layer = os_layer()
