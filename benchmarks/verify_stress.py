@@ -114,7 +114,7 @@ def stress(ops: list[str], seeds: int, load: int = 0, checks: int = 2, work: Pat
                                 continue
                             cand = Candidate(op=op, template=t.name, source=bundle.template_sources[t.name],
                                              config=configs[(s * 7919) % len(configs)])
-                            job = work / "job"
+                            job = worker.work_dir / "job"   # inside the worker's read-only view
                             job.mkdir(parents=True, exist_ok=True)
                             loaded = ev.load(cand)
                             if loaded is not None:
