@@ -132,7 +132,7 @@ def test_no_sanitize_reaches_the_controller(monkeypatch, tmp_path):
     seen = {}
 
     class Stop(RuntimeError):
-        pass
+        """Stops the command once the controller is reached."""
 
     class Capture:
         def __init__(self, bundle, wls, opts, run_dir, on_progress=None):

@@ -91,8 +91,7 @@ class Worker:
         argv = [sys.executable, "-m", "kernelloop.execute.child", str(theirs.fileno()), self.device,
                 str(self.log_path), str(self.work_dir)]
         self.writable, self.view = [], ""
-        with open(self.log_path, "ab"):   # exists before the read-only view keeps it writable
-            pass
+        self.log_path.touch()   # exists before the read-only view keeps it writable
         if self.sandbox:
             from .sandbox import os_layer, read_only_view, wrap_command, writable_roots
             self.os_layer = os_layer()
