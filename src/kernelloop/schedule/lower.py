@@ -1,0 +1,409 @@
+"""Lowering: a `Schedule` to the Gluon source of a template module (`launch(a, b, c, **config)`).
+
+Every operation of a role becomes one Gluon statement, in the order the schedule lists it:
+
+    wait(ready, phase)          mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+    wait(turn[0], phase^1)      mbarrier.wait(turn.index(0), (j & 1) ^ 1)
+    arrive(empty, previous)     mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1[, pred=ks > 0])
+    load                        mbarrier.expect(bar, TILE_BYTES); two TMA copies into slot s completing on bar
+    mma                         warpgroup_mma(a slot, b slot [or its half], acc, is_async=True) per accumulator
+    mma_wait(n)                 warpgroup_mma_wait(n, deps=(accumulators))
+    sync                        a barrier over the partition's warps
+
+around a fixed frame: the persistent tile loop (GROUP_M super-groups), the ring position counter `it` (one step a
+k-step; with alternating math roles each skips the other roles' tiles), the tile counter `j` where a barrier array's
+phase needs it, the ring and staging allocations in a fixed order, `gl.warp_specialize` over the roles in order
+(worker warps and registers from the schedule) and the epilogue (a TMA store through a staging buffer, awaited
+before the buffer is written again, or a masked store from registers; per accumulator).
+
+The module keeps the schedule it came from as `SCHEDULE` (JSON text), so any candidate built from it can be checked
+against its schedule (`schedule_of`). Numbers the config sets (tile, stages, warps) stay template parameters.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import jinja2
+
+from .records import Arrive, Load, Mma, MmaWait, Role, Schedule, Sync, Wait
+
+
+class NotLowerable(ValueError):
+    """The schedule asks for something the lowering cannot express yet (the message names the field)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def _accumulators(s: Schedule) -> list[str]:
+    return ["acc"] if s.issue.accumulators == 1 else ["left", "right"]
+
+
+def _op_lines(s: Schedule, role: Role, op, section: str) -> list[str]:
+    """The Gluon statements of one operation (indentation added by the caller)."""
+    accs = _accumulators(s)
+    if isinstance(op, Wait):
+        if op.barrier in ("ready", "empty"):
+            phase = "(it // STAGES) & 1"
+            return [f"mbarrier.wait({op.barrier}.index(s), {phase if op.parity == 'phase' else f'({phase}) ^ 1'})"]
+        phase = "j & 1"
+        return [f"mbarrier.wait({op.barrier}.index({op.index}), {phase if op.parity == 'phase' else f'({phase}) ^ 1'})"]
+    if isinstance(op, Arrive):
+        if op.barrier in ("ready", "empty"):
+            slot = "s" if op.slot == "current" else "(it + STAGES - 1) % STAGES"
+            target = f"{op.barrier}.index({slot})"
+        else:
+            target = f"{op.barrier}.index({op.index})"
+        pred = ", pred=ks > 0" if op.skip_first and section == "k_step" else ""
+        return [f"mbarrier.arrive({target}, count={op.count}{pred})"]
+    if isinstance(op, Load):
+        return [f"bar = {op.barrier}.index(s)",
+                "mbarrier.expect(bar, TILE_BYTES)",
+                "_tma_load(a_desc, [pid_m * BLOCK_M, ks * BLOCK_K], bar, a_bufs.index(s))",
+                "if TRANS_B:",
+                "    _tma_load(b_desc, [pid_n * BLOCK_N, ks * BLOCK_K], bar, b_bufs.index(s))",
+                "else:",
+                "    _tma_load(b_desc, [ks * BLOCK_K, pid_n * BLOCK_N], bar, b_bufs.index(s))"]
+    if isinstance(op, Mma):
+        if len(accs) == 1:
+            return ["if TRANS_B:", "    b = b_bufs.index(s).permute((1, 0))", "else:", "    b = b_bufs.index(s)",
+                    "acc = warpgroup_mma(a_bufs.index(s), b, acc, is_async=True)"]
+        return [f"{a} = warpgroup_mma(a_bufs.index(s), _b_slice(b_bufs, s, {i} * WIDTH, WIDTH, TRANS_B), {a}, "
+                "is_async=True)" for i, a in enumerate(accs)]
+    if isinstance(op, MmaWait):
+        deps = f"({accs[0]},)" if len(accs) == 1 else f"({', '.join(accs)})"
+        return [f"{', '.join(accs)} = warpgroup_mma_wait({op.pending}, deps={deps})"]
+    if isinstance(op, Sync):
+        return ["_sync_warps()"]
+    raise NotLowerable(f"roles[{s.role_index(role.name)}].{section}", f"no lowering for {op!r}")
+
+
+def _section(s: Schedule, role: Role, section: str) -> list[str]:
+    return [line for op in getattr(role, section) for line in _op_lines(s, role, op, section)]
+
+
+def _barrier_args(s: Schedule, role: Role) -> list[str]:
+    used = {getattr(op, "barrier", None) for _, _, op in role.ops()}
+    return [b.name for b in s.barriers if b.name in used]
+
+
+def _uses_tile_count(role: Role) -> bool:
+    return any(isinstance(op, Wait) and op.index is not None for _, _, op in role.ops())
+
+
+_MODULE = jinja2.Template('''\
+"""GEMM c = a @ b (b.T when TRANS_B) generated from the schedule `{{ s.name }}` by kernelloop.schedule.lower:
+{{ summary }}
+Do not edit: change the schedule and lower it again (`kernelloop schedule lower`).
+"""
+
+import torch
+import triton
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
+
+SCHEDULE = {{ schedule_json }}
+
+_TORCH_TO_GL = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
+_sync_warps = getattr(gl, "thread_barrier", None) or gl.barrier
+_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+_tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+
+
+@gluon.constexpr_function
+def _mma_layout(BLOCK_M, BLOCK_N, num_warps):
+    warps = [4, 1]
+    while warps[0] * warps[1] != num_warps:
+        if BLOCK_M > 16 * warps[0]:
+            warps[0] *= 2
+        else:
+            warps[1] *= 2
+    n = 256
+    while n > max(BLOCK_N // warps[1], 8) or BLOCK_N % n != 0:
+        n -= 8
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=warps, instr_shape=[16, n, 16])
+
+@gluon.jit
+def _tile_coords(tile, num_m, num_n, GROUP_M: gl.constexpr):
+    per_group = GROUP_M * num_n
+    first_m = (tile // per_group) * GROUP_M
+    rows = gl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % per_group) % rows
+    pid_n = (tile % per_group) // rows
+    return pid_m, pid_n
+{% if accs|length > 1 %}
+
+@gluon.jit
+def _b_slice(b_bufs, s, start: gl.constexpr, width: gl.constexpr, TRANS_B: gl.constexpr):
+    if TRANS_B:
+        return b_bufs.index(s).slice(start, width, dim=0).permute((1, 0))
+    else:
+        return b_bufs.index(s).slice(start, width, dim=1)
+{% endif %}
+
+@gluon.jit
+def _ring(a_desc, b_desc, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+          STAGES: gl.constexpr, TRANS_B: gl.constexpr):
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
+    if TRANS_B:
+        b_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
+    else:
+        b_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count={{ s.ring.ready_count }})
+        mbarrier.init(empty.index(i), count={{ s.ring.empty_count }})
+    return a_bufs, b_bufs, ready, empty
+{% for r in roles %}
+
+@gluon.jit
+{{ r.signature }}
+{% if r.kind == "math" %}
+    WIDTH: gl.constexpr = BLOCK_N // {{ accs|length }}
+    layout: gl.constexpr = _mma_layout(BLOCK_M, WIDTH, num_warps)
+{% if alternate %}
+    c_smem = c_bufs.index({{ r.consumer }})
+{% endif %}
+{% endif %}
+    num_m = gl.cdiv(M, BLOCK_M)
+    num_n = gl.cdiv(N, BLOCK_N)
+    k_steps = gl.cdiv(K, BLOCK_K)
+{% if r.kind == "math" and alternate %}
+    programs = gl.num_programs(0)
+    it = {{ r.consumer }} * k_steps
+{% else %}
+    it = 0
+{% endif %}
+{% if r.tile_count %}
+    j = 0
+{% endif %}
+    for tile in range({{ r.tiles }}):
+        pid_m, pid_n = _tile_coords(tile, num_m, num_n, GROUP_M)
+{% for line in r.tile_begin %}
+        {{ line }}
+{% endfor %}
+{% if r.kind == "math" %}
+{% for a in accs %}
+        {{ a }} = gl.zeros((BLOCK_M, WIDTH), dtype=gl.float32, layout=layout)
+{% endfor %}
+{% endif %}
+        for ks in range(k_steps):
+            s = it % STAGES
+{% for line in r.k_step %}
+            {{ line }}
+{% endfor %}
+            it += 1
+{% for line in r.tile_end %}
+        {{ line }}
+{% endfor %}
+{% if r.kind == "math" and alternate %}
+        it += {{ n_math - 1 }} * k_steps
+{% endif %}
+{% if r.tile_count %}
+        j += 1
+{% endif %}
+{% if r.kind == "math" %}
+{% for line in epilogue %}
+        {{ line }}
+{% endfor %}
+{% if tma_store %}
+    tma.store_wait(pendings=0)
+{% endif %}
+{% endif %}
+{% endfor %}
+
+
+@gluon.jit
+def {{ kernel }}(a_desc, b_desc, c_desc, {{ c_args }}M, N, K,
+{{ " " * (kernel|length + 5) }}BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
+{{ " " * (kernel|length + 5) }}STAGES: gl.constexpr, TRANS_B: gl.constexpr, num_warps: gl.constexpr):
+    dtype: gl.constexpr = a_desc.dtype
+    a_bufs, b_bufs, ready, empty = _ring(a_desc, b_desc, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, TRANS_B)
+{% if not tma_store %}
+    c_smem = a_bufs  # unused: c is stored from registers
+{% elif alternate %}
+    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [{{ n_math }}, BLOCK_M, BLOCK_N // {{ accs|length }}], c_desc.layout)
+{% else %}
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, [BLOCK_M, BLOCK_N // {{ accs|length }}], c_desc.layout)
+{% endif %}
+{% for b in s.barriers %}
+    {{ b.name }} = gl.allocate_shared_memory(gl.int64, [{{ b.size }}, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range({{ b.size }}):
+        mbarrier.init({{ b.name }}.index(i), count={{ b.count }})
+{% endfor %}
+    TILE_BYTES: gl.constexpr = (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * (dtype.primitive_bitwidth // 8)
+    gl.warp_specialize([
+{% for r in roles %}
+        {{ r.entry }},
+{% endfor %}
+    ], [{{ worker_warps }}], [{{ worker_regs }}])
+
+
+def launch(a, b, c, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, EPILOGUE="none", TRANS_B=0,
+           scratch=None):
+    """c = a @ b (b.T when TRANS_B), c in a's dtype (fp16 or bf16); num_warps counts every math warp."""
+    if EPILOGUE != "none":
+        raise ValueError(f"the schedule {{ s.name }} has no {EPILOGUE!r} epilogue (only 'none')")
+    if num_warps % {{ n_math }} != 0:
+        raise ValueError(f"num_warps={num_warps}: {{ n_math }} math role(s) of equal warps")
+    if not a.is_cuda:
+        raise RuntimeError("the schedule {{ s.name }} runs on sm_90 GPUs only (Gluon has no interpreter)")
+    if a.dtype not in (torch.float16, torch.bfloat16) or b.dtype != a.dtype or c.dtype != a.dtype:
+        raise ValueError(f"{{ s.name }} needs fp16/bf16 a, b and c of one dtype (got {a.dtype}, {b.dtype}, {c.dtype})")
+    if a.stride(1) != 1 or b.stride(1) != 1 or c.stride(1) != 1:
+        raise ValueError("{{ s.name }} needs row-major a, b and c (TMA descriptors)")
+    M, K = a.shape
+    N = b.shape[0] if TRANS_B else b.shape[1]
+    dt = _TORCH_TO_GL[a.dtype]
+    a_desc = TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K],
+                                          gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_K], dt))
+    b_block = [BLOCK_N, BLOCK_K] if TRANS_B else [BLOCK_K, BLOCK_N]
+    b_desc = TensorDescriptor.from_tensor(b, b_block, gl.NVMMASharedLayout.get_default_for(b_block, dt))
+    c_block = [BLOCK_M, BLOCK_N // {{ accs|length }}]
+    c_desc = TensorDescriptor.from_tensor(c, c_block, gl.NVMMASharedLayout.get_default_for(c_block, dt))
+    tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
+    programs = max(1, min(tiles, torch.cuda.get_device_properties(a.device).multi_processor_count))
+    warps = num_warps // {{ n_math }}
+    # the register file over every warp of the program (workers padded to whole warpgroups), rounded down to 8
+    total_warps = warps + -(-({{ n_math - 1 }} * warps + {{ loader_warps }}) // 4) * 4
+    maxnreg = min(255, 65536 // (total_warps * 32)) // 8 * 8
+    {{ kernel }}[(programs,)](
+        a_desc, b_desc, c_desc, {{ c_call }}M, N, K,
+        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, STAGES=num_stages, TRANS_B=TRANS_B,
+        num_warps=warps, maxnreg=maxnreg)
+''', trim_blocks=True, lstrip_blocks=False, keep_trailing_newline=True)
+
+
+def _wrap(head: str, args: str, indent: int, width: int = 116) -> str:
+    """`head` + comma-separated `args`, continued under the first argument (lines of at most `width`)."""
+    pad = " " * (indent + len(head))
+    lines, line = [], " " * indent + head
+    for part in args.split(", "):
+        piece = part if line.endswith("(") else " " + part
+        if len(line) + len(piece) + 1 > width and not line.endswith("("):
+            lines.append(line)
+            line = pad + part
+        else:
+            line += piece
+        line += ","
+    lines.append(line.rstrip(","))
+    return "\n".join(lines)
+
+
+def _epilogue(s: Schedule) -> list[str]:
+    accs = _accumulators(s)
+    if s.epilogue.fused:
+        raise NotLowerable("epilogue.fused", f"fused operations {s.epilogue.fused} have no lowering yet (the "
+                                             f"kernel's launch takes no bias)")
+    out: list[str] = []
+    for i, a in enumerate(accs):
+        col = "pid_n * BLOCK_N" + (f" + {i} * WIDTH" if i else "")
+        if s.epilogue.store == "tma":
+            out += ["tma.store_wait(pendings=0)", f"c_smem.store({a}.to(c_desc.dtype))", "fence_async_shared()",
+                    f"_tma_store(c_desc, [pid_m * BLOCK_M, {col}], c_smem)"]
+        else:
+            out += [f"offs_m = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))",
+                    f"offs_n = {col} + gl.arange(0, WIDTH, layout=gl.SliceLayout(0, layout))",
+                    "mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)",
+                    f"gl.store(C + offs_m[:, None] * stride_cm + offs_n[None, :], {a}.to(c_desc.dtype), mask=mask)"]
+    return out
+
+
+def _check_lowerable(s: Schedule) -> None:
+    if s.issue.tiles == "alternate" and s.epilogue.store != "tma":
+        raise NotLowerable("epilogue.store", "alternating math roles store c through their staging buffers (tma)")
+    for i, r in enumerate(s.roles):
+        if r.kind == "loader" and r.warps != 1:
+            raise NotLowerable(f"roles[{i}].warps", "the loader is one warp (one thread issues the TMA copies)")
+        for sec, j, op in r.ops():
+            if r.kind == "loader" and isinstance(op, (Mma, MmaWait)):
+                raise NotLowerable(f"roles[{i}].{sec}[{j}]", "the loader issues no MMA")
+            if r.kind == "math" and isinstance(op, Load):
+                raise NotLowerable(f"roles[{i}].{sec}[{j}]", "math roles issue no TMA load")
+            if isinstance(op, (Mma, Load)) and sec != "k_step":
+                raise NotLowerable(f"roles[{i}].{sec}[{j}]", f"a {op.op} belongs in the k-step")
+            if isinstance(op, Wait) and op.barrier in ("ready", "empty") and sec != "k_step":
+                raise NotLowerable(f"roles[{i}].{sec}[{j}]", "a wait on a ring slot belongs in the k-step")
+
+
+def lower(schedule: Schedule) -> str:
+    """The Gluon source of a template module for `schedule` (NotLowerable names the field it cannot express)."""
+    s = schedule
+    _check_lowerable(s)
+    accs = _accumulators(s)
+    alternate = s.issue.tiles == "alternate"
+    math = s.math_roles
+    tma_store = s.epilogue.store == "tma"
+    c_args = "" if alternate else "C, stride_cm, "
+    consts = "BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, TRANS_B"
+    const_params = ("BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr, "
+                    "STAGES: gl.constexpr, TRANS_B: gl.constexpr")
+    roles = []
+    for r in s.roles:
+        bars = _barrier_args(s, r)
+        if r.kind == "loader":
+            runtime = ["a_desc", "b_desc", "a_bufs", "b_bufs", "ready", "empty", *bars, "M", "N", "K"]
+            params = ", ".join(runtime) + ", " + const_params + ", TILE_BYTES: gl.constexpr"
+            call = ", ".join(runtime) + ", " + consts + ", TILE_BYTES"
+            tiles = "gl.program_id(0), num_m * num_n, gl.num_programs(0)"
+            consumer = 0
+        else:
+            staging = "c_bufs" if alternate else "c_smem"
+            runtime = ["a_bufs", "b_bufs", "ready", "empty", *bars, "c_desc", staging,
+                       *([] if alternate else ["C", "stride_cm"]), "M", "N", "K"]
+            params = ", ".join(runtime) + ", " + const_params + ", num_warps: gl.constexpr"
+            call = ", ".join(runtime) + ", " + consts + ", num_warps"
+            consumer = math.index(r)
+            tiles = (f"gl.program_id(0) + {consumer} * programs, num_m * num_n, {len(math)} * programs" if alternate
+                     else "gl.program_id(0), num_m * num_n, gl.num_programs(0)")
+        roles.append({"name": r.name, "kind": r.kind, "signature": _wrap(f"def _{r.name}(", params + "):", 0),
+                      "entry": _wrap(f"(_{r.name}, (", call + ")),", 8).lstrip(), "tiles": tiles,
+                      "consumer": consumer, "tile_count": _uses_tile_count(r),
+                      "tile_begin": _section(s, r, "tile_begin"),
+                      "k_step": _section(s, r, "k_step"), "tile_end": _section(s, r, "tile_end")})
+    workers = s.roles[1:]
+    text = _MODULE.render(
+        s=s, summary=describe(s), schedule_json=repr(s.to_json()), accs=accs, roles=roles, alternate=alternate,
+        n_math=len(math), epilogue=_epilogue(s), tma_store=tma_store, c_args=c_args,
+        c_call="" if alternate else "c, c.stride(0), ", kernel=f"_gemm_{s.name}_kernel",
+        worker_warps=", ".join("num_warps" if r.kind == "math" else str(r.warps) for r in workers),
+        worker_regs=", ".join(str(r.registers) for r in workers), loader_warps=s.loader.warps)
+    ast.parse(text)   # the lowering's own bug would show here, not in a build process
+    return text
+
+
+def describe(s: Schedule) -> str:
+    """One paragraph of what the schedule does (the generated module's docstring)."""
+    math = s.math_roles
+    acc = "one whole-tile accumulator" if s.issue.accumulators == 1 else "two half-width accumulators"
+    how = (f"{len(math)} math roles of {math[0].warps} warps alternating whole tiles" if s.issue.tiles == "alternate"
+           else f"one math role of {math[0].warps} warps")
+    return (f"a persistent grid; a loader of {s.loader.warps} warp(s) fills a ring of {s.ring.stages} slots; {how}, "
+            f"{acc}; c stored by {'TMA through shared memory' if s.epilogue.store == 'tma' else 'registers'} "
+            f"(tile {s.tile.block_m}x{s.tile.block_n}x{s.tile.block_k} as generated; the config sets it).")
+
+
+def schedule_of(source: str) -> Schedule | None:
+    """The schedule a generated module was lowered from (its `SCHEDULE`), None for any other source."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["SCHEDULE"]:
+            try:
+                return Schedule.model_validate(json.loads(ast.literal_eval(node.value)))
+            except (ValueError, TypeError):
+                return None
+    return None
+
+
+__all__ = ["NotLowerable", "describe", "lower", "schedule_of"]
