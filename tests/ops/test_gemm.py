@@ -80,11 +80,12 @@ def test_spec_workloads_and_static_rules(op):
     assert spec.name == op and set(spec.dtypes) == {DType.fp16, DType.bf16}
     # gemm alone has the split-K template for 16-bit outputs, stream-K (both use the workspace) and the
     # warp-specialized persistent one, all in the one kernel file; gemm and gemm_nt also have the Gluon kernel (its
-    # own file)
+    # own file); gemm also the three generated from their schedules (each its own file)
     assert [t.name for t in spec.templates] == {"gemm": ["tiled", "splitk", "streamk", "persistent_ws", "gluon_ws",
-                                                         "gluon_subtiled", "gluon_pingpong"],
+                                                         "gluon_subtiled", "gluon_pingpong", "schedule_ws",
+                                                         "schedule_subtiled", "schedule_pingpong"],
                                                 "gemm_nt": ["tiled", "gluon_ws"]}.get(op, ["tiled"])
-    assert {t.file for t in spec.templates if not t.name.startswith("gluon")} == {spec.templates[0].file}
+    assert {t.file for t in spec.templates if not t.name.startswith(("gluon", "schedule"))} == {spec.templates[0].file}
     assert (spec.scratch is not None) == (op == "gemm")
     t = spec.templates[0]
     # every variant runs the one shared template, pinned by single-valued parameters
