@@ -22,6 +22,8 @@ from .ops import ops
 from .reproduce import reproduce
 from .ptx import ptx_app
 from .fuse import fuse_app
+from .schedule import gate_cmd, schedule_app
+from .gaps import gaps
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="kernelloop: a closed loop that makes GPU kernels faster and proves it.")
@@ -43,6 +45,9 @@ app.command()(report)  # the HTML report
 app.command()(reproduce)
 app.add_typer(ptx_app, name="ptx")
 app.add_typer(fuse_app, name="fuse")
+app.add_typer(schedule_app, name="schedule")
+app.command(name="gate")(gate_cmd)
+app.command()(gaps)
 
 
 def main() -> None:

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..profile.hypothesis import LATENCY, format_hypotheses
 from ..records import Candidate, Direction, Hypothesis, OpSpec
+from ..schedule.patch import ScheduleEdit
 
 Scalar = int | float | str | bool
 MAX_CONFIGS = 16
@@ -39,6 +40,16 @@ MAX_SOURCE_CHARS = 100_000
 
 class ProposalInvalid(ValueError):
     """A proposal failed local validation; the message says what to fix."""
+
+
+class ScheduleRefused(ProposalInvalid):
+    """A schedule edit that cannot become a candidate: the patch, the schedule record, the lowering or the static
+    gate refused it (`check`), at `field`."""
+
+    def __init__(self, message: str, field: str, check: str):
+        super().__init__(message)
+        self.field = field
+        self.check = check
 
 
 class ProposalHypothesis(BaseModel):
@@ -89,6 +100,11 @@ class KernelProposal(BaseModel):
         "`scratch` when the op declares a workspace) and its Triton kernels. Exactly one of `source` and `patch`."))
     patch: str | None = Field(None, max_length=MAX_SOURCE_CHARS, description=(
         "Unified diff against the source of parent_ids[0] (hunks '@@ -a,b +c,d @@'; file headers optional)."))
+    schedule: ScheduleEdit | None = Field(None, description=(
+        "A JSON Patch of a typed Hopper GEMM schedule (a source with a SCHEDULE constant was lowered from one): "
+        "the edited schedule is checked by the static gate (barrier protocol, registers, shared memory) and "
+        "lowered to Gluon; its numbers are the config (no 'config' or 'space' then). Exactly one of 'source', "
+        "'patch' and 'schedule'."))
     parent_ids: list[str] = Field(default_factory=list, description=(
         "Candidate ids this proposal derives from; the first is the base of a patch and of the latency "
         "expectation."))
@@ -101,8 +117,10 @@ class KernelProposal(BaseModel):
 
     @model_validator(mode="after")
     def _shape(self) -> "KernelProposal":
-        if (self.source is None) == (self.patch is None):
-            raise ValueError("give exactly one of 'source' and 'patch'")
+        if [self.source, self.patch, self.schedule].count(None) != 2:
+            raise ValueError("give exactly one of 'source', 'patch' and 'schedule'")
+        if self.schedule is not None and (self.config is not None or self.space is not None):
+            raise ValueError("a 'schedule' edit carries its own numbers: no 'config' or 'space'")
         if self.patch is not None and not self.parent_ids:
             raise ValueError("a 'patch' needs parent_ids[0], the candidate it applies to")
         if self.config is not None and self.space is not None:
@@ -290,6 +308,8 @@ def materialize(proposal: KernelProposal, spec: OpSpec, parents: dict[str, Candi
         bad = [c for c in proposal.cites if c not in known_cites]
         if bad:
             raise ProposalInvalid(f"unknown knowledge id(s) {bad}")
+    if proposal.schedule is not None:
+        return [_schedule_candidate(proposal, spec, parents, proposer)]
     if proposal.patch is not None:
         source = apply_unified_diff(parents[proposal.parent_ids[0]].source, proposal.patch)
     else:
@@ -304,6 +324,18 @@ def materialize(proposal: KernelProposal, spec: OpSpec, parents: dict[str, Candi
             for cfg in configs]
 
 
+def _schedule_candidate(proposal: KernelProposal, spec: OpSpec, parents: dict[str, Candidate],
+                        proposer: str) -> Candidate:
+    from ..schedule.patch import EditInvalid, materialize_edit
+    try:
+        _, cand = materialize_edit(proposal.schedule, spec, sources={k: c.source for k, c in parents.items()},
+                                   proposer=proposer, parent_ids=list(proposal.parent_ids),
+                                   hypothesis=proposal.hypothesis.text())
+    except EditInvalid as e:
+        raise ScheduleRefused(f"the schedule edit is refused: {e}", e.field, e.check) from None
+    return cand
+
+
 __all__ = ["KernelProposal", "MAX_CONFIGS", "ProposalHypothesis", "ProposalInvalid", "apply_unified_diff",
            "check_interface", "extract_json", "format_validation_error", "materialize", "parse_proposal",
-           "proposal_json_schema"]
+           "proposal_json_schema", "ScheduleRefused"]

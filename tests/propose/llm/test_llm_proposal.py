@@ -13,7 +13,7 @@ from kernelloop.records import Candidate
 def test_json_schema_describes_every_field():
     schema = proposal_json_schema()
     assert set(schema["properties"]) == {"language", "source", "patch", "parent_ids", "config", "space", "rationale",
-                                         "hypothesis", "cites"}
+                                         "hypothesis", "cites", "schedule"}
     assert set(schema["required"]) == {"rationale", "hypothesis"}
     assert schema["additionalProperties"] is False
     json.dumps(schema)
@@ -28,7 +28,7 @@ def test_extract_json_from_fences_and_prose():
 
 
 @pytest.mark.parametrize("change, why", [
-    ({"source": None}, "exactly one of 'source' and 'patch'"),
+    ({"source": None}, "exactly one of 'source', 'patch' and 'schedule'"),
     ({"patch": "@@ -1 +1 @@\n-a\n+b\n"}, "exactly one"),
     ({"source": None, "patch": "@@ -1 +1 @@\n-a\n+b\n"}, "needs parent_ids"),
     ({"config": {"A": 1}, "space": {"A": [1]}}, "not both"),

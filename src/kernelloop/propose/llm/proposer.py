@@ -167,12 +167,30 @@ class LLMProposer:
         self._account(workload, step, [plan, code], plan=plan.value.model_dump(mode="json"))
         return code
 
+    def _gaps(self, workload: Workload, plan=None) -> None:
+        """Capability gaps as events: the planner's stated need, and schedule edits refused on the way."""
+        from ...gaps import GAP_EVENT, CapabilityGap
+        op = self.ctx.spec.name
+        if plan is not None and plan.gap is not None:
+            g = plan.gap
+            self.pending.append((GAP_EVENT, CapabilityGap(
+                op=op, kind="inexpressible", need=g.need, field=g.field, source=self.name, workload_id=workload.id,
+                expected_change_pct=g.expected_change_pct, detail=plan.direction[:200]).model_dump(mode="json")))
+        for wid, refusal, proposal in self.roles.refused:
+            self.pending.append((GAP_EVENT, CapabilityGap(
+                op=op, kind="inexpressible" if refusal.check == "lowering" else "refused_edit", need=str(refusal)[:300],
+                field=refusal.field, source=self.name, workload_id=wid,
+                expected_change_pct=proposal.hypothesis.latency_change_pct).model_dump(mode="json")))
+        self.roles.refused.clear()
+
     def _stop(self, workload: Workload, why: str) -> None:
         self.done[workload.id] = why
         self.pending.append(("llm-stop", {"workload": workload.id, "reason": why}))
 
     # -- accounting ------------------------------------------------------------------------------------------
     def _account(self, workload: Workload, step: str, results: list[RoleResult], plan: dict | None = None) -> None:
+        first = results[0].value if results and results[0].role == "planner" else None
+        self._gaps(workload, first)
         last = results[-1]
         produced = last.value if isinstance(last.value, tuple) else None
         cands = [c.id for c in produced[1]] if produced is not None else []

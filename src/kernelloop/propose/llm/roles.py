@@ -16,8 +16,8 @@ from typing import Callable, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ...records import Candidate, Workload
-from ..proposal import (KernelProposal, ProposalHypothesis, ProposalInvalid, extract_json, format_validation_error,
-                        materialize, parse_proposal, proposal_json_schema)
+from ..proposal import (KernelProposal, ProposalHypothesis, ProposalInvalid, ScheduleRefused, extract_json,
+                        format_validation_error, materialize, parse_proposal, proposal_json_schema)
 from .context import Context, Outcome
 from .prompts import PromptSet
 from .providers import Message
@@ -36,6 +36,23 @@ class PlanStep(BaseModel):
     rationale: str = Field(min_length=1, max_length=4000, description="Why, citing the evidence.")
     cites: list[str] = Field(default_factory=list, description="Knowledge-base ids relied on.")
     stop: bool = Field(False, description="True when nothing promising is left to try.")
+    gap: "PlanGap | None" = Field(None, description="Set when the direction cannot be expressed (in the kernel "
+                                                    "language, the op's templates or a schedule edit): what the "
+                                                    "representation would need.")
+
+
+class PlanGap(BaseModel):
+    """What the planner needs and cannot express."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    need: str = Field(min_length=1, max_length=1000, description="The missing capability, concretely.")
+    field: str = Field("", max_length=200, description="The schedule field, template parameter or area it concerns.")
+    expected_change_pct: float | None = Field(None, allow_inf_nan=False, description=(
+        "The latency change expected if it existed (percent, negative = faster)."))
+
+
+PlanStep.model_rebuild()
 
 
 @dataclass
@@ -110,6 +127,7 @@ class Roles:
         self.limits = limits
         self.known_cites = known_cites
         self.system = prompts.render("system", op=ctx.spec.name)
+        self.refused: list[tuple[str, ScheduleRefused, KernelProposal]] = []   # (workload, refusal, proposal)
 
     def _common(self, workload: Workload) -> dict:
         from ...agent.interface import workload_shapes
@@ -131,8 +149,12 @@ class Roles:
     def _proposal_validator(self, workload: Workload) -> Callable[[str], tuple[KernelProposal, list[Candidate]]]:
         def validate(text: str) -> tuple[KernelProposal, list[Candidate]]:
             proposal = parse_proposal(text)
-            cands = materialize(proposal, self.ctx.spec, self.ctx.candidates(), proposer=self.proposer_name,
-                                known_cites=self.known_cites)
+            try:
+                cands = materialize(proposal, self.ctx.spec, self.ctx.candidates(), proposer=self.proposer_name,
+                                    known_cites=self.known_cites)
+            except ScheduleRefused as e:   # sent back for repair; kept as a capability gap
+                self.refused.append((workload.id, e, proposal))
+                raise
             tried = {o.candidate.id: o.status.value for o in self.ctx.outcomes if o.workload.id == workload.id}
             fresh = [c for c in cands if c.id not in tried]
             if not fresh:
@@ -171,4 +193,4 @@ class Roles:
                         self._proposal_validator(workload), self.limits)
 
 
-__all__ = ["Limits", "PlanStep", "RoleResult", "Roles", "converse", "example_proposal"]
+__all__ = ["Limits", "PlanGap", "PlanStep", "RoleResult", "Roles", "converse", "example_proposal"]

@@ -1,0 +1,191 @@
+"""`kernelloop schedule ...`: typed Hopper GEMM schedules (show, lower, write, check, compare) and `kernelloop gate`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from . import common
+
+schedule_app = typer.Typer(add_completion=False, no_args_is_help=True,
+                           help="Typed Hopper GEMM schedules lowered to Gluon (docs/schedules.md).")
+
+
+def _load(name_or_file: str, config: str | None = None):
+    from ..schedule.lower import schedule_of
+    from ..schedule.patch import EditInvalid, base_schedule
+    from ..schedule.records import Schedule
+    path = Path(name_or_file)
+    if path.is_file():
+        text = path.read_text()
+        sched = schedule_of(text) if path.suffix == ".py" else Schedule.model_validate_json(text)
+        if sched is None:
+            raise ValueError(f"{path} embeds no SCHEDULE (not lowered from a schedule)")
+    else:
+        try:
+            sched = base_schedule(name_or_file)
+        except EditInvalid as e:
+            raise ValueError(str(e)) from None
+    if config:
+        from ..ptx.recover import parse_axes
+        sched = sched.bind(parse_axes(config))
+    return sched
+
+
+def _fail(console, what: str, e: Exception) -> None:
+    console.print(f"[red]{what}:[/red] {e}")
+    raise typer.Exit(common.BAD_INPUT)
+
+
+Name = Annotated[str, typer.Argument(help="A library schedule ('gluon_ws', 'schedule_pingpong', ...), a schedule "
+                                          "JSON file, or a generated template (.py).")]
+Config = Annotated[Optional[str], typer.Option(help="Template parameters binding its numbers, e.g. "
+                                                    "'BLOCK_M=64,num_stages=4'.")]
+
+
+@schedule_app.command("show")
+def show(name: Name, config: Config = None) -> None:
+    """Print the schedule as JSON."""
+    console = common.console(stderr=True)
+    try:
+        print(_load(name, config).model_dump_json(indent=2))
+    except ValueError as e:
+        _fail(console, "bad schedule", e)
+
+
+@schedule_app.command("lower")
+def lower_cmd(name: Name, config: Config = None,
+              out: Annotated[Optional[Path], typer.Option(help="Write the source here (default: print).")] = None
+              ) -> None:
+    """Lower the schedule to a Gluon template module."""
+    from ..schedule.lower import NotLowerable, lower
+    console = common.console(stderr=True)
+    try:
+        text = lower(_load(name, config))
+    except (ValueError, NotLowerable) as e:
+        _fail(console, "cannot lower", e)
+    if out is None:
+        print(text, end="")
+    else:
+        out.write_text(text)
+        console.print(f"wrote {out}")
+
+
+@schedule_app.command("write")
+def write(check: Annotated[bool, typer.Option("--check", help="Only say whether the files are up to date.")] = False
+          ) -> None:
+    """(Re)generate ops/gemm's schedule_*.py from the library's schedules."""
+    from ..builtin import ops_dir
+    from ..schedule.library import GENERATED_FILES, LIBRARY
+    from ..schedule.lower import lower
+    console = common.console()
+    stale = []
+    for name, make in LIBRARY.items():
+        path = ops_dir() / "gemm" / GENERATED_FILES[name]
+        text = lower(make())
+        if not path.is_file() or path.read_text() != text:
+            stale.append(path.name)
+            if not check:
+                path.write_text(text)
+    verb = "stale" if check else "written"
+    console.print(f"{verb}: {', '.join(stale)}" if stale else "up to date")
+    raise typer.Exit(common.FAILED if check and stale else common.OK)
+
+
+@schedule_app.command("check")
+def check(name: Name, config: Config = None, dtype: Annotated[str, typer.Option()] = "fp16",
+          as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """The static checks without a build: lowering, barrier protocol, footprint (exit 1 on a finding)."""
+    from ..gate.check import check_schedule
+    from ..records import DType
+    from ..schedule.resources import footprint
+    console = common.console(stderr=as_json)
+    try:
+        sched = _load(name, config)
+    except ValueError as e:
+        _fail(console, "bad schedule", e)
+    elem = DType(dtype).itemsize
+    found = check_schedule(sched, elem)
+    if as_json:
+        print(json.dumps({"schedule": sched.name, "findings": [f.model_dump() for f in found],
+                          "footprint": footprint(sched, elem).__dict__}, indent=2))
+    else:
+        f = footprint(sched, elem)
+        console.print(f"{sched.name}: {f.shared_bytes} bytes of shared memory, {f.threads} threads at "
+                      f"{f.registers} registers, {f.ctas_per_sm} program(s) an SM")
+        for g in found:
+            console.print(f"  [red]{g.check}[/red] {g.field}: {g.message}")
+        if not found:
+            console.print("  [green]passes[/green]: lowers, its barrier protocol holds, it fits")
+    raise typer.Exit(common.FAILED if found else common.OK)
+
+
+@schedule_app.command("compare")
+def compare_cmd(jobs: Annotated[int, typer.Option(help="Build processes.")] = 2,
+                as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Build every hand-written Gluon template and the one generated from its schedule for sm_90 on this host, at the
+    schedule's configuration, and compare their SASS (exit 1 on any difference)."""
+    from ..builtin import ops_dir
+    from ..records import Workload
+    from ..schedule.compare import compare, library_pairs
+    from ..schedule.library import LIBRARY
+    from ..spec import load_op
+    console = common.console(stderr=as_json)
+    spec = load_op(ops_dir() / "gemm").spec
+    files = {t.name: ops_dir() / "gemm" / t.file for t in spec.templates}
+    w = Workload(op="gemm", axes={"M": 2048, "N": 4096, "K": 4096}, dtype="fp16")
+    configs = {n: {**m().config(), "EPILOGUE": "none", "TRANS_B": 0} for n, m in LIBRARY.items()}
+    found = compare(spec, files, w, library_pairs(configs), jobs=jobs)
+    if as_json:
+        print(json.dumps([m.model_dump(mode="json") for m in found], indent=2))
+    for m in found:
+        if not as_json:
+            state = "[green]identical SASS[/green]" if m.identical else f"[red]differs[/red] {m.first_difference}"
+            console.print(f"{m.original} vs {m.generated} {m.config}: {state} ({m.instructions} instructions, "
+                          f"registers {m.registers}, shared {m.shared_bytes}) {m.error}")
+    raise typer.Exit(common.OK if all(m.identical for m in found) else common.FAILED)
+
+
+def gate_cmd(
+    candidate: Annotated[Path, typer.Argument(help="A candidate JSON (kernelloop.records.Candidate).")],
+    workload: Annotated[str, typer.Option(help="The workload's axes, e.g. 'M=4096,N=4096,K=4096'.")],
+    dtype: Annotated[str, typer.Option()] = "fp16",
+    archive: Annotated[Optional[Path], typer.Option(help="Record the decision in this run folder's archive.")] = None,
+    run_id: Annotated[Optional[str], typer.Option(help="The run to record it under (with --archive).")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """The static gate on one candidate: its schedule's checks, then its ahead-of-time sm_90 build against the
+    device's limits and its declared budget (exit 1 when rejected)."""
+    from ..builtin import resolve_op
+    from ..gate import gate_candidate, record_decision
+    from ..ptx.recover import parse_axes
+    from ..records import Candidate, Workload
+    from ..spec import load_op
+    console = common.console(stderr=as_json)
+    try:
+        cand = Candidate.from_json(candidate.read_text())
+        bundle = load_op(resolve_op(cand.op))
+        w = Workload(op=cand.op, axes=parse_axes(workload), dtype=dtype)
+    except (OSError, ValueError) as e:
+        _fail(console, "bad argument", e)
+    decision = gate_candidate(cand, bundle.spec, w)
+    if archive is not None:
+        from ..archive import Archive
+        with Archive(common.archive_path(archive, console)) as a:
+            record_decision(a, run_id or (a.runs()[-1]["id"] if a.runs() else "gate"), decision)
+    if as_json:
+        print(decision.model_dump_json(indent=2))
+    else:
+        console.print(f"{cand.label} on {w.label}: "
+                      + ("[green]passed[/green]" if decision.passed else "[red]rejected[/red]")
+                      + f" ({decision.resources.registers} registers, {decision.resources.shared_bytes} bytes, "
+                        f"{decision.resources.ctas_per_sm} program(s) an SM)")
+        for f in decision.findings:
+            console.print(f"  {f.check} {f.field}: {f.message}")
+    raise typer.Exit(common.OK if decision.passed else common.FAILED)
+
+
+__all__ = ["gate_cmd", "schedule_app"]
