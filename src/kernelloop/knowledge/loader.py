@@ -22,7 +22,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -107,6 +107,9 @@ class Experience(_Model):
     requires: list[str] = Field(default_factory=list,
                                 description="Config parameters / workload axes the condition or moves need.")
     moves: list[Move] = Field(default_factory=list, description="Suggested changes; empty = advice only.")
+    edit: list[dict[str, Any]] = Field(default_factory=list, description=(
+        "A JSON Patch (RFC 6902) of the parent's typed schedule (kernelloop.schedule), for parents lowered from "
+        "one; checked by the static gate before it is proposed."))
     expect: list[Expectation] = Field(default_factory=list, description="Expected metric moves.")
     evidence: list[str] = Field(min_length=1, description="What supports it: measurements, documents.")
     cites: list[str] = Field(default_factory=list, description="Fact/experience ids it relies on.")
@@ -134,6 +137,8 @@ class Experience(_Model):
         for m in self.moves:
             if m.param not in self.requires:
                 raise ValueError(f"move of {m.param!r}: list it in 'requires'")
+        if any(not {"op", "path"} <= set(op) for op in self.edit):
+            raise ValueError("every 'edit' operation needs 'op' and 'path' (RFC 6902)")
         if self.moves and not any(m.step != "any" for m in self.moves):
             raise ValueError("moves must change at least one parameter (up, down, max, min or other)")
         if self.prefer is not None:

@@ -24,8 +24,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..gaps import CapabilityGap
 from ..knowledge import Experience, KnowledgeBase, load_knowledge
 from ..records import BuildResources, canonical_json, evaluate_expression
+from ..schedule.records import Schedule
 from .base import Evidence, Proposal, flatten_evidence
 
 
@@ -51,6 +53,16 @@ class Plan:
     fired: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     advice: list[str] = field(default_factory=list)   # fired entries without moves (a template change is needed)
+    edits: list[ScheduleProposal] = field(default_factory=list)   # schedule edits the static gate let through
+    gaps: list[CapabilityGap] = field(default_factory=list)       # what fired but could not be expressed
+
+
+@dataclass(frozen=True)
+class ScheduleProposal:
+    """A rule's edit of the parent's schedule: the edited schedule (it passed the static gate's checks)."""
+
+    schedule: Schedule
+    proposal: Proposal
 
 
 # -- conditions ---------------------------------------------------------------------------------------------
@@ -158,11 +170,12 @@ class RulePlanner:
     def plan(self, parent_config: dict, evidence: Evidence, build: BuildResources | None, space: list[dict],
              kb: KnowledgeBase | None = None, *, axes: Mapping[str, int] | None = None, elem: int | None = None,
              exclude: set[str] | frozenset[str] = frozenset(),
-             retired: Mapping[str, str] | None = None) -> Plan:
+             retired: Mapping[str, str] | None = None, schedule: Schedule | None = None) -> Plan:
         """Every entry in priority order: condition on evidence + parent config + axes; moves inside `space`.
 
         `exclude` holds canonical-JSON keys of configurations not to propose (already evaluated); `retired` maps
-        entry ids not to use any more to the reason (their proposals kept missing on this workload).
+        entry ids not to use any more to the reason (their proposals kept missing on this workload). `schedule`:
+        the parent's typed schedule (bound to its config), which entries with an `edit` patch.
         """
         kb = self._kb(kb)
         env: dict[str, Any] = {**flatten_evidence(evidence, build), **(axes or {}), **parent_config}
@@ -184,12 +197,21 @@ class RulePlanner:
                 plan.skipped[entry.id] = why
                 continue
             plan.fired.append(entry.id)
+            if entry.edit:
+                self._edit(plan, entry, parent_config, schedule, elem)
+                continue
             if not entry.moves:
                 plan.advice.append(f"{entry.id}: {entry.statement}")
                 continue
             found = [c for _, c in neighbours(parent_config, entry, space, shape) if _key(c) not in exclude]
             if not found:
                 plan.skipped[entry.id] = "fired, but no configuration of the pruned space applies its moves"
+                if not any(c != parent_config for _, c in neighbours(parent_config, entry, space, shape)):
+                    moved = ", ".join(f"{m.param} {m.step}" for m in entry.moves)
+                    plan.gaps.append(CapabilityGap(
+                        op="", kind="outside_space", need=f"{moved} from {_describe_config(parent_config)}",
+                        field=",".join(m.param for m in entry.moves), source=f"planner:{entry.id}",
+                        expected_change_pct=_expected_pct(entry), detail=entry.statement[:200]))
                 continue
             taken = 0
             for config in found:
@@ -209,10 +231,43 @@ class RulePlanner:
         plan.proposals = list(chosen.values())
         return plan
 
+    def _edit(self, plan: Plan, entry: Experience, parent: dict, schedule: Schedule | None, elem: int | None) -> None:
+        """Apply the entry's schedule edit; what the gate refuses is skipped and kept as a gap."""
+        from ..gate.check import check_schedule
+        from ..schedule.patch import EditInvalid, apply_patch
+        if schedule is None:
+            plan.skipped[entry.id] = "the parent was not lowered from a schedule"
+            return
+        try:
+            edited = apply_patch(schedule, entry.edit, name=f"{schedule.name}_{entry.id[2:].lower().replace('-', '_')}")
+            findings = check_schedule(edited, elem or 2)
+            if findings:
+                raise EditInvalid(findings[0].message, field=findings[0].field, check=findings[0].check)
+        except EditInvalid as e:
+            plan.skipped[entry.id] = f"schedule edit refused: {e.field}: {e}"
+            plan.gaps.append(CapabilityGap(
+                op="", kind="inexpressible" if e.check == "lowering" else "refused_edit", need=str(e)[:300],
+                field=e.field, source=f"planner:{entry.id}", expected_change_pct=_expected_pct(entry),
+                detail=entry.statement[:200]))
+            return
+        hyps = tuple(x.hypothesis(note=entry.id) for x in entry.expect)
+        config = {**parent, **edited.config()}
+        plan.edits.append(ScheduleProposal(edited, Proposal(config, hyps, (entry.id, *entry.cites), entry.id,
+                                                            f"schedule edit: {entry.statement}", dict(parent))))
+
     def propose(self, parent_config: dict, evidence: Evidence, build: BuildResources | None, space: list[dict],
                 kb: KnowledgeBase | None = None, **kw) -> list[Proposal]:
         """The Proposer protocol: `plan(...).proposals`."""
         return self.plan(parent_config, evidence, build, space, kb, **kw).proposals
+
+
+def _describe_config(config: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in config.items() if k != "template") or "the parent"
+
+
+def _expected_pct(entry: Experience) -> float | None:
+    lat = [e.magnitude for e in entry.expect if e.metric == "latency_us" and e.magnitude is not None]
+    return lat[0] * 100 if lat else None
 
 
 # -- ask/tell adapter ---------------------------------------------------------------------------------------
@@ -240,8 +295,11 @@ class PlannerStrategy:
 
     def __init__(self, space: list[dict], seed: int = 0, *, evidence: EvidenceFn | None = None,
                  kb: KnowledgeBase | None = None, planner: RulePlanner | None = None,
-                 axes: Mapping[str, int] | None = None, elem: int | None = None, start: dict | None = None):
+                 axes: Mapping[str, int] | None = None, elem: int | None = None, start: dict | None = None,
+                 schedule: Callable[[dict], Schedule | None] | None = None):
         self.space = [dict(c) for c in space]
+        self.schedule_fn = schedule
+        self.edits: list[ScheduleProposal] = []     # schedule edits planned, for the proposer to lower
         self._by_key = {_key(c): c for c in self.space}
         self.seed = seed
         self.evidence_fn = evidence
@@ -294,19 +352,29 @@ class PlannerStrategy:
             if got is None:
                 continue
             self._planned.add(key)
-            plan = self.planner.plan(self._config_of(key), got[0], got[1], self.space, self.kb, axes=self.axes,
-                                     elem=self.elem, exclude=frozenset(self._asked), retired=self.retired)
+            parent = self._config_of(key)
+            plan = self.planner.plan(parent, got[0], got[1], self.space, self.kb, axes=self.axes,
+                                     elem=self.elem, exclude=frozenset(self._asked), retired=self.retired,
+                                     schedule=self.schedule_fn(parent) if self.schedule_fn else None)
+            self.edits += plan.edits
+            self.events += [{"kind": "capability-gap", "gap": g.model_dump(mode="json")} for g in plan.gaps]
             fresh = [p for p in plan.proposals if _key(p.config) not in self._asked]
             self.events.append({"kind": "plan", "parent": self._config_of(key), "fired": plan.fired,
                                 "proposed": len(fresh), "advice": plan.advice,
                                 "not_evaluable": sorted(k for k, why in plan.skipped.items()
                                                         if why.startswith("not evaluable"))})
-            if fresh:
+            if fresh or plan.edits:
                 self._queue.extend(fresh)
                 return
 
     def _config_of(self, key: str) -> dict:
         return self._by_key[key]
+
+    def next_edit(self) -> ScheduleProposal | None:
+        """A planned schedule edit not yet handed out (planning from the best parent first when nothing is queued)."""
+        if not self.edits and not self._queue and self._start is None:
+            self._replan()
+        return self.edits.pop(0) if self.edits else None
 
     def ask(self) -> dict | None:
         if self._start is not None:
@@ -389,4 +457,4 @@ class PlannerStrategy:
             self.events.append({"kind": "retire", "rule": p.rule, "reason": why, "dropped": len(dropped)})
 
 
-__all__ = ["EvidenceFn", "Plan", "PlannerLimits", "PlannerStrategy", "RulePlanner", "condition_holds", "neighbours"]
+__all__ = ["EvidenceFn", "Plan", "ScheduleProposal", "PlannerLimits", "PlannerStrategy", "RulePlanner", "condition_holds", "neighbours"]

@@ -52,11 +52,33 @@ class PlannerProposer:
         for w in workloads:
             self.strategies[w.id] = PlannerStrategy(
                 self.spaces[w.id], seeds[w.id], evidence=self._evidence_fn(w.id), kb=self.kb, axes=w.axes,
-                elem=w.dtype.itemsize, start=(start or {}).get(w.id))
+                elem=w.dtype.itemsize, start=(start or {}).get(w.id), schedule=self._schedule)
         self._asked: dict[tuple[str, str], tuple[dict, Proposal | None]] = {}
         self._ids: dict[tuple[str, str], str] = {}      # (workload, config key) -> candidate id
         self._events: list[dict] = []
         self._seen: dict[str, int] = {}
+
+    def _schedule(self, config: dict):
+        """The typed schedule a configuration's template was lowered from, bound to it (None: no schedule)."""
+        from ..schedule.lower import schedule_of
+        source = self.sources.get(config.get("template", ""))
+        found = schedule_of(source) if source else None
+        return found.bind(config) if found is not None else None
+
+    def _edit_candidate(self, workload: Workload, edit) -> Candidate:
+        """A schedule edit as a candidate: the edited schedule lowered, its numbers the config."""
+        from ..schedule.lower import lower
+        proposal = edit.proposal
+        parent_id = self._ids.get((workload.id, _key(proposal.parent)))
+        pinned = {k: v for k, v in proposal.parent.items() if k != "template"}
+        cand = Candidate(op=self.op, template="schedule", source=lower(edit.schedule),
+                         config={**pinned, **edit.schedule.config()}, parent_ids=[parent_id] if parent_id else [],
+                         proposer=self.name, hypothesis=proposal.hypothesis_text())
+        self._asked[(cand.id, workload.id)] = (None, proposal)
+        self._events.append({"workload": workload.id, "kind": "proposal", "candidate": cand.id, "parent": parent_id,
+                             "rule": proposal.rule, "cites": list(proposal.cites), "schedule": edit.schedule.name,
+                             "hypotheses": proposal.hypothesis_text(), "rationale": proposal.rationale})
+        return cand
 
     def _evidence_fn(self, wid: str):
         def evidence(config: dict) -> ProfileReport | None:
@@ -69,6 +91,9 @@ class PlannerProposer:
 
     def ask(self, workload: Workload) -> Candidate | None:
         strategy = self.strategies[workload.id]
+        edit = strategy.next_edit()
+        if edit is not None:
+            return self._edit_candidate(workload, edit)
         cfg = strategy.ask()
         if cfg is None:
             return None
@@ -89,6 +114,8 @@ class PlannerProposer:
 
     def tell(self, candidate: Candidate, workload: Workload, trial: Trial) -> None:
         cfg, _ = self._asked.pop((candidate.id, workload.id))
+        if cfg is None:   # a schedule edit: outside the strategy's space, its trial is archived all the same
+            return
         value = None
         if trial.verdict.status is Status.PASSED and trial.measurement is not None:
             value = trial.measurement.kernel.median_us
@@ -106,7 +133,7 @@ class PlannerProposer:
 
     def give_evidence(self, candidate: Candidate, workload: Workload, report: ProfileReport | None) -> None:
         cfg, _ = self._asked[(candidate.id, workload.id)]
-        if report is not None:
+        if report is not None and cfg is not None:
             self._reports[(workload.id, _key(cfg))] = report
 
     def drain_events(self) -> list[dict[str, Any]]:
