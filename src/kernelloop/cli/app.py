@@ -24,6 +24,7 @@ from .ptx import ptx_app
 from .fuse import fuse_app
 from .schedule import gate_cmd, schedule_app
 from .gaps import gaps
+from .extend import extend_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="kernelloop: a closed loop that makes GPU kernels faster and proves it.")
@@ -48,6 +49,7 @@ app.add_typer(fuse_app, name="fuse")
 app.add_typer(schedule_app, name="schedule")
 app.command(name="gate")(gate_cmd)
 app.command()(gaps)
+app.add_typer(extend_app, name="extend")
 
 
 def main() -> None:

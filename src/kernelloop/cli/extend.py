@@ -1,0 +1,84 @@
+"""`kernelloop extend ...`: the regression check of an extension to the representation, and its ledger."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from . import common
+
+extend_app = typer.Typer(add_completion=False, no_args_is_help=True,
+                         help="Extend the representation with a regression check over every op's tasks "
+                              "(docs/schedules.md).")
+LEDGER = Path("extensions/ledger.jsonl")
+Subset = Annotated[str, typer.Option(help="'ci' (the subset CI runs) or 'full' (every op and template).")]
+
+
+def _verdicts(subset: str, ops: Optional[list[str]], jobs: int):
+    from ..extend import run_tasks, task_set
+    if subset not in ("ci", "full"):
+        raise typer.BadParameter("--subset is 'ci' or 'full'")
+    with tempfile.TemporaryDirectory(prefix="kernelloop-extend-") as d:
+        return run_tasks(task_set(subset, ops), Path(d), jobs=jobs)
+
+
+@extend_app.command("baseline")
+def baseline(out: Annotated[Path, typer.Option(help="Where to write the verdicts (JSON).")],
+             subset: Subset = "ci", op: Annotated[Optional[list[str]], typer.Option(help="Only these ops.")] = None,
+             jobs: Annotated[int, typer.Option(help="Build processes.")] = 2) -> None:
+    """Run the task set on the tree as it is and write every task's verdict (before the change)."""
+    verdicts = _verdicts(subset, op, jobs)
+    out.write_text(json.dumps([v.model_dump(mode="json") for v in verdicts], indent=1) + "\n")
+    common.console().print(f"{len(verdicts)} verdicts ({sum(v.good for v in verdicts)} good) -> {out}")
+
+
+@extend_app.command("check")
+def check(name: Annotated[str, typer.Option(help="The extension's name.")],
+          kind: Annotated[str, typer.Option(help="'schedule field', 'lowering', 'template parameter', "
+                                                 "'verifier rule' or 'proposer hint'.")],
+          description: Annotated[str, typer.Option(help="What it changes, in a sentence.")],
+          before: Annotated[Path, typer.Option("--baseline", help="Verdicts from `kernelloop extend baseline`.")],
+          subset: Subset = "ci", op: Annotated[Optional[list[str]], typer.Option(help="Only these ops.")] = None,
+          ledger: Annotated[Path, typer.Option(help="The ledger of extensions (JSON lines).")] = LEDGER,
+          jobs: Annotated[int, typer.Option(help="Build processes.")] = 2,
+          as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Run the task set with the change and compare with the baseline: refused (exit 1) when any verdict regresses.
+    The extension and its effect go to the ledger either way."""
+    from ..extend import Extension, TaskVerdict, check_extension, record
+    console = common.console(stderr=as_json)
+    try:
+        ext = Extension(name=name, kind=kind, description=description)
+        old = [TaskVerdict.model_validate(v) for v in json.loads(before.read_text())]
+    except (OSError, ValueError) as e:
+        console.print(f"[red]bad argument:[/red] {e}")
+        raise typer.Exit(common.BAD_INPUT)
+    result = check_extension(ext, old, _verdicts(subset, op, jobs))
+    record(ledger, result)
+    if as_json:
+        print(result.model_dump_json(indent=2))
+    else:
+        state = "[green]accepted[/green]" if result.accepted else "[red]refused[/red]"
+        console.print(f"{ext.kind} {ext.name!r}: {state} over {result.tasks} tasks: {len(result.regressions)} "
+                      f"regressed, {len(result.improvements)} improved, {len(result.added)} new, "
+                      f"{result.unchanged} unchanged (ledger: {ledger})")
+        for c in result.regressions:
+            console.print(f"  [red]regressed[/red] {c.key}: {c.before} -> {c.after}")
+    raise typer.Exit(common.OK if result.accepted else common.FAILED)
+
+
+@extend_app.command("ledger")
+def show_ledger(ledger: Annotated[Path, typer.Option(help="The ledger of extensions.")] = LEDGER) -> None:
+    """The rules learned: every extension checked, accepted or refused, with its effect."""
+    from ..extend import ledger_entries
+    console = common.console()
+    entries = ledger_entries(ledger)
+    if not entries:
+        console.print(f"no extensions recorded in {ledger}")
+    for r in entries:
+        console.print(f"{'accepted' if r.accepted else 'refused '} {r.extension.kind}: {r.extension.name} — "
+                      f"{r.extension.description} ({len(r.regressions)} regressed, {len(r.improvements)} improved, "
+                      f"{len(r.added)} new of {r.tasks} tasks)")

@@ -1,0 +1,64 @@
+"""kernelloop.extend: the task sets, the comparison that refuses a regressing extension and records its effect, and
+the CI subset run for real (interpreter verdicts through the loop, sm_90 builds through the gate) against the
+verdicts committed in extensions/ci-verdicts.json: any regression there fails CI."""
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kernelloop.builtin import builtin_ops
+from kernelloop.cli.app import app
+from kernelloop.extend import (Extension, TaskVerdict, check_extension, ledger_entries, record, run_tasks,
+                               task_set)
+
+ROOT = Path(__file__).resolve().parents[2]
+EXT = Extension(name="x", kind="lowering", description="a change")
+
+
+def v(key, status, mode="interpret"):
+    return TaskVerdict(key=key, op="o", template="t", mode=mode, status=status)
+
+
+def test_task_sets_cover_every_op():
+    full = task_set("full", per_template=1)
+    assert {t.op for t in full} == set(builtin_ops())
+    assert {t.mode for t in full if t.op == "gemm"} == {"interpret", "sm_90"}
+    assert {t.template for t in full if t.mode == "sm_90"} >= {"schedule_ws", "gluon_pingpong"}
+    ci = task_set("ci")
+    assert {(t.op, t.mode) for t in ci} == {("rmsnorm", "interpret"), ("gemm", "sm_90")}
+    assert len({t.key for t in ci}) == len(ci) == 4
+
+
+def test_regressions_refuse_and_every_check_is_recorded(tmp_path):
+    before = [v("a", "PASSED"), v("b", "WRONG_VALUES"), v("c", "passed", "sm_90"), v("d", "PASSED")]
+    same = check_extension(EXT, before, before)
+    assert same.accepted and same.unchanged == 4
+    better = check_extension(EXT, before, [v("a", "PASSED"), v("b", "PASSED"), v("c", "passed", "sm_90"),
+                                           v("d", "PASSED"), v("e", "PASSED")])
+    assert better.accepted and [c.key for c in better.improvements] == ["b"] and better.added == ["e"]
+    worse = check_extension(EXT, before, [v("a", "PASSED"), v("b", "WRONG_VALUES"),
+                                          v("c", "rejected: protocol", "sm_90")])
+    assert not worse.accepted
+    assert [(c.key, c.after) for c in worse.regressions] == [("c", "rejected: protocol"), ("d", "(task gone)")]
+    ledger = tmp_path / "ledger.jsonl"
+    record(ledger, better)
+    record(ledger, worse)
+    assert [r.accepted for r in ledger_entries(ledger)] == [True, False]
+    out = CliRunner().invoke(app, ["extend", "ledger", "--ledger", str(ledger)])
+    assert out.exit_code == 0 and "refused  lowering: x" in out.output
+
+
+@pytest.mark.timeout(300)
+def test_ci_subset_does_not_regress(tmp_path):
+    """The regression check CI runs: the CI subset now, against the committed verdicts."""
+    from kernelloop.ptx.tools import toolchain_missing
+    if toolchain_missing():
+        pytest.skip(toolchain_missing())
+    committed = [TaskVerdict.model_validate(x)
+                 for x in json.loads((ROOT / "extensions" / "ci-verdicts.json").read_text())]
+    now = run_tasks(task_set("ci"), tmp_path)
+    result = check_extension(Extension(name="this tree", kind="lowering", description="CI"), committed, now)
+    assert result.accepted, result.regressions
+    assert all(x.good for x in now) and result.tasks == len(committed) == 4
