@@ -62,3 +62,19 @@ def test_ci_subset_does_not_regress(tmp_path):
     result = check_extension(Extension(name="this tree", kind="lowering", description="CI"), committed, now)
     assert result.accepted, result.regressions
     assert all(x.good for x in now) and result.tasks == len(committed) == 4
+
+
+def test_extend_commands(tmp_path, monkeypatch):
+    import kernelloop.cli.extend as cli
+    answers = [[v("a", "PASSED"), v("b", "PASSED")], [v("a", "PASSED"), v("b", "WRONG_VALUES")]]
+    monkeypatch.setattr(cli, "_verdicts", lambda subset, ops, jobs: answers.pop(0))
+    base, ledger = tmp_path / "base.json", tmp_path / "ledger.jsonl"
+    assert CliRunner().invoke(app, ["extend", "baseline", "--out", str(base)]).exit_code == 0
+    out = CliRunner().invoke(app, ["extend", "check", "--name", "rule-x", "--kind", "verifier rule", "--description",
+                                   "rejects b", "--baseline", str(base), "--ledger", str(ledger)])
+    assert out.exit_code == 1 and "refused" in out.output and "b: PASSED -> WRONG_VALUES" in out.output
+    (entry,) = ledger_entries(ledger)
+    assert entry.extension.name == "rule-x" and not entry.accepted
+    bad = CliRunner().invoke(app, ["extend", "check", "--name", "n", "--kind", "nonsense", "--description", "d",
+                                   "--baseline", str(base)])
+    assert bad.exit_code == 2
