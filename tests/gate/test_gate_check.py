@@ -86,3 +86,26 @@ def test_real_build_of_a_generated_template_passes():
     assert d.passed, d.message()
     assert d.build_status == "built" and d.resources.registers == 248 and d.resources.threads == 256
     assert 0 < d.resources.shared_bytes <= 232448 and d.resources.ctas_per_sm == 1
+
+
+def test_gate_as_a_build_step():
+    """The step a build stage runs: a broken schedule ends the trial with REJECTED naming the field; a source not
+    lowered from a schedule is skipped (no build asked for); in audit mode nothing is rejected, all is recorded."""
+    from types import SimpleNamespace
+
+    from kernelloop.gate.step import StaticGate
+    from kernelloop.records import Status
+    broken = apply_patch(gluon_ws(), [{"op": "replace", "path": "/roles/0/k_step/0/parity", "value": "phase^1"}])
+    ctx = SimpleNamespace(spec=SPEC)
+    step = StaticGate()
+    r = step.run(SimpleNamespace(candidate=candidate(broken), workload=W), ctx)
+    assert r.outcome == "rejected" and r.verdict.status is Status.REJECTED
+    assert "roles[0].k_step[0].parity" in r.verdict.message and "static gate" in r.verdict.case
+    plain = Candidate(op="gemm", template="tiled", source="import triton\n", config={})
+    assert step.run(SimpleNamespace(candidate=plain, workload=W), ctx).outcome == "skipped"
+    assert step.run(SimpleNamespace(candidate=candidate(), workload=W), ctx).outcome == "passed"
+    audit = StaticGate(enforce=False)
+    r = audit.run(SimpleNamespace(candidate=candidate(broken), workload=W), ctx)
+    assert r.outcome == "recorded" and r.verdict is None
+    assert [d.passed for d in step.drain()] == [False, True] and step.drain() == []
+    assert [d.enforced for d in audit.drain()] == [False]
