@@ -117,7 +117,7 @@ def task_set(subset: Literal["ci", "full"] = "ci", ops: list[str] | None = None,
     return out
 
 
-class _Tasks:
+class TaskProposer:
     """Hands the controller each workload's task candidates once (the Proposer protocol)."""
 
     name = "regression"
@@ -148,7 +148,7 @@ def _interpret(op: str, tasks: list[Task], workdir: Path) -> list[TaskVerdict]:
     by_w: dict[str, list[Candidate]] = {w.id: [] for w in workloads}
     for t in tasks:
         by_w[t.workload.id].append(cands[t.key])
-    proposer = _Tasks(by_w)
+    proposer = TaskProposer(by_w)
     opts = RunOptions(device="interpret", budget_evals=max(len(v) for v in by_w.values()), confirm=False,
                       sanitize=False, checks=1)
     Controller(bundle, workloads, opts, workdir / f"interpret-{op}", proposer=proposer).run()
