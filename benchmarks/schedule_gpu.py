@@ -1,7 +1,7 @@
 """GPU measurements of the typed schedules: the static gate's precision on real verdicts, and a schedule-level search
 of GEMM against the hand-written Gluon templates. One command, on a GPU host (H200), results under --out:
 
-    python3 benchmarks/schedule_gpu.py --out results/schedule-gpu [--budget 12]
+    python3 benchmarks/schedule_gpu.py --out results/schedule-gpu [--budget 6]
 
 1. Gate precision (`gate/`): every pruned configuration of the hand-written Gluon templates and of the templates
    generated from their schedules on fp16 4096^3, plus schedule edits the gate rejects that still launch (an MMA's
@@ -103,7 +103,7 @@ def search(out: Path, budget: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--budget", type=int, default=12, help="evaluations per workload of the search")
+    ap.add_argument("--budget", type=int, default=6, help="evaluations per workload of the search")
     ap.add_argument("--skip-search", action="store_true")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
