@@ -117,36 +117,7 @@ _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
 
 
-@gluon.constexpr_function
-def _mma_layout(BLOCK_M, BLOCK_N, num_warps):
-    warps = [4, 1]
-    while warps[0] * warps[1] != num_warps:
-        if BLOCK_M > 16 * warps[0]:
-            warps[0] *= 2
-        else:
-            warps[1] *= 2
-    n = 256
-    while n > max(BLOCK_N // warps[1], 8) or BLOCK_N % n != 0:
-        n -= 8
-    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=warps, instr_shape=[16, n, 16])
-
-@gluon.jit
-def _tile_coords(tile, num_m, num_n, GROUP_M: gl.constexpr):
-    per_group = GROUP_M * num_n
-    first_m = (tile // per_group) * GROUP_M
-    rows = gl.minimum(num_m - first_m, GROUP_M)
-    pid_m = first_m + (tile % per_group) % rows
-    pid_n = (tile % per_group) // rows
-    return pid_m, pid_n
-{% if accs|length > 1 %}
-
-@gluon.jit
-def _b_slice(b_bufs, s, start: gl.constexpr, width: gl.constexpr, TRANS_B: gl.constexpr):
-    if TRANS_B:
-        return b_bufs.index(s).slice(start, width, dim=0).permute((1, 0))
-    else:
-        return b_bufs.index(s).slice(start, width, dim=1)
-{% endif %}
+{{ helpers }}
 
 @gluon.jit
 def _ring(a_desc, b_desc, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
@@ -282,6 +253,28 @@ def launch(a, b, c, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages
 ''', trim_blocks=True, lstrip_blocks=False, keep_trailing_newline=True)
 
 
+HELPERS = ("_mma_layout", "_tile_coords", "_b_slice")
+"""Functions the generated modules share with the hand-written Gluon kernel, taken from its source (with their
+decorators), so both build the same layouts and tile order."""
+
+
+def _helpers(accumulators: int) -> str:
+    """The shared helper functions' source, from ops/gemm/gluon_kernel.py (`_b_slice` only for half-width
+    accumulators)."""
+    from ..builtin import ops_dir
+    text = (ops_dir() / "gemm" / "gluon_kernel.py").read_text()
+    tree = ast.parse(text)
+    lines = text.splitlines()
+    out = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name in HELPERS:
+            if node.name == "_b_slice" and accumulators == 1:
+                continue
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            out.append("\n".join(lines[first - 1:node.end_lineno]))
+    return "\n\n".join(out)
+
+
 def _wrap(head: str, args: str, indent: int, width: int = 116) -> str:
     """`head` + comma-separated `args`, continued under the first argument (lines of at most `width`)."""
     pad = " " * (indent + len(head))
@@ -371,7 +364,7 @@ def lower(schedule: Schedule) -> str:
                       "k_step": _section(s, r, "k_step"), "tile_end": _section(s, r, "tile_end")})
     workers = s.roles[1:]
     text = _MODULE.render(
-        s=s, summary=describe(s), schedule_json=repr(s.to_json()), accs=accs, roles=roles, alternate=alternate,
+        s=s, summary=describe(s), helpers=_helpers(len(accs)), schedule_json=repr(s.to_json()), accs=accs, roles=roles, alternate=alternate,
         n_math=len(math), epilogue=_epilogue(s), tma_store=tma_store, c_args=c_args,
         c_call="" if alternate else "c, c.stride(0), ", kernel=f"_gemm_{s.name}_kernel",
         worker_warps=", ".join("num_warps" if r.kind == "math" else str(r.warps) for r in workers),

@@ -22,6 +22,7 @@ _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_globa
 
 @gluon.constexpr_function
 def _mma_layout(BLOCK_M, BLOCK_N, num_warps):
+    """The warpgroup-MMA accumulator layout: warps stacked along M (16 rows each), the widest instruction N."""
     warps = [4, 1]
     while warps[0] * warps[1] != num_warps:
         if BLOCK_M > 16 * warps[0]:
@@ -35,6 +36,7 @@ def _mma_layout(BLOCK_M, BLOCK_N, num_warps):
 
 @gluon.jit
 def _tile_coords(tile, num_m, num_n, GROUP_M: gl.constexpr):
+    """(pid_m, pid_n) of a linear tile index, GROUP_M tile-rows at a time (as the tiled template's order)."""
     per_group = GROUP_M * num_n
     first_m = (tile // per_group) * GROUP_M
     rows = gl.minimum(num_m - first_m, GROUP_M)
