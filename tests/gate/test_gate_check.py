@@ -9,7 +9,7 @@ from kernelloop.gate import Budget, check_build, gate, gate_candidate
 from kernelloop.records import Candidate, Workload
 from kernelloop.schedule.library import gluon_ws
 from kernelloop.schedule.lower import lower
-from kernelloop.schedule.patch import ScheduleEdit, apply_patch
+from kernelloop.schedule.patch import apply_patch
 from kernelloop.spec import load_op
 from kernelloop.spec.aot import BuildOutcome
 
