@@ -1,24 +1,27 @@
 """Strategies on every recorded space of benchmarks/spaces/, with infeasible configurations dropped and kept.
 
 Protocol (written into the results):
-- spaces: every *.json.gz in --spaces (default benchmarks/spaces/, vendored by benchmarks/vendor_spaces.py: the six
-  public Kernel Tuner caches and our H200 recordings); conditions: "dropped" (failed configurations removed: what
-  pruning achieves, and what Kernel Tuner's tune_cache searches) and "kept" (the whole recorded space, failures
-  included: what happens without rules). A space without failures has one condition (both are the same space);
+- spaces: every *.json.gz in --spaces (default benchmarks/spaces/, vendored in the repository by
+  benchmarks/vendor_spaces.py: the six public Kernel Tuner caches and our H200 recordings); conditions: "dropped"
+  (failed configurations removed: what pruning achieves, and what Kernel Tuner's tune_cache searches) and "kept"
+  (the whole recorded space, failures included: what happens without rules). A space without failures has one
+  condition (both are the same space);
 - per run (seeds 0..--seeds-1, --budget evaluations): evaluations until the best found is within 2 % and 5 % of
   the optimum of the configurations that ran (censored at budget + 1), P@50 (optimum / best after 50), the number
   of failed evaluations, and, where the recording has costs, the GPU seconds spent until within 2 % (compile,
   verification and timing as recorded, failures included; censored runs count their whole spend and are marked);
-- Kernel Tuner runs in the "dropped" condition only: `tune_cache` infers its restrictions from the cache's
-  entries that did not fail, so it never searches a space with its failures kept;
-- strategies are told each failure's recorded status (so they see its kind) and each evaluation's cost;
-- aggregate per space and condition: medians over seeds (the figures the issue's targets are stated in).
+- Kernel Tuner's strategies (`kt:NAME`) replay the same spaces in its simulation mode; in the "kept" condition
+  every recorded configuration is in its search space and a failed one is a failed evaluation it sees as such
+  (kernelloop.replay.external, failures_kept);
+- our strategies are told each failure's recorded status (so they see its kind) and each evaluation's cost;
+- aggregate per space and condition: medians over seeds.
 
 Runs are sequential (no process pool) and cached per (strategy, space, condition) in --cache, so a later call
 with other strategies, or with --label/PYTHONPATH pointing at another commit's code, adds to the same table:
 
-    python benchmarks/strategies_failures.py --only staged,optuna-tpe,random --tag 2026-12-03
+    python benchmarks/strategies_failures.py --only staged,optuna-tpe,random
     PYTHONPATH=/tmp/kl-base/src python benchmarks/strategies_failures.py --only staged --label staged@BASE
+    python benchmarks/strategies_failures.py --only "" --out DIR      # the tables from the cached runs
 """
 
 from __future__ import annotations
@@ -69,6 +72,9 @@ def kt_doc(space: RecordedSpace, kept: bool) -> tuple[dict, RecordedSpace]:
                               dict(space.meta), list(space.costs))
 
 
+# the default strategy, Optuna's default sampler, random, and the three Kernel Tuner strategies that scored best
+# on these spaces (benchmarks/results/2026-11-30-strategies/strategies-full.md: bayes_opt, pso, adaptive_tabu_greywolf)
+DEFAULT = ["staged", "optuna-tpe", "random", "kt:bayes_opt", "kt:pso", "kt:adaptive_tabu_greywolf"]
 COSTS: dict[str, float] = {}   # configuration key -> GPU seconds, when the loaded space has no costs itself
 
 
@@ -100,9 +106,8 @@ def trajectory(strategy: str, space: RecordedSpace, seed: int, budget: int, kept
             path = Path(tmp) / "cache.json"
             path.write_text(json.dumps(doc))
             with contextlib.redirect_stderr(open(os.devnull, "w")):
-                traj = kernel_tuner_run(path, flat, strategy[3:], seed, budget)
-        # the trajectory holds values only (first occurrences, in order): no GPU seconds for Kernel Tuner here
-        return traj.values, [], time.perf_counter() - t0
+                traj = kernel_tuner_run(path, flat, strategy[3:], seed, budget, failures_kept=kept)
+        return traj.values, traj.costs, time.perf_counter() - t0
     s = make_strategy(strategy, space.configs, seed)
     values, costs, asked = [], [], set()
     for _ in range(min(budget, len(space))):
@@ -155,11 +160,12 @@ def main(argv=None) -> int:
     ap.add_argument("--spaces", type=Path, default=ROOT / "benchmarks" / "spaces")
     ap.add_argument("--budget", type=int, default=100)
     ap.add_argument("--seeds", type=int, default=20)
-    ap.add_argument("--only", default="staged,optuna-tpe,random")
+    ap.add_argument("--only", default=",".join(DEFAULT))
     ap.add_argument("--label", default="", help="name the (single) strategy so in the results, e.g. staged@<commit>")
     ap.add_argument("--cache", type=Path, default=ROOT / "runs" / "strategies-failures-cache")
     ap.add_argument("--out", type=Path, default=None, help="write results here (default: only cache the runs)")
     ap.add_argument("--tag", default=time.strftime("%Y-%m-%d"))
+    ap.add_argument("--command", default="", help="the commands that produced the cached runs, for the results")
     args = ap.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
     paths = sorted(p for p in args.spaces.iterdir() if p.name.endswith((".json", ".json.gz")))
@@ -172,8 +178,6 @@ def main(argv=None) -> int:
         for cond in (["dropped", "kept"] if full.n_failed else ["dropped"]):
             space = full if cond == "kept" else full.valid_only()
             for strat in strategies:
-                if strat.startswith("kt:") and cond == "kept":
-                    continue   # tune_cache infers its restrictions from the cache's valid entries: never "kept"
                 label = args.label or strat
                 f = args.cache / f"{label.replace(':', '_')}--{p.name}--{cond}--b{args.budget}.jsonl"
                 have = [json.loads(x) for x in f.read_text().splitlines()] if f.is_file() else []
@@ -209,9 +213,7 @@ def write_results(args, paths) -> None:
     meta = {"date": args.tag, "budget": args.budget, "seeds": args.seeds,
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
             "versions": {"kernelloop": kernelloop.__version__, **versions},
-            "command": "python benchmarks/strategies_failures.py --only staged,optuna-tpe,random,"
-                       "kt:adaptive_tabu_greywolf --out benchmarks/results/strategies-2026-12-03 (and the baseline: "
-                       "PYTHONPATH=<commit 081d301's src> ... --only staged --label staged@081d301)",
+            "command": args.command or "python benchmarks/strategies_failures.py " + " ".join(sys.argv[1:]),
             "spaces": [p.name for p in paths]}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "failures.json").write_text(json.dumps({"meta": meta, "table": table}, indent=1))
@@ -221,8 +223,7 @@ def write_results(args, paths) -> None:
              f"{meta['machine']}; versions {meta['versions']}.", "", f"Command: `{meta['command']}`", "",
              "Cells: median evaluations to within 2 % / 5 % of the optimum (101 = not reached in 100), P@50, "
              "mean failed evaluations, median GPU seconds to 2 % (runs that never got there count their whole "
-             "spend; — where the recording has no costs or for Kernel Tuner, whose trajectory is replayed "
-             "without costs).", ""]
+             "spend; — where the recording has no costs).", ""]
     lines += ["| space (condition) | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
     for key in sorted(table):
         cells = []

@@ -50,7 +50,7 @@ def test_referee_rejects_outside_and_repeated_configurations():
         def ask(self):
             return {"i": 999}
 
-        def tell(self, c, v):
+        def tell(self, c, v, *, status=None, costs=None):
             pass
 
     class Twice(Outside):
@@ -70,6 +70,31 @@ def test_replay_serves_recorded_values_including_failures():
     t = replay(sp, "exhaustive", 0, 10, record_keys=True)
     assert t.values == [None, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, None, 9.0, 10.0]
     assert t.curve()[-1] == 2.0 and t.strategy_seconds >= 0
+
+
+def test_replay_tells_each_failure_its_status_and_each_evaluation_its_cost():
+    n = 12
+    sp = RecordedSpace("costed", [{"i": i} for i in range(n)], [None if i % 4 == 0 else float(i) for i in range(n)],
+                       ["OUT_OF_RESOURCES" if i % 4 == 0 else "ok" for i in range(n)], costs=[0.5 * i for i in range(n)])
+    told = []
+
+    class Recorder:
+        name = "recorder"
+        events = []
+
+        def __init__(self):
+            self.left = [{"i": i} for i in range(n)]
+
+        def ask(self):
+            return self.left.pop(0) if self.left else None
+
+        def tell(self, c, v, *, status=None, costs=None):
+            told.append((c["i"], v, status, costs))
+
+    t = drive(Recorder(), sp, 0, n)
+    assert told[0] == (0, None, "OUT_OF_RESOURCES", 0.0) and told[1] == (1, 1.0, None, 0.5)
+    assert t.costs == [0.5 * i for i in range(n)]
+    assert replay(space(), "random", 0, 5).costs == []          # a recording without costs: none
 
 
 def test_bootstrap_interval_contains_the_point_and_shrinks_with_more_seeds():
@@ -102,3 +127,27 @@ def test_kernel_tuner_strategies_replay_the_same_recording(tmp_path):
         t2 = kernel_tuner_run(plain, sp, "random_sample", seed=3, budget=6)
     assert t1.values == t2.values and len(t1.values) == 6
     assert set(t1.values) <= set(sp.values)
+
+
+def test_kernel_tuner_searches_the_failures_when_they_are_kept(tmp_path):
+    """failures_kept: every recorded configuration is in Kernel Tuner's space, a failed one a failed evaluation
+    (tune_cache alone restricts it to the successes)."""
+    pytest.importorskip("kernel_tuner")
+    import json as _json
+
+    from kernelloop.replay import load_space
+    from kernelloop.replay.external import kernel_tuner_run
+
+    entries = {f"{a},{b}": {"a": a, "b": b, "time": "RuntimeFailedConfig" if a * b >= 16 else 1.0 + a + b,
+                            "compile_time": 1000.0, "verification_time": 0, "benchmark_time": 500.0}
+               for a in (1, 2, 4, 8, 16) for b in (1, 2, 3)}
+    p = tmp_path / "kt.json"
+    p.write_text(_json.dumps({"tune_params_keys": ["a", "b"], "tune_params": {"a": [1, 2, 4, 8, 16], "b": [1, 2, 3]},
+                              "objective": "time", "kernel_name": "toy", "device_name": "toy", "problem_size": [4],
+                              "cache": entries}))
+    full = load_space(p)
+    kept = kernel_tuner_run(p, full, "random_sample", seed=1, budget=len(full), failures_kept=True)
+    dropped = kernel_tuner_run(p, full, "random_sample", seed=1, budget=len(full))
+    assert len(kept.values) == len(full) and sum(v is None for v in kept.values) == full.n_failed > 0
+    assert None not in dropped.values and len(dropped.values) == len(full) - full.n_failed
+    assert kept.costs == [1.5] * len(full)

@@ -35,6 +35,7 @@ class Trajectory:
     keys: list[str] = field(default_factory=list)
     strategy_seconds: float = 0.0              # wall time spent inside ask() and tell()
     events: list[dict] = field(default_factory=list)
+    costs: list[float | None] = field(default_factory=list)   # GPU seconds of each evaluation, where recorded
 
     def curve(self) -> np.ndarray:
         """Best-so-far objective after 1..budget evaluations (inf before the first success; flat after a stop)."""
@@ -60,6 +61,7 @@ def drive(strat, space: RecordedSpace, seed: int, budget: int, name: str | None 
           record_keys: bool = False) -> Trajectory:
     """The loop itself, for an already built strategy object."""
     values: list[float | None] = []
+    costs: list[float | None] = []
     keys: list[str] = []
     asked: set[str] = set()
     spent = 0.0
@@ -74,14 +76,18 @@ def drive(strat, space: RecordedSpace, seed: int, budget: int, name: str | None 
             raise ReplayError(f"{name or strat.name} asked {key} twice")
         asked.add(key)
         try:
-            value = space.lookup(cfg)
+            row = space.index(cfg)
         except KeyError:
             raise ReplayError(f"{name or strat.name} asked {key}, which is not in {space.name}") from None
+        value = space.values[row]
+        # as the controller does: a failure's recorded status (its kind) and what the evaluation cost
+        status = None if value is not None else space.statuses[row]
         t0 = time.perf_counter()
-        strat.tell(cfg, value)
+        strat.tell(cfg, value, status=status, costs=space.costs[row] if space.costs else None)
         spent += time.perf_counter() - t0
         values.append(value)
+        costs.append(space.costs[row] if space.costs else None)
         if record_keys:
             keys.append(key)
     return Trajectory(space.name, name or strat.name, seed, budget, values, keys, spent,
-                      list(getattr(strat, "events", [])))
+                      list(getattr(strat, "events", [])), costs if space.costs else [])
