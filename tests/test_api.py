@@ -201,11 +201,13 @@ def test_missing_run_path(tmp_path):
 
 
 def test_budget_grammar():
-    assert api.parse_budget("40,10m", "cuda") == (40, 600.0)
-    assert api.parse_budget("90s", "cuda") == (None, 90.0)
-    assert api.parse_budget(3, "interpret") == (3, None)
-    assert api.parse_budget(None, "cuda") == (24, None) and api.parse_budget(None, "interpret") == (8, None)
-    for bad in ("", "ten", "-3", "10d"):
+    assert api.parse_budget("40,10m", "cuda") == (40, 600.0, None)
+    assert api.parse_budget("90s", "cuda") == (None, 90.0, None)
+    assert api.parse_budget("40,10m,gpu:5m", "cuda") == (40, 600.0, 300.0)   # GPU seconds beside the others
+    assert api.parse_budget("gpu:90s", "cuda") == (None, None, 90.0)
+    assert api.parse_budget(3, "interpret") == (3, None, None)
+    assert api.parse_budget(None, "cuda") == (24, None, None) and api.parse_budget(None, "interpret") == (8, None, None)
+    for bad in ("", "ten", "-3", "10d", "gpu:", "gpu:0s", "gpu:5"):
         with pytest.raises(api.UsageError):
             api.parse_budget(bad, "cuda")
 

@@ -1,6 +1,6 @@
 """The controller's side of failure-aware, cost-aware search: strategies are told each trial's verdict status and
-costs, and a budget in GPU seconds ends the search once the trials' measured compile + verify + timing seconds
-reach it."""
+costs, a budget in GPU seconds ends the search once the trials' measured compile + verify + timing seconds
+reach it, and a screen times candidates with a few samples first, in full only when promoted."""
 
 import pytest
 
@@ -31,15 +31,42 @@ def told(monkeypatch):
     return calls
 
 
-def test_strategies_are_told_status_and_costs(layernorm, tmp_path, told):
+def test_strategies_are_told_status_and_costs_and_a_screen_times_in_full_only_what_is_promoted(
+        layernorm, tmp_path, told, monkeypatch):
+    from kernelloop.search.budget import SuccessiveHalving
+
+    verdicts = iter([True, False])          # the first screened candidate is promoted, the second is not
+    screened = []
+    real = SuccessiveHalving.promote
+
+    def promote(self, value):
+        screened.append(value)
+        real(self, value)
+        return next(verdicts)
+
+    monkeypatch.setattr(SuccessiveHalving, "promote", promote)
     w = Workload(op="layernorm", axes={"M": 4, "N": 300}, dtype="fp32")
-    opts = RunOptions(device="interpret", budget_evals=2, strategy="exhaustive", checks=1, confirm=False)
-    Controller(layernorm, [w], opts, tmp_path / "run").run()
+    opts = RunOptions(device="interpret", budget_evals=2, strategy="exhaustive", checks=1, confirm=False,
+                      screen_samples=3)
+    run_dir = tmp_path / "run"
+    Controller(layernorm, [w], opts, run_dir).run()
     assert len(told) == 2
     for _, value, kw in told:
         assert kw["status"] == "PASSED" and value is not None
         assert set(kw["costs"]) == {"compile_s", "verify_s", "bench_s", "wall_s"}
         assert kw["costs"]["verify_s"] > 0   # measured, not a default
+    with Archive(run_dir / "archive.sqlite") as a:
+        run_id = a.runs()[0]["id"]
+        full, screen = sorted(a.trials(run_id), key=lambda t: t.index)
+        (event,) = a.events(run_id, "screen")
+    # exhaustive has no model: both candidates are screened (3 samples); the promoted one is then timed in full
+    assert len(screened) == 2
+    assert full.measurement.policy.name == "interpreter-wallclock" and len(full.measurement.kernel_samples_us) == 5
+    assert screen.measurement.policy.name == "interpreter-wallclock-screen"
+    assert len(screen.measurement.kernel_samples_us) == 3 and screen.verdict.status.value == "PASSED"
+    assert told[1][1] == screen.measurement.kernel.median_us == screened[1]   # the strategy learns the screen value
+    assert full.costs.bench_s > 0 and screen.costs.bench_s > 0
+    assert event["payload"]["samples"] == 3 and event["payload"]["direct"] == 0
 
 
 def test_gpu_second_budget_ends_the_search_and_says_so(layernorm, tmp_path, told):

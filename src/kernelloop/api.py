@@ -56,27 +56,34 @@ def check_strategy(strategy: str) -> str:
     return strategy
 
 
-def parse_budget(budget: int | str | None, device: str) -> tuple[int | None, float | None]:
-    """(evaluations per workload, seconds of wall time) from N, '90s'/'10m'/'1h' or both '40,10m'; None: 24
-    evaluations on cuda, 8 in the interpreter."""
+def parse_budget(budget: int | str | None, device: str) -> tuple[int | None, float | None, float | None]:
+    """(evaluations per workload, seconds of wall time, GPU seconds) from comma-separated parts: N evaluations,
+    a wall-time duration ('90s', '10m', '1h') and GPU time 'gpu:DURATION' ('gpu:300s', 'gpu:5m': the trials'
+    compile + verification + timing seconds as measured), e.g. '40,10m,gpu:5m'; whichever is spent first ends the
+    search. None: 24 evaluations on cuda, 8 in the interpreter."""
     if budget is None:
-        return (24 if device == "cuda" else 8), None
+        return (24 if device == "cuda" else 8), None, None
     if isinstance(budget, int) and not isinstance(budget, bool):
         if budget <= 0:
             raise UsageError(f"budget {budget}: evaluations per workload must be positive")
-        return budget, None
-    evals, seconds = None, None
+        return budget, None, None
+    evals, seconds, gpu = None, None, None
+    grammar = "use N evaluations per workload, a duration like 90s/10m/1h, GPU time like gpu:300s, or several: 40,10m"
     for part in filter(None, (p.strip() for p in str(budget).split(","))):
-        m = re.fullmatch(r"(\d+(?:\.\d+)?)([smh])", part)
-        if m:
-            seconds = float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2)]
+        m = re.fullmatch(r"(gpu:)?(\d+(?:\.\d+)?)([smh])", part)
+        if m and float(m.group(2)) > 0:
+            value = float(m.group(2)) * {"s": 1, "m": 60, "h": 3600}[m.group(3)]
+            if m.group(1):
+                gpu = value
+            else:
+                seconds = value
         elif part.isdigit() and int(part) > 0:
             evals = int(part)
         else:
-            raise UsageError(f"budget {part!r}: use N evaluations per workload, or a duration like 90s/10m/1h")
-    if evals is None and seconds is None:
-        raise UsageError(f"budget {budget!r}: use N evaluations per workload, or a duration like 90s/10m/1h")
-    return evals, seconds
+            raise UsageError(f"budget {part!r}: {grammar}")
+    if evals is None and seconds is None and gpu is None:
+        raise UsageError(f"budget {budget!r}: {grammar}")
+    return evals, seconds, gpu
 
 
 def load_bundle(op: str | Path):
@@ -263,7 +270,7 @@ class Run:
 
 def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None = None, budget: int | str | None = None,
              device: str | None = None, strategy: str = DEFAULT_STRATEGY, *, out: str | Path | None = None,
-             gpu_budget: float | None = None,
+             gpu_budget: float | None = None, screen_samples: int | None = None,
              seed: int = 0, checks: int = 2, confirm: bool = True, sanitize: bool = True,
              templates: Sequence[str] | None = None,
              baselines: Sequence[str] | None = None, fix: str | dict | None = None,
@@ -275,8 +282,11 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
     op: an op folder, its spec.toml, a name under ./ops or a built-in op's name. workloads: a workloads TOML, a
     package's counts JSON or a list of `Workload` records (default: the op's workloads.toml, or
     workloads-interpret.toml in the interpreter). budget: evaluations per workload (int), a duration ('90s',
-    '10m') or both ('40,10m'); default 24 on cuda, 8 in the interpreter; gpu_budget: stop once the trials have
-    used this many compile + verification + timing seconds. device: 'cuda' or 'interpret' (default:
+    '10m'), GPU time ('gpu:5m') or several ('40,10m,gpu:5m'; `parse_budget`); default 24 on cuda, 8 in the
+    interpreter; gpu_budget: the same GPU time in seconds (stop once the trials have used this many compile +
+    verification + timing seconds). screen_samples: time a candidate the search's model does not rank in its best
+    third with this many samples first, in full only when it could win or successive halving promotes it
+    (kernelloop.search.budget; verification is never screened). device: 'cuda' or 'interpret' (default:
     cuda when a GPU is present). strategy: a name of `kernelloop.loop.strategy_names()`. sanitize: run
     compute-sanitizer over each winner on a small shape before its confirmation (select/sanitize.py). out: the run folder
     (default runs/<op>-<time>); resume=True continues the run there. templates / baselines: search only these
@@ -295,7 +305,10 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
     bundle = load_bundle(op)
     dev = resolve_device(device)
     check_strategy(strategy)
-    evals, seconds = parse_budget(budget, dev)
+    evals, seconds, gpu_seconds = parse_budget(budget, dev)
+    if gpu_budget is not None and gpu_seconds is not None:
+        raise UsageError("the GPU budget is given twice (gpu_budget and a 'gpu:' part of budget): give it once")
+    gpu_budget = gpu_budget if gpu_budget is not None else gpu_seconds
     if workloads is None or isinstance(workloads, (str, Path)):
         wls = load_workloads(workloads if workloads is not None else default_workloads(bundle.folder, dev),
                              bundle.spec)
@@ -318,11 +331,13 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
         raise UsageError(f"profile_timeout_s {profile_timeout_s}: seconds must be positive")
     if gpu_budget is not None and not gpu_budget > 0:
         raise UsageError(f"gpu_budget {gpu_budget}: seconds must be positive")
+    if screen_samples is not None and screen_samples < 3:
+        raise UsageError(f"screen_samples {screen_samples}: a screen needs at least 3 timing samples")
     if resume and out is None:
         raise UsageError("resume=True needs out=RUN_DIR")
     run_dir = Path(out) if out is not None else default_run_dir(bundle.spec.name)
     opts = RunOptions(device=dev, budget_evals=evals, budget_seconds=seconds, budget_gpu_seconds=gpu_budget,
-                      strategy=strategy, seed=seed,
+                      screen_samples=screen_samples, strategy=strategy, seed=seed,
                       checks=checks, confirm=confirm, sanitize=sanitize,
                       templates=list(templates) if templates else None,
                       baselines=list(dict.fromkeys(baselines)) if baselines else None, fixed=fixed,

@@ -35,7 +35,7 @@ from .records.run import RunResult, WorkloadResult
 from .replay.prior import prior_files, read_prior
 from .report.throughput import SESSION_EVENT, throughput
 from .search import DEFAULT_STRATEGY, STRATEGIES, make_strategy, takes_prior
-from .search.budget import GpuBudget
+from .search.budget import GpuBudget, Screening
 from .search.history import TransferPrior
 from .select.confirm import ConfirmFailure, confirm_across_processes, timed_check
 from .select.pareto import best_per_workload, front_for_workload
@@ -82,6 +82,8 @@ class RunOptions(Record):
     budget_evals: int | None = 24          # per workload
     budget_seconds: float | None = None    # whole run (this invocation)
     budget_gpu_seconds: float | None = None  # whole run: compile + verify + timing seconds of its trials
+    screen_samples: int | None = None      # time candidates the model ranks poorly with this many samples first;
+                                           # full timing only when successive halving promotes (search/budget.py)
     strategy: str = DEFAULT_STRATEGY
     seed: int = 0
     checks: int = 2
@@ -193,6 +195,11 @@ class TemplateSearch:
                          config={k: v for k, v in cfg.items() if k != "template"}, proposer=self.name)
         self._configs[(cand.id, workload.id)] = cfg
         return cand
+
+    def rank(self, candidate: Candidate, workload: Workload) -> float | None:
+        """The strategy's predicted quantile of the candidate among the values told so far (None: no model)."""
+        rank = getattr(self.strategies[workload.id], "rank", None)
+        return rank(self._configs[(candidate.id, workload.id)]) if rank is not None else None
 
     def tell(self, candidate: Candidate, workload: Workload, trial: Trial) -> None:
         cfg = self._configs.pop((candidate.id, workload.id))
@@ -318,6 +325,8 @@ class Controller:
                 t_start = time.monotonic()
                 active = [w for w in self.workloads if limit[w.id] is None or limit[w.id] > 0]
                 gpu = GpuBudget(opts.budget_gpu_seconds) if opts.budget_gpu_seconds is not None else None
+                screening = Screening(opts.screen_samples) if opts.screen_samples else None
+                rank = getattr(proposer, "rank", lambda c, w: None)
                 session, done0 = time.time(), self.progress.done - self.progress.replayed
                 stop = None
                 try:
@@ -339,7 +348,11 @@ class Controller:
                                 continue
                             used[w.id] += 1
                             replayed = self.progress.replayed
-                            trial = self._one(archive, evaluator, run_id, mhash, manifest, w, cand)
+                            gate = screening.gate(w.id, rank(cand, w)) if screening is not None else None
+                            trial = self._one(archive, evaluator, run_id, mhash, manifest, w, cand, gate)
+                            if screening is not None and trial.measurement is not None and \
+                                    not trial.measurement.policy.name.endswith("-screen"):
+                                screening.full(w.id, trial.measurement.kernel.median_us)
                             if gpu is not None:
                                 gpu.charge(trial.costs.model_dump())
                             if evidence is not None:
@@ -355,6 +368,8 @@ class Controller:
                         self._log_session(archive, run_id, session, done0)
                     raise
                 self._log_session(archive, run_id, session, done0)
+                if screening is not None:
+                    archive.log_event(run_id, "screen", screening.as_dict())
                 if stop is None:
                     hit = opts.budget_evals is not None and any(used[w.id] >= opts.budget_evals
                                                                 for w in self.workloads)
@@ -473,13 +488,13 @@ class Controller:
         proposer.give_evidence(cand, w, report)
 
     def _one(self, archive: Archive, evaluator: Evaluator, run_id: str, mhash: str, manifest: dict,
-             w: Workload, cand: Candidate) -> Trial:
+             w: Workload, cand: Candidate, halving=None) -> Trial:
         p = self.progress
         found = archive.find_trial(run_id, cand.id, w.id)
         if found is None:
             check_unchanged(self.bundle, manifest)
             started = time.time()
-            ev = evaluator.evaluate(cand, w, evaluator.worker.work_dir / f"{cand.id}-{w.id}")
+            ev = evaluator.evaluate(cand, w, evaluator.worker.work_dir / f"{cand.id}-{w.id}", halving=halving)
             found = Trial(run_id=run_id, index=archive.next_index(run_id), candidate_id=cand.id, workload_id=w.id,
                           manifest_hash=mhash, build=ev.build, verdict=ev.verdict, measurement=ev.measurement,
                           costs=ev.costs, started=started, finished=time.time())

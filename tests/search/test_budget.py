@@ -3,7 +3,7 @@
 import pytest
 
 from kernelloop.search import make_strategy
-from kernelloop.search.budget import GpuBudget, SuccessiveHalving
+from kernelloop.search.budget import GpuBudget, Screening, SuccessiveHalving
 from search_spaces import grid_space, grid_value
 
 
@@ -38,3 +38,28 @@ def test_successive_halving_promotes_the_best_third_and_anything_that_could_win(
     assert not sh.promote(30.0)        # far behind and not in the best third of the screens
     assert sh.promote(9.0)             # the best screen yet
     assert sh.as_dict()["stopped"] == 1 and sh.as_dict()["promoted"] == 5
+
+
+def test_screening_times_in_full_at_once_what_the_model_ranks_in_its_best_third():
+    sc = Screening(samples=5, eta=3)
+    assert sc.gate("w", 0.2) is None and sc.direct == 1           # predicted in the best third: full timing
+    halving = sc.gate("w", 0.9)
+    assert isinstance(halving, SuccessiveHalving) and halving.screen_samples == 5
+    assert sc.gate("w", None) is halving                          # no model: screened, one halving per workload
+    assert sc.gate("v", None) is not halving
+    sc.full("w", 10.0)
+    assert halving.best_full == 10.0 and sc.as_dict()["workloads"]["w"]["screen_samples"] == 5
+    with pytest.raises(ValueError):
+        Screening(samples=2)
+
+
+def test_staged_ranks_a_configuration_by_its_predicted_quantile():
+    space = grid_space()
+    s = make_strategy("staged", space, 0)
+    assert s.rank(space[0]) is None                               # no surrogate yet
+    for _ in range(20):
+        c = s.ask()
+        s.tell(c, grid_value(c))
+    best = min(space, key=grid_value)
+    worst = max(space, key=grid_value)
+    assert 0.0 <= s.rank(best) < 1 / 3 < s.rank(worst) <= 1.0

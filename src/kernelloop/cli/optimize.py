@@ -27,11 +27,15 @@ def optimize(
                                                             "package's dispatch counts (.json, `Package.write_counts`"
                                                             "): the shapes it saw, weighted by calls.")] = None,
     budget: Annotated[Optional[str], typer.Option(
-        help="N evaluations per workload, a duration (90s, 10m), or both '40,10m' (default: 24 on cuda, 8 in "
-             "the interpreter).")] = None,
+        help="N evaluations per workload, a duration (90s, 10m), GPU time (gpu:300s, gpu:5m: the trials' compile "
+             "+ verification + timing seconds as measured), or several: '40,10m,gpu:5m', whichever is spent first "
+             "(default: 24 on cuda, 8 in the interpreter).")] = None,
     gpu_budget: Annotated[Optional[float], typer.Option(
-        min=0.001, help="Stop the search once its trials have used this many GPU seconds (compile + verification "
-                        "+ timing, as measured per trial; beside --budget, whichever ends first).")] = None,
+        min=0.001, help="GPU seconds, the same as a 'gpu:Ns' part of --budget.")] = None,
+    screen: Annotated[Optional[int], typer.Option(
+        min=3, help="Time a candidate the search's model does not rank in its best third with this many samples "
+                    "first; full timing only when it could win (within 5 % of the best) or successive halving "
+                    "promotes it (the best third of the screened). Verification is never screened.")] = None,
     device: Annotated[Optional[str], typer.Option(help="cuda or interpret (default: cuda when a GPU is present).")] = None,
     strategy: Annotated[str, typer.Option(help=f"Search strategy: {', '.join(strategy_names())} "
                                                f"(default {DEFAULT_STRATEGY}). '{PLANNER}': the rule planner "
@@ -82,7 +86,10 @@ def optimize(
         api.check_strategy(strategy)
         wl_file = common.resolve_path(workloads) or api.default_workloads(bundle.folder, dev)
         wls = api.load_workloads(wl_file, bundle.spec)
-        evals, seconds = api.parse_budget(budget, dev)
+        evals, seconds, gpu_seconds = api.parse_budget(budget, dev)
+        if gpu_budget is not None and gpu_seconds is not None:
+            raise api.UsageError("the GPU budget is given twice (--gpu-budget and a 'gpu:' part of --budget)")
+        gpu_budget = gpu_budget if gpu_budget is not None else gpu_seconds
         start_config = api.check_start(start, strategy, bundle, wls, dev, flag="--start")
         prior_used = api.check_prior(prior, strategy, bundle, flag="--prior")
         names = [t.name for t in bundle.spec.templates]
@@ -107,7 +114,7 @@ def optimize(
     if dev != "cuda":
         console.print(f"[yellow]{INTERPRETER_BANNER}[/yellow]")
     opts = RunOptions(device=dev, budget_evals=evals, budget_seconds=seconds, budget_gpu_seconds=gpu_budget,
-                      strategy=strategy, seed=seed, checks=checks, confirm=not no_confirm, sanitize=sanitize,
+                      screen_samples=screen, strategy=strategy, seed=seed, checks=checks, confirm=not no_confirm, sanitize=sanitize,
                       start=start_config,
                       profile_timeout_s=profile_timeout, templates=list(template) if template else None, fixed=fixed,
                       baselines=list(dict.fromkeys(baseline)) if baseline else None, prior=prior_used)

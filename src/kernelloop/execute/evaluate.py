@@ -405,9 +405,23 @@ class Evaluator:
         """Kept for callers of check_timed: timed calls' contents are drawn by the worker, per call."""
         return []
 
-    def _timed(self, candidate: Candidate, workload: Workload, job_dir: Path):
+    def _timed(self, candidate: Candidate, workload: Workload, job_dir: Path, halving=None):
+        """Time the candidate (timed calls re-verified); with `halving` (kernelloop.search.budget: `screen_samples`,
+        `promote(kernel µs) -> bool`), first with that many samples, then in full only when promoted. The reply's
+        seconds cover both."""
         subjects = ["candidate", "eager", "copy"]
-        ms, notes, reply = self.bench(candidate, workload, subjects, self.policy, job_dir)
+        policy, first = self.policy, 0.0
+        if halving is not None:
+            samples = max(3, min(halving.screen_samples, self.policy.samples))
+            policy = self.policy.model_copy(update={"name": f"{self.policy.name}-screen", "samples": samples})
+        ms, notes, reply = self.bench(candidate, workload, subjects, policy, job_dir)
+        if reply.status == "ok" and halving is not None:
+            bad = self.check_timed(workload, reply, self.refresh_seeds(candidate, workload))
+            if bad is not None or not halving.promote(ms["candidate"].kernel.median_us):
+                return ms, bad, reply
+            first = reply.seconds
+            ms, notes, reply = self.bench(candidate, workload, subjects, self.policy, job_dir)
+            reply.seconds += first
         if reply.status != "ok":
             v = self._failure_verdict(reply, "timing")
             return None, v.model_copy(update={"case": f"{workload.label} timed calls"}), reply
@@ -429,7 +443,10 @@ class Evaluator:
             out.update(at=info["at"], signal=info["signal"], exitcode=info["exitcode"])
         return out
 
-    def evaluate(self, candidate: Candidate, workload: Workload, job_dir: Path) -> Evaluation:
+    def evaluate(self, candidate: Candidate, workload: Workload, job_dir: Path, halving=None) -> Evaluation:
+        """compile -> verify -> time; `halving` (kernelloop.search.budget.SuccessiveHalving): time with a few
+        samples first, in full only when promoted (see `_timed`). Verification is never screened: the whole
+        battery runs before any timing."""
         t0 = time.perf_counter()
         job_dir.mkdir(parents=True, exist_ok=True)
         self._writable(job_dir)   # before the load: a worker restarted for it loads the candidate afresh
@@ -465,7 +482,7 @@ class Evaluator:
                 return Evaluation(build, verdict, None, costs(),
                                   self._failure(stage, workload, case_record(failed_case) if failed_case else None,
                                                 self._last_reply))
-            ms, bad, reply = self._timed(candidate, workload, job_dir)
+            ms, bad, reply = self._timed(candidate, workload, job_dir, halving)
             if bad is not None:
                 return Evaluation(build, bad, None, costs(reply.seconds), self._failure("timing", workload,
                                                                                           reply=reply))

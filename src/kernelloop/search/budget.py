@@ -1,8 +1,8 @@
 """Cost-aware budgets: GPU seconds instead of evaluation counts, and a cheap screen with successive halving.
 
-The strategy side of issue 32, item 2. A strategy is told what each evaluation cost (`tell(..., costs=...)`, GPU
-seconds of compile, verification and timing as measured; a failure costs what was spent before it failed) and
-keeps the sum in `spent_s`. Two pieces the controller drives:
+A strategy is told what each evaluation cost (`tell(..., costs=...)`, GPU seconds of compile, verification and
+timing as measured; a failure costs what was spent before it failed) and keeps the sum in `spent_s`. The pieces
+the controller drives:
 
 - `GpuBudget(seconds)`: `charge(costs)` after each evaluation, `exhausted` when the GPU seconds are spent (a count
   budget stays available beside it: whichever ends first ends the search).
@@ -11,8 +11,12 @@ keeps the sum in `spent_s`. Two pieces the controller drives:
   than `min_screened` candidates were screened; yes when it could win (within `margin` of the best full-timed
   value: screen noise must not hide a winner); otherwise only when it is in the best 1/`eta` of the screen values
   seen so far (the rung rule of successive halving, as in Optuna's SuccessiveHalvingPruner, over one rung). A
-  candidate not promoted is told its screen value (a valid, noisier measurement) with status "SCREENED", so the
-  search learns from it without paying full timing.
+  candidate not promoted keeps its screen measurement (a valid, noisier one, labelled by its timing policy's
+  name) and the strategy learns from it without paying full timing.
+- `Screening(samples)`: which candidates are screened at all. A candidate the strategy's model ranks in its best
+  1/`eta` (`rank(config)`, the predicted quantile among the values told so far; `Staged` has one) is timed in
+  full at once; any other (and every candidate of a strategy without a model) is screened, with one
+  `SuccessiveHalving` per workload.
 """
 
 from __future__ import annotations
@@ -81,3 +85,37 @@ class SuccessiveHalving:
     def as_dict(self) -> dict:
         return {"eta": self.eta, "margin": self.margin, "screen_samples": self.screen_samples,
                 "screened": len(self._screened), "promoted": self.promoted, "stopped": self.stopped}
+
+
+class Screening:
+    """Per workload: whether a candidate is screened before full timing, and the successive halving it goes through."""
+
+    def __init__(self, samples: int, eta: int = 3, margin: float = 0.05, min_screened: int = 4):
+        if samples < 3:
+            raise ValueError(f"a screen needs at least 3 timing samples, got {samples}")
+        self.samples = samples
+        self.eta = eta
+        self.margin = margin
+        self.min_screened = min_screened
+        self.halving: dict[str, SuccessiveHalving] = {}
+        self.direct = 0      # candidates timed in full at once (ranked in the model's best 1/eta)
+
+    def gate(self, workload_id: str, rank: float | None) -> SuccessiveHalving | None:
+        """The workload's halving when a candidate of predicted quantile `rank` (None: no model) is screened; None
+        when it is timed in full at once."""
+        if rank is not None and rank <= 1.0 / self.eta:
+            self.direct += 1
+            return None
+        if workload_id not in self.halving:
+            self.halving[workload_id] = SuccessiveHalving(self.eta, self.margin, self.min_screened, self.samples)
+        return self.halving[workload_id]
+
+    def full(self, workload_id: str, value: float | None) -> None:
+        """A full timing's value on the workload (every halving compares screens against the best of these)."""
+        if workload_id not in self.halving:
+            self.halving[workload_id] = SuccessiveHalving(self.eta, self.margin, self.min_screened, self.samples)
+        self.halving[workload_id].full(value)
+
+    def as_dict(self) -> dict:
+        return {"samples": self.samples, "eta": self.eta, "margin": self.margin, "direct": self.direct,
+                "workloads": {w: h.as_dict() for w, h in self.halving.items()}}

@@ -237,6 +237,18 @@ class Staged(SearchStrategy):
         k, _ = best_by_expected_improvement(self.gp, self.F[cands], best, self.xi / self.gp.y_std, weights=w)
         return int(cands[k])
 
+    def rank(self, config: dict) -> float | None:
+        """The surrogate's predicted quantile of `config` among the values that ran so far (0: predicted better than
+        every one of them); None before the surrogate is in use. The controller times a candidate ranked outside
+        the best third with a screen first (search/budget.py)."""
+        row = self.enc.row_of(config)
+        if row is None or len(self.order) < self.n_init or self.cols.size == 0 or not np.isfinite(self.values).any():
+            return None
+        self._fit()
+        mu, _ = self._predict(np.array([row]))
+        ran = np.log(self.values[np.isfinite(self.values)])
+        return float((ran < mu[0]).mean())
+
     # -- the supervisor's interventions ---------------------------------------------------------------------
     def _observe(self, row: int, value: float | None) -> None:
         self.supervisor.observe(value)
