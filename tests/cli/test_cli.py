@@ -87,6 +87,11 @@ def test_bad_budget_and_missing_run(tmp_path):
     assert r.exit_code == common.BAD_INPUT
     assert runner.invoke(app, ["show", str(tmp_path / "nothing")]).exit_code == common.BAD_INPUT
     assert "budget 'ten'" in r.output   # kernelloop.api.parse_budget's message (tests/test_api.py: the grammar)
+    twice = runner.invoke(app, ["optimize", "softmax", "--budget", "4,gpu:30s", "--gpu-budget", "30",
+                                "--device", "interpret"])
+    assert twice.exit_code == common.BAD_INPUT and "given twice" in twice.output
+    few = runner.invoke(app, ["optimize", "softmax", "--screen", "2", "--device", "interpret"])
+    assert few.exit_code != 0 and "--screen" in few.output     # a screen needs at least 3 samples
 
 
 def test_existing_run_needs_resume(tmp_path):
