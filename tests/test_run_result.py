@@ -18,7 +18,8 @@ from kernelloop.report.throughput import compute
 W = Workload(op="layernorm", axes={"M": 4, "N": 300}, dtype="fp32")
 
 NON_DEFAULT = RunOptions(
-    device="interpret", budget_evals=3, budget_seconds=900.0, budget_gpu_seconds=120.0, strategy="random", seed=7,
+    device="interpret", budget_evals=3, budget_seconds=900.0, budget_gpu_seconds=120.0, screen_samples=4,
+    strategy="random", seed=7,
     checks=1, confirm=False, sanitize=False, baselines=["eager"], static_rules=False,
     timeouts=Timeouts(check=61.0, bench=62.0), start={"BLOCK_N": "512"}, profile_timeout_s=12.0,
     templates=["rowwise"], fixed={"ROWS": "1"},
