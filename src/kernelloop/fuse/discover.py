@@ -31,6 +31,11 @@ def discover(model: torch.nn.Module, example_inputs, *, capture_report: CaptureR
         g = G.export_graph(model, example_inputs, example_kwargs)
     except G.ExportFailed as e:
         return _error(model, "export", e.__cause__ or e, str(e))
+    return discover_graph(model, g, capture_report=capture_report)
+
+
+def discover_graph(model: torch.nn.Module, g, *, capture_report: CaptureReport | None = None) -> DiscoveryReport:
+    """Discovery on the model's already exported ATen graph `g` (what `discover` does after exporting)."""
     try:
         matches = patterns.find(g)
         params = G.param_names(g)

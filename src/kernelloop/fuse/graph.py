@@ -39,16 +39,20 @@ class ExportFailed(RuntimeError):
     """torch.export could not capture the model."""
 
 
-def export_graph(model: torch.nn.Module, example_inputs, example_kwargs=None) -> fx.Graph:
-    """The exported ATen graph (torch.export.export, strict=False); ExportFailed names what went wrong."""
+def export_program(model: torch.nn.Module, example_inputs, example_kwargs=None) -> torch.export.ExportedProgram:
+    """torch.export.export(strict=False) of the model on the examples; ExportFailed names what went wrong."""
     args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     try:
         with torch.no_grad():
-            ep = torch.export.export(model, args, kwargs=example_kwargs or None, strict=False)
+            return torch.export.export(model, args, kwargs=example_kwargs or None, strict=False)
     except Exception as e:  # noqa: BLE001 - any failure to export is reported, not raised through
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise ExportFailed(f"torch.export.export failed: {type(e).__name__}: {first}"[:2000]) from e
-    return ep.graph
+
+
+def export_graph(model: torch.nn.Module, example_inputs, example_kwargs=None) -> fx.Graph:
+    """The exported ATen graph (torch.export.export, strict=False); ExportFailed names what went wrong."""
+    return export_program(model, example_inputs, example_kwargs).graph
 
 
 def target(node: fx.Node) -> str:
@@ -137,3 +141,26 @@ def is_param(node: fx.Node, graph_params: set[str]) -> bool:
 def param_names(graph: fx.Graph) -> set[str]:
     """Placeholders that are parameters, buffers or constants (torch.export prefixes them p_, b_, c_)."""
     return {n.name for n in graph.nodes if n.op == "placeholder" and n.name[:2] in ("p_", "b_", "c_")}
+
+
+def step_nodes(g: fx.Graph, names: list[str]) -> list[fx.Node]:
+    """The nodes of an occurrence (`Occurrence.nodes`), in its order."""
+    by_name = {n.name: n for n in g.nodes}
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        raise KeyError(f"nodes {missing[:5]} are not in the graph")
+    return [by_name[n] for n in names]
+
+
+def operand_nodes(steps: list[fx.Node], params: set[str]) -> dict[str, fx.Node]:
+    """The signature's operand names of an occurrence -> nodes: 'in0'/'p1' (the subgraph's inputs, numbered in
+    the order fuse.signature numbers them) and '%K' (step K)."""
+    inside = set(steps)
+    inputs: list[fx.Node] = []
+    for n in steps:
+        for a in tensor_inputs(n):
+            if a not in inside and a not in inputs:
+                inputs.append(a)
+    out = {("p" if a.name in params else "in") + str(k): a for k, a in enumerate(inputs)}
+    out.update({f"%{k}": n for k, n in enumerate(steps)})
+    return out

@@ -116,13 +116,15 @@ def compare(a: torch.Tensor, b: torch.Tensor, seed: int, tol: Tolerance) -> Outp
                        passed=bool(ok))
 
 
-def _time_variants(variants: dict[str, Callable[[], object]], states: dict[str, bool], applied: Applied,
-                   rounds: int, calls: int, seed: int) -> dict[str, list[float]]:
-    """Per-call ms of each variant, CUDA events around `calls` back-to-back calls, rounds in seeded random order."""
+def time_variants(variants: dict[str, Callable[[], object]], rounds: int, calls: int, seed: int,
+                  before: Callable[[str], None] | None = None) -> dict[str, list[float]]:
+    """Per-call ms of each variant, CUDA events around `calls` back-to-back calls, rounds in seeded random order;
+    `before(name)` runs ahead of each variant's warm-up and samples (e.g. to patch or unpatch the model)."""
     rng = random.Random(seed)
+    prepare = before or (lambda name: None)
     samples = {k: [] for k in variants}
     for name, fn in variants.items():   # warm-up: compilation and autotuning happen here, outside the samples
-        _set(applied, states[name])
+        prepare(name)
         for _ in range(3):
             fn()
     torch.cuda.synchronize()
@@ -130,7 +132,7 @@ def _time_variants(variants: dict[str, Callable[[], object]], states: dict[str, 
         order = list(variants)
         rng.shuffle(order)
         for name in order:
-            _set(applied, states[name])
+            prepare(name)
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             for _ in range(calls):
@@ -139,6 +141,17 @@ def _time_variants(variants: dict[str, Callable[[], object]], states: dict[str, 
             end.synchronize()
             samples[name].append(start.elapsed_time(end) / calls)
     return samples
+
+
+def variant_times(us: dict[str, list[float]]) -> list[VariantTime]:
+    """Medians with bootstrap intervals of per-call times given in µs, reported in ms."""
+    out = []
+    for k, v in us.items():
+        st = summarize(v, bootstrap=1000, confidence=0.95, seed=1)
+        out.append(VariantTime(variant=k, ms=Stats(median_us=st.median_us / 1000, ci_low_us=st.ci_low_us / 1000,
+                                                   ci_high_us=st.ci_high_us / 1000, iqr_us=st.iqr_us / 1000,
+                                                   n=st.n)))
+    return out
 
 
 def _set(applied: Applied, on: bool) -> None:
@@ -187,14 +200,10 @@ def e2e(model, package, inputs, *, seeds=(0, 1, 2), tolerance: Tolerance | None 
                         variants[f"{tag}({which})"] = (lambda c=compiled: c(*args))
                         states[f"{tag}({which})"] = on
                     pairs.append((f"{tag}(original)", f"{tag}(patched)"))
-                samples = _time_variants(variants, states, applied, rounds, calls, seed=seeds[0])
+                samples = time_variants(variants, rounds, calls, seed=seeds[0],
+                                        before=lambda name: _set(applied, states[name]))
                 us = {k: [v * 1000 for v in vals] for k, vals in samples.items()}
-                for k, v in us.items():
-                    st = summarize(v, bootstrap=1000, confidence=0.95, seed=1)
-                    times.append(VariantTime(variant=k, ms=Stats(median_us=st.median_us / 1000,
-                                                                 ci_low_us=st.ci_low_us / 1000,
-                                                                 ci_high_us=st.ci_high_us / 1000,
-                                                                 iqr_us=st.iqr_us / 1000, n=st.n)))
+                times = variant_times(us)
                 for base, subj in pairs:
                     ratios.append(paired_speedup(us[base], us[subj], name=base, bootstrap=1000, confidence=0.95,
                                                  margin=0.01, seed=2))

@@ -1,0 +1,43 @@
+"""An elementwise tail of the model's graph over [M, N] (e.g. SwiGLU's silu(x0) * x1), fused into one pass: each
+input read once, the result written once, the steps in between computed in fp32 in registers. `_epilogue` below is
+written from the pattern's own steps (kernelloop.fuse.codegen); the contiguous tensors are walked as one flat range.
+
+launch(x0, x1, out, *, BLOCK, num_warps)
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _round(x, dtype: tl.constexpr, INTERPRETER: tl.constexpr):
+    """fp32 -> dtype, rounded to nearest even (the CPU interpreter truncates to bf16: round the bits first)."""
+    if INTERPRETER and dtype == tl.bfloat16:
+        bits = x.to(tl.uint32, bitcast=True)
+        x = (bits + 0x7FFF + ((bits >> 16) & 1)).to(tl.float32, bitcast=True)
+    return x.to(dtype)
+
+
+@triton.jit
+def _tanh(x):
+    e = tl.exp(-2.0 * tl.abs(x))
+    t = (1.0 - e) / (1.0 + e)
+    return tl.where(x < 0, -t, t)
+
+# {EPILOGUE}
+
+
+@triton.jit
+def _elementwise(X0, X1, Out, numel, BLOCK: tl.constexpr, INTERPRETER: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < numel
+    x0 = tl.load(X0 + offs, mask=mask, other=0.0).to(tl.float32)
+    x1 = tl.load(X1 + offs, mask=mask, other=0.0).to(tl.float32)
+    out = _epilogue(x0, x1)
+    tl.store(Out + offs, _round(out, Out.dtype.element_ty, INTERPRETER), mask=mask)
+
+
+def launch(x0, x1, out, *, BLOCK, num_warps):
+    numel = out.numel()
+    _elementwise[(triton.cdiv(numel, BLOCK),)](x0, x1, out, numel, BLOCK=BLOCK, INTERPRETER=not out.is_cuda,
+                                                num_warps=num_warps)
