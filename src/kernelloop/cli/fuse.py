@@ -1,7 +1,7 @@
-"""`kernelloop fuse discover MODEL [--dtype bf16|fp16|fp32] [--batch B --seq S] [--seed N] [--capture cards.json]
-[--json] [--out FILE]`.
+"""`kernelloop fuse MODEL` (discover -> realise -> pattern table -> compose -> end to end) and `kernelloop fuse
+discover MODEL [--dtype bf16|fp16|fp32] [--batch B --seq S] [--seed N] [--capture cards.json] [--json] [--out FILE]`.
 
-Exports MODEL (a built-in tiny model or module.path:factory, as `kernelloop capture` takes it) on CPU with
+`fuse MODEL` is `fuse run MODEL`: see `run`'s help. `discover` exports MODEL (a built-in tiny model or module.path:factory, as `kernelloop capture` takes it) on CPU with
 torch.export and prints its fusion candidates, ranked: family, ops, occurrences, bytes saved. --capture weights the
 ranking by a capture report's time shares (kernelloop capture --out). Exit codes: 0 discovered; 2 bad input
 (unknown model, bad dtype, unreadable --capture); 3 the model did not export (the error record is still printed
@@ -16,12 +16,26 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from typer.core import TyperGroup
 
 from ..capture.records import CaptureReport
 from . import common
 from .capture import DTYPES, ModelError, load_model
 
-fuse_app = typer.Typer(no_args_is_help=True, help="Fusion from the model's graph: discover candidates.")
+
+
+class _RunByDefault(TyperGroup):
+    """`kernelloop fuse MODEL ...` is `kernelloop fuse run MODEL ...`; the subcommands keep their names."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+fuse_app = typer.Typer(cls=_RunByDefault, no_args_is_help=True,
+                       help="Fusion from the model's graph: `kernelloop fuse MODEL` realises, composes and checks "
+                            "its patterns; `kernelloop fuse discover MODEL` only lists them.")
 
 
 @fuse_app.command()
@@ -82,3 +96,111 @@ def discover(
         raise typer.Exit(common.STOPPED)
     if out is not None:
         (err if as_json else console).print(f"report: {out}")
+
+
+def _shapes(text: str | None, batch: int, seq: int) -> list[tuple[int, int]]:
+    if not text:
+        return [(batch, seq)]
+    out = []
+    for part in text.split(","):
+        b, _, q = part.strip().partition("x")
+        if not (b.isdigit() and q.isdigit() and int(b) > 0 and int(q) > 0):
+            raise ValueError(f"--shapes {text!r}: use BATCHxSEQ[,BATCHxSEQ...], e.g. 2x8,1x16")
+        out.append((int(b), int(q)))
+    return out
+
+
+@fuse_app.command()
+def run(
+    model: Annotated[str, typer.Argument(help="Built-in model (llama-tiny, qwen2-tiny, gpt2-tiny) or "
+                                              "module.path:factory / file.py:factory returning (model, inputs).")],
+    out: Annotated[Path, typer.Option("--out", help="Folder for ops/, runs/, package/, report.json.")] = Path("fused"),
+    budget: Annotated[str, typer.Option("--budget", help="The loop's evaluations per workload of each pattern's "
+                                                         "op (N), or a duration (90s).")] = "2",
+    table: Annotated[Path | None, typer.Option("--table", help="The pattern table (SQLite; default "
+                                                               "OUT/patterns.sqlite).")] = None,
+    device: Annotated[str | None, typer.Option("--device", help="cuda or interpret (default: cuda when a GPU is "
+                                                                "present).")] = None,
+    dtype: Annotated[str, typer.Option("--dtype", help="bf16, fp16 or fp32: the model's dtype.")] = "bf16",
+    batch: Annotated[int, typer.Option("--batch", min=1, help="Batch of the example input_ids.")] = 2,
+    seq: Annotated[int, typer.Option("--seq", min=1, help="Sequence length of the example input_ids.")] = 8,
+    shapes: Annotated[str | None, typer.Option("--shapes", help="Several example shapes, BATCHxSEQ,... (instead "
+                                                                "of --batch/--seq).")] = None,
+    strategy: Annotated[str, typer.Option("--strategy", help="The loop's search strategy.")] = "staged",
+    family: Annotated[list[str] | None, typer.Option("--family", help="Only this discovery family (repeatable): "
+                                                                      "residual_add_norm, gemm_gate, gemm_epilogue, "
+                                                                      "rotary.")] = None,
+    confirm: Annotated[bool | None, typer.Option("--confirm/--no-confirm", help="Confirm winners beside the "
+                                                                                "baselines (default: on a GPU).")] = None,
+    sanitize: Annotated[bool, typer.Option("--sanitize/--no-sanitize", help="compute-sanitizer over winners.")] = True,
+    jobs: Annotated[int | None, typer.Option("--jobs", min=1, help="Loop runs at once (default 2 in the "
+                                                                   "interpreter, 1 on a GPU).")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the weights, inputs and searches.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the FuseReport as JSON.")] = False,
+) -> None:
+    """Discover MODEL's fusion patterns, realise each as a verified op (or reuse the pattern table's), compose them
+    into the model's graph and check the result end to end. Exit 0: the composition is kept; 1: it is not (outputs
+    off, slower than eager, or nothing realised); 2: bad input; 3: the model did not export."""
+    import os
+    import sys as _sys
+    console, err = common.console(stderr=as_json), common.console(stderr=True)
+    from ..api import UsageError, parse_budget, resolve_device
+
+    def bad(msg: str) -> None:
+        err.print(f"[red]bad argument:[/red] {msg}")
+        raise typer.Exit(common.BAD_INPUT)
+
+    if dtype not in DTYPES:
+        bad(f"--dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+    try:
+        dev = resolve_device(device)
+        parse_budget(int(budget) if budget.isdigit() else budget, dev)
+        dims = _shapes(shapes, batch, seq)
+    except (UsageError, ValueError) as e:
+        bad(str(e))
+    if dev != "cuda":
+        if "triton" in _sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+            bad("Triton was imported before the interpreter could be chosen")
+        os.environ["TRITON_INTERPRET"] = "1"
+    from ..fuse import FuseError, fuse
+    examples, net = [], None
+    for b, q in dims:
+        try:
+            m, inputs = load_model(model, device="cuda" if dev == "cuda" else "cpu", dtype=dtype, seed=seed,
+                                   batch=b, seq=q)
+        except ModelError as e:
+            bad(str(e))
+        net = net or m
+        examples.append(inputs if isinstance(inputs, tuple) else (inputs,))
+    try:
+        result = fuse(net, examples, out=out, budget=int(budget) if budget.isdigit() else budget, device=dev,
+                      strategy=strategy, table=table, families=family or None, seed=seed, confirm=confirm,
+                      sanitize=sanitize, jobs=jobs, on_note=lambda text: err.print(f"[dim]{text}[/dim]"))
+    except FuseError as e:
+        err.print(f"[red]cannot fuse:[/red] {e}")
+        raise typer.Exit(common.STOPPED)
+    except UsageError as e:
+        bad(str(e))
+    r = result.report
+    if as_json:
+        _sys.stdout.write(r.model_dump_json(indent=2) + "\n")
+    else:
+        t = Table(title=f"{r.model}: {len(r.patterns)} patterns realised on {r.device} ({', '.join(r.shapes)})")
+        for col in ("op", "family", "occurrences", "composed", "passed", "table", "local (vs eager)", "e2e"):
+            t.add_column(col)
+        for p in r.patterns:
+            local = ", ".join(f"{w.vs_eager.speedup:.2f}x" for w in p.local if w.vs_eager) or p.speed
+            e2e = ", ".join(f"{k}: {v.speedup:.3f}x" for k, v in p.contribution.items()) or "not measured"
+            t.add_row(p.op, p.family, str(p.occurrences), str(p.replaced), "yes" if p.passed else "no",
+                      (p.table or "")[:60], local, e2e)
+        console.print(t)
+        for e in r.e2e:
+            cos = min(c.cosine for c in e.checks)
+            times = ", ".join(f"{v.variant} {v.ms.median_us:.2f} ms" for v in e.times) or e.speed_note
+            console.print(f"{e.shape}: outputs {'within' if e.outputs_ok else 'OUTSIDE'} tolerance (min cosine "
+                          f"{cos:.6f}); {times}")
+        for x in r.refused:
+            console.print(f"[dim]not realised: {x.family}: {x.reason}[/dim]")
+        console.print(f"{r.verdict}; report {out / 'report.json'}")
+    if not r.kept:
+        raise typer.Exit(common.FAILED)

@@ -178,51 +178,58 @@ def run(job: Job, options: RealiseOptions) -> None:
 
 
 def run_all(jobs: list[Job], options: RealiseOptions, parallel: int = 1) -> dict[str, str]:
-    """Every job's loop run; with `parallel` > 1 that many at once, each in its own process (`python -m
-    kernelloop.fuse.realise JOB.json`: a run's worker folder is per process). Returns op -> why its run failed."""
+    """Every job's loop run. With `parallel` > 1 the jobs are dealt to that many processes (`python -m
+    kernelloop.fuse.realise JOBS.json`: a run's worker folder is per process), each running its share in turn.
+    Returns op -> why its run failed (the others go on)."""
     failed: dict[str, str] = {}
-    if parallel <= 1:
+    if parallel <= 1 or len(jobs) <= 1:
         for job in jobs:
             try:
                 run(job, options)
             except Exception as e:  # noqa: BLE001 - one op's failed run is reported, the others go on
                 failed[job.base["op"]] = f"{type(e).__name__}: {e}"
         return failed
-    pending, procs = list(jobs), []
-    while pending or procs:
-        while pending and len(procs) < parallel:
-            job = pending.pop(0)
-            job.run_dir.parent.mkdir(parents=True, exist_ok=True)
-            spec = job.run_dir.parent / f"{job.run_dir.name}.job.json"
-            cand = _candidate(job)
-            spec.write_text(json.dumps({
-                "folder": str(job.bundle.folder), "run_dir": str(job.run_dir), "options": asdict(options),
-                "workloads": [w.model_dump(mode="json") for w in job.workloads],
-                "candidate": cand.model_dump(mode="json") if cand is not None else None}))
-            log = open(job.run_dir.parent / f"{job.run_dir.name}.log", "w+")
-            procs.append((job, log, subprocess.Popen([sys.executable, "-m", "kernelloop.fuse.realise", str(spec)],
-                                                     stdout=log, stderr=subprocess.STDOUT)))
-        job, log, proc = procs[0]
-        try:
-            rc = proc.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            procs.append(procs.pop(0))
-            continue
-        procs.pop(0)
+    lanes = [jobs[i::parallel] for i in range(min(parallel, len(jobs)))]
+    procs = []
+    for i, lane in enumerate(lanes):
+        root = lane[0].run_dir.parent
+        root.mkdir(parents=True, exist_ok=True)
+        spec = root / f"lane-{i}.json"
+        spec.write_text(json.dumps({"options": asdict(options), "jobs": [{
+            "op": job.base["op"], "folder": str(job.bundle.folder), "run_dir": str(job.run_dir),
+            "workloads": [w.model_dump(mode="json") for w in job.workloads],
+            "candidate": c.model_dump(mode="json") if (c := _candidate(job)) is not None else None}
+            for job in lane]}))
+        log = open(root / f"lane-{i}.log", "w+")
+        procs.append((lane, log, subprocess.Popen([sys.executable, "-m", "kernelloop.fuse.realise", str(spec)],
+                                                  stdout=log, stderr=subprocess.STDOUT)))
+    for lane, log, proc in procs:
+        proc.wait()
         log.seek(0)
-        if rc != 0:
-            failed[job.base["op"]] = f"the loop run exited {rc}: {log.read()[-1500:]}"
+        text = log.read()
         log.close()
+        for job in lane:
+            mark = f"FAILED {job.base['op']}: "
+            line = next((ln for ln in text.splitlines() if ln.startswith(mark)), None)
+            if line is not None:
+                failed[job.base["op"]] = line[len(mark):]
+            elif not (job.run_dir / "archive.sqlite").is_file():
+                failed[job.base["op"]] = f"its process exited {proc.returncode}: {text[-1500:]}"
     return failed
 
 
 def _main(path: str) -> int:
+    """Run a lane of jobs (what `run_all` writes), one after the other; a failure is printed and the lane goes on."""
     from ..spec import load_op
     d = json.loads(Path(path).read_text())
-    bundle = load_op(d["folder"])
-    cand = Candidate.model_validate(d["candidate"]) if d["candidate"] else None
-    _loop(bundle, [Workload.model_validate(w) for w in d["workloads"]], RealiseOptions(**d["options"]),
-          Path(d["run_dir"]), TableProposer(cand) if cand is not None else None)
+    options = RealiseOptions(**d["options"])
+    for job in d["jobs"]:
+        try:
+            cand = Candidate.model_validate(job["candidate"]) if job["candidate"] else None
+            _loop(load_op(job["folder"]), [Workload.model_validate(w) for w in job["workloads"]], options,
+                  Path(job["run_dir"]), TableProposer(cand) if cand is not None else None)
+        except Exception as e:  # noqa: BLE001 - reported to the parent by op, the lane goes on
+            print(f"FAILED {job['op']}: {type(e).__name__}: {str(e)[:1000]}".replace("\n", " "), flush=True)
     return 0
 
 

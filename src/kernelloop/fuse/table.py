@@ -15,8 +15,9 @@ alone, status `unmeasured` ("speed not measured"); the first GPU measurement the
 evicts it (`evicted`: no longer offered). Every decision is a row of the `log` table.
 
 The key (`pattern_key`) is the pattern's structure without its sizes: the op sequence with operands and
-constants (a scalar the op takes, such as a norm's eps, written as its name; the model's dtype as 'op'), so an
-isomorphic subgraph of another model or size maps to the same key.
+constants (a scalar the op takes, such as a norm's eps, written as its name; the model's dtype as 'op'; sizes, such
+as shape symbols and a slice's split point, left out), so an isomorphic subgraph of another model or size maps to
+the same key.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pydantic import Field
 
 from ..records import Record, canonical_json, content_hash, evaluate_expression
 from .evidence import Evidence
+from .emit import BIG
 from .opgen import heldout_axes
 from .plans import OpPlan
 from .records import Signature
@@ -56,6 +58,9 @@ def pattern_key(sig: Signature, plan: OpPlan) -> str:
         st = sig.steps[k]
         consts = [f"${named[(k, i)]}" if (k, i) in named else SYMBOL.sub("s", c) for i, c in enumerate(st.consts)]
         consts = ["op" if model.get(c) == plan.dtype.value else c for c in consts]
+        if st.op == "aten.slice.Tensor":
+            # a split point is a size (half the head dimension), which the reference computes from the shapes
+            consts = [c if i == 0 or c in ("0", str(BIG)) else "size" for i, c in enumerate(consts)]
         steps.append([k, st.op, st.operands, consts, "op" if model.get(st.dtype) == plan.dtype.value else st.dtype])
     return "pat-" + content_hash({"family": sig.family, "kind": plan.kind, "steps": steps,
                                   "inputs": [p.operand for p in plan.inputs],

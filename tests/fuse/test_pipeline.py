@@ -1,0 +1,125 @@
+"""`fuse` end to end in Triton's interpreter: llama-tiny's patterns realised through the loop (budget 1), admitted
+into a pattern table on verification alone, composed into its exported graph; qwen2-tiny at other shapes reuses
+the table -- re-verification, no search; gpt2-tiny's GEMM + GELU epilogue through the CLI.
+
+TRITON_INTERPRET must be set before triton is imported anywhere, hence the first lines.
+"""
+
+import os
+
+if os.environ.get("KERNELLOOP_GPU_TIER") != "1":
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+from kernelloop.archive import Archive  # noqa: E402
+from kernelloop.fuse import FuseReport, PatternTable, fuse  # noqa: E402
+
+pytest.importorskip("transformers")
+from kernelloop.capture import models  # noqa: E402
+
+pytestmark = pytest.mark.skipif(os.environ.get("KERNELLOOP_GPU_TIER") == "1", reason="interpreter tests")
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("fuse")
+
+
+@pytest.fixture(scope="module")
+def llama(work):
+    model, inputs = models.build("llama-tiny")
+    return model, inputs, fuse(model, [inputs], out=work / "llama", budget=1, table=work / "patterns.sqlite")
+
+
+@pytest.fixture(scope="module")
+def qwen(work, llama):
+    model, inputs = models.build("qwen2-tiny", batch=3, seq=5)
+    return model, inputs, fuse(model, [inputs], out=work / "qwen2", budget=1, table=work / "patterns.sqlite",
+                               families=["residual_add_norm", "gemm_gate"])
+
+
+def _by_kind(report: FuseReport) -> dict[str, list]:
+    out = {}
+    for p in report.patterns:
+        out.setdefault(p.kind, []).append(p)
+    return out
+
+
+def test_llama_patterns_realised_and_composed(llama):
+    model, inputs, result = llama
+    r = result.report
+    kinds = _by_kind(r)
+    assert sorted(kinds) == ["add_norm", "dual_gemm", "gate_mul", "rotary"]
+    assert all(p.passed and p.source == "search" and p.speed == "not measured" for p in r.patterns)
+    assert all(p.table.endswith("speed not measured") for p in r.patterns)
+    replaced = {}
+    for s in r.sites:
+        replaced.setdefault(s.kind, []).append(s.replaced)
+    # residual add + RMSNorm: 3 returning both, 1 feeding only the final norm; SwiGLU as the dual GEMM (it
+    # replaces more of the graph than its elementwise tail, which overlaps it); rotary on q and k per layer
+    assert replaced == {"add_norm": [True] * 4, "dual_gemm": [True] * 2, "rotary": [True] * 2,
+                        "gate_mul": [False] * 2}
+    assert {s.reason for s in r.sites if not s.replaced} == {"overlaps a site with a larger gain"}
+    spans = [s.module_paths for s in r.sites if s.kind == "add_norm"]
+    assert ["model.layers.0", "model.layers.1.input_layernorm"] in spans   # layer 0's residual add, layer 1's norm
+    (e,) = r.e2e
+    assert e.outputs_ok and min(c.cosine for c in e.checks) > 0.9999 and e.kept is None
+    hits = {p.op: e.counts[p.op]["hits"] for p in r.patterns}
+    assert all(hits[p.op] > 0 for p in r.patterns if p.replaced) and not e.counts[kinds["gate_mul"][0].op]["hits"]
+    assert r.kept and result.model is result.fused and (Path(r.package) / "kernelloop-package.json").is_file()
+    assert FuseReport.model_validate_json((Path(r.package).parent / "report.json").read_text()) == r
+
+
+def test_fused_model_is_the_models_own_call(llama):
+    model, inputs, result = llama
+    fused = result.fused
+    with torch.no_grad():
+        got, want = fused(*inputs), model(*inputs)
+        assert type(got) is type(want) and got.logits.shape == want.logits.shape
+        other = torch.randint(0, models.VOCAB, (1, 5))           # a shape it was not composed for: the model runs
+        torch.testing.assert_close(fused(other).logits, model(other).logits, rtol=0, atol=0)
+    assert fused.fallbacks == 1
+
+
+def test_qwen2_reuses_the_table_without_a_search(qwen, work):
+    _, _, result = qwen
+    r = result.report
+    assert r.kept and r.e2e[0].outputs_ok
+    assert sorted(_by_kind(r)) == ["add_norm", "dual_gemm", "gate_mul"]
+    for p in r.patterns:
+        assert p.source == "table" and p.table == "hit" and p.passed, (p.op, p.table)
+        assert {tuple(sorted(w.axes.items())) for w in p.local} and all(w.status == "PASSED" for w in p.local)
+        assert [w.axes["M"] for w in p.local] == [15]        # a new shape (llama-tiny's was 16), re-verified
+    runs = sorted((work / "qwen2" / "runs").glob("*/archive.sqlite"))
+    assert len(runs) == len(r.patterns) and not (work / "qwen2" / "runs" / "search").exists()
+    for path in runs:
+        with Archive(path, readonly=True) as a:
+            run = a.runs()[0]["id"]
+            trials = a.trials(run)
+            assert trials and {a.get_candidate(t.candidate_id).proposer for t in trials} == {"pattern-table"}
+            assert len({t.workload_id for t in trials}) == len(trials)          # one candidate per workload
+            assert not a.events(run, "search") and not a.events(run, "prune")   # nothing was searched
+    with PatternTable(work / "patterns.sqlite") as t:
+        events = [x["event"] for x in t.log()]
+        assert events.count("reverified") == len(r.patterns)
+        reused = {p.pattern for p in r.patterns}
+        assert all(e.status == "unmeasured" and len(e.evidence) == (2 if e.key in reused else 1)
+                   for e in t.entries())
+
+
+def test_gpt2_gemm_epilogue_through_the_cli(work):
+    from kernelloop.cli.app import app
+    out = work / "gpt2"
+    res = CliRunner().invoke(app, ["fuse", "gpt2-tiny", "--family", "gemm_epilogue", "--budget", "1", "--out",
+                                   str(out), "--json"])
+    assert res.exit_code == 0, res.output[-3000:]
+    r = FuseReport.model_validate(json.loads(res.stdout))
+    (p,) = r.patterns
+    assert p.kind == "gemm_epilogue" and p.passed and p.replaced == 2 and p.ops[0] == "aten.addmm.default"
+    assert r.e2e[0].outputs_ok and r.e2e[0].counts[p.op]["hits"] > 0 and (out / "patterns.sqlite").is_file()
