@@ -120,6 +120,10 @@ SUITES = {s.name: s for s in (
               script("side-stream", 90, "benchmarks/side_stream.py", "--out", "{out}/side_stream.json"))),
     Suite("gpu-tier", "every test marked `gpu` (the CUDA evaluation path, timing policy, profiler, GPU kernels, the "
           "package on CUDA)", (gpu_tests("gpu-tests", 590),)),
+    Suite("fusion", "fusion from the model's graph on a Llama-3-8B-shaped decoder (4 layers, bf16, eps 1e-5): residual "
+          "add + RMSNorm, SwiGLU and rotary realised through the loop beside their unfused sequences, composed, "
+          "and timed end to end beside eager, torch.compile and Liger-Kernel at 4x2048 and 1x512",
+          (script("fusion-e2e", 560, "benchmarks/fusion_e2e.py", "--out", "{out}/fusion"),)),
     Suite("delivery", "the delivery path on the GPU: capture a model, optimize its cards, export a package, the "
           "end-to-end check with dispatch counts, one op re-optimized on the counted shapes; the package's GPU test "
           "and the packaged-op host overhead", (

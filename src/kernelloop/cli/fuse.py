@@ -135,6 +135,9 @@ def run(
     sanitize: Annotated[bool, typer.Option("--sanitize/--no-sanitize", help="compute-sanitizer over winners.")] = True,
     jobs: Annotated[int | None, typer.Option("--jobs", min=1, help="Loop runs at once (default 2 in the "
                                                                    "interpreter, 1 on a GPU).")] = None,
+    fix: Annotated[list[str] | None, typer.Option("--fix", help="KIND:NAME=V,NAME=V: parameters pinned in that "
+                                                                "kernel family's search (add_norm, dual_gemm, "
+                                                                "gate_mul, gemm_epilogue, rotary), repeatable.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the weights, inputs and searches.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the FuseReport as JSON.")] = False,
 ) -> None:
@@ -158,6 +161,13 @@ def run(
         dims = _shapes(shapes, batch, seq)
     except (UsageError, ValueError) as e:
         bad(str(e))
+    pins = {}
+    for f in fix or []:
+        kind, sep, assign = f.partition(":")
+        if not sep or kind not in ("add_norm", "dual_gemm", "gate_mul", "gemm_epilogue", "rotary") or "=" not in assign:
+            bad(f"--fix {f!r}: use KIND:NAME=V[,NAME=V], KIND one of add_norm, dual_gemm, gate_mul, gemm_epilogue, "
+                f"rotary")
+        pins[kind] = assign
     if dev != "cuda":
         if "triton" in _sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
             bad("Triton was imported before the interpreter could be chosen")
@@ -175,7 +185,8 @@ def run(
     try:
         result = fuse(net, examples, out=out, budget=int(budget) if budget.isdigit() else budget, device=dev,
                       strategy=strategy, table=table, families=family or None, seed=seed, confirm=confirm,
-                      sanitize=sanitize, jobs=jobs, on_note=lambda text: err.print(f"[dim]{text}[/dim]"))
+                      sanitize=sanitize, jobs=jobs, fix=pins or None,
+                      on_note=lambda text: err.print(f"[dim]{text}[/dim]"))
     except FuseError as e:
         err.print(f"[red]cannot fuse:[/red] {e}")
         raise typer.Exit(common.STOPPED)

@@ -2,8 +2,8 @@
 sequence (the op's eager and torch.compile baselines: the model's own ATen calls, and Inductor's code for them).
 
 On a GPU the numbers are the confirmation's (the best candidate beside the baselines, interleaved, with bootstrap
-intervals) when the run confirmed, else the search trial's. In Triton's interpreter nothing about speed is
-claimed: `speed` is "not measured".
+intervals) when the run confirmed, else the search trial's (also interleaved with the baselines). In Triton's
+interpreter nothing about speed is claimed: no times, no speed-ups, `speed` is "not measured".
 """
 
 from __future__ import annotations
@@ -95,6 +95,8 @@ def from_run(run_dir: Path, source: str) -> Evidence:
     trials = {t.id: t for t in run.trials()}
     rows = []
     with Archive(run.path, readonly=True) as archive:
+        env = archive.get_run(summary.run)["environment"]
+        timed = env.get("device") == "cuda"   # interpreter timings are not kernel performance: not reported
         finals = archive.finals(summary.run)
         for w in summary.workloads:
             mine = [t for t in trials.values() if t.workload_id == w.id]
@@ -113,12 +115,15 @@ def from_run(run_dir: Path, source: str) -> Evidence:
                     return got[0].kernel.median_us
                 r = ratios.get(name)
                 return m.kernel.median_us * r.speedup if r is not None else None
+            if not timed:
+                rows.append(WorkloadEvidence(axes=dict(w.axes), dtype=w.dtype, status=Status.PASSED.value,
+                                             candidate_id=w.best.candidate))
+                continue
             rows.append(WorkloadEvidence(
                 axes=dict(w.axes), dtype=w.dtype, status=Status.PASSED.value, candidate_id=w.best.candidate,
                 kernel_us=m.kernel.median_us, kernel_ci_us=[m.kernel.ci_low_us, m.kernel.ci_high_us],
                 eager_us=median("eager"), compile_us=median("torch.compile"), vs_eager=ratios.get("eager"),
                 vs_compile=ratios.get("torch.compile"), confirmed=confirmed))
-        env = archive.get_run(summary.run)["environment"]
         names = sorted({archive.get_candidate(t.candidate_id).proposer for t in trials.values()})
     return Evidence(run_id=summary.run, run_dir=str(run_dir), device=env.get("device", "interpret"),
                     gpu=env.get("gpu", ""), source=source, proposer=",".join(names), trials=len(trials),

@@ -237,13 +237,13 @@ def reference_for(plan: OpPlan, steps: list[fx.Node], operands: dict[str, fx.Nod
 def calibrate(spec: OpSpec, reference_file: Path, plan: OpPlan, seeds: int = 2) -> tuple[float, float | None]:
     """(the model's own worst error / the tolerance, the atol that holds it at half: every element's error at most
     half of atol x scale + rtol x |truth|) on seeded draws of the first workload, its held-out axis cut to at most
-    32; the second is None when the tolerance already holds it at half."""
+    16; the second is None when the tolerance already holds it at half."""
     from ..reference.inputs import make_inputs
     from ..reference.truth import load_reference
     ref = load_reference(str(reference_file))
     axes = dict(plan.workloads[0])
     for a in spec.heldout_axes or []:
-        axes[a] = min(axes[a], 32)
+        axes[a] = min(axes[a], 16)
     w = Workload(op=spec.name, axes=axes, dtype=plan.dtype)
     tol = spec.tolerance_for(w)
     scale = tol.atol / spec.tolerance[plan.dtype].atol if spec.tolerance[plan.dtype].atol else 1.0

@@ -116,7 +116,7 @@ def _examples(examples) -> list[tuple]:
 class _Group:
     plan: object
     signature: object
-    members: list[tuple[int, object, int]]   # (shape index, candidate, occurrence count)
+    members: list[tuple[int, object, object]]   # (shape index, candidate, its own plan: axes in its symbols)
     steps: list
     operands: dict
     op: str
@@ -129,14 +129,16 @@ def _model_dtype(model: torch.nn.Module) -> torch.dtype:
 def fuse(model: torch.nn.Module, examples, *, out: str | Path, budget: int | str | None = 2,
          device: str | None = None, strategy: str = "staged", table: str | Path | None = None,
          families: list[str] | None = None, seed: int = 0, confirm: bool | None = None, sanitize: bool = True,
-         jobs: int | None = None, seeds: tuple[int, ...] = (0, 1, 2), tolerance=None, rounds: int = 10,
+         jobs: int | None = None, fix: dict[str, str] | None = None, seeds: tuple[int, ...] = (0, 1, 2),
+         tolerance=None, rounds: int = 10,
          calls: int = 3, liger: bool = True, contributions: bool = True,
          on_note: Callable[[str], None] | None = None) -> FuseResult:
     """Fuse `model` on the example input tuples `examples` (several shapes allowed); everything is written under
     `out` (ops/, runs/, package/, report.json, and the pattern table unless `table` names another file).
     `budget`: the loop's evaluations per workload (or a duration); `families`: only these discovery families;
     `confirm`: confirm winners beside the baselines (default: on a GPU); `jobs`: loop runs at once (default 2 in
-    the interpreter, 1 on a GPU, where runs must not share it)."""
+    the interpreter, 1 on a GPU, where runs must not share it); `fix`: per kernel family ('add_norm', 'dual_gemm',
+    'gate_mul', 'gemm_epilogue', 'rotary') parameters pinned in its search, 'NAME=V,NAME=V'."""
     from ..api import resolve_device
     t0 = time.perf_counter()
     note = on_note or (lambda text: None)
@@ -146,7 +148,8 @@ def fuse(model: torch.nn.Module, examples, *, out: str | Path, budget: int | str
     out.mkdir(parents=True, exist_ok=True)
     exs = _examples(examples)
     options = R.RealiseOptions(device=dev, budget=budget, strategy=strategy, seed=seed,
-                               confirm=(dev == "cuda") if confirm is None else confirm, sanitize=sanitize)
+                               confirm=(dev == "cuda") if confirm is None else confirm, sanitize=sanitize,
+                               fix=dict(fix) if fix else None)
     mdtype = _model_dtype(model)
     cls = f"{type(model).__module__}.{type(model).__qualname__}"
     programs, reports, shapes = [], [], []
@@ -182,10 +185,10 @@ def fuse(model: torch.nn.Module, examples, *, out: str | Path, budget: int | str
                 g = groups.get((key, plan.kind))
                 if g is None:
                     steps = G.step_nodes(ep.graph, c.occurrences[0].nodes)
-                    groups[(key, plan.kind)] = _Group(plan, c.signature, [(i, c, len(c.occurrences))], steps,
+                    groups[(key, plan.kind)] = _Group(plan, c.signature, [(i, c, plan)], steps,
                                                       G.operand_nodes(steps, params), f"{plan.kind}_{key[4:14]}")
                 else:
-                    g.members.append((i, c, len(c.occurrences)))
+                    g.members.append((i, c, plan))
                     g.plan = g.plan.model_copy(update={"workloads": [*g.plan.workloads, *plan.workloads]})
     tbl = PatternTable(table if table is not None else out / "patterns.sqlite")
     try:
@@ -241,7 +244,7 @@ def _compose_and_check(model, exs, programs, shapes, groups, realised, reports, 
         patterns.append(PatternReport(
             pattern=r.pattern, family=g.plan.family, kind=g.plan.kind, op=r.op,
             ops=[G.target(g.steps[k]) for k in g.plan.steps if not G.is_view(g.steps[k])],
-            occurrences=sum(n for _, _, n in g.members), passed=r.passed,
+            occurrences=sum(len(c.occurrences) for _, c, _ in g.members), passed=r.passed,
             source=ev.source if ev else "", table=r.table, speed=ev.speed if ev else "not measured",
             local=list(ev.workloads) if ev else [], note=r.error))
     common = dict(model=f"{type(model).__module__}.{type(model).__qualname__}", device=dev, shapes=shapes,
@@ -269,11 +272,11 @@ def _compose_and_check(model, exs, programs, shapes, groups, realised, reports, 
         choices = []
         for key, g in groups.items():
             r = passed.get(key)
-            for si, c, _ in g.members:
+            for si, c, own in g.members:
                 if si != i or r is None:
                     continue
                 for oi, occ in enumerate(c.occurrences):
-                    wl = {a: int(v) for a, v in _axes(r.plan, occ.bindings).items()}
+                    wl = own.workloads[oi]
                     ch = Choice(r, oi, occ.nodes, wl, occ.module_paths)
                     why = _covered(package, r, wl)
                     if why:
@@ -322,7 +325,3 @@ def _compose_and_check(model, exs, programs, shapes, groups, realised, reports, 
     (out / "report.json").write_text(report.model_dump_json(indent=1))
     return FuseResult(report=report, model=fused if kept else model, fused=fused, package=package)
 
-
-def _axes(plan, bindings: dict[str, int]) -> dict[str, int]:
-    from ..records import evaluate_expression
-    return {a: int(evaluate_expression(e, dict(bindings))) for a, e in plan.axes.items()}

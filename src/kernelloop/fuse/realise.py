@@ -43,6 +43,7 @@ class RealiseOptions:
     confirm: bool = True
     sanitize: bool = True
     checks: int = 2
+    fix: dict | None = None       # kind -> parameters pinned in its search ('NAME=V,NAME=V'), e.g. a GPU's few configs
 
 
 class TableProposer:
@@ -85,9 +86,10 @@ def _loop(bundle, workloads: list[Workload], options: RealiseOptions, run_dir: P
     from ..api import optimize
     from ..loop import Controller, RunOptions
     if proposer is None:
+        kind = bundle.spec.templates[0].name
         return optimize(bundle.folder, workloads=workloads, budget=options.budget, device=options.device,
                         strategy=options.strategy, out=run_dir, seed=options.seed, checks=options.checks,
-                        confirm=options.confirm, sanitize=options.sanitize)
+                        confirm=options.confirm, sanitize=options.sanitize, fix=(options.fix or {}).get(kind))
     opts = RunOptions(device=options.device, budget_evals=1, strategy=options.strategy, seed=options.seed,
                       checks=options.checks, confirm=options.confirm, sanitize=options.sanitize)
     Controller(bundle, workloads, opts, run_dir, proposer=proposer).run()
