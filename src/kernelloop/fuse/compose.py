@@ -30,6 +30,7 @@ import torch.fx as fx
 from pydantic import Field
 from torch import nn
 
+from ..integrate.apply import _caller
 from ..records import Record
 from . import graph as G
 from .evidence import Realisation
@@ -98,11 +99,6 @@ def choose(choices: list[Choice]) -> tuple[list[Choice], list[tuple[Choice, str]
     return chosen, left
 
 
-def _caller(package, op: str):
-    from ..integrate.apply import _caller as make
-    return make(package[op])
-
-
 def _operand(name: str) -> str:
     return name if name.startswith("%") else "in" + name.lstrip("inp")
 
@@ -145,7 +141,7 @@ class _Rewrite:
                         default=None)
         if first_use is not None and order[first_use] <= order[last]:
             return "an input of the op is computed after a use of its result"
-        call = _caller(package, c.realisation.op)
+        call = _caller(package[c.realisation.op])
         with self.g.inserting_before(last.next):   # each new node before the same one: creation order kept
             args = []
             for p, node, peel in ins:

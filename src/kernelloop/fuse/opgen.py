@@ -14,6 +14,7 @@ to less.
 
 from __future__ import annotations
 
+import ast
 import math
 from importlib import resources
 from pathlib import Path
@@ -58,13 +59,39 @@ class OpGenError(ValueError):
     """The op folder cannot be written (the reference does not emit, or the model fails its own tolerance)."""
 
 
+def _template_text(name: str) -> str:
+    return (resources.files("kernelloop.fuse") / "templates" / name).read_text(encoding="utf-8")
+
+
+def _gemm_helpers() -> str:
+    """`_tile_of` and `_mma` of the built-in GEMM template (ops/gemm/kernel.py), as source."""
+    from ..builtin import ops_dir
+    src = (ops_dir() / "gemm" / "kernel.py").read_text(encoding="utf-8")
+    tree = ast.parse(src)
+    lines = src.splitlines()
+    out = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name in ("_tile_of", "_mma"):
+            start = min(d.lineno for d in node.decorator_list) if node.decorator_list else node.lineno
+            out.append("\n".join(lines[start - 1:node.end_lineno]))
+    if len(out) != 2:
+        raise OpGenError("the built-in GEMM template no longer defines _tile_of and _mma")
+    return "\n\n\n".join(out) + "\n"
+
+
 def template_source(plan: OpPlan) -> str:
-    """The template file's text, with the plan's generated epilogue in place."""
-    text = (resources.files("kernelloop.fuse") / "templates" / TEMPLATE_FILE[plan.kind]).read_text(encoding="utf-8")
+    """The template file's text, self-contained: the shared helpers (templates/common.py) and the plan's generated
+    epilogue in place."""
+    text = _template_text(TEMPLATE_FILE[plan.kind])
+    common = _template_text("common.py")
+    helpers = common[common.index("@triton.jit"):]
+    text = text.replace("# {COMMON}\n", "\n" + helpers.rstrip() + "\n\n", 1)
+    if "# {GEMM_HELPERS}" in text:
+        text = text.replace("# {GEMM_HELPERS}\n", "\n" + _gemm_helpers().rstrip() + "\n\n", 1)
     if "# {EPILOGUE}" in text:
         if not plan.epilogue:
             raise OpGenError(f"{plan.kind}: the template needs a generated epilogue")
-        text = text.replace("# {EPILOGUE}", "\n" + plan.epilogue.rstrip() + "\n")
+        text = text.replace("# {EPILOGUE}\n", "\n" + plan.epilogue.rstrip() + "\n\n")
     return text
 
 

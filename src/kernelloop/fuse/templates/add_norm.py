@@ -10,16 +10,7 @@ launch(a, b, weight, [bias], [s], y, *, eps, BLOCK_N, ROWS, num_warps, NORM, HAS
 import triton
 import triton.language as tl
 
-
-@triton.jit
-def _round(x, dtype: tl.constexpr, INTERPRETER: tl.constexpr):
-    """fp32 -> dtype, rounded to nearest even as a GPU does (the CPU interpreter truncates to bf16: the rounding
-    increment is added to the bits first there)."""
-    if INTERPRETER and dtype == tl.bfloat16:
-        bits = x.to(tl.uint32, bitcast=True)
-        x = (bits + 0x7FFF + ((bits >> 16) & 1)).to(tl.float32, bitcast=True)
-    return x.to(dtype)
-
+# {COMMON}
 
 @triton.jit
 def _add_norm_fwd(A, B, W, Bias, S, Y, M, N, eps,

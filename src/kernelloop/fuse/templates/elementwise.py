@@ -8,21 +8,7 @@ launch(x0, x1, out, *, BLOCK, num_warps)
 import triton
 import triton.language as tl
 
-
-@triton.jit
-def _round(x, dtype: tl.constexpr, INTERPRETER: tl.constexpr):
-    """fp32 -> dtype, rounded to nearest even (the CPU interpreter truncates to bf16: round the bits first)."""
-    if INTERPRETER and dtype == tl.bfloat16:
-        bits = x.to(tl.uint32, bitcast=True)
-        x = (bits + 0x7FFF + ((bits >> 16) & 1)).to(tl.float32, bitcast=True)
-    return x.to(dtype)
-
-
-@triton.jit
-def _tanh(x):
-    e = tl.exp(-2.0 * tl.abs(x))
-    t = (1.0 - e) / (1.0 + e)
-    return tl.where(x < 0, -t, t)
+# {COMMON}
 
 # {EPILOGUE}
 

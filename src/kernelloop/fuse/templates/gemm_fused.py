@@ -8,9 +8,10 @@ one rounding at the store. `_epilogue` below is written from the pattern's own s
   tensors enter the epilogue: EK0/EK1 = 1 for a [N] row, 2 for a [M, N] tile.
 - TRANS_B=1: the weights are [N, K] (nn.Linear's layout), else [K, N].
 
-Scheduling as the project's GEMM template: one output tile per program, or a persistent grid of one program per SM
-(PERSISTENT=1); tiles visited in GROUP_M-row groups for L2 reuse; TMA=1 loads A/B tiles and stores C through
-host-built tensor descriptors (sm_90).
+Scheduling as the project's GEMM template (ops/gemm/kernel.py, whose `_tile_of` and `_mma` are written in where it
+says GEMM_HELPERS): one output tile per program, or a persistent grid of one program per SM (PERSISTENT=1); tiles
+visited in GROUP_M-row groups for L2 reuse; TMA=1 loads A/B tiles and stores C through host-built tensor
+descriptors (sm_90).
 
 launch(a, b0, [b1], [bias], [e0], [e1], c, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages,
        PERSISTENT, TMA, DUAL, TRANS_B, HAS_BIAS, EK0=0, EK1=0)
@@ -21,42 +22,9 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+# {COMMON}
 
-@triton.jit
-def _tile_of(tile, num_m, num_n, GROUP_M: tl.constexpr):
-    """(pid_m, pid_n) of a linear tile index, GROUP_M tile-rows at a time (L2 reuse of B's columns)."""
-    per_group = GROUP_M * num_n
-    first_m = (tile // per_group) * GROUP_M
-    rows = tl.minimum(num_m - first_m, GROUP_M)
-    pid_m = first_m + (tile % per_group) % rows
-    pid_n = (tile % per_group) // rows
-    return pid_m, pid_n
-
-
-@triton.jit
-def _mma(a, b, acc, INTERPRETER: tl.constexpr):
-    """acc + a @ b, fp32 accumulation (operands widened first in the CPU interpreter, which multiplies bf16 as
-    bit patterns)."""
-    if INTERPRETER:
-        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
-    else:
-        return tl.dot(a, b, acc)
-
-
-@triton.jit
-def _round(x, dtype: tl.constexpr, INTERPRETER: tl.constexpr):
-    """fp32 -> dtype, rounded to nearest even (the CPU interpreter truncates to bf16: round the bits first)."""
-    if INTERPRETER and dtype == tl.bfloat16:
-        bits = x.to(tl.uint32, bitcast=True)
-        x = (bits + 0x7FFF + ((bits >> 16) & 1)).to(tl.float32, bitcast=True)
-    return x.to(dtype)
-
-
-@triton.jit
-def _tanh(x):
-    e = tl.exp(-2.0 * tl.abs(x))
-    t = (1.0 - e) / (1.0 + e)
-    return tl.where(x < 0, -t, t)
+# {GEMM_HELPERS}
 
 # {EPILOGUE}
 

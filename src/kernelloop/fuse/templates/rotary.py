@@ -9,15 +9,7 @@ launch(q, k, cos, sin, qo, ko, *, POS, BLOCK_H, num_warps)
 import triton
 import triton.language as tl
 
-
-@triton.jit
-def _round(x, dtype: tl.constexpr, INTERPRETER: tl.constexpr):
-    """fp32 -> dtype, rounded to nearest even (the CPU interpreter truncates to bf16: round the bits first)."""
-    if INTERPRETER and dtype == tl.bfloat16:
-        bits = x.to(tl.uint32, bitcast=True)
-        x = (bits + 0x7FFF + ((bits >> 16) & 1)).to(tl.float32, bitcast=True)
-    return x.to(dtype)
-
+# {COMMON}
 
 @triton.jit
 def _rotate(X, Out, base, H, D, c, sn, d, rot, sign, dmask,
