@@ -123,3 +123,12 @@ def test_gpt2_gemm_epilogue_through_the_cli(work):
     (p,) = r.patterns
     assert p.kind == "gemm_epilogue" and p.passed and p.replaced == 2 and p.ops[0] == "aten.addmm.default"
     assert r.e2e[0].outputs_ok and r.e2e[0].counts[p.op]["hits"] > 0 and (out / "patterns.sqlite").is_file()
+
+
+def test_cli_bad_input_is_exit_2(work):
+    from kernelloop.cli.app import app
+    for args in (["--fix", "dual_gemm=BLOCK_M=64"], ["--shapes", "2by8"], ["--dtype", "fp8"]):
+        res = CliRunner().invoke(app, ["fuse", "llama-tiny", "--out", str(work / "bad"), *args])
+        assert res.exit_code == 2 and "bad argument" in res.output, (args, res.output)
+    res = CliRunner().invoke(app, ["fuse", "no-such-model", "--out", str(work / "bad")])
+    assert res.exit_code == 2 and "unknown model" in res.output
