@@ -42,6 +42,7 @@ GPU_FIX = {
     "dual_gemm": "TMA=1,PERSISTENT=1,BLOCK_M=128,BLOCK_N=128,BLOCK_K=64,GROUP_M=8,num_warps=8",  # stages 2..4
     "add_norm": "ROWS=1",                                                         # num_warps 1..16: 5
     "gate_mul": "num_warps=8",                                                    # BLOCK 256..8192: 6
+    "act_tail": "num_warps=8",
     "rotary": "POS=1,num_warps=4",                                                # BLOCK_H 1..32: 6
     "gemm_epilogue": "TMA=1,PERSISTENT=1,BLOCK_M=128,BLOCK_N=128,BLOCK_K=64,GROUP_M=8,num_warps=8",
 }

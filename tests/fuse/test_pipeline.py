@@ -120,8 +120,9 @@ def test_gpt2_gemm_epilogue_through_the_cli(work):
                                    str(out), "--json"])
     assert res.exit_code == 0, res.output[-3000:]
     r = FuseReport.model_validate(json.loads(res.stdout))
-    (p,) = r.patterns
+    p, tail = r.patterns       # addmm + the tanh GELU chain as one GEMM; the chain alone overlaps it
     assert p.kind == "gemm_epilogue" and p.passed and p.replaced == 2 and p.ops[0] == "aten.addmm.default"
+    assert tail.kind == "act_tail" and tail.passed and tail.replaced == 0 and "aten.tanh.default" in tail.ops
     assert r.e2e[0].outputs_ok and r.e2e[0].counts[p.op]["hits"] > 0 and (out / "patterns.sqlite").is_file()
 
 

@@ -68,6 +68,8 @@ def test_gpt2_plans_and_refusal():
     (c, epi), = g["gemm_epilogue"]
     assert epi.pinned == {"DUAL": 0, "TRANS_B": 0, "HAS_BIAS": 1} and [x.name for x in epi.inputs] == ["a", "b", "bias"]
     assert "_tanh(" in epi.epilogue and epi.workloads[0] == {"M": 16, "N": 512, "K": 128}
+    (_, tail), = g["act_tail"]
+    assert tail.steps == list(range(1, 10)) and tail.inputs[0].operand == "%0" and tail.pinned == {"N_IN": 1}
     ln = next(p for _, p in g["add_norm"] if len(p.outputs) == 2)
     assert ln.pinned["NORM"] == "layer" and ln.pinned["HAS_BIAS"] == 1 and ln.scalars == {"eps": 1e-5}
     assert any("broadcasts" in r for r in g["refused"])   # the embedding add: [B, S, H] + [1, S, H]

@@ -137,7 +137,8 @@ def run(
                                                                    "interpreter, 1 on a GPU).")] = None,
     fix: Annotated[list[str] | None, typer.Option("--fix", help="KIND:NAME=V,NAME=V: parameters pinned in that "
                                                                 "kernel family's search (add_norm, dual_gemm, "
-                                                                "gate_mul, gemm_epilogue, rotary), repeatable.")] = None,
+                                                                "gate_mul, gemm_epilogue, act_tail, rotary), "
+                                                                "repeatable.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the weights, inputs and searches.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the FuseReport as JSON.")] = False,
 ) -> None:
@@ -161,12 +162,15 @@ def run(
         dims = _shapes(shapes, batch, seq)
     except (UsageError, ValueError) as e:
         bad(str(e))
+    from typing import get_args
+
+    from ..fuse.plans import Kind
+    kinds = get_args(Kind)
     pins = {}
     for f in fix or []:
         kind, sep, assign = f.partition(":")
-        if not sep or kind not in ("add_norm", "dual_gemm", "gate_mul", "gemm_epilogue", "rotary") or "=" not in assign:
-            bad(f"--fix {f!r}: use KIND:NAME=V[,NAME=V], KIND one of add_norm, dual_gemm, gate_mul, gemm_epilogue, "
-                f"rotary")
+        if not sep or kind not in kinds or "=" not in assign:
+            bad(f"--fix {f!r}: use KIND:NAME=V[,NAME=V], KIND one of {', '.join(kinds)}")
         pins[kind] = assign
     if dev != "cuda":
         if "triton" in _sys.modules and os.environ.get("TRITON_INTERPRET") != "1":

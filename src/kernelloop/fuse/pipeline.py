@@ -133,18 +133,23 @@ def fuse(model: torch.nn.Module, examples, *, out: str | Path, budget: int | str
          tolerance=None, rounds: int = 10,
          calls: int = 3, liger: bool = True, contributions: bool = True,
          on_note: Callable[[str], None] | None = None) -> FuseResult:
-    """Fuse `model` on the example input tuples `examples` (several shapes allowed); everything is written under
-    `out` (ops/, runs/, package/, report.json, and the pattern table unless `table` names another file).
+    """Fuse `model` on the example input tuples `examples` (several shapes allowed, positional arguments); everything
+    is written under `out` (ops/, runs/, package/, report.json, and the pattern table unless `table` names another
+    file; an `out` that already holds runs is refused: UsageError).
     `budget`: the loop's evaluations per workload (or a duration); `families`: only these discovery families;
     `confirm`: confirm winners beside the baselines (default: on a GPU); `jobs`: loop runs at once (default 2 in
     the interpreter, 1 on a GPU, where runs must not share it); `fix`: per kernel family ('add_norm', 'dual_gemm',
-    'gate_mul', 'gemm_epilogue', 'rotary') parameters pinned in its search, 'NAME=V,NAME=V'."""
-    from ..api import resolve_device
+    'gate_mul', 'gemm_epilogue', 'act_tail', 'rotary') parameters pinned in its search, 'NAME=V,NAME=V'."""
+    from ..api import UsageError, check_strategy, resolve_device
     t0 = time.perf_counter()
     note = on_note or (lambda text: None)
     dev = resolve_device(device)
-    _interpreter(dev)
+    check_strategy(strategy)
     out = Path(out)
+    if (out / "runs").exists() and any((out / "runs").iterdir()):
+        raise UsageError(f"{out} already holds loop runs: choose a new out folder (the pattern table can be shared: "
+                         f"table=...)")
+    _interpreter(dev)
     out.mkdir(parents=True, exist_ok=True)
     exs = _examples(examples)
     options = R.RealiseOptions(device=dev, budget=budget, strategy=strategy, seed=seed,
@@ -179,7 +184,7 @@ def fuse(model: torch.nn.Module, examples, *, out: str | Path, budget: int | str
             if families and c.family not in families:
                 continue
             plans, why = plan_candidate(c)
-            refused += why
+            refused += [r for r in why if r not in refused]
             for plan in plans:
                 key = pattern_key(c.signature, plan)
                 g = groups.get((key, plan.kind))

@@ -11,6 +11,8 @@ Each kernel family reads the candidate's signature and says how one op replaces 
   library. It overlaps `dual_gemm`; composition keeps the one that gains more.
 - `gemm_epilogue` (gemm_epilogue): linear / addmm / mm with its bias, then the elementwise chain as the GEMM's
   epilogue (GPT-2's tanh GELU).
+- `act_tail` (gemm_epilogue, the same occurrence's chain): the elementwise chain alone on the GEMM's [M, N] result,
+  the GEMM left to the library; it overlaps `gemm_epilogue` as `gate_mul` overlaps `dual_gemm`.
 - `rotary` (rotary): q [B, S, HQ, D] and k [B, S, HK, D] (the projections' layout, before the transpose the model
   makes) with cos and sin [C, S, D]; results in the same layout.
 
@@ -28,7 +30,7 @@ from ..records.spec import evaluate_expression
 from . import codegen
 from .records import Candidate, Family, Signature
 
-Kind = Literal["add_norm", "dual_gemm", "gate_mul", "gemm_epilogue", "rotary"]
+Kind = Literal["add_norm", "dual_gemm", "gate_mul", "gemm_epilogue", "act_tail", "rotary"]
 GEMMS = ("aten.linear.default", "aten.addmm.default", "aten.mm.default")
 GEMM_ARGS = ["acc0", "acc1", "e0", "e1"]   # what the fused GEMM template passes its epilogue
 TORCH_TO_DTYPE = {"bfloat16": DType.bf16, "float16": DType.fp16, "float32": DType.fp32}
@@ -251,6 +253,7 @@ def gemm_gate(c: Candidate) -> list[OpPlan]:
                       PortPlan(name="w0", axes=["N", "K"], operand=w0),
                       PortPlan(name="w1", axes=["N", "K"], operand=w1)]),
         _plan(c, "gate_mul", steps=rest, axes={"M": axes["M"], "N": axes["N"]}, outputs=[out], epilogue=tail_epi,
+              pinned={"N_IN": 2},
               inputs=[PortPlan(name="x0", axes=["M", "N"], operand=f"%{gk[0]}"),
                       PortPlan(name="x1", axes=["M", "N"], operand=f"%{gk[1]}")]),
     ]
@@ -286,10 +289,17 @@ def gemm_epilogue(c: Candidate) -> list[OpPlan]:
     if len(extras) > 2:
         raise Unsupported(f"{len(extras)} tensors besides the GEMM's enter the epilogue (the template loads two)")
     epi = codegen.epilogue_source(sig.steps, {"%0": "acc0"}, extras, sig.outputs[0], GEMM_ARGS)
-    return [_plan(c, "gemm_epilogue", steps=list(range(len(sig.steps))), axes=axes, inputs=ins, epilogue=epi,
-                  outputs=[PortPlan(name="out", axes=["M", "N"], operand=sig.outputs[0])],
-                  pinned={"DUAL": 0, "TRANS_B": trans_b, "HAS_BIAS": int(bias is not None),
-                          **{f"EK{i}": (1 if p.axes == ["N"] else 2) for i, p in enumerate(ins[2 + (bias is not None):])}})]
+    out = PortPlan(name="out", axes=["M", "N"], operand=sig.outputs[0])
+    plans = [_plan(c, "gemm_epilogue", steps=list(range(len(sig.steps))), axes=axes, inputs=ins, epilogue=epi,
+                   outputs=[out], pinned={"DUAL": 0, "TRANS_B": trans_b, "HAS_BIAS": int(bias is not None),
+                                          **{f"EK{i}": (1 if p.axes == ["N"] else 2)
+                                             for i, p in enumerate(ins[2 + (bias is not None):])}})]
+    if not extras:   # the chain alone, on the GEMM's result (the library's GEMM kept)
+        tail = codegen.epilogue_source(sig.steps, {"%0": "x0"}, {}, sig.outputs[0], ["x0", "x1"])
+        plans.append(_plan(c, "act_tail", steps=list(range(1, len(sig.steps))), axes={"M": axes["M"], "N": axes["N"]},
+                           inputs=[PortPlan(name="x0", axes=["M", "N"], operand="%0")], outputs=[out],
+                           epilogue=tail, pinned={"N_IN": 1}))
+    return plans
 
 
 # -- rotary ----------------------------------------------------------------------------------------------------------
