@@ -252,6 +252,13 @@ def _compose_and_check(model, exs, programs, shapes, groups, realised, reports, 
             occurrences=sum(len(c.occurrences) for _, c, _ in g.members), passed=r.passed,
             source=ev.source if ev else "", table=r.table, speed=ev.speed if ev else "not measured",
             local=list(ev.workloads) if ev else [], note=r.error))
+    for p in patterns:   # each pattern's local figures in the log as soon as they exist
+        local = "; ".join(f"{'x'.join(map(str, w.axes.values()))}: {w.status} "
+                          f"{'' if w.kernel_us is None else f'{w.kernel_us:.2f} us'}"
+                          f"{'' if w.vs_eager is None else f' vs eager {w.vs_eager.speedup:.3f}x {w.vs_eager.verdict.value}'}"
+                          f"{'' if w.vs_compile is None else f' vs compile {w.vs_compile.speedup:.3f}x'}"
+                          for w in p.local)
+        note(f"pattern {p.op} ({p.family}): {'PASSED' if p.passed else 'not passed'}, {p.speed}; {local or p.note}")
     common = dict(model=f"{type(model).__module__}.{type(model).__qualname__}", device=dev, shapes=shapes,
                   budget=str(budget), strategy=strategy, discovery=reports, refused=refused,
                   table=str(table if table is not None else out / "patterns.sqlite"))
@@ -310,6 +317,11 @@ def _compose_and_check(model, exs, programs, shapes, groups, realised, reports, 
         checks.append(end_to_end(model, fused, exs[i], ep, package, shapes[i], site_choices[shapes[i]],
                                  seeds=seeds, tolerance=tolerance, rounds=rounds, calls=calls, liger=liger,
                                  contributions=contributions))
+        e = checks[-1]
+        note(f"{shapes[i]}: outputs {'within' if e.outputs_ok else 'OUTSIDE'} tolerance; "
+             + ", ".join(f"{t.variant} {t.ms.median_us:.3f} ms" for t in e.times)
+             + "".join(f"; {r.baseline} {r.speedup:.3f}x {r.verdict.value}" for r in e.speedups)
+             + (f"; {e.liger_note}" if e.liger_note else ""))
     for e in checks:
         for op, ratio in e.contributions.items():
             for j, p in enumerate(patterns):
