@@ -110,6 +110,9 @@ def summary(report) -> str:
             kus = f"{w.kernel_us:.2f}" if w.kernel_us is not None else ""
             L.append(head + f"| {axes} | {kus} | {_ci(w.vs_eager) if w.vs_eager else p.speed} | "
                      f"{_ci(w.vs_compile) if w.vs_compile else ''} | {contrib if i == 0 else ''} |")
+    if report.masks:
+        L += ["", "## Causal masks", "", *(f"- {m.shape} {m.node}: {'is_causal' if m.replaced else 'mask kept'} -- "
+                                           f"{m.reason}" for m in report.masks)]
     for e in report.e2e:
         L += ["", f"## End to end {e.shape}", "",
               f"logits: {'within' if e.outputs_ok else 'OUTSIDE'} tolerance; min cosine "
@@ -121,8 +124,8 @@ def summary(report) -> str:
                   for t in e.times]
             L += ["", *(f"- {r.baseline}: {_ci(r)}" for r in e.speedups)]
             L += [f"- without {op}: {_ci(r)} (fused over fused-{op})" for op, r in e.contributions.items()]
-        else:
-            L.append(e.speed_note)
+        if e.speed_note:
+            L.append(f"- {e.speed_note}")
         if e.liger_note:
             L.append(f"- liger: {e.liger_note}")
         L.append(f"- kernel hits: {json.dumps({k: v['hits'] for k, v in e.counts.items()})}")
@@ -141,6 +144,8 @@ def main() -> int:
     ap.add_argument("--device", choices=("cuda", "interpret"), default=None)
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--calls", type=int, default=3)
+    ap.add_argument("--table", type=Path, default=None, help="an earlier run's patterns.sqlite: copied into OUT "
+                                                              "first, so its realisations are re-verified, not searched")
     ap.add_argument("--no-liger", action="store_true")
     ap.add_argument("--no-contributions", action="store_true", help="skip the fused-without-each-pattern variants")
     args = ap.parse_args()
@@ -153,6 +158,8 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     log = open(out / "log.txt", "w")
+    if args.table is not None:
+        shutil.copy(args.table, out / "patterns.sqlite")
 
     def note(text: str) -> None:
         line = f"[{time.time() - t0:7.1f}s] {text}"

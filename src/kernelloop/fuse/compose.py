@@ -34,6 +34,7 @@ from ..integrate.apply import _caller
 from ..records import Record
 from . import graph as G
 from .evidence import Realisation
+from .masks import MaskRewrite, causal_sdpa
 
 INVERSE = {"aten.transpose.int": lambda args: ("aten.transpose.int", args),
            "aten.unsqueeze.default": lambda args: ("aten.squeeze.dim", args)}
@@ -180,11 +181,16 @@ class _Rewrite:
         return self.gm
 
 
-def rewrite(ep: torch.export.ExportedProgram, choices: list[Choice], package, shape: str
-            ) -> tuple[fx.GraphModule, list[Site]]:
-    """The exported program's module with `choices` (non-overlapping) replaced; a Site per choice."""
+def rewrite(ep: torch.export.ExportedProgram, choices: list[Choice], package, shape: str,
+            masks: list[MaskRewrite] | None = None) -> tuple[fx.GraphModule, list[Site]]:
+    """The exported program's module with `choices` (non-overlapping) replaced; a Site per choice. Causal masks
+    that export made explicit go back to SDPA as `is_causal` where provably the same (masks.py); each SDPA call
+    with a mask is recorded in `masks` when a list is given."""
     gm = ep.module()
     rw = _Rewrite(gm)
+    found = causal_sdpa(gm, shape)
+    if masks is not None:
+        masks.extend(found)
     sites = []
     for c in choices:
         r = c.realisation

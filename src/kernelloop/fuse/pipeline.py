@@ -37,6 +37,7 @@ from .compose import Choice, FusedModel, Site, choose, rewrite, shape_key
 from .discover import discover_graph
 from .endtoend import EndToEnd, end_to_end
 from .evidence import Realisation, WorkloadEvidence
+from .masks import MaskRewrite
 from .plans import Refusal, plan_candidate
 from .records import DiscoveryReport
 from .table import PatternTable, pattern_key
@@ -74,6 +75,8 @@ class FuseReport(Record):
     refused: list[Refusal] = Field(default_factory=list)
     patterns: list[PatternReport] = Field(default_factory=list)
     sites: list[Site] = Field(default_factory=list)
+    masks: list[MaskRewrite] = Field(default_factory=list, description="SDPA calls whose explicit causal mask "
+                                     "(made by export) went back to is_causal, or why not.")
     e2e: list[EndToEnd] = Field(default_factory=list)
     kept: bool = Field(description="Whether the composed model is what `fuse` returns.")
     verdict: str = Field(description="Why it is kept or not.")
@@ -277,6 +280,7 @@ def _compose_and_check(model, exs, programs, shapes, groups, realised, reports, 
     package = load_package(pkg_dir).register()
     fused = FusedModel(model)
     sites: list[Site] = []
+    masks: list[MaskRewrite] = []
     site_choices: dict[str, list[Choice]] = {}
     for i, ep in enumerate(programs):
         if ep is None:
@@ -302,7 +306,7 @@ def _compose_and_check(model, exs, programs, shapes, groups, realised, reports, 
             sites.append(Site(shape=shapes[i], op=ch.realisation.op, kind=ch.realisation.plan.kind,
                               pattern=ch.realisation.pattern, nodes=sorted(ch.covered), module_paths=ch.module_paths,
                               gain_us=ch.gain_us(), replaced=False, reason=why))
-        gm, done = rewrite(ep, chosen, package, shapes[i])
+        gm, done = rewrite(ep, chosen, package, shapes[i], masks)
         sites += done
         site_choices[shapes[i]] = [c for c, s in zip(chosen, done) if s.replaced]
         fused.add_graph(shapes[i], gm)
@@ -337,7 +341,7 @@ def _compose_and_check(model, exs, programs, shapes, groups, realised, reports, 
         verdict, kept = "kept: outputs within tolerance (speed not measured)", True
     else:
         verdict, kept = "kept: outputs within tolerance and not slower than eager", True
-    report = FuseReport(**common, patterns=patterns, sites=sites, e2e=checks, kept=kept, verdict=verdict,
+    report = FuseReport(**common, patterns=patterns, sites=sites, masks=masks, e2e=checks, kept=kept, verdict=verdict,
                         package=str(pkg_dir), seconds=time.perf_counter() - t0)
     (out / "report.json").write_text(report.model_dump_json(indent=1))
     return FuseResult(report=report, model=fused if kept else model, fused=fused, package=package)
