@@ -15,7 +15,9 @@ from kernelloop.cli import common
 from kernelloop.cli.app import app
 
 runner = CliRunner()
-NO_RESULTS = {"mcp"}   # a stdio server: it prints no results of its own
+NO_RESULTS = {"mcp",            # a stdio server: it prints no results of its own
+              "schedule show",  # its output is the schedule as JSON already
+              "schedule lower"}  # its output is Gluon source
 ARCHIVE = Path(__file__).resolve().parents[1] / "fixtures" / "archives" / "h200-attention-exhaustive.sqlite.gz"
 
 
@@ -66,3 +68,15 @@ def test_agent_status_and_submit_accept_json(tmp_path):
     k.write_text("def launch():\n    pass\n")
     r = runner.invoke(app, ["submit", str(k), "--workspace", str(tmp_path), "--json"])
     assert r.exit_code == common.BAD_INPUT and "not a kernelloop workspace" in json.loads(r.stdout)["error"]
+
+
+def test_schedule_write_check_and_extend_ledger_answer_in_json():
+    """`schedule write --check --json`: the generated templates are up to date (the committed files); `extend ledger
+    --json`: the committed ledger's entries as records."""
+    r = runner.invoke(app, ["schedule", "write", "--check", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == {"stale": [], "up_to_date": True}
+    r = runner.invoke(app, ["extend", "ledger", "--json"])
+    assert r.exit_code == 0, r.output
+    entries = json.loads(r.stdout)
+    assert entries and all({"extension", "accepted"} <= set(e) for e in entries)

@@ -29,10 +29,14 @@ def _verdicts(subset: str, ops: Optional[list[str]], jobs: int):
 @extend_app.command("baseline")
 def baseline(out: Annotated[Path, typer.Option(help="Where to write the verdicts (JSON).")],
              subset: Subset = "ci", op: Annotated[Optional[list[str]], typer.Option(help="Only these ops.")] = None,
-             jobs: Annotated[int, typer.Option(help="Build processes.")] = 2) -> None:
+             jobs: Annotated[int, typer.Option(help="Build processes.")] = 2,
+             as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Run the task set on the tree as it is and write every task's verdict (before the change)."""
     verdicts = _verdicts(subset, op, jobs)
     out.write_text(json.dumps([v.model_dump(mode="json") for v in verdicts], indent=1) + "\n")
+    if as_json:
+        print(json.dumps({"verdicts": len(verdicts), "good": sum(v.good for v in verdicts), "out": str(out)}))
+        return
     common.console().print(f"{len(verdicts)} verdicts ({sum(v.good for v in verdicts)} good) -> {out}")
 
 
@@ -71,11 +75,15 @@ def check(name: Annotated[str, typer.Option(help="The extension's name.")],
 
 
 @extend_app.command("ledger")
-def show_ledger(ledger: Annotated[Path, typer.Option(help="The ledger of extensions.")] = LEDGER) -> None:
+def show_ledger(ledger: Annotated[Path, typer.Option(help="The ledger of extensions.")] = LEDGER,
+                as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """The rules learned: every extension checked, accepted or refused, with its effect."""
     from ..extend import ledger_entries
     console = common.console()
     entries = ledger_entries(ledger)
+    if as_json:
+        print(json.dumps([r.model_dump(mode="json") for r in entries], indent=1))
+        return
     if not entries:
         console.print(f"no extensions recorded in {ledger}")
     for r in entries:

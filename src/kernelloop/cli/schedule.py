@@ -75,8 +75,8 @@ def lower_cmd(name: Name, config: Config = None,
 
 
 @schedule_app.command("write")
-def write(check: Annotated[bool, typer.Option("--check", help="Only say whether the files are up to date.")] = False
-          ) -> None:
+def write(check: Annotated[bool, typer.Option("--check", help="Only say whether the files are up to date.")] = False,
+          as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """(Re)generate ops/gemm's schedule_*.py from the library's schedules."""
     from ..builtin import ops_dir
     from ..schedule.library import GENERATED_FILES, LIBRARY
@@ -91,7 +91,10 @@ def write(check: Annotated[bool, typer.Option("--check", help="Only say whether 
             if not check:
                 path.write_text(text)
     verb = "stale" if check else "written"
-    console.print(f"{verb}: {', '.join(stale)}" if stale else "up to date")
+    if as_json:
+        print(json.dumps({verb: stale, "up_to_date": not stale}))
+    else:
+        console.print(f"{verb}: {', '.join(stale)}" if stale else "up to date")
     raise typer.Exit(common.FAILED if check and stale else common.OK)
 
 
