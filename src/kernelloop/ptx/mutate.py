@@ -131,3 +131,67 @@ def mutations(ptx: str, seed: int = 0, shared_bytes: int = 0) -> list[Mutation]:
         return []
     return (_abi(ptx, rng, tag) + _declarations(ptx, rng, tag) + [_huge_shared(ptx, shared_bytes, rng, tag)]
             + _harmless(ptx, rng, tag))
+
+
+# --- wrong edits that keep the ABI: only running the kernel can catch them ---------------------------------
+
+_GLOBAL_ST = re.compile(r"^(\s*)(@!?%\w+\s+)?st\.global[\w.:]*\s+\[\s*(%\w+)\s*\+\s*(-?\d+)\s*\]")
+_GLOBAL_LD = re.compile(r"^(\s*)(@!?%\w+\s+)?ld\.global[\w.:]*\s+.*?\[\s*(%\w+)\s*\+\s*(-?\d+)\s*\]")
+_VEC_BYTES = re.compile(r"\.v([248])\.[bsuf](\d+)|\.[bsuf](\d+)\s")
+_SETP = re.compile(r"\bsetp\.(lt|le|gt|ge)\.([su]\d+)\s+(%p\d+)")
+
+
+def _width(line: str) -> int:
+    m = _VEC_BYTES.search(line)
+    if m is None:
+        return 4
+    return int(m.group(1)) * int(m.group(2)) // 8 if m.group(1) else int(m.group(3)) // 8
+
+
+def wrong_edits(ptx: str, seed: int = 0) -> list[Mutation]:
+    """Seeded edits that assemble and pass every static check yet compute something else: drop_store (one global
+    store removed), negate_predicate (a predicated global store runs where it should not and not where it should),
+    change_compare (a bounds test `setp.lt` <-> `setp.le` whose predicate guards a global access: off by one at the
+    edge), store_offset / load_offset (one global access moved by its own width). The differential proof must
+    reject each (`expect` "differential")."""
+    rng = random.Random(seed)
+    lines = ptx.split("\n")
+    stores = [i for i, ln in enumerate(lines) if _GLOBAL_ST.match(ln)]
+    loads = [i for i, ln in enumerate(lines) if _GLOBAL_LD.match(ln)]
+    out: list[Mutation] = []
+
+    def mutation(kind: str, i: int, new: str | None, what: str) -> Mutation:
+        edited = lines[:i] + ([new] if new is not None else []) + lines[i + 1:]
+        return Mutation(kind=kind, breaking=True, expect="differential", ptx="\n".join(edited),
+                        description=f"line {i + 1}: {what}")
+    if stores:
+        i = rng.choice(stores)
+        out.append(mutation("drop_store", i, None, f"removed {lines[i].strip()!r}"))
+        pred = [i for i in stores if _GLOBAL_ST.match(lines[i]).group(2)]
+        if pred:
+            i = rng.choice(pred)
+            m = _GLOBAL_ST.match(lines[i])
+            p = m.group(2).strip()
+            flipped = "@" + (p[2:] if p.startswith("@!") else "!" + p[1:])
+            out.append(mutation("negate_predicate", i, lines[i].replace(p, flipped, 1), f"{p} -> {flipped} on a store"))
+        i = rng.choice(stores)
+        m = _GLOBAL_ST.match(lines[i])
+        w = _width(lines[i])
+        new = lines[i][:m.start(4)] + str(int(m.group(4)) + w) + lines[i][m.end(4):]
+        out.append(mutation("store_offset", i, new, f"store address + {w} bytes"))
+    if loads:
+        i = rng.choice(loads)
+        m = _GLOBAL_LD.match(lines[i])
+        w = _width(lines[i])
+        new = lines[i][:m.start(4)] + str(int(m.group(4)) + w) + lines[i][m.end(4):]
+        out.append(mutation("load_offset", i, new, f"load address + {w} bytes"))
+    guards = {m.group(2).strip()[1:].lstrip("!") for i in stores + loads
+              if (m := (_GLOBAL_ST.match(lines[i]) or _GLOBAL_LD.match(lines[i]))) and m.group(2)}
+    compares = [i for i, ln in enumerate(lines) if (m := _SETP.search(ln)) and m.group(3) in guards]
+    if compares:
+        i = rng.choice(compares)
+        m = _SETP.search(lines[i])
+        swap = {"lt": "le", "le": "lt", "gt": "ge", "ge": "gt"}[m.group(1)]
+        new = lines[i][:m.start(1)] + swap + lines[i][m.end(1):]
+        out.append(mutation("change_compare", i, new, f"setp.{m.group(1)} -> setp.{swap} guarding a global access"))
+    return out

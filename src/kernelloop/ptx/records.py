@@ -114,10 +114,68 @@ class Violation(Record):
 
 
 class Mutation(Record):
-    """A seeded edit of a PTX: `breaking` edits must be refused by the static checks (with rule `expect`)."""
+    """A seeded edit of a PTX: `breaking` edits must be refused by the static checks (with rule `expect`), or,
+    for wrong edits that keep the ABI (`expect` "differential": a dropped store, a changed predicate or offset),
+    by the differential proof."""
 
     kind: str
     breaking: bool
-    expect: Rule | None = None
+    expect: Rule | Literal["differential"] | None = None
     description: str
     ptx: str
+
+
+# --- PTX-level candidates -----------------------------------------------------------------------------------
+
+WindowSource = Literal["sass", "profile"]
+
+
+class HotWindow(Record):
+    """A stretch of the entry's body where time is expected (or, with a profile, measured) to go: a loop, or a
+    basic block outside loops. Lines are 0-based indices into the PTX text's lines, inclusive."""
+
+    kernel: str
+    label: str = Field("", description="The block's label ($L__BB0_2), empty for the entry block")
+    start: int
+    end: int
+    loop: bool = Field(description="The window is a loop body (a branch back to its own label)")
+    ptx_instructions: int
+    sass_instructions: float = Field(description="SASS instructions of the window's source lines, apportioned by "
+                                                 "the PTX instructions each line has here")
+    weight: float = Field(description="The window's share of the kernel's estimated (or sampled) issue slots")
+    source: WindowSource = Field(description="sass: a static estimate (loops count LOOP_TRIPS times); profile: "
+                                             "Nsight Compute's per-instruction samples")
+    source_lines: list[int] = Field(default_factory=list, description="Kernel source lines (.loc) it covers")
+
+
+class PtxHunk(Record):
+    """One replaced run of lines: `remove` (the original's lines from `start`, 0-based) becomes `insert`."""
+
+    start: int
+    remove: list[str] = Field(default_factory=list)
+    insert: list[str] = Field(default_factory=list)
+
+
+class PtxCandidate(Record):
+    """An edit of a recovered PTX, proposed as a candidate: the source-level kernel it came from, the hash of the
+    PTX it edits, the patch (hunks inside hot windows), a hypothesis and who proposed it."""
+
+    op: str = ""
+    parent_candidate_id: str = Field(description="The source-level candidate (template source + configuration)")
+    parent_trial_id: str = Field("", description="The trial of the parent this edit was made for, where known")
+    kernel: str = Field(description="The .entry the edit changes")
+    original_ptx_sha256: str = Field(description="sha256 of the recovered PTX the hunks apply to")
+    hunks: list[PtxHunk] = Field(min_length=1)
+    windows: list[HotWindow] = Field(default_factory=list, description="The hot windows the hunks fall in")
+    rule: str = Field(description="The transformation: cache_hint, prefetch_size, unroll, predicate, hoist_loads, "
+                                  "llm ...")
+    hypothesis: str = Field(description="What should change and why, falsifiable")
+    proposer: str = Field(description="rules | llm:<model> | manual")
+    reorders_fp: bool = Field(False, description="The edit reorders floating-point work: the proof compares with "
+                                                 "the op's tolerance instead of bit for bit")
+
+    @property
+    def id(self) -> str:
+        from ..records.base import content_hash
+        return "p-" + content_hash({"parent": self.parent_candidate_id, "ptx": self.original_ptx_sha256,
+                                    "hunks": [h.model_dump() for h in self.hunks]})
