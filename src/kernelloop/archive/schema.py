@@ -191,12 +191,47 @@ _V4 = (
     """,
 )
 
+_V5 = (
+    # PTX-level candidates (kernelloop.ptx): an edit of a source-level candidate's compiled PTX. `parent_candidate_id`
+    # is the lineage edge (not a foreign key: the parent may come from another archive); `diff` the unified diff;
+    # `json` the full PtxCandidate. The PTX they edit, content-addressed, in ptx_sources.
+    """
+    CREATE TABLE ptx_candidates (
+        id                  TEXT PRIMARY KEY,
+        parent_candidate_id TEXT NOT NULL,
+        kernel              TEXT NOT NULL,
+        original_ptx_sha256 TEXT NOT NULL,
+        rule                TEXT NOT NULL,
+        proposer            TEXT NOT NULL,
+        hypothesis          TEXT NOT NULL,
+        diff                TEXT NOT NULL,
+        json                TEXT NOT NULL
+    )
+    """,
+    "CREATE INDEX ptx_candidates_parent ON ptx_candidates(parent_candidate_id)",
+    "CREATE TABLE ptx_sources (sha256 TEXT PRIMARY KEY, ptx TEXT NOT NULL)",
+    # One differential proof (and timing) of a PTX candidate on a workload in a run (kernelloop.ptx.prove's
+    # ProofReport), replaced when proved again.
+    """
+    CREATE TABLE ptx_proofs (
+        run_id      TEXT NOT NULL,
+        ptx_id      TEXT NOT NULL REFERENCES ptx_candidates(id),
+        workload_id TEXT NOT NULL,
+        verdict     TEXT NOT NULL,
+        created     REAL NOT NULL,
+        json        TEXT NOT NULL,
+        PRIMARY KEY (run_id, ptx_id, workload_id)
+    )
+    """,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema: runs, candidates, lineage, workloads, trials, baselines, finals, fronts, events",
               _V1),
     Migration(2, "profiles: one ProfileReport per trial", _V2),
     Migration(3, "baseline_profiles: one ProfileReport per (workload, baseline)", _V3),
     Migration(4, "confirmations: a winner re-measured across fresh processes, with its stated interval", _V4),
+    Migration(5, "ptx_candidates, ptx_sources, ptx_proofs: PTX-level edits of source-level candidates, proved", _V5),
 )
 
 LATEST_VERSION: int = MIGRATIONS[-1].version

@@ -55,6 +55,7 @@ class ExportOptions:
     keep_slower: bool = False            # on a GPU, package winners measured slower than eager too
     against: list[str] = field(default_factory=list)   # on a GPU, also leave out winners slower than these baselines
     sanitize: bool = True                # compute-sanitizer over each winner's kernel (findings leave it out)
+    ptx: bool = False                    # attach each entry's proved, faster PTX-level edit (kernelloop.ptx)
 
 
 @dataclass
@@ -274,6 +275,9 @@ def export_package(runs: list[Path], options: ExportOptions, device: str | None 
             for w in winners:
                 if any(e.candidate_id == w.candidate.id for e in build.table.entries):
                     _write(root / kernel_file(w.candidate), w.candidate.source, files, stage)
+            if options.ptx:
+                from ..ptx.export import attach
+                build.table = attach(archive, run, build.table, root, lambda p, t: _write(p, t, files, stage), on_note)
             _write(root / "dispatch.json", build.table.model_dump_json(indent=1), files, stage)
             served = {w.workload.label for w in winners}
             for r in replaced:

@@ -86,10 +86,14 @@ class Kernel:
         self.reference = _import(root / "reference.py", f"{prefix}_{spec.name}_reference").reference
         mods = {}
         self.launchers = []
+        self.ptx: dict[str, str] = {}         # entry id -> whether its PTX-level edit runs, and why not
         for e in table.entries if not disabled else ():
             if e.kernel not in mods:
                 mods[e.kernel] = _import(root / e.kernel, f"{prefix}_{spec.name}_{len(mods)}")
-            self.launchers.append((mods[e.kernel].launch, dict(e.config)))
+            launch = mods[e.kernel].launch
+            if e.ptx is not None:
+                launch = self._with_ptx(root, e, launch)
+            self.launchers.append((launch, dict(e.config)))
         self.n_inputs = len(spec.inputs)
         # where each axis is read from: the first input that has it
         self.axis_at = []
@@ -105,6 +109,27 @@ class Kernel:
         self.torch_op = None
         self.replay_enabled = os.environ.get("KERNELLOOP_REPLAY", "1") != "0"
         self.replays: Counter = Counter()     # entry id -> calls issued through the replay
+
+    def _with_ptx(self, root: Path, entry, launch):
+        """`launch` with the entry's proved PTX edit substituted (kernelloop.ptx.override), where this process is the
+        environment it was proved in; else `launch` itself, the reason kept in `self.ptx`."""
+        o = entry.ptx
+        here = current_versions()["triton"]
+        if interpreter_on() or not torch.cuda.is_available():
+            self.ptx[entry.id] = "not used: no CUDA device (or the interpreter)"
+            return launch
+        if here != o.triton:
+            self.ptx[entry.id] = f"not used: proved with Triton {o.triton}, this process has {here}"
+            return launch
+        from ..ptx.override import PtxOverrides
+        overrides = PtxOverrides({o.kernel: {o.original_ptx_sha256: str(root / o.file)}})
+        self.ptx[entry.id] = f"used: {o.rule} ({o.edit_id}) where the kernel compiles to the PTX it was made from"
+
+        def launch_edited(*args, **kwargs):
+            with overrides.installed():
+                return launch(*args, **kwargs)
+        launch_edited.overrides = overrides
+        return launch_edited
 
     # -- the hot path --------------------------------------------------------------------------------------------
     def arch(self, device: torch.device) -> str:
@@ -249,6 +274,7 @@ class Kernel:
     # -- what it saw -----------------------------------------------------------------------------------------------
     def counts(self) -> dict:
         return {"op": self.name, "entries": {e.id: self.hits[e.id] for e in self.table.entries},
+                **({"ptx": dict(self.ptx)} if self.ptx else {}),
                 "replayed": {e.id: self.replays[e.id] for e in self.table.entries if self.replays[e.id]},
                 "not_replayed": sorted({p.replay_why for p in self.plans.values() if p.idx >= 0 and p.replay_why}),
                 "fallbacks": dict(self.fallbacks),

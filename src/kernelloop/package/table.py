@@ -28,6 +28,26 @@ class ShapeClaim(Record):
                                     "export), or 'interior' (a seeded interior point verified at export).")
 
 
+class PtxOverlay(Record):
+    """A PTX-level edit of the entry's kernel, proved against it (kernelloop.ptx): the runtime substitutes it through
+    Triton's IR override, only for the PTX it was made from, and only where the environment is the one it was proved
+    in (else the entry's source-level kernel runs)."""
+
+    kernel: str = Field(description="The .entry the edit changes.")
+    original_ptx_sha256: str = Field(description="sha256 of the PTX the edit replaces.")
+    file: str = Field(description="The edited PTX's path inside the package.")
+    diff: str = Field(description="The unified diff's path inside the package.")
+    proof: str = Field(description="The proof report's path inside the package (cases, verifier, timing).")
+    edit_id: str = Field(description="The PTX candidate's id.")
+    rule: str
+    hypothesis: str
+    speedup: float = Field(description="Kernel time of the source-level kernel over the edit's, same run.")
+    ci: tuple[float, float] = Field(description="The speed-up's 95 % bootstrap interval.")
+    cases: int = Field(description="Cases the edit matched the original on.")
+    triton: str = Field(description="The Triton version it was proved with (the runtime requires the same).")
+    arch: str = Field(description="The GPU architecture it was proved on, e.g. sm_90.")
+
+
 class DispatchEntry(Record):
     """One guard → one (template, configuration) of the op."""
 
@@ -39,6 +59,8 @@ class DispatchEntry(Record):
     candidate_id: str = Field(description="The archived candidate (template source + configuration).")
     shapes: list[ShapeClaim] = Field(min_length=1, description="Every shape the entry was verified on; speed is "
                                                                "claimed only on those with kernel_us.")
+    ptx: PtxOverlay | None = Field(None, description="A proved PTX-level edit of the kernel (None: the source-level "
+                                                     "kernel as the run built it).")
 
     @property
     def timed(self) -> list[dict[str, int]]:

@@ -33,6 +33,8 @@ class TritonOverrideExecutor:
         self.spec, self.config, self.kernel, self.sha = spec, config, kernel, original_sha
         self.workdir = Path(workdir)
         self.policy = policy or COLD_L2_EVENTS
+        major, minor = torch.cuda.get_device_capability()
+        self.arch, self.device_name = f"sm_{major}{minor}", torch.cuda.get_device_name()
         path = self.workdir / "template.py"
         path.write_text(template_source)
         mod_spec = importlib.util.spec_from_file_location("kernelloop_ptx_template", path)

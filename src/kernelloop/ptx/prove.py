@@ -80,6 +80,7 @@ class ProofReport(Record):
     verifier: str = Field("", description="The ordinary verifier's verdict on the edit's outputs")
     timing: TimingComparison | None = None
     message: str = ""
+    environment: dict[str, str] = Field(default_factory=dict, description="triton, torch, arch, device of the run")
 
     @property
     def passed(self) -> bool:
@@ -90,6 +91,8 @@ class Executor(Protocol):
     """Runs the op's template on one case, as the original or with the edited PTX substituted."""
 
     name: str
+    arch: str          # "sm_90", or "interpret" for the stand-in
+    device_name: str
 
     def run(self, edited: str | None, case: ProofCase) -> tuple[list[torch.Tensor], list[torch.Tensor], bool]:
         """(inputs, outputs on the CPU, whether the edited PTX ran) for the original (`edited` None) or the edit."""
@@ -153,9 +156,12 @@ def prove(candidate: PtxCandidate, original_ptx: str, spec: OpSpec, reference_fi
           cases: list[ProofCase], *, metadata: dict | None = None, time_it: bool = True, seed: int = 0,
           sass_changed: Callable[[str], bool] | None = None) -> ProofReport:
     """Static checks, the differential proof on `cases`, the ordinary verifier, then timing (see the module)."""
+    import triton
+    env = {"triton": triton.__version__, "torch": torch.__version__, "arch": executor.arch,
+           "device": executor.device_name}
     base = dict(candidate_id=candidate.id, parent_candidate_id=candidate.parent_candidate_id,
                 kernel=candidate.kernel, rule=candidate.rule, executor=executor.name,
-                compare="tolerance" if candidate.reorders_fp else "bitwise")
+                compare="tolerance" if candidate.reorders_fp else "bitwise", environment=env)
     edited = edited_ptx(candidate, original_ptx)
     violations = check_edit(original_ptx, edited, metadata=metadata)
     if violations:
@@ -234,6 +240,8 @@ class StandInExecutor:
     executed here: this tests the proof's plumbing (cases, comparisons, verdicts, ordering), nothing about PTX."""
 
     name = "stand-in (CPU interpreter, no PTX executed)"
+    arch = "interpret"
+    device_name = "cpu"
 
     def __init__(self, spec: OpSpec, template_source: str, config: dict,
                  effect: Callable[[ProofCase, list[torch.Tensor]], list[torch.Tensor]] | None = None,

@@ -34,10 +34,10 @@ _SASS_BRA = re.compile(r"\bBRA\b.*?(\.L_x_\d+)")
 SourceLine = tuple[str, int]
 
 
-def sass_lines(cubin: bytes) -> list[tuple[int, SourceLine | None, bool]]:
-    """(address, (file, line), inside a SASS loop) of every SASS instruction of the cubin."""
+def sass_lines(cubin: bytes) -> list[tuple[int, SourceLine | None, bool, str]]:
+    """(address, (file, line), inside a SASS loop, the instruction) of every SASS instruction of the cubin."""
     text = run_tool("nvdisasm", ["--print-line-info", "-c"], cubin)
-    rows: list[tuple[int, SourceLine | None]] = []
+    rows: list[tuple[int, SourceLine | None, str]] = []
     label_at: dict[str, int] = {}
     branches: list[tuple[int, str]] = []
     cur: SourceLine | None = None
@@ -51,14 +51,14 @@ def sass_lines(cubin: bytes) -> list[tuple[int, SourceLine | None, bool]]:
         if m := _SASS_INSTR.match(ln):
             if b := _SASS_BRA.search(m.group(2)):
                 branches.append((len(rows), b.group(1)))
-            rows.append((int(m.group(1), 16), cur))
+            rows.append((int(m.group(1), 16), cur, " ".join(m.group(2).split())))
     in_loop = [False] * len(rows)
     for at, label in branches:
         target = label_at.get(label)
         if target is not None and target <= at:
             for i in range(target, at + 1):
                 in_loop[i] = True
-    return [(addr, src, in_loop[i]) for i, (addr, src) in enumerate(rows)]
+    return [(addr, src, in_loop[i], text) for i, (addr, src, text) in enumerate(rows)]
 
 
 def ptx_source_lines(ptx_lines: list[str], lines: list[Line]) -> dict[int, SourceLine]:
@@ -102,7 +102,7 @@ def hot_windows(kernel: RecoveredKernel, samples: dict[int, float] | None = None
     # line's loop cost goes to the PTX loop windows holding it and its straight-line cost to the others
     count: dict[tuple[SourceLine, bool], float] = defaultdict(float)
     cost: dict[tuple[SourceLine, bool], float] = defaultdict(float)
-    for addr, src, loop in sass:
+    for addr, src, loop, _ in sass:
         if src is not None:
             count[src, loop] += 1
             cost[src, loop] += samples.get(addr, 0.0) if samples is not None else (LOOP_TRIPS if loop else 1)
@@ -135,3 +135,12 @@ def hot_windows(kernel: RecoveredKernel, samples: dict[int, float] | None = None
 def window_of(windows: list[HotWindow], line: int) -> HotWindow | None:
     """The window holding PTX line `line`."""
     return next((w for w in windows if w.start <= line <= w.end), None)
+
+
+def window_sass(kernel: RecoveredKernel, window: HotWindow, limit: int = 200, cubin: bytes | None = None) -> list[str]:
+    """The SASS instructions of the window's source lines (`/*addr*/ [loop] INSTR`), at most `limit`."""
+    lines = set(window.source_lines)
+    out = [f"/*{addr:04x}*/ {'L ' if loop else '  '}{text}"
+           for addr, src, loop, text in sass_lines(cubin if cubin is not None else _cubin_of(kernel))
+           if src is not None and src[1] in lines]
+    return out[:limit] + ([f"... {len(out) - limit} more"] if len(out) > limit else [])

@@ -183,16 +183,19 @@ def _run_chunk(job: dict, items: list[dict], timeout_s: float, startup_s: float,
 def build_configs(spec: OpSpec, template_files: dict[str, Path], workload: Workload, configs: list[dict], *,
                   arch: int = 90, sm_count: int = 132, jobs: int = 2, chunk: int = 16,
                   timeout_s: float = 300.0, startup_s: float = 60.0, progress=None,
-                  keep_asm: bool = False) -> list[BuildOutcome]:
+                  keep_asm: bool = False, ptx_overrides: dict[str, dict[str, str]] | None = None
+                  ) -> list[BuildOutcome]:
     """Build every configuration (each with its "template" key) of `workload` ahead of time for sm_`arch`.
 
     `jobs` processes build at once, `chunk` configurations per process; a process gets `timeout_s` per configuration
     it has left plus `startup_s` (imports); past that, the configuration it was building is a timeout.
-    With `keep_asm`, each kernel row also carries "asm": its PTX, cubin (base64) and Triton's metadata."""
+    With `keep_asm`, each kernel row also carries "asm": its PTX, cubin (base64) and Triton's metadata.
+    `ptx_overrides` ({kernel name: {sha256 of its PTX: edited PTX file}}, kernelloop.ptx.override) compiles
+    those kernels with the edited PTX substituted; their rows say so ("ptx_override")."""
     items = [{"template": c["template"], "config": {k: v for k, v in c.items() if k != "template"}}
              for c in configs]
     job = {"spec": spec.model_dump_json(), "workload": workload.model_dump_json(), "arch": arch,
-           "sm_count": sm_count, "keep_asm": keep_asm, "files": {k: str(Path(v).resolve()) for k, v in template_files.items()}}
+           "sm_count": sm_count, "keep_asm": keep_asm, "ptx_overrides": ptx_overrides or {}, "files": {k: str(Path(v).resolve()) for k, v in template_files.items()}}
     chunks = [items[i:i + chunk] for i in range(0, len(items), chunk)]
     out: list[BuildOutcome | None] = [None] * len(items)
     with tempfile.TemporaryDirectory(prefix="kernelloop-aot-") as tmp:

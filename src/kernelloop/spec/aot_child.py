@@ -63,6 +63,15 @@ def main() -> None:
         built.append((kernel, g, scalars))
         return kernel
     JITFunction.run = _compile_only
+    overrides = None
+    if job.get("ptx_overrides"):   # edited PTX substituted through Triton's IR override (kernelloop.ptx.override)
+        from kernelloop.ptx.override import PtxOverrides
+        overrides = PtxOverrides(job["ptx_overrides"])
+        _plain = _compile_only
+
+        def _compile_only(self, *args, grid, warmup, **kw):  # noqa: F811 - the override wraps the compile
+            return _plain(self, *args, grid=grid, warmup=warmup, **overrides.kwargs(self, _run, args, grid, kw))
+        JITFunction.run = _compile_only
     spec = OpSpec.model_validate_json(job["spec"])
     w = Workload.model_validate_json(job["workload"])
     inputs = [t.as_subclass(_OnDevice) for t in make_inputs(spec, w, 0, "cpu")]
@@ -76,6 +85,9 @@ def main() -> None:
         _box = install(default_policy([os.path.dirname(os.path.abspath(sys.argv[1]))], sys.argv[1] + ".denied"))
         for _f in job["files"].values():
             _box.grant_read(_f)
+        for _by_sha in (job.get("ptx_overrides") or {}).values():
+            for _f in _by_sha.values():
+                _box.grant_read(_f)
     for i, item in enumerate(job["items"]):
         res.write(json.dumps({"start": i}) + "\n")
         name = item["template"]
@@ -105,6 +117,8 @@ def main() -> None:
                 import base64
                 row["asm"] = {"ptx": k.asm.get("ptx", ""), "cubin_b64": base64.b64encode(bytes(cubin)).decode(),
                               "metadata": json.loads(json.dumps(meta._asdict(), default=str))}
+            if overrides is not None:
+                row["ptx_override"] = overrides.hits[row["name"]] > 0
             out["kernels"].append(row)
         out["seconds"] = time.perf_counter() - t0
         res.write(json.dumps(out) + "\n")
