@@ -1,4 +1,11 @@
-"""`kernelloop ptx recover`: a compiled kernel's PTX and metadata, and its round trip through Triton's ptxas."""
+"""`kernelloop ptx`: compiled kernels at the PTX level (docs/ptx.md).
+
+recover PATH      a compiled kernel's PTX and metadata, and its round trip through Triton's ptxas
+propose TARGET    + hot windows, rule-based edits, static checks (CPU)
+prove TARGET      + the differential proof beside the original and the ordinary verifier (GPU)
+time TARGET       + timing against the original in the same process (GPU)
+show RUN          the run's archived PTX-level edits and proofs
+"""
 
 from __future__ import annotations
 
@@ -10,7 +17,8 @@ import typer
 from . import common
 
 ptx_app = typer.Typer(add_completion=False, no_args_is_help=True,
-                      help="Compiled kernels at the PTX level: recovery and round trip (docs/ptx.md).")
+                      help="Compiled kernels at the PTX level: recovery, round trip, edits proposed, "
+                           "proved against the original and timed (docs/ptx.md).")
 
 
 @ptx_app.command("recover")
@@ -70,3 +78,165 @@ def recover(
 def common_json(data: dict) -> str:
     import json
     return json.dumps(data, indent=2, sort_keys=True)
+
+
+# --- below the source: propose, prove, time ----------------------------------------------------------------
+
+Target = Annotated[Path, typer.Argument(help="A run folder (its winners) or a candidate JSON.")]
+WorkloadOpt = Annotated[Optional[str], typer.Option("--workload", help="A candidate's workload axes, e.g. "
+                                                    "'M=64,N=1024' (default: the op's first workload).")]
+RulesOpt = Annotated[Optional[str], typer.Option("--rules", help="Comma-separated rules (default: all: cache_hint,"
+                                                 "prefetch_size,unroll,predicate,hoist_loads).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the reports as JSON.")]
+
+
+def _stages(path: Path, workload: str | None, dtype: str, rules: str | None, out: Path | None, as_json: bool,
+            prove: bool, time_it: bool, executor: str = "gpu", checks: int = 8, max_proofs: int | None = None,
+            seed: int = 0) -> None:
+    from ..ptx.pipeline import Options, PtxError, prove_target, targets, work
+    from ..ptx.recover import parse_axes
+    from ..records import Workload
+    console = common.console(stderr=as_json, soft_wrap=True)
+    if not path.exists():
+        console.print(f"[red]bad argument:[/red] {path} does not exist")
+        raise typer.Exit(common.BAD_INPUT)
+    if prove and executor == "gpu":
+        import torch
+        if not torch.cuda.is_available():
+            console.print("[red]cannot prove:[/red] the differential proof runs the kernels on a CUDA GPU; none here "
+                          "(`--executor stand-in` runs the proof's logic in the interpreter, executing no PTX)")
+            raise typer.Exit(common.STOPPED)
+    opts = Options(rules=[r for r in rules.split(",") if r] if rules else None, prove=prove, executor=executor,
+                   checks=checks, time_it=time_it, max_proofs=max_proofs, seed=seed)
+    try:
+        w = Workload(op="", axes=parse_axes(workload), dtype=dtype) if workload else None
+        found = targets(path, w)
+    except (PtxError, ValueError) as e:
+        console.print(f"[red]bad argument:[/red] {e}")
+        raise typer.Exit(common.BAD_INPUT)
+    reports, passed = [], 0
+    for t in found:
+        try:
+            report, accepted = work(t, opts)
+        except ValueError as e:   # an unknown rule
+            console.print(f"[red]bad argument:[/red] {e}")
+            raise typer.Exit(common.BAD_INPUT)
+        if t.run_dir is not None and accepted:
+            from ..ptx.archive import put_candidate
+            from ..ptx.pipeline import _open
+            archive = _open(t.run_dir)
+            try:
+                for kernel, check in accepted:
+                    put_candidate(archive, check.candidate, kernel.ptx)
+            finally:
+                archive.close()
+        proofs = prove_target(t, accepted, opts) if prove and accepted else []
+        report = report.model_copy(update={"proofs": proofs})
+        reports.append(report)
+        edits = [e for k in report.kernels for e in k.edits]
+        passed += sum(p.passed for p in proofs) if prove else sum(e.accepted for e in edits)
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            for e in edits:
+                (out / f"{e.candidate.id}.json").write_text(e.candidate.to_json())
+                (out / f"{e.candidate.id}.diff").write_text(e.diff)
+        if not as_json:
+            _print_target(console, report, edits, proofs)
+    if as_json:
+        print(common_json({"targets": [r.model_dump(mode="json") for r in reports], "passed": passed}))
+    raise typer.Exit(common.OK if passed else common.FAILED)
+
+
+def _print_target(console, report, edits, proofs) -> None:
+    console.print(f"[bold]{report.op} {report.template}[/bold] {report.config} on {report.workload} "
+                  f"(parent {report.parent_candidate_id})")
+    if report.error:
+        console.print(f"  [red]{report.error}[/red]")
+    for k in report.kernels:
+        rt = k.round_trip
+        console.print(f"  {k.name}: " + ("not recoverable: " + k.reason if not k.recoverable else
+                                         f"round trip {'ok' if rt and rt.ok else 'differs: ' + k.reason}"))
+        for w in k.windows[:3]:
+            console.print(f"    window {w.label or 'entry block'} lines {w.start + 1}-{w.end + 1}: {w.weight:.0%} "
+                          f"({w.source}){' loop' if w.loop else ''}")
+        for e in k.edits:
+            state = ("[green]accepted[/green]" if e.accepted else "[red]refused[/red]: " +
+                     "; ".join(f"{v.rule}: {v.message[:200]}" for v in e.violations))
+            same = " (ptxas made the same SASS)" if e.sass_changed is False else ""
+            console.print(f"    {e.candidate.id} {e.candidate.rule}: {state}{same}")
+    for p in proofs:
+        t = p.timing
+        timing = (f"; {t.speedup:.3f}x [{t.ci_low:.3f}, {t.ci_high:.3f}] {t.verdict} ({t.policy})" if t else "")
+        console.print(f"    proof {p.candidate_id} {p.rule}: {p.verdict} at {p.stage}, {len(p.cases)} cases "
+                      f"[{p.executor}]{timing}" + (f": {p.message[:300]}" if p.message and not p.passed else ""))
+
+
+@ptx_app.command("propose")
+def propose(path: Target, workload: WorkloadOpt = None, dtype: Annotated[str, typer.Option()] = "fp16",
+            rules: RulesOpt = None,
+            out: Annotated[Optional[Path], typer.Option(help="Write each edit (<id>.json) and its diff here.")] = None,
+            as_json: JsonOpt = False) -> None:
+    """Recover, round-trip, find the hot windows, propose rule-based edits and check them statically (no GPU).
+    A run's edits are archived with their parent and diff. Exit 0 when some edit passed the checks."""
+    _stages(path, workload, dtype, rules, out, as_json, prove=False, time_it=False)
+
+
+ExecutorOpt = Annotated[str, typer.Option(help="gpu: the kernels on CUDA with the edit substituted through Triton's "
+                                          "IR override; stand-in: the proof's logic in the interpreter (CPU, runs no "
+                                          "PTX; needs TRITON_INTERPRET=1).")]
+ChecksOpt = Annotated[int, typer.Option(help="Seeded cases on the workload (held-out shapes come on top).")]
+MaxOpt = Annotated[Optional[int], typer.Option("--max", help="Prove at most this many edits per target.")]
+
+
+@ptx_app.command("prove")
+def prove(path: Target, workload: WorkloadOpt = None, dtype: Annotated[str, typer.Option()] = "fp16",
+          rules: RulesOpt = None, executor: ExecutorOpt = "gpu", checks: ChecksOpt = 8, max_proofs: MaxOpt = None,
+          as_json: JsonOpt = False) -> None:
+    """Everything `propose` does, then the differential proof of each accepted edit whose SASS changed (beside the
+    original on the same seeded inputs and held-out shapes, bit for bit) and the ordinary verifier. Exit 0 when
+    some edit was proved."""
+    _stages(path, workload, dtype, rules, None, as_json, prove=True, time_it=False, executor=executor,
+            checks=checks, max_proofs=max_proofs)
+
+
+@ptx_app.command("time")
+def time_(path: Target, workload: WorkloadOpt = None, dtype: Annotated[str, typer.Option()] = "fp16",
+          rules: RulesOpt = None, executor: ExecutorOpt = "gpu", checks: ChecksOpt = 8, max_proofs: MaxOpt = None,
+          seed: Annotated[int, typer.Option(help="Seed of the interleaving and the bootstrap.")] = 0,
+          as_json: JsonOpt = False) -> None:
+    """`prove`, then each proved edit timed against the original in the same process (interleaved rounds, cold L2,
+    the bootstrap interval and the 2 % band). A run's edits and proofs are archived. Exit 0 when some edit passed."""
+    _stages(path, workload, dtype, rules, None, as_json, prove=True, time_it=True, executor=executor,
+            checks=checks, max_proofs=max_proofs, seed=seed)
+
+
+@ptx_app.command("show")
+def show(run: Annotated[Path, typer.Argument(help="A run folder.")], as_json: JsonOpt = False) -> None:
+    """The run's archived PTX-level edits (parent, rule, diff size) and their proofs."""
+    from ..archive import Archive
+    from ..ptx.archive import candidates, diff, proofs
+    console = common.console(stderr=as_json, soft_wrap=True)
+    path = run / "archive.sqlite"
+    if not path.is_file():
+        console.print(f"[red]bad argument:[/red] {run}: no archive.sqlite (is it a run folder?)")
+        raise typer.Exit(common.BAD_INPUT)
+    with Archive(path, readonly=True) as archive:
+        runs = archive.runs()
+        cands = candidates(archive)
+        done = proofs(archive, runs[0]["id"]) if runs else []
+        diffs = {c.id: diff(archive, c.id) for c in cands}
+    if as_json:
+        print(common_json({"candidates": [{**c.model_dump(mode="json"), "id": c.id, "diff": diffs[c.id]}
+                                          for c in cands],
+                           "proofs": [{"workload_id": w, **p.model_dump(mode="json")} for w, p in done]}))
+        raise typer.Exit(common.OK)
+    for c in cands:
+        n = sum(1 for ln in diffs[c.id].splitlines() if ln[:1] in "+-" and ln[:3] not in ("+++", "---"))
+        console.print(f"{c.id} {c.rule} of {c.kernel} (parent {c.parent_candidate_id}): {n} changed lines; "
+                      f"{c.hypothesis[:160]}")
+    for w, p in done:
+        console.print(f"proof {p.candidate_id} on {w}: {p.verdict} ({p.stage})"
+                      + (f", {p.timing.speedup:.3f}x {p.timing.verdict}" if p.timing else ""))
+    if not cands:
+        console.print("no PTX-level edits archived in this run")
+    raise typer.Exit(common.OK)

@@ -19,6 +19,7 @@ from pydantic import Field
 from ..records import Candidate, Record, Workload
 from .checks import check_edit
 from .patch import edited_ptx, unified
+from .prove import ProofReport
 from .records import HotWindow, PtxCandidate, RecoveredKernel, RoundTrip, Violation
 
 
@@ -73,7 +74,7 @@ class TargetReport(Record):
     parent_candidate_id: str
     run_id: str = ""
     kernels: list[KernelWork] = Field(default_factory=list)
-    proofs: list = Field(default_factory=list, description="ProofReport per proved edit")
+    proofs: list[ProofReport] = Field(default_factory=list, description="The proof of each edit proved")
     error: str = ""
 
 

@@ -212,7 +212,7 @@ def prove(candidate: PtxCandidate, original_ptx: str, spec: OpSpec, reference_fi
     for case, inputs, out in kept:
         refs = truth(spec, reference_file, [i.cpu() for i in inputs], case.workload)
         v = check_outputs(spec, case.workload, out, refs, inputs, inputs, _label(case))
-        if v.status.value != "passed":
+        if v.status.value != "PASSED":
             return ProofReport(**base, stage="verifier", verdict="wrong", sass_changed=changed, cases=outcomes,
                                verifier=f"{v.status.value}: {v.message}", message=f"the reference disagrees: {v.message}")
     report = dict(**base, sass_changed=changed, cases=outcomes, verifier="passed")
