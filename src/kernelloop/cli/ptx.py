@@ -148,10 +148,11 @@ def _stages(path: Path, workload: str | None, dtype: str, rules: str | None, out
 
 
 def _print_target(console, report, edits, proofs) -> None:
+    from rich.markup import escape
     console.print(f"[bold]{report.op} {report.template}[/bold] {report.config} on {report.workload} "
                   f"(parent {report.parent_candidate_id})")
     if report.error:
-        console.print(f"  [red]{report.error}[/red]")
+        console.print(f"  [red]{escape(report.error)}[/red]")
     for k in report.kernels:
         rt = k.round_trip
         console.print(f"  {k.name}: " + ("not recoverable: " + k.reason if not k.recoverable else
@@ -161,14 +162,15 @@ def _print_target(console, report, edits, proofs) -> None:
                           f"({w.source}){' loop' if w.loop else ''}")
         for e in k.edits:
             state = ("[green]accepted[/green]" if e.accepted else "[red]refused[/red]: " +
-                     "; ".join(f"{v.rule}: {v.message[:200]}" for v in e.violations))
+                     escape("; ".join(f"{v.rule}: {v.message[:200]}" for v in e.violations)))
             same = " (ptxas made the same SASS)" if e.sass_changed is False else ""
             console.print(f"    {e.candidate.id} {e.candidate.rule}: {state}{same}")
     for p in proofs:
         t = p.timing
         timing = (f"; {t.speedup:.3f}x [{t.ci_low:.3f}, {t.ci_high:.3f}] {t.verdict} ({t.policy})" if t else "")
-        console.print(f"    proof {p.candidate_id} {p.rule}: {p.verdict} at {p.stage}, {len(p.cases)} cases "
-                      f"[{p.executor}]{timing}" + (f": {p.message[:300]}" if p.message and not p.passed else ""))
+        console.print(escape(f"    proof {p.candidate_id} {p.rule}: {p.verdict} at {p.stage}, {len(p.cases)} cases "
+                             f"[{p.executor}]{timing}" + (f": {p.message[:300]}" if p.message and not p.passed
+                                                          else "")))
 
 
 @ptx_app.command("propose")

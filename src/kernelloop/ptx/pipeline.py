@@ -10,6 +10,7 @@ SASS at all) -> prove (the differential proof beside the original, the verifier,
 from __future__ import annotations
 
 import base64
+import functools
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,11 +126,17 @@ def targets(path: Path, workload: Workload | None = None) -> list[Target]:
 
 
 def recover_target(target: Target) -> list[RecoveredKernel]:
-    from .recover import from_candidate
-    kernels, why = from_candidate(target.candidate, target.workload)
+    """The target's kernels built for sm_90 (each distinct candidate and workload built once per process)."""
+    kernels, why = _built(target.candidate.to_json(), target.workload.to_json())
     if why:
         raise PtxError(f"{target.label}: {why}")
     return kernels
+
+
+@functools.lru_cache(maxsize=32)
+def _built(candidate_json: str, workload_json: str) -> tuple[list[RecoveredKernel], str]:
+    from .recover import from_candidate
+    return from_candidate(Candidate.from_json(candidate_json), Workload.from_json(workload_json))
 
 
 def check_edits(kernel: RecoveredKernel, edits: list[PtxCandidate]) -> list[EditCheck]:

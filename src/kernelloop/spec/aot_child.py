@@ -95,6 +95,7 @@ def main() -> None:
             s = importlib.util.spec_from_file_location(f"aot_{name}", job["files"][name])
             m = importlib.util.module_from_spec(s); s.loader.exec_module(m); modules[name] = m
         built.clear()
+        hits_before = dict(overrides.hits) if overrides is not None else {}
         t0 = time.perf_counter()
         out = {"done": i, "status": "built", "kernels": [], "error": ""}
         try:
@@ -118,7 +119,7 @@ def main() -> None:
                 row["asm"] = {"ptx": k.asm.get("ptx", ""), "cubin_b64": base64.b64encode(bytes(cubin)).decode(),
                               "metadata": json.loads(json.dumps(meta._asdict(), default=str))}
             if overrides is not None:
-                row["ptx_override"] = overrides.hits[row["name"]] > 0
+                row["ptx_override"] = overrides.hits[row["name"]] > hits_before.get(row["name"], 0)
             out["kernels"].append(row)
         out["seconds"] = time.perf_counter() - t0
         res.write(json.dumps(out) + "\n")
