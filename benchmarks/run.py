@@ -118,6 +118,10 @@ SUITES = {s.name: s for s in (
               script("aa", 480, "benchmarks/aa_experiment.py", "--device", "cuda", "--comparisons", "200",
                      "--samples", "40", "--out", "{out}/aa.json"),
               script("side-stream", 90, "benchmarks/side_stream.py", "--out", "{out}/side_stream.json"))),
+    Suite("ptx", "below the source: the differential proof against the mutation generator's wrong edits (all must "
+          "be rejected), the rule-based PTX edits of the recorded norms winners proved and timed against their "
+          "source-level parents", (
+              script("ptx-proof", 470, "benchmarks/ptx_proof.py", "--out", "{out}", "--budget-s", "400"),)),
     Suite("gpu-tier", "every test marked `gpu` (the CUDA evaluation path, timing policy, profiler, GPU kernels, the "
           "package on CUDA)", (gpu_tests("gpu-tests", 590),)),
     Suite("fusion", "fusion from the model's graph on a Llama-3-8B-shaped decoder (4 layers, bf16, eps 1e-5): residual "
