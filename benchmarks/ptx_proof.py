@@ -46,7 +46,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--runs", default=",".join(RUNS), help="which recorded winners (comma-separated)")
     ap.add_argument("--budget-s", type=float, default=420.0, help="no new proof starts after this many seconds")
-    ap.add_argument("--max-edits", type=int, default=6, help="rule-based edits proved per kernel")
+    ap.add_argument("--max-edits", type=int, default=4, help="rule-based edits proved per kernel")
     ap.add_argument("--checks", type=int, default=6, help="seeded cases per proof (held-out shapes come on top)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--dry-run", action="store_true")

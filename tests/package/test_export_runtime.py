@@ -223,3 +223,56 @@ def test_bad_exports_are_refused_with_a_reason(run_dir, tmp_path):
     with pytest.raises(ExportError, match="changed since run"):
         export_package([run_dir], ExportOptions(out=tmp_path / "o4", ops_root=ops))
     assert not (tmp_path / "o4").exists()
+
+
+def test_a_proved_ptx_edit_travels_with_its_entry_and_runs_only_where_proved(run_dir, tmp_path):
+    """A PTX-level edit of the run's winner (archived with its parent and diff; its proof report written here as
+    the export's input, verdict FASTER) is attached to the entry with its provenance; the package hashes its files;
+    in this process (the interpreter) the runtime keeps the source-level kernel and says why."""
+    import triton
+
+    from kernelloop.archive import Archive
+    from kernelloop.ptx.archive import put_candidate, put_proof
+    from kernelloop.ptx.patch import edited_ptx
+    from kernelloop.ptx.prove import ProofReport, TimingComparison
+    from kernelloop.ptx.recover import from_candidate
+    from kernelloop.ptx.rules import propose
+    from kernelloop.select.pareto import best_per_workload
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    with Archive(run / "archive.sqlite") as a:
+        run_id = a.runs()[0]["id"]
+        wid, trial = sorted(best_per_workload(a.trials(run_id)).items())[0]
+        cand, w = a.get_candidate(trial.candidate_id), a.get_workload(wid)
+        (k,), why = from_candidate(cand, w)
+        edit = propose(k, parent=cand.id, rules=["cache_hint"])[0]
+        report = ProofReport(candidate_id=edit.id, parent_candidate_id=cand.id, kernel=k.name, rule=edit.rule,
+                             executor="written by the test", stage="done", verdict="faster", verifier="passed",
+                             timing=TimingComparison(workload=w.label, original_us=10.0, edited_us=9.0,
+                                                     speedup=1.111, ci_low=1.05, ci_high=1.15, verdict="FASTER",
+                                                     samples=60, policy="cold-l2-events"),
+                             environment={"triton": triton.__version__, "arch": "interpret"})
+        put_candidate(a, edit, k.ptx)
+        put_proof(a, run_id, wid, report)
+    out = tmp_path / "pkg"
+    export_package([run], ExportOptions(out=out, ops_root=ops_dir(), ranges=False, ptx=True))
+    table = json.loads((out / "ops" / "rmsnorm" / "dispatch.json").read_text())
+    (entry,) = [e for e in table["entries"] if e["candidate_id"] == cand.id][:1]
+    o = entry["ptx"]
+    assert o["edit_id"] == edit.id and o["speedup"] == 1.111 and o["arch"] == "interpret" and o["rule"] == edit.rule
+    manifest = json.loads((out / "kernelloop-package.json").read_text())
+    for f in (o["file"], o["diff"], o["proof"]):
+        assert f"ops/rmsnorm/{f}" in manifest["files"]
+    assert (out / "ops" / "rmsnorm" / o["file"]).read_text() == edited_ptx(edit, k.ptx)
+    assert "--- a/" in (out / "ops" / "rmsnorm" / o["diff"]).read_text()
+    pkg = load_package(out)
+    kern = pkg["rmsnorm"]
+    assert kern.ptx[entry["id"]].startswith("not used: no CUDA device")
+    x = torch.randn(5, 256).half()
+    wgt = (1 + 0.1 * torch.randn(256)).half()
+    ref = torch.nn.functional.rms_norm(x.double(), (256,), wgt.double(), 1e-6)
+    assert (kern(x, wgt).double() - ref).abs().max() < 1e-2 and kern.hits[entry["id"]] == 1
+    plain = tmp_path / "plain"
+    export_package([run], ExportOptions(out=plain, ops_root=ops_dir(), ranges=False))
+    assert all(e.get("ptx") is None for e in json.loads((plain / "ops" / "rmsnorm" / "dispatch.json").read_text())
+               ["entries"])
