@@ -1,6 +1,7 @@
-"""Round trip of the recorded sm_90 winners: every H200 run archived under benchmarks/results, each workload's
-best PASSED candidate rebuilt ahead of time for sm_90 on this machine (no GPU), its kernels' PTX recovered and
-re-assembled with Triton's ptxas, compared with Triton's own cubin. Ops without a recorded H200 run are listed (the
+"""Round trip of the recorded sm_90 winner configurations: every H200 run archived under benchmarks/results, each
+workload's best PASSED candidate; each distinct (candidate, dtype) rebuilt ahead of time for sm_90 on this machine
+(no GPU) on the first workload it won, its kernels' PTX recovered and re-assembled with Triton's ptxas, compared
+with Triton's own cubin. Ops without a recorded H200 run are listed (the
 template survey, benchmarks/ptx_roundtrip.py, covers them at a valid configuration). Writes results.json.
 
     PYTHONPATH=src python benchmarks/ptx_winners.py --out DIR [--jobs 2]
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def winners() -> list[tuple[str, object, object]]:
-    """(archive name, candidate, workload) of every distinct (candidate, workload shape class) winner."""
+    """(archive name, candidate, workload) of every distinct (candidate, dtype) winner, on the first workload it won."""
     from kernelloop.archive import Archive
     from kernelloop.select.pareto import best_per_workload
     out, seen = [], set()
@@ -35,8 +36,8 @@ def winners() -> list[tuple[str, object, object]]:
                 for run in a.runs():
                     for wid, trial in sorted(best_per_workload(a.trials(run["id"])).items()):
                         c, w = a.get_candidate(trial.candidate_id), a.get_workload(wid)
-                        if (c.id, w.id) not in seen:
-                            seen.add((c.id, w.id))
+                        if (c.id, w.dtype) not in seen:
+                            seen.add((c.id, w.dtype))
                             out.append((f"{gz.parent.name}/{gz.name}", c, w))
     return out
 
