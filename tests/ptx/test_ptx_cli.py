@@ -71,7 +71,7 @@ def test_propose_writes_checked_edits(surveyed, tmp_path):
     assert res.exit_code == 2 and "no source-level kernel" in res.output
 
 
-def test_prove_needs_a_gpu_and_runs_the_stand_in(surveyed, tmp_path, monkeypatch):
+def test_prove_and_time_need_a_gpu_or_run_the_stand_in(surveyed, tmp_path, monkeypatch):
     import torch
     path, _ = _candidate(tmp_path, surveyed)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -81,11 +81,16 @@ def test_prove_needs_a_gpu_and_runs_the_stand_in(surveyed, tmp_path, monkeypatch
                               "--executor", "stand-in", "--checks", "1", "--max", "1"])
     assert res.exit_code == 0, res.output
     assert "proved at verifier" in res.stdout and "stand-in" in res.stdout
+    res = runner.invoke(app, ["ptx", "time", str(path), "--workload", "M=3,N=4096", "--rules", "unroll",
+                              "--executor", "stand-in", "--checks", "1", "--max", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    (p,) = json.loads(res.stdout)["targets"][0]["proofs"]
+    assert p["stage"] == "done" and p["timing"]["samples"] == 5 and "not kernel time" in p["timing"]["policy"]
 
 
-def test_time_and_show_on_a_run(tmp_path):
-    """A recorded H200 run (schema 4) is migrated; its winner's edits proved by the stand-in and timed; `show`
-    lists the archived edits with their parent and the proofs."""
+def test_propose_and_show_on_a_recorded_run(tmp_path):
+    """A recorded H200 run (schema 4) is migrated; its winner's edits are archived; `show` lists them with their
+    parent and diff."""
     import gzip
     import shutil
     from pathlib import Path
@@ -96,7 +101,7 @@ def test_time_and_show_on_a_run(tmp_path):
         shutil.copyfileobj(f, g)
     res = runner.invoke(app, ["ptx", "show", str(run)])
     assert res.exit_code == 0 and "no PTX-level edits" in res.stdout
-    res = runner.invoke(app, ["ptx", "propose", str(run), "--rules", "prefetch_size", "--json"])
+    res = runner.invoke(app, ["ptx", "propose", str(run), "--rules", "cache_hint", "--json"])
     assert res.exit_code == 0, res.output
     (t,) = json.loads(res.stdout)["targets"]
     assert t["op"] == "layernorm" and t["run_id"] and t["kernels"][0]["edits"]

@@ -33,14 +33,14 @@ class PtxOverrides:
         self.files = {name: {sha: str(p) for sha, p in by_sha.items()} for name, by_sha in files.items()}
         self.hits: Counter = Counter()     # kernel name -> launches that ran the edited PTX
         self.misses: Counter = Counter()   # kernel name -> launches whose PTX was not the edited one's original
-        self._sha: dict[int, str] = {}
+        self._sha: dict[int, tuple[object, str]] = {}   # id -> (compiled kernel, sha256 of its PTX)
 
     def _ptx_sha(self, kernel) -> str:
-        key = id(kernel)
-        sha = self._sha.get(key)
-        if sha is None:
-            sha = hashlib.sha256(kernel.asm["ptx"].encode()).hexdigest()
-            self._sha[key] = sha
+        seen = self._sha.get(id(kernel))
+        if seen is not None and seen[0] is kernel:   # the object is held, so its id is not another's
+            return seen[1]
+        sha = hashlib.sha256(kernel.asm["ptx"].encode()).hexdigest()
+        self._sha[id(kernel)] = (kernel, sha)
         return sha
 
     def kwargs(self, jit, run, args: tuple, grid, kwargs: dict) -> dict:
