@@ -75,7 +75,7 @@ def main() -> None:
                 subjects = ["candidate", args.twin] if i % 2 == 0 else [args.twin, "candidate"]
                 ms, _, reply = ev.bench(cand, w, subjects, policy)
                 if reply.status != "ok":
-                    raise SystemExit(f"bench failed: {reply.status} {reply.data.get('error')}")
+                    raise SystemExit(f"bench failed: {reply.status} {reply.error}")
                 r = next(x for x in ms["candidate"].ratios if x.baseline == args.twin)
                 verdicts.append(r.verdict.value)
                 ratios.append({"order": subjects, "speedup": r.speedup, "ci": [r.ci_low, r.ci_high],

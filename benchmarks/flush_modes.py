@@ -58,7 +58,7 @@ def main() -> None:
                     policy = base.model_copy(update={"flush_mode": mode, "name": f"{base.name}-{mode}"})
                     ms, notes, reply = ev.bench(cand, w, subjects, policy)
                     if reply.status != "ok":
-                        raise SystemExit(f"bench failed: {reply.status} {reply.data.get('error')}")
+                        raise SystemExit(f"bench failed: {reply.status} {reply.error}")
                     got[mode] = {s: ms[s].kernel.median_us for s in ms}
             finally:
                 worker.close()

@@ -103,7 +103,7 @@ def clean_timing(archive: Archive, op_dir: Path, trial, workload, baselines: tup
     finally:
         worker.close()
     if reply.status != "ok":
-        raise RuntimeError(f"clean-L2 bench failed: {reply.status} {reply.data.get('error')}")
+        raise RuntimeError(f"clean-L2 bench failed: {reply.status} {reply.error}")
     return {name: m.kernel.median_us for name, m in ms.items()}
 
 

@@ -4,7 +4,7 @@ reach it, and a screen times candidates with a few samples first, in full only w
 
 import pytest
 
-import kernelloop.loop as loop
+import kernelloop.loop.proposers as loop
 from kernelloop.archive import Archive
 from kernelloop.loop import Controller, RunOptions
 from kernelloop.records import Workload

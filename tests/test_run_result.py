@@ -23,7 +23,8 @@ NON_DEFAULT = RunOptions(
     checks=1, confirm=False, sanitize=False, baselines=["eager"], static_rules=False,
     timeouts=Timeouts(check=61.0, bench=62.0), start={"BLOCK_N": "512"}, profile_timeout_s=12.0,
     templates=["rowwise"], fixed={"ROWS": "1"},
-    prior={"files": [{"path": "space.json", "sha256": "ab" * 32}], "configurations": 3})
+    prior={"files": [{"path": "space.json", "sha256": "ab" * 32}], "configurations": 3},
+    devices=["interpret:0", "interpret:1"], executor="ray", in_flight=3, build_jobs=2)
 
 
 def test_every_field_has_a_non_default_value_in_the_round_trip():
@@ -83,6 +84,23 @@ def test_throughput_over_sessions_and_uncovered_trials():
     assert empty.trials_per_minute is None and empty.devices == [] and empty.build_wait_fraction is None
 
 
+def test_throughput_per_device_with_builds_ahead_and_the_measured_wait():
+    from kernelloop.records import BuildArtifact
+    ahead = BuildArtifact(compile_s=4.0, toolchain="t", compiled_by="build stage", first_call_s=0.1)
+    first = BuildArtifact(compile_s=1.5, toolchain="t", compiled_by="first call")
+    trials = [_trial(0, 100.0, 110.0, 4.0, 5.0, 3.0).model_copy(update={"device": "cuda:0", "build": ahead}),
+              _trial(1, 101.0, 111.0, 1.5, 4.0, 4.0).model_copy(update={"device": "cuda:1", "build": first}),
+              # rejected by the build stage: no device, no device time
+              _trial(2, 102.0, 102.0, 0.0, 0.0, 0.0)]
+    tp = compute(trials, [{"started": 100.0, "finished": 120.0, "build_wait_s": 2.5}], "NVIDIA H200")
+    assert [d.device for d in tp.devices] == ["cuda:0", "cuda:1"] and {d.model for d in tp.devices} == {"NVIDIA H200"}
+    zero, one = tp.devices
+    assert zero.trials == 1 and zero.verify_s == pytest.approx(5.0)   # compiled ahead: all of it is verification
+    assert one.verify_s == pytest.approx(2.5)                          # the first call compiled: taken out
+    assert zero.busy_fraction == pytest.approx(8 / 20) and one.busy_fraction == pytest.approx(6.5 / 20)
+    assert tp.build_wait_s == pytest.approx(2.5 + 1.5)                 # measured wait + the first call's compile
+
+
 def test_run_returns_a_run_result_resume_reads_the_options_back_and_show_prints_throughput(layernorm, tmp_path):
     run_dir = tmp_path / "run"
     first = RunOptions(device="interpret", budget_evals=2, strategy="exhaustive", seed=5, checks=1, confirm=False,
@@ -106,7 +124,10 @@ def test_run_returns_a_run_result_resume_reads_the_options_back_and_show_prints_
     tp = result.throughput
     assert tp.trials == 2 and tp.sessions == 1 and tp.wall_s > 0 and tp.trials_per_minute > 0
     assert tp.devices[0].device == "interpret" and 0 < tp.devices[0].busy_fraction <= 1
-    assert tp.build_wait_s == pytest.approx(sum(t.costs.compile_s for t in trials))
+    # the interpreter compiles nothing: the build record says so, and no compile time is invented
+    assert all(t.build.compiled_by == "interpreter" and t.costs.compile_s == 0 and t.build.first_call_s > 0
+               for t in trials)
+    assert all(t.device == "interpret" for t in trials)
 
     # the archive as the previous format wrote it (RunOptions.as_dict of old: no timeouts, no format mark)
     con = sqlite3.connect(run_dir / "archive.sqlite")
@@ -135,4 +156,4 @@ def test_run_returns_a_run_result_resume_reads_the_options_back_and_show_prints_
     table = runner.invoke(app, ["show", str(run_dir)], env={"COLUMNS": "300"})
     assert table.exit_code == 0, table.output
     assert "throughput:" in table.output and "trials/min" in table.output and "build wait" in table.output
-    assert "interpret: busy" in table.output
+    assert "interpret: 3 trials, busy" in table.output

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from .records import Status, Trial, Workload
+from .records.device import Device
 from .records.run import RunResult, Throughput
 from .records.summary import BestSummary, FrontEntry, RunSummary, WorkloadSummary
 from .search import DEFAULT_STRATEGY
@@ -38,14 +39,17 @@ class UsageError(ValueError):
 
 
 def resolve_device(device: str | None) -> str:
-    """`cuda` or `interpret`; None means cuda when a GPU is present, else the Triton interpreter."""
+    """`cuda` or `interpret` (a records.Device's text); None means cuda when a GPU is present, else the Triton
+    interpreter."""
     from .device import cuda_available
     dev = device or ("cuda" if cuda_available() else "interpret")
-    if dev not in DEVICES:
-        raise UsageError(f"device {dev!r}: use cuda or interpret")
-    if dev == "cuda" and not cuda_available():
-        raise UsageError("device 'cuda': no CUDA device is available here (use device='interpret')")
-    return dev
+    try:
+        parsed = Device.of(dev)
+    except ValueError:
+        raise UsageError(f"device {dev!r}: use cuda or interpret") from None
+    if parsed.is_cuda and not cuda_available():
+        raise UsageError(f"device {dev!r}: no CUDA device is available here (use device='interpret')")
+    return str(parsed)
 
 
 def check_strategy(strategy: str) -> str:
@@ -62,7 +66,7 @@ def parse_budget(budget: int | str | None, device: str) -> tuple[int | None, flo
     compile + verification + timing seconds as measured), e.g. '40,10m,gpu:5m'; whichever is spent first ends the
     search. None: 24 evaluations on cuda, 8 in the interpreter."""
     if budget is None:
-        return (24 if device == "cuda" else 8), None, None
+        return (24 if Device.of(device).is_cuda else 8), None, None
     if isinstance(budget, int) and not isinstance(budget, bool):
         if budget <= 0:
             raise UsageError(f"budget {budget}: evaluations per workload must be positive")
@@ -100,7 +104,7 @@ def load_bundle(op: str | Path):
 def default_workloads(folder: Path, device: str) -> Path:
     """The op's workloads-interpret.toml in the interpreter when it has one, else its workloads.toml."""
     interp = folder / "workloads-interpret.toml"
-    if device != "cuda" and interp.is_file():
+    if not Device.of(device).is_cuda and interp.is_file():
         return interp
     return folder / "workloads.toml"
 

@@ -8,6 +8,7 @@ import socket
 import subprocess
 
 from .records import Environment
+from .records.device import Device
 
 # Used when there is no GPU (interpreter mode): the limits of an NVIDIA H100/H200 (sm_90), so that a space
 # pruned on a laptop is the space a Hopper GPU would accept. Marked virtual in every record.
@@ -35,12 +36,25 @@ def cuda_available() -> bool:
         return False
 
 
-def device_properties(device: str) -> dict:
-    """Properties of GPU 0 (`device='cuda'`) or the virtual Hopper (`'interpret'`)."""
-    if device != "cuda":
+def cuda_ordinal(uuid: str) -> int | None:
+    """The ordinal of the visible GPU whose UUID is `uuid` (GPU-... or MIG-...), None when none is."""
+    import torch
+    want = uuid.removeprefix("GPU-").removeprefix("MIG-")
+    for i in range(torch.cuda.device_count()):
+        got = str(getattr(torch.cuda.get_device_properties(i), "uuid", ""))
+        if got and got.removeprefix("GPU-").removeprefix("MIG-") == want:
+            return i
+    return None
+
+
+def device_properties(device: Device | str) -> dict:
+    """Properties of a GPU (`cuda`: GPU 0; `cuda:N`: GPU N) or the virtual Hopper (`interpret`)."""
+    device = Device.of(device)
+    if not device.is_cuda:
         return dict(VIRTUAL_HOPPER)
     import torch
-    p = torch.cuda.get_device_properties(0)
+    where = device.controller_tensor_device
+    p = torch.cuda.get_device_properties(torch.device(where if where != "cpu" else "cuda"))
     return {
         "name": p.name,
         "virtual": False,
@@ -67,14 +81,17 @@ def _driver_version() -> str:
         return ""
 
 
-def environment(device: str) -> Environment:
+def environment(device: Device | str) -> Environment:
+    """The environment record of a device: its kind (not its ordinal: GPUs of one model are one environment), the
+    GPU's name, driver, versions, properties and the workers' confinement."""
     import torch
     import triton
+    device = Device.of(device)
     props = device_properties(device)
     return Environment(
-        device=device,
-        gpu="" if device != "cuda" else props["name"],
-        driver="" if device != "cuda" else _driver_version(),
+        device=str(device.kind_only),
+        gpu="" if not device.is_cuda else props["name"],
+        driver="" if not device.is_cuda else _driver_version(),
         cuda=str(torch.version.cuda or ""),
         torch=torch.__version__,
         triton=triton.__version__,

@@ -29,7 +29,7 @@ def test_twin_and_same_are_timed_beside_the_candidate(layernorm, tmp_path, subje
         ms, notes, reply = ev.bench(cand, w, subjects, policy)
     finally:
         worker.close()
-    assert reply.status == "ok", reply.data
+    assert reply.status == "ok", (reply.error, reply.log_tail)
     assert set(ms) == set(subjects) and not notes
     baselines = {r.baseline for r in ms["candidate"].ratios}
     assert {"candidate-twin", "candidate-same"} <= baselines

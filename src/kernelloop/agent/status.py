@@ -8,6 +8,7 @@ from pathlib import Path
 from ..archive import Archive
 from ..records import Status
 from ..verify.explain import failures_by_trial, proposer_verdict
+from ..records.device import Device
 from .workspace import Workspace
 
 
@@ -27,7 +28,7 @@ def workspace_status(workspace: str | Path, device: str | None = None, recent: i
     device = device or ws.device
     db = ws.run_dir(device) / "archive.sqlite"
     baseline = json.loads((ws.root / "baseline.json").read_text()) if (ws.root / "baseline.json").is_file() else {}
-    out = {"workspace": str(ws.root), "op": ws.data["op"], "device": device, "interpreter": device != "cuda",
+    out = {"workspace": str(ws.root), "op": ws.data["op"], "device": device, "interpreter": not Device.of(device).is_cuda,
            "baseline": baseline, "run": None, "counts": {}, "workloads": [], "recent": []}
     if not db.is_file():
         out["note"] = "nothing submitted yet"

@@ -29,6 +29,7 @@ from ..execute.evaluate import Timeouts, derive_seed
 from ..loop import Controller, RunOptions
 from ..records import Candidate, Status, Trial, Workload
 from ..verify.explain import failure_reason
+from ..records.device import Device
 from .workspace import Workspace, WorkspaceError
 
 
@@ -177,7 +178,7 @@ def submit(workspace: str | Path, sub: Submission, *, device: str | None = None,
     """Evaluate a submission on every workload of the workspace; the JSON-able verdict."""
     ws = Workspace.load(workspace)
     device = device or ws.device
-    if device == "cuda":
+    if Device.of(device).is_cuda:
         from ..device import cuda_available
         if not cuda_available():
             raise WorkspaceError("--device cuda: no CUDA device is available here")
@@ -193,7 +194,7 @@ def submit(workspace: str | Path, sub: Submission, *, device: str | None = None,
         started = time.time()
         run_id = Controller(bundle, ws.workloads, options, run_dir, proposer=proposer).run(resume=resume).run_id
         with Archive(db) as archive:
-            profiles = _profile(archive, run_dir, bundle, proposer.trials) if (profile and device == "cuda") else {}
+            profiles = _profile(archive, run_dir, bundle, proposer.trials) if (profile and Device.of(device).is_cuda) else {}
             answer = verdict(archive, ws, run_id, device, proposer.trials, profiles)
     for r, (_, _, t) in zip(answer["results"], proposer.trials):
         r["previously_archived"] = t.started < started   # the same code and config was judged before
@@ -290,7 +291,7 @@ def verdict(archive: Archive, ws: Workspace, run_id: str, device: str, trials, p
             rejected.add(cand.id)
             r.update(message="rejected by the static source rules before any call: every hit is listed once under "
                              "candidates[].static_rules", log_tail="")
-        if device == "cuda":
+        if Device.of(device).is_cuda:
             r["profile"] = profiles.get(t.id, {"status": "not profiled"})
         results.append(r)
     statuses = [r["status"] for r in results]
@@ -298,7 +299,7 @@ def verdict(archive: Archive, ws: Workspace, run_id: str, device: str, trials, p
     cands = {c.id: c for c, _, _ in trials}
     spec = ws.bundle().spec if rejected else None
     return {
-        "workspace": str(ws.root), "run": run_id, "device": device, "interpreter": device != "cuda",
+        "workspace": str(ws.root), "run": run_id, "device": device, "interpreter": not Device.of(device).is_cuda,
         "verdict": failing or Status.PASSED.value,
         "candidates": [{"id": c.id, "label": c.label, "template": c.template, "config": c.config,
                         "parent_ids": c.parent_ids, "proposer": c.proposer, "hypothesis": c.hypothesis,

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..records import Workload, sha256_hex
 from ..spec import OpBundle, load_op
+from ..records.device import Device
 from .interface import op_interface, template_params
 
 MANIFEST = "kernelloop-workspace.json"
@@ -170,9 +171,7 @@ def init_workspace(spec: str | Path, out: str | Path, *, workloads_file: str | P
     from ..propose.proposal import proposal_json_schema
 
     bundle = load_op(spec)
-    device = device or ("cuda" if cuda_available() else "interpret")
-    if device not in ("cuda", "interpret"):
-        raise ValueError(f"device {device!r}: use cuda or interpret")
+    device = str(Device.of(device or ("cuda" if cuda_available() else "interpret")).kind_only)
     wl_file = Path(workloads_file) if workloads_file else default_workloads(bundle.folder, device)
     workloads = load_workloads(wl_file, bundle.spec)
     root = Path(out).resolve()
@@ -192,7 +191,7 @@ def init_workspace(spec: str | Path, out: str | Path, *, workloads_file: str | P
     (root / "proposal.schema.json").write_text(json.dumps(proposal_json_schema(), indent=2) + "\n")
     (root / "baseline.json").write_text(json.dumps(baseline, indent=2) + "\n")
     note = ("Without a GPU kernels run in the Triton interpreter on CPU tensors: verdicts are real, timings are "
-            "interpreter wall clock, not kernel performance." if device != "cuda" else "")
+            "interpreter wall clock, not kernel performance." if not Device.of(device).is_cuda else "")
     (root / "README.md").write_text(README.format(op=bundle.spec.name, launch=iface["launch"], root=root,
                                                   device=device, device_note=note))
     data = {"schema": SCHEMA, "op": bundle.spec.name, "op_dir": str(bundle.folder.resolve()),

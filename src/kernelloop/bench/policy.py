@@ -21,8 +21,9 @@ INTERPRETER_WALLCLOCK = TimingPolicy(name="interpreter-wallclock", clock="wallcl
                                      flush_bytes=0, sleep_cycles=0, bootstrap=500)
 
 
-def policies_for(device: str) -> tuple[TimingPolicy, TimingPolicy]:
-    """(search policy, confirmation policy) for a device."""
-    if device == "cuda":
+def policies_for(device) -> tuple[TimingPolicy, TimingPolicy]:
+    """(search policy, confirmation policy) for a device (a records.Device or its text)."""
+    from ..records.device import Device
+    if Device.of(device).is_cuda:
         return COLD_L2_EVENTS, COLD_L2_EVENTS_CONFIRM
     return INTERPRETER_WALLCLOCK, INTERPRETER_WALLCLOCK

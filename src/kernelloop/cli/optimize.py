@@ -13,6 +13,7 @@ from ..archive import Archive, ArchiveError
 from ..execute.worker import BUILTIN_BASELINES
 from ..loop import PLANNER, Controller, RunOptions, op_baseline_names, strategy_names
 from ..manifest import ManifestChanged
+from ..records.device import Device
 from ..search import DEFAULT_STRATEGY
 from ..report.terminal import INTERPRETER_BANNER, render
 from ..spec import SpecError, load_op
@@ -111,7 +112,7 @@ def optimize(
         console.print("[red]bad argument:[/red] --resume needs --out RUN_DIR")
         raise typer.Exit(common.BAD_INPUT)
     run_dir = out or api.default_run_dir(bundle.spec.name)
-    if dev != "cuda":
+    if not Device.of(dev).is_cuda:
         console.print(f"[yellow]{INTERPRETER_BANNER}[/yellow]")
     opts = RunOptions(device=dev, budget_evals=evals, budget_seconds=seconds, budget_gpu_seconds=gpu_budget,
                       screen_samples=screen, strategy=strategy, seed=seed, checks=checks, confirm=not no_confirm, sanitize=sanitize,

@@ -20,6 +20,8 @@ or the archive could not be read or written.
 
 from __future__ import annotations
 
+from ..records.device import Device
+
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -64,7 +66,7 @@ def _find_trials(trials: list[Trial], wanted: str | None) -> list[Trial]:
 def _roofs(archive: Archive, run: dict, workload_id: str) -> tuple[Any, float | None, list[str]]:
     env, notes = run["environment"], []
     ceilings = None
-    if env.get("device") == "cuda" and env.get("gpu"):
+    if Device.of_environment(env).is_cuda and env.get("gpu"):
         try:
             ceilings = cached_ceilings(env["gpu"], env.get("driver", ""), env.get("torch", ""))
         except CeilingsCacheError as e:
@@ -222,7 +224,7 @@ def profile_summary(archive: Archive, trial: str | None = None, baselines: list[
     chosen = _find_trials(trials, trial)
     env = run["environment"]
     return {"run": run["id"], "op": run["op"], "device": env.get("device"), "gpu": env.get("gpu"),
-            "interpreter": env.get("device") != "cuda", "trials": [trial_record(archive, run, t) for t in chosen],
+            "interpreter": not Device.of_environment(env).is_cuda, "trials": [trial_record(archive, run, t) for t in chosen],
             "baselines": [baseline_record(archive, run, w, name) for w in _workloads_of(archive, chosen)
                           for name in baselines]}
 

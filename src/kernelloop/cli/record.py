@@ -17,6 +17,7 @@ import typer
 
 from ..device import cuda_available, device_properties, environment
 from ..records import Candidate, Status
+from ..records.device import Device
 from ..replay.space_file import FORMAT, read_space_document, write_space_file
 from ..search.encoding import config_key
 from ..spec import SpecError, load_op, load_workloads
@@ -57,12 +58,12 @@ def record(
     from ..execute.pool import Worker, job_root
 
     console = common.console(stderr=as_json)
-    if device == "cuda" and not cuda_available():
+    if Device.of(device).is_cuda and not cuda_available():
         console.print("[red]bad argument:[/red] --device cuda: no CUDA device is available here")
         raise typer.Exit(common.BAD_INPUT)
     try:
         bundle = load_op(common.resolve_op(spec))
-        wl_file = common.resolve_path(workloads) or bundle.folder / ("workloads.toml" if device == "cuda" else "workloads-interpret.toml")
+        wl_file = common.resolve_path(workloads) or bundle.folder / ("workloads.toml" if Device.of(device).is_cuda else "workloads-interpret.toml")
         wls = load_workloads(wl_file, bundle.spec)
     except SpecError as e:
         console.print(f"[red]spec error:[/red] {e}")

@@ -14,6 +14,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..api import DEVICES
 from . import common
 
 
@@ -58,7 +59,7 @@ def submit(
             raise typer.Exit(common.BAD_INPUT)
         parsed[name] = value
     cfg, spc = parsed["--config"], parsed["--space"] or None
-    if device not in (None, "cuda", "interpret"):
+    if device is not None and device not in DEVICES:
         err.print(f"[red]bad argument:[/red] --device {device!r}: use cuda or interpret")
         raise typer.Exit(common.BAD_INPUT)
     try:

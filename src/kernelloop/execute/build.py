@@ -7,16 +7,19 @@ from __future__ import annotations
 from ..records import BuildArtifact
 
 
-def build_info(module, compile_s: float, device: str) -> BuildArtifact:
-    """Registers, spills and shared memory of every kernel the module's JIT functions compiled (max over kernels)."""
+def build_info(module, compile_s: float, device) -> BuildArtifact:
+    """Registers, spills and shared memory of every kernel the module's JIT functions compiled (max over kernels).
+    `compile_s`: the first call's seconds; in the interpreter nothing is compiled (compile_s 0, the call's time is
+    `first_call_s`)."""
     import hashlib
 
     import triton
     from triton.runtime.jit import JITFunction
     info = {"kernel_names": [], "registers": None, "spills": None, "shared_bytes": None, "warps": None,
             "compile_s": compile_s, "toolchain": f"triton {triton.__version__}", "binary_hash": None}
-    if device != "cuda":
-        info["toolchain"] += " / interpreter"
+    info["first_call_s"] = compile_s
+    if not device.is_cuda:   # a records.Device
+        info.update(toolchain=info["toolchain"] + " / interpreter", compiled_by="interpreter", compile_s=0.0)
         info["kernel_names"] = [n for n, v in vars(module).items() if isinstance(v, JITFunction)]
         return BuildArtifact(**info)
     import torch
@@ -46,6 +49,25 @@ def build_info(module, compile_s: float, device: str) -> BuildArtifact:
                     digest.update(cubin if isinstance(cubin, bytes) else str(cubin).encode())
     info["binary_hash"] = digest.hexdigest() if info["kernel_names"] else None
     return BuildArtifact(**info)
+
+
+def cubin_hashes(module) -> list[str]:
+    """sha256 of each compiled kernel's cubin (what the build stage's kernels are compared with)."""
+    import hashlib
+
+    from triton.runtime.jit import JITFunction
+    out = []
+    for fn in vars(module).values():
+        if not isinstance(fn, JITFunction):
+            continue
+        for entry in getattr(fn, "device_caches", {}).values():
+            cache = next((c for c in entry if isinstance(c, dict)), {})
+            for kernel in cache.values():
+                cubin = kernel.asm.get("cubin") if hasattr(kernel, "asm") else None
+                if cubin:
+                    out.append(hashlib.sha256(bytes(cubin) if not isinstance(cubin, str) else cubin.encode())
+                               .hexdigest())
+    return sorted(set(out))
 
 
 def forget_compiled(module) -> None:

@@ -26,7 +26,8 @@ from pathlib import Path
 import torch
 
 from ..bench.stats import paired_speedup, summarize
-from ..records import (BuildArtifact, BuildFailure, Candidate, Costs, Measurement, Status, TimingPolicy, Verdict,
+from ..records.device import Device
+from ..records import (BuildArtifact, BuildFailure, Built, Candidate, Costs, Measurement, Status, TimingPolicy, Verdict,
                        Workload)
 from ..reference.inputs import PERTURBED, make_inputs, perturb_
 from ..reference.truth import truth
@@ -68,13 +69,29 @@ class Evaluation:
 __all__ = ["DETERMINISM_RUNS", "Evaluation", "Evaluator", "Timeouts", "derive_seed"]
 
 
+def merge_build(worker: BuildArtifact | BuildFailure | None, built: Built | None, cubins: list[str] | None
+                ) -> BuildArtifact | BuildFailure | None:
+    """The trial's build record: what the worker's first call found (its kernels' registers, spills, shared
+    memory), with the compile seconds, the build's usage and 'build stage' from an artifact the build stage made,
+    and whether the worker ran its binaries (`cubins`: the worker's, compared with the build stage's)."""
+    ahead = built.artifact if built is not None else None
+    if ahead is None or not isinstance(worker, BuildArtifact):
+        return worker if worker is not None else ahead
+    used = bool(cubins) and set(cubins) <= set(built.cubins) if cubins is not None else None
+    return worker.model_copy(update={
+        "compile_s": ahead.compile_s, "compiled_by": "build stage", "usage": ahead.usage, "ahead_used": used,
+        "registers": worker.registers if worker.registers is not None else ahead.registers,
+        "shared_bytes": worker.shared_bytes if worker.shared_bytes is not None else ahead.shared_bytes,
+        "warps": worker.warps if worker.warps is not None else ahead.warps})
+
+
 class Evaluator:
-    def __init__(self, bundle: OpBundle, device: str, worker: Worker, policy: TimingPolicy, secret: str,
+    def __init__(self, bundle: OpBundle, device: Device | str, worker: Worker, policy: TimingPolicy, secret: str,
                  checks: int = 2, timeouts: Timeouts | None = None, static_rules: bool = True,
                  aten_ops: bool = True):
         self.bundle = bundle
         self.spec = bundle.spec
-        self.device = device
+        self.device = Device.of(device)
         self.worker = worker
         self.policy = policy
         self.secret = secret
@@ -88,8 +105,8 @@ class Evaluator:
         self._domain = None   # (domain constraints, device properties), computed on first use
         self._last_reply: Reply | None = None     # of the latest worker request (where a crash happened)
         self._timed_case: dict | None = None      # the timed call a timing verdict failed on
-        # The trusted parent recomputes inputs and the reference on the same kind of device as the worker.
-        self.tensor_device = "cuda" if device == "cuda" else "cpu"
+        # The trusted parent recomputes inputs and the reference on the worker's device (or the CPU in the interpreter).
+        self.tensor_device = self.device.controller_tensor_device
         self.toolchain = f"triton {__import__('triton').__version__}"
         self._spec_json: tuple[object, str] | None = None   # (spec, its JSON text): serialised once, not per request
 
@@ -97,19 +114,19 @@ class Evaluator:
     def heldout_workloads(self, workload: Workload, candidate: Candidate) -> list[Workload]:
         """Shapes the proposer never sees, drawn per (secret, workload, candidate): see execute/battery.py."""
         return [w for _, w in battery.heldout_workloads(self.spec, self.secret, workload, candidate.id,
-                                                        self.bundle.fixed_axes, self._accept(candidate, workload),
+                                                        self.bundle.fixed_axes, self.accept(candidate, workload),
                                                         self._own_template(candidate))]
 
     def cases(self, candidate: Candidate, workload: Workload) -> list[dict]:
         return battery.cases(self.spec, self.secret, self.checks, candidate.id, workload, self.bundle.fixed_axes,
-                             self._accept(candidate, workload), self._own_template(candidate))
+                             self.accept(candidate, workload), self._own_template(candidate))
 
     def _own_template(self, candidate: Candidate) -> bool:
         """Whether the candidate is one of the op's templates, its source unchanged (its constraints then say
         which shapes its configuration supports)."""
         return self.bundle.template_sources.get(candidate.template, None) == candidate.source
 
-    def _accept(self, candidate: Candidate, workload: Workload):
+    def accept(self, candidate: Candidate, workload: Workload):
         """Where held-out draws beyond the primary axes may go: the op's domain (axis bounds, the axis-only
         constraints every template states) and, for a template's own source, what pruning keeps for its
         configuration (so an honest configuration is never judged on shapes it declares it does not support)."""
@@ -203,12 +220,8 @@ class Evaluator:
             return None
         key = candidate.source_hash
         if key not in self._rule_verdicts:
-            from ..verify.rules import check_source
-            hits = check_source(candidate.source, self.spec)
-            more = ", ".join(f"{h.rule} at line {h.line}" for h in hits[1:])
-            self._rule_verdicts[key] = None if not hits else Verdict(
-                status=Status.REJECTED, message=hits[0].message + (f" (and {more})" if more else ""),
-                log="\n".join(f"{h.rule} at line {h.line}: {h.snippet}" for h in hits))
+            from ..build.steps import rules_verdict
+            self._rule_verdicts[key] = rules_verdict(candidate.source, self.spec)
         return self._rule_verdicts[key]
 
     def load(self, candidate: Candidate) -> BuildFailure | Verdict | None:
@@ -443,17 +456,31 @@ class Evaluator:
             out.update(at=info["at"], signal=info["signal"], exitcode=info["exitcode"])
         return out
 
-    def evaluate(self, candidate: Candidate, workload: Workload, job_dir: Path, halving=None) -> Evaluation:
-        """compile -> verify -> time; `halving` (kernelloop.search.budget.SuccessiveHalving): time with a few
-        samples first, in full only when promoted (see `_timed`). Verification is never screened: the whole
-        battery runs before any timing."""
+    def shapes(self, candidate: Candidate, workload: Workload) -> list[Workload]:
+        """Every distinct workload the candidate's battery on `workload` runs (what the build stage builds)."""
+        out: dict[str, Workload] = {}
+        for case in self.cases(candidate, workload):
+            out.setdefault(case["workload"].id, case["workload"])
+        return list(out.values())
+
+    def evaluate(self, candidate: Candidate, workload: Workload, job_dir: Path, built: Built | None = None,
+                 halving=None) -> Evaluation:
+        """Build (unless the build stage did: `built`), verify and, when PASSED, time the candidate on the workload.
+        A verdict of the build stage ends the trial here, before any call. `halving`
+        (kernelloop.search.budget.SuccessiveHalving): time with a few samples first, in full only when promoted (see
+        `_timed`). Verification is never screened: the whole battery runs before any timing."""
         t0 = time.perf_counter()
-        job_dir.mkdir(parents=True, exist_ok=True)
-        self._writable(job_dir)   # before the load: a worker restarted for it loads the candidate afresh
         self._timed_case = None
         label = workload.label
+        if built is not None and built.verdict is not None:
+            stage = "build" if built.verdict.status is Status.COMPILE_ERROR else "static rules"
+            return Evaluation(built.failure, built.verdict, None, Costs(
+                compile_s=built.failure.compile_s if built.failure else 0.0, wall_s=time.perf_counter() - t0),
+                self._failure(stage, workload))
+        job_dir.mkdir(parents=True, exist_ok=True)
+        self._writable(job_dir)   # before the load: a worker restarted for it loads the candidate afresh
         try:
-            rejected = self.screen(candidate)
+            rejected = self.screen(candidate) if built is None else None   # the build stage screened it
             if rejected is not None:
                 v = rejected.model_copy(update={"case": f"{label}: static rules, before any call"})
                 return Evaluation(None, v, None, Costs(wall_s=time.perf_counter() - t0),
@@ -468,13 +495,14 @@ class Evaluator:
                                   Costs(wall_s=time.perf_counter() - t0),
                                   self._failure("import", workload, reply=self._last_reply))
             build, verdict, verify_s, failed_case = self.verify(candidate, workload, job_dir)
+            build = merge_build(build, built, getattr(self._last_reply.record, "cubins", None))
             compile_s = build.compile_s if build is not None else 0.0
 
             def costs(bench_s: float = 0.0) -> Costs:
                 return Costs(compile_s=compile_s, verify_s=verify_s, bench_s=bench_s, wall_s=time.perf_counter() - t0)
 
             if verdict.status is not Status.PASSED:
-                if self.device != "cuda":
+                if self.device.interpreted:
                     # In the interpreter an out-of-bounds write lands in the worker's own heap and may only crash a
                     # later call: the next candidate starts in a fresh process, so no failure is charged to it.
                     self.worker.kill()
@@ -487,7 +515,7 @@ class Evaluator:
                 return Evaluation(build, bad, None, costs(reply.seconds), self._failure("timing", workload,
                                                                                           reply=reply))
             m = ms["candidate"]
-            if self.device == "cuda" and m.roofline_fraction is not None and m.roofline_fraction > 1 / PHYSICAL_FLOOR:
+            if self.device.is_cuda and m.roofline_fraction is not None and m.roofline_fraction > 1 / PHYSICAL_FLOOR:
                 # Faster than physics allows: measure again in a fresh process before believing either way.
                 self.worker.kill()
                 if self.load(candidate) is None:

@@ -21,6 +21,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from ..records.device import Device
 from . import protocol as P
 from .child import PATH_ENV
 from .keys import KEY_ENV
@@ -45,18 +46,13 @@ class Reply:
         """The worker's error text ('' when it sent none)."""
         return getattr(self.record, "error", "") or ""
 
-    @property
-    def data(self) -> dict:
-        """The worker's reply as a dict ({} without one), for scripts that read it so."""
-        return self.record.model_dump() if self.record is not None else {}
-
 
 class Worker:
     """One spawned worker. `request` never raises for candidate misbehaviour; it returns a Reply."""
 
-    def __init__(self, device: str, work_dir: Path, start_timeout: float = 180.0, log_path: Path | None = None,
+    def __init__(self, device: Device | str, work_dir: Path, start_timeout: float = 180.0, log_path: Path | None = None,
                  remove_work_dir: bool = False, sandbox: bool | None = None):
-        self.device = device
+        self.device = Device.of(device)
         self.work_dir = Path(work_dir).resolve()
         # candidate code runs under execute/sandbox.py unless the caller or $KERNELLOOP_SANDBOX=off says otherwise
         self.sandbox = sandbox if sandbox is not None else os.environ.get(SANDBOX_ENV, "on") != "off"
@@ -88,7 +84,10 @@ class Worker:
         # torch's compile cache (the torch.compile baseline; torch may also create it on its own) in the run's folder
         env["TORCHINDUCTOR_CACHE_DIR"] = str(self.work_dir / "inductor")
         env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"   # inductor compiles in the worker, not in a pool of processes
-        argv = [sys.executable, "-m", "kernelloop.execute.child", str(theirs.fileno()), self.device,
+        visible = worker_visible_devices(self.device, env.get("CUDA_VISIBLE_DEVICES"))
+        if visible is not None:   # a worker per GPU sees only its own (as 'cuda')
+            env["CUDA_VISIBLE_DEVICES"] = visible
+        argv = [sys.executable, "-m", "kernelloop.execute.child", str(theirs.fileno()), str(self.device),
                 str(self.log_path), str(self.work_dir)]
         self.writable, self.view = [], ""
         self.log_path.touch()   # exists before the read-only view keeps it writable
@@ -257,6 +256,22 @@ class Worker:
         code = self._wait(30) if self.proc is not None else None
         self.kill()
         return Reply("died", exitcode=code, seconds=time.perf_counter() - t0, log_tail=self._tail_since(mark))
+
+
+def worker_visible_devices(device: Device, inherited: str | None) -> str | None:
+    """CUDA_VISIBLE_DEVICES for a worker that sees only `device`: its UUID, or the entry at its ordinal in what the
+    controller itself sees (`inherited`), or the ordinal; None for the default GPU and the interpreter."""
+    if not device.is_cuda or (device.index is None and device.uuid is None):
+        return None
+    if device.uuid is not None:
+        return device.uuid
+    seen = [v.strip() for v in inherited.split(",") if v.strip()] if inherited else []
+    if seen:
+        if device.index >= len(seen):
+            raise ValueError(f"device {device}: the controller sees {len(seen)} GPU(s) (CUDA_VISIBLE_DEVICES="
+                             f"{inherited})")
+        return seen[device.index]
+    return str(device.index)
 
 
 def signal_name(code: int | None) -> str | None:

@@ -19,8 +19,9 @@ def _import_file(path: Path, name: str):
     return mod
 
 
-def _sync(device: str) -> None:
-    if device == "cuda":
+def _sync(device) -> None:
+    """Wait for the device (a records.Device) to finish its work; nothing to wait for in the interpreter."""
+    if device.is_cuda:
         import torch
         torch.cuda.synchronize()
 

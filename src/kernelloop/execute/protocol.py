@@ -149,6 +149,7 @@ class Checked(_Reply):
     returned: Returned | None = None
     threads: ThreadCensus
     aten: AtenReport
+    cubins: list[str] = Field(default_factory=list, description="sha256 of each kernel binary the calls ran (GPU).")
 
 
 class Benched(_Reply):

@@ -190,7 +190,7 @@ def bench(state, msg: P.BenchRequest) -> P.Benched | P.Failed:
         # once the number of threads has stopped moving, so the census after the timed calls is not confounded
         threads_before = settled_thread_count()
     names_before = thread_names()
-    before_snap = gpu_snapshot() if state.device == "cuda" else {}
+    before_snap = gpu_snapshot() if state.device.is_cuda else {}
     try:
         mark_stage(state.job_root, "timing (samples)")
         samples = sample(subjects, policy, msg.seed, before if fresh or live.get("scratch") else None,
@@ -200,7 +200,7 @@ def bench(state, msg: P.BenchRequest) -> P.Benched | P.Failed:
         text = traceback.format_exc()[-20000:]
         return P.Failed(stage="runtime", log=text, error=f"{type(e).__name__}: {e}"[:2000],
                         cuda_fault=any(m in text for m in CUDA_FAULT_MARKERS))
-    after_snap = gpu_snapshot() if state.device == "cuda" else {}
+    after_snap = gpu_snapshot() if state.device.is_cuda else {}
     files = []
     if snapshots and msg.job_dir:
         for call, entry, outs in snapshots:

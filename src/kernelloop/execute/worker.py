@@ -15,20 +15,21 @@ import time
 import traceback
 from pathlib import Path
 
+from ..records.device import Device
 from . import protocol as P
 from .aten import AtenRecorder
 from .baselines import BUILTIN_BASELINES, make_baseline  # noqa: F401 - where callers long imported them from
-from .build import build_info, forget_compiled, is_compile_error
+from .build import build_info, cubin_hashes, forget_compiled, is_compile_error
 from .census import thread_count
 from .procutil import CUDA_FAULT_MARKERS, _import_file, _sync, mark_stage
 from .timing import CANDIDATE_KINDS, _rotating_call, _scratch_of, bench  # noqa: F401
 
 class _State:
-    def __init__(self, device: str, job_root: Path, sandboxed: bool = True):
+    def __init__(self, device: Device, job_root: Path, sandboxed: bool = True):
         self.device = device
         self.sandboxed = sandboxed
         self.sandbox = None   # execute.sandbox.Sandbox once armed (just before the first candidate import)
-        self.tensor_device = "cuda" if device == "cuda" else "cpu"
+        self.tensor_device = device.tensor_device
         self.job_root = job_root
         self.modules: dict[str, object] = {}
         self.refs: dict[str, object] = {}
@@ -127,7 +128,8 @@ def _check(state: _State, msg: P.CheckRequest) -> P.Checked | P.Failed:
                     "inputs_after": [i.detach().cpu() for i in inputs]}, path)
         files.append(str(path))
     return P.Checked(files=files, build=build, alias=alias, alias_case=alias_case, returned=returned,
-                     threads=P.ThreadCensus(base=threads_base, after=thread_count()), aten=aten.report())
+                     threads=P.ThreadCensus(base=threads_base, after=thread_count()), aten=aten.report(),
+                     cubins=cubin_hashes(mod) if state.device.is_cuda else [])
 
 
 HANDLERS = {"load": _load, "check": _check, "bench": bench}   # by the request's `op`
@@ -142,13 +144,16 @@ def _warm_runtime(torch) -> None:
 
 
 def worker_main(conn, device: str, log_path: str, job_root: str, view: str = "") -> None:
-    """Entry point of a spawned worker; `view`: what execute.confine did (reported in the ready message)."""
+    """Entry point of a spawned worker; `device`: a records.Device's text (a GPU worker sees only its own GPU, which
+    the controller chose through CUDA_VISIBLE_DEVICES); `view`: what execute.confine did (reported in the ready
+    message)."""
+    device = Device.of(device)
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     # The worker decides the execution mode itself: an inherited TRITON_INTERPRET=1 would silently run
     # "cuda" jobs in the interpreter.
-    if device == "cuda":
+    if device.is_cuda:
         os.environ.pop("TRITON_INTERPRET", None)
     else:
         os.environ["TRITON_INTERPRET"] = "1"
@@ -156,11 +161,11 @@ def worker_main(conn, device: str, log_path: str, job_root: str, view: str = "")
     import triton
     from .pool import SANDBOX_ENV
     state = _State(device, Path(job_root), sandboxed=os.environ.pop(SANDBOX_ENV, "on") != "off")
-    if device == "cuda":
+    if device.is_cuda:
         torch.cuda.init()
     # Runtime scratch of kernels that ask for it (device-side TMA descriptors, `tl.make_tensor_descriptor`):
     # the harness owns it, since candidates may not allocate, and zero-fills it, so it never holds old outputs.
-    scratch_device = "cuda" if device == "cuda" else "cpu"
+    scratch_device = device.tensor_device
     triton.set_allocator(lambda size, alignment, stream: torch.zeros(size, dtype=torch.int8, device=scratch_device))
     _warm_runtime(torch)
     if view:

@@ -14,6 +14,8 @@ measured points (`ShapeClaim.kernel_us`).
 
 from __future__ import annotations
 
+from ..records.device import Device
+
 import random
 import re
 import secrets
@@ -68,7 +70,7 @@ class TableBuild:
 
 def arch_of(environment: dict) -> str:
     """The guard's architecture for a run's environment: 'interpret' or 'sm_XY'."""
-    if environment.get("device") != "cuda":
+    if not Device.of_environment(environment).is_cuda:
         return "interpret"
     major, minor = (environment.get("properties") or {}).get("capability", [0, 0])
     return f"sm_{major}{minor}"

@@ -18,6 +18,8 @@ Sources:
 
 from __future__ import annotations
 
+from ..records.device import Device
+
 import ast
 import re
 from dataclasses import dataclass, field
@@ -91,7 +93,7 @@ def roofs(ctx: EvidenceContext) -> tuple[Any, float | None, list[str]]:
     notes: list[str] = []
     ceilings = None
     env = ctx.environment
-    if ctx.device == "cuda" and env.get("gpu"):
+    if Device.of(ctx.device).is_cuda and env.get("gpu"):
         from .ceilings import CeilingsCacheError, cached_ceilings
         try:
             ceilings = cached_ceilings(env["gpu"], env.get("driver", ""), env.get("torch", ""))
@@ -197,9 +199,9 @@ class NcuEvidence:
                              timeout_s=self.timeout_s)
 
 
-def default_evidence(device: str, timeout_s: float = 300.0) -> EvidenceSource:
+def default_evidence(device, timeout_s: float = 300.0) -> EvidenceSource:
     """Nsight Compute on CUDA when `ncu` is found; otherwise timing-only reports (saying why)."""
-    if device != "cuda":
+    if not Device.of(device).is_cuda:
         return TimingEvidence("the Triton interpreter cannot be profiled")
     from .ncu_report_adapter import find_ncu
     if find_ncu() is None:

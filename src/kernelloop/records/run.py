@@ -9,12 +9,14 @@
   invocation killed before logging its session) add the span from the first one's start to the last one's end.
 - trials per minute: the archived trials over that wall time (trials replayed from the archive on resume are not
   counted again).
-- device busy: per device, the seconds it spent verifying (the verification request minus the build, i.e. the
-  candidate's first call, which it includes) and timing candidates, over the wall time.
-- build wait: the seconds the loop waited for builds. Candidates are built one at a time inside their verification
-  request and nothing else runs meanwhile, so every build is in the critical path: it is the sum of the trials'
-  `compile_s` (the first call of the candidate, JIT compilation included), and `build_wait_fraction` is its share of
-  the wall time. A build that overlapped other work would not count; none does today.
+- device busy: per device (each worker's GPU, MIG slice or interpreter worker; trials name it), the seconds it spent
+  verifying and timing candidates, over the wall time. Compilation is not device time when the build stage compiled
+  ahead (on the host's CPU) or nothing was compiled (the interpreter); when the worker's first call compiled, that
+  call's seconds are taken out of verification.
+- build wait: the seconds the devices sat idle while candidates were still being built (measured by the executor and
+  archived with each search session), plus compilation in a first call (in the critical path). Archives from before
+  the build stage have no measured wait: there every build was in the critical path and it is the sum of the
+  trials' `compile_s`.
 """
 
 from __future__ import annotations
@@ -27,7 +29,10 @@ from .base import Record
 class DeviceBusy(Record):
     """One device's share of the run's wall time spent on candidates."""
 
-    device: str = Field(description="The GPU's name, or 'interpret' (the Triton interpreter, on the CPU).")
+    device: str = Field(description="The device ('cuda', 'cuda:1', 'interpret:0', ...; in archives from before "
+                                    "devices were recorded, the model's name).")
+    model: str = Field("", description="The GPU's name, or 'interpret' (the Triton interpreter, on the CPU).")
+    trials: int = Field(0, description="Trials it verified (and timed when they passed).")
     verify_s: float = Field(description="Seconds verifying candidates (the build inside verification excluded).")
     bench_s: float = Field(description="Seconds timing candidates.")
     busy_fraction: float | None = Field(description="(verify_s + bench_s) / wall_s; None when no wall time was "
@@ -41,9 +46,8 @@ class Throughput(Record):
     wall_s: float = Field(description="Wall seconds of the search phase, summed over invocations.")
     sessions: int = Field(description="Invocations whose search phase was archived as a `search-session` event.")
     trials_per_minute: float | None = Field(description="trials / (wall_s / 60); None without wall time.")
-    devices: list[DeviceBusy] = Field(description="Per device (one today).")
-    build_wait_s: float = Field(description="Seconds of builds in the critical path (the sum of compile_s: builds "
-                                            "are never overlapped with other work today).")
+    devices: list[DeviceBusy] = Field(description="Per device.")
+    build_wait_s: float = Field(description="Seconds the devices waited for builds (see the module's text).")
     build_wait_fraction: float | None = Field(description="build_wait_s / wall_s; None without wall time.")
 
 

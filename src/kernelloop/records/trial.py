@@ -49,6 +49,8 @@ class Trial(Record):
     costs: Costs = Field(default_factory=Costs)
     started: float
     finished: float
+    device: str = Field("", description="The device it was verified and timed on (a records.Device's text, e.g. "
+                                        "'cuda:1', 'interpret:0'); '' in older records.")
 
     @property
     def id(self) -> str:

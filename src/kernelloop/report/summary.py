@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..records.device import Device
+
 from ..archive import Archive
 from ..select.pareto import best_per_workload, runner_up_per_workload
 from .throughput import throughput
@@ -69,7 +71,7 @@ def run_summary(archive: Archive, run_id: str | None = None) -> dict:
     return {
         "run": rid, "op": run["op"], "status": run["status"], "manifest_hash": run["manifest_hash"],
         "device": env.get("device"), "gpu": env.get("gpu"), "torch": env.get("torch"), "triton": env.get("triton"),
-        "interpreter": env.get("device") != "cuda",
+        "interpreter": not Device.of_environment(env).is_cuda,
         "prior": run["options"].get("prior"),   # the recording that warm-started the search (None: none did)
         "counts": archive.count(rid),
         "costs": {"compile_s": sum(t.costs.compile_s for t in trials),

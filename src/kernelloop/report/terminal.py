@@ -104,10 +104,11 @@ def render_throughput(tp: dict | None, c: Console) -> None:
         return
     rate = f"{tp['trials_per_minute']:.1f} trials/min" if tp["trials_per_minute"] is not None else "- trials/min"
     c.print(f"throughput: {rate} ({tp['trials']} trials in {tp['wall_s']:.1f} s of search); build wait "
-            f"{tp['build_wait_s']:.1f} s ({_share(tp['build_wait_fraction'])} of wall, builds in the critical path)")
+            f"{tp['build_wait_s']:.1f} s ({_share(tp['build_wait_fraction'])} of wall, devices waiting for builds)")
     for d in tp["devices"]:
-        c.print(f"  {d['device']}: busy {_share(d['busy_fraction'])} of wall (verifying {d['verify_s']:.1f} s, "
-                f"timing {d['bench_s']:.1f} s)")
+        model = f" ({d['model']})" if d.get("model") and d["model"] != d["device"] else ""
+        c.print(f"  {d['device']}{model}: {d.get('trials', 0)} trials, busy {_share(d['busy_fraction'])} of wall "
+                f"(verifying {d['verify_s']:.1f} s, timing {d['bench_s']:.1f} s)")
 
 
 def render_processes(rows: list[dict], c: Console) -> None:

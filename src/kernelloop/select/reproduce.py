@@ -16,6 +16,7 @@ from typing import Callable
 
 from ..records import Candidate, Measurement, Status, Trial, Workload
 from ..records.confirm import Reproduction
+from ..records.device import Device
 
 __all__ = ["ReproduceError", "Target", "reproduce", "targets"]
 
@@ -78,11 +79,11 @@ def targets(archive, trial: str | None = None) -> tuple[dict, list[Target]]:
     return run, out
 
 
-def check_device(run: dict) -> str:
+def check_device(run: dict) -> str:  # the device's text
     """The device to measure on: the run's; refused when this machine has another kind."""
     env = run.get("environment") or {}
-    device = env.get("device") or run["options"].get("device")
-    if device != "cuda":
+    device = Device.of(env.get("device") or run["options"].get("device") or "interpret")
+    if not device.is_cuda:
         return "interpret"
     import torch
     if not torch.cuda.is_available():

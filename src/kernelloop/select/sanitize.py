@@ -19,6 +19,8 @@ is also in its `CrossProcessConfirmation.sanitizer`.
 
 from __future__ import annotations
 
+from ..records.device import Device
+
 from typing import Callable, Iterable
 
 from ..records import Candidate, Trial, Workload
@@ -42,15 +44,15 @@ def _interpreter(source: str, config: dict, spec, workload: Workload, *, candida
     return not_run_report(candidate_id or "", f"{workload.label} seed {seed}", INTERPRETER_REASON)
 
 
-def default_sanitizer(device: str) -> Sanitizer:
+def default_sanitizer(device) -> Sanitizer:
     """`sanitize` on a CUDA device (it reports not_run itself without the tool or CUDA); every tool not_run with
     the reason in Triton's interpreter."""
-    return sanitize if device == "cuda" else _interpreter
+    return sanitize if Device.of(device).is_cuda else _interpreter
 
 
-def accept_for(bundle, candidate: Candidate, workload: Workload, device: str):
+def accept_for(bundle, candidate: Candidate, workload: Workload, device):
     """Where a small shape may go: the op's domain and, for a template's own source, what pruning keeps for the
-    candidate's configuration (as the verifier's held-out draws: `Evaluator._accept`)."""
+    candidate's configuration (as the verifier's held-out draws: `Evaluator.accept`)."""
     from ..device import device_properties
     from ..spec.loader import domain_constraints, in_domain
     from ..spec.space import why_pruned

@@ -216,7 +216,7 @@ def small_workload(spec: OpSpec, workload: Workload, accept=None, fixed: tuple[s
     down. The primary axes (the spec's held-out axes, else the first input's first axis) try SMALL_PRIMARY first;
     then every axis not in `fixed` is halved, largest tensor first, while the tensors hold more than `target`
     elements. A value is taken only where `accept(axes)` holds (the op's domain and, for a template's own source,
-    its configuration's constraints: `Evaluator._accept`; default: the op's domain), so divisibility and the
+    its configuration's constraints: `Evaluator.accept`; default: the op's domain), so divisibility and the
     configuration's limits are kept; an axis that cannot move keeps its value."""
     from ..spec.loader import in_domain
     ok = accept or (lambda axes: in_domain(spec, axes, workload.dtype))

@@ -1,0 +1,27 @@
+"""The controller and what it runs with (`Controller`, `RunOptions`); reads like DESIGN.md's loop:
+
+    freeze(reference, verifier, workloads, environment)    -> manifest, hash checked before every evaluation
+    for each workload: prune(space)                         -> counted reasons, archived as an event
+    while budget left (round-robin over workloads):
+        config  = proposer.ask()                            -> a trial already in the archive is replayed
+        build   = build stage (CPU)                         -> static rules, gates, compile ahead of the GPU
+        result  = a device's worker: verify, time           -> verdict, measurement (PASSED only)
+        archive(trial)                                      -> in submission order
+        evidence (proposers that plan from it, PASSED only) -> profile or timing report, archived
+        proposer.tell(trial)
+    front per workload; compute-sanitizer over each winner on a small shape (findings: REJECTED, the next
+    fastest is taken); confirm each winner against every baseline, interleaved
+
+Modules: `controller.py` (the loop), `options.py` (RunOptions, Progress), `freeze.py` (manifest, run key, resume),
+`proposers.py` (Proposer, TemplateSearch), `pipeline.py` (build stage -> executor), `evidence.py` (for the planner),
+`winners.py` (fronts, sanitizer, confirmation).
+"""
+
+from .controller import Controller
+from .options import AS_BEFORE, EXECUTORS, OPTIONS_FORMAT, PLANNER, RUN_KEYS, Progress, RunOptions, strategy_names
+from .proposers import Proposer, TemplateSearch, trial_value
+from .winners import CUDA_BASELINES, INTERPRET_BASELINES, OWN_SUBJECTS, op_baseline_names
+
+__all__ = ["AS_BEFORE", "CUDA_BASELINES", "Controller", "EXECUTORS", "INTERPRET_BASELINES", "OPTIONS_FORMAT",
+           "OWN_SUBJECTS", "PLANNER", "Progress", "Proposer", "RUN_KEYS", "RunOptions", "TemplateSearch",
+           "op_baseline_names", "strategy_names", "trial_value"]

@@ -1,0 +1,104 @@
+"""Where candidates run: a `Device` record instead of device strings.
+
+A device is a CUDA GPU (`cuda`; one of several: `cuda:1`; a MIG slice or a GPU named by its UUID:
+`cuda:MIG-...`, `cuda:GPU-...`) or the Triton interpreter on the CPU (`interpret`; one of several interpreter
+workers: `interpret:1`). It is written as that text wherever it is stored (run options, the archive, a worker's
+command line) and read back from it, so archives written when the device was a plain string read back unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_serializer, model_validator
+
+from .base import Record
+
+KINDS = ("cuda", "interpret")
+
+
+class Device(Record):
+    """A CUDA GPU (all of them, one by ordinal, or one by UUID / MIG slice) or the Triton interpreter."""
+
+    kind: Literal["cuda", "interpret"] = Field(description="'cuda': a GPU; 'interpret': the Triton interpreter on "
+                                                           "CPU tensors.")
+    index: int | None = Field(None, ge=0, description="The GPU's ordinal (or the interpreter worker's number); "
+                                                      "None: the default one.")
+    uuid: str | None = Field(None, description="A GPU or MIG slice named by its UUID (GPU-..., MIG-...).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_text(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return cls._parse(data)
+        return data
+
+    @staticmethod
+    def _parse(text: str) -> dict:
+        kind, _, rest = text.strip().partition(":")
+        if kind not in KINDS:
+            raise ValueError(f"unknown device {text!r}: expected cuda, cuda:N, cuda:MIG-..., interpret or "
+                             f"interpret:N")
+        if not rest:
+            return {"kind": kind}
+        if rest.isdigit():
+            return {"kind": kind, "index": int(rest)}
+        if kind == "cuda" and rest.startswith(("GPU-", "MIG-")):
+            return {"kind": kind, "uuid": rest}
+        raise ValueError(f"unknown device {text!r}: after 'cuda:' an ordinal or a GPU-/MIG- UUID")
+
+    @model_serializer
+    def _as_text(self) -> str:
+        return str(self)
+
+    def __str__(self) -> str:
+        tail = self.uuid if self.uuid is not None else (str(self.index) if self.index is not None else "")
+        return f"{self.kind}:{tail}" if tail else self.kind
+
+    @classmethod
+    def of_environment(cls, environment: dict) -> "Device":
+        """The device an archived environment record (its dict) names; 'interpret' when it names none."""
+        return cls.of(environment.get("device") or "interpret")
+
+    @classmethod
+    def of(cls, device: "Device | str") -> "Device":
+        """A Device from itself or its text."""
+        return device if isinstance(device, Device) else cls.model_validate(device)
+
+    @property
+    def is_cuda(self) -> bool:
+        """A GPU (compiled kernels, CUDA tensors, the CUDA timer)."""
+        return self.kind == "cuda"
+
+    @property
+    def interpreted(self) -> bool:
+        """The Triton interpreter on CPU tensors: verdicts real, timings interpreter wall clock."""
+        return self.kind == "interpret"
+
+    @property
+    def tensor_device(self) -> str:
+        """The torch device of its tensors, in a process that sees only this device ('cuda' or 'cpu')."""
+        return "cuda" if self.is_cuda else "cpu"
+
+    @property
+    def controller_tensor_device(self) -> str:
+        """The torch device on which the controller (which sees every GPU) holds this device's tensors: 'cuda:N' for a
+        GPU by ordinal, 'cuda' for the default one, the ordinal of a UUID among the visible GPUs, else 'cpu' (a MIG
+        slice the controller cannot address: its outputs come through host memory)."""
+        if not self.is_cuda:
+            return "cpu"
+        if self.index is not None:
+            return f"cuda:{self.index}"
+        if self.uuid is None:
+            return "cuda"
+        from ..device import cuda_ordinal
+        ordinal = cuda_ordinal(self.uuid)
+        return f"cuda:{ordinal}" if ordinal is not None else "cpu"
+
+    @property
+    def kind_only(self) -> "Device":
+        """The device without its ordinal or UUID: what a run's manifest and options name."""
+        return Device(kind=self.kind)
+
+
+__all__ = ["Device"]
