@@ -37,9 +37,7 @@ def judge(layernorm, tmp_path, seen, after, outputs_from):
     ev = Evaluator(layernorm, "interpret", None, INTERPRETER_WALLCLOCK, secret="drift")
     refs = truth(layernorm.spec, layernorm.folder / layernorm.spec.reference, outputs_from)
     runs = [[refs[0].to(TORCH_DTYPES[W.dtype])]]
-    path = tmp_path / "check0.pt"
-    torch.save({"runs": runs, **({"inputs_before": seen} if seen is not None else {}), "inputs_after": after}, path)
-    return ev._judge_case(CASE, str(path))
+    return ev._judge_case(CASE, {"runs": runs, "inputs_before": seen, "inputs_after": after})
 
 
 def test_a_one_ulp_regeneration_drift_is_judged_on_the_workers_inputs_and_noted(layernorm, tmp_path):
@@ -48,7 +46,7 @@ def test_a_one_ulp_regeneration_drift_is_judged_on_the_workers_inputs_and_noted(
     v = judge(layernorm, tmp_path, drifted, drifted, drifted)
     assert v.status is Status.PASSED, v
     assert "drift" in v.log and "35 element(s)" in v.log
-    # identical copies: nothing noted; and the old check files without a copy are judged as before
+    # identical copies: nothing noted; and cases without a copy (GPU tensors) are judged as before
     assert judge(layernorm, tmp_path, regen, regen, regen).log == ""
     assert judge(layernorm, tmp_path, None, regen, regen).status is Status.PASSED
 

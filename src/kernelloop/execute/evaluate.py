@@ -23,7 +23,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 
 from ..bench.stats import paired_speedup, summarize
 from ..records.device import Device
@@ -39,6 +38,7 @@ from .battery import DETERMINISM_RUNS, case_label, case_record, derive_seed
 from . import protocol as P
 from .pool import Reply, Worker, describe_exit, signal_name
 from .procutil import STAGE_FILE
+from .shared import read_all
 # A kernel time below this share of a device copy of the same bytes is physically implausible for an op whose
 # bytes formula is a true minimum: it is re-measured in a fresh worker and rejected if it persists.
 PHYSICAL_FLOOR = 0.7
@@ -108,6 +108,7 @@ class Evaluator:
         # The trusted parent recomputes inputs and the reference on the worker's device (or the CPU in the interpreter).
         self.tensor_device = self.device.controller_tensor_device
         self.toolchain = f"triton {__import__('triton').__version__}"
+        self._ipc = True   # CUDA IPC until this controller fails to open a worker's buffers (execute/shared.py)
         self._spec_json: tuple[object, str] | None = None   # (spec, its JSON text): serialised once, not per request
 
     # -- the battery ----------------------------------------------------------------------------------------
@@ -236,10 +237,21 @@ class Evaluator:
             return BuildFailure(stage="import", log=reply.record.log, toolchain=self.toolchain)
         return self._failure_verdict(reply, "import")
 
-    def _judge_case(self, case: dict, path: str) -> Verdict:
+    @property
+    def transport(self) -> str:
+        """How the worker shares tensors: CUDA IPC on a GPU the controller can address, else an arena."""
+        return "cuda-ipc" if self.device.is_cuda and self._ipc and self.tensor_device != "cpu" else "arena"
+
+    def _own_copy(self, shared) -> list:
+        """The controller's own copies of shared tensors (execute/shared.py), on its tensor device."""
+        gpu = int(self.tensor_device.split(":")[1]) if ":" in self.tensor_device else 0
+        return read_all(shared, self.tensor_device, gpu if self.device.is_cuda else None)
+
+    def _judge_case(self, case: dict, got: dict) -> Verdict:
+        """The verdict of one case from the controller's own copy of its tensors (`got`: runs, inputs_before,
+        inputs_after), against inputs and a reference it computes itself."""
         w: Workload = case["workload"]
         inputs = make_inputs(self.spec, w, case["seed"], self.tensor_device, case["distribution"])
-        got = torch.load(path, weights_only=True, map_location=self.tensor_device)
         label = case_label(case)
         note = ""
         seen = got.get("inputs_before")
@@ -273,7 +285,7 @@ class Evaluator:
         cases = self.cases(candidate, workload)
         # the worker gets what it needs to run a case, nothing of what a proposer may not know beyond that
         msg = P.CheckRequest(spec=self._spec_text(), source_hash=candidate.source_hash, config=candidate.config,
-                             job_dir=str(job_dir),
+                             job_dir=str(job_dir), transport=self.transport,
                              cases=[P.VerifyCase(workload=c["workload"], seed=c["seed"], distribution=c["distribution"],
                                                  repeats=c["repeats"]) for c in cases])
         reply = self._request(msg, timeout=self.timeouts.check)
@@ -312,15 +324,25 @@ class Evaluator:
             return build, Verdict(status=Status.WRONG_SHAPE,
                                   case=case_label(failed_case) if failed_case else workload.label,
                                   message="; ".join(d.alias)[:2000]), reply.seconds, failed_case
-        verdict = Verdict(status=Status.PASSED)
-        for case, path in zip(cases, d.files):
-            verdict = self._judge_case(case, path)
-            if verdict.status is not Status.PASSED:
-                return build, verdict, reply.seconds, case
+        # The worker replied (every call returned); nothing may be left running that could still write the outputs
+        # before the controller takes its own copy of them.
         threads = self._threads_verdict(d.threads, "the call")
         if threads is not None:
-            threads = threads.model_copy(update={"case": f"{workload.label} after the verification calls"})
-        return build, threads or verdict, reply.seconds, None
+            return build, threads.model_copy(update={"case": f"{workload.label} after the verification calls"}), \
+                reply.seconds, None
+        try:
+            own = self._own_copy([[c.runs, c.inputs_before, c.inputs_after] for c in d.cases])
+        except Exception:  # noqa: BLE001 - this controller cannot open the worker's CUDA buffers: a host arena
+            if d.transport != "cuda-ipc":
+                raise
+            self._ipc = False
+            return self.verify(candidate, workload, job_dir)
+        verdict = Verdict(status=Status.PASSED)
+        for case, (runs, before, after) in zip(cases, own):
+            verdict = self._judge_case(case, {"runs": runs, "inputs_before": before, "inputs_after": after})
+            if verdict.status is not Status.PASSED:
+                return build, verdict, reply.seconds, case
+        return build, verdict, reply.seconds, None
 
     def bench(self, candidate: Candidate | None, workload: Workload, subjects: list[str], policy: TimingPolicy,
               job_dir: Path | None = None, settle_threads: bool = False
@@ -337,7 +359,7 @@ class Evaluator:
             baselines_file=str(baselines_file) if baselines_file.is_file() else "",
             bytes_moved=self.spec.bytes_moved(workload.axes, workload.dtype),
             # fresh input contents for every timed call, SNAPSHOTS near-duplicates re-verified (execute/timing.py)
-            fresh_inputs=True, snapshots=SNAPSHOTS if candidate else 0,
+            fresh_inputs=True, snapshots=SNAPSHOTS if candidate else 0, transport=self.transport,
             job_dir=str(job_dir) if job_dir else "", settle_threads=settle_threads)
         if job_dir and self._writable(job_dir) and candidate is not None:
             failed = self.load(candidate)      # the worker was restarted for the folder: load the candidate again
@@ -397,8 +419,9 @@ class Evaluator:
         audited = self.audit_verdict(reply.record.samples)
         if audited:
             return audited.model_copy(update={"case": f"{workload.label} timed calls"})
-        for path in reply.record.snapshots:
-            got = torch.load(path, weights_only=True, map_location=self.tensor_device)
+        shots = reply.record.snapshots
+        for shot, outputs in zip(shots, self._own_copy([s.outputs for s in shots])):
+            got = {**shot.model_dump(exclude={"outputs"}), "outputs": outputs}
             if got.get("seed") is None:
                 continue
             inputs = make_inputs(self.spec, workload, got["seed"], self.tensor_device)

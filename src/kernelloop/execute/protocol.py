@@ -6,8 +6,8 @@ checked before the controller reads it, and neither side unpickles a class of th
 builtins, enums and records named here. Requests are told apart by `op`, replies by `kind`.
 
 A request names the op's spec as its JSON text (`spec`), which the worker validates once per distinct text and
-keeps (`SpecCache`); workloads, cases and the timing policy are records. Outputs do not travel in messages: the
-worker writes them to files in the job folder the request names, and the reply lists the files.
+keeps (`SpecCache`); workloads, cases and the timing policy are records. Tensors do not travel in messages: they
+are shared (execute/shared.py: an arena file mapped by both processes, or CUDA IPC handles) and the reply says where.
 
 Replies: `Ready` (once, when the worker has started), `Loaded`, `Checked`, `Benched` for a request that succeeded,
 `Failed` for one that did not (its `stage`: import, compile, runtime, protocol; the controller turns a reply whose
@@ -25,6 +25,7 @@ from ..records import BuildArtifact, TimingPolicy, Workload
 from ..records.base import Record, sha256_hex
 from .aten import AtenReport
 from .sandbox import Denial
+from .shared import SharedTensor
 
 
 # -- requests --------------------------------------------------------------------------------------------------
@@ -52,8 +53,11 @@ class CheckRequest(Record):
     spec: str = Field(description="The op's spec as JSON text (OpSpec).")
     source_hash: str
     config: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of `launch`.")
-    job_dir: str = Field(description="Folder the worker writes the cases' outputs to (check<k>.pt).")
+    job_dir: str = Field(description="Folder of the cases' arenas (case<k>.arena: execute/shared.py).")
     cases: list[VerifyCase]
+    transport: Literal["arena", "cuda-ipc"] = Field("arena", description="How the cases' tensors are shared: an "
+                                                    "arena file in job_dir (CPU tensors; on a GPU, a host copy), or "
+                                                    "CUDA IPC handles of the worker's own buffers.")
 
 
 class BenchRequest(Record):
@@ -72,7 +76,8 @@ class BenchRequest(Record):
     bytes_moved: float = 0.0
     fresh_inputs: bool = Field(False, description="New input contents before every timed call.")
     snapshots: int = Field(0, ge=0, description="Near-duplicate timed calls whose outputs are re-verified.")
-    job_dir: str = Field("", description="Folder of the snapshot files (timed<call>.pt).")
+    job_dir: str = Field("", description="Folder of the snapshots' arena (timed.arena).")
+    transport: Literal["arena", "cuda-ipc"] = "arena"
     settle_threads: bool = Field(False, description="Take the thread census's base once the count stops moving.")
 
 
@@ -112,6 +117,25 @@ class Returned(Record):
     type: str
 
 
+class CaseTensors(Record):
+    """The tensors of one verification case, shared with the controller (execute/shared.py)."""
+
+    runs: list[list[SharedTensor]] = Field(description="Each call's output buffers (several: the determinism "
+                                                       "repeats).")
+    inputs_before: list[SharedTensor] | None = Field(None, description="The worker's copy of the inputs before the "
+                                                                       "first call (CPU tensors only).")
+    inputs_after: list[SharedTensor] = Field(description="The inputs the candidate was given, after its calls.")
+
+
+class Snapshot(Record):
+    """A re-verified timed call: its outputs and the seeds of its input contents."""
+
+    call: int
+    seed: int | None
+    perturb: int | None = None
+    outputs: list[SharedTensor]
+
+
 class SubjectSamples(Record):
     """Samples of one timed subject (bench.timer.sample)."""
 
@@ -142,7 +166,8 @@ class Loaded(_Reply):
 class Checked(_Reply):
     kind: Literal["check"] = "check"
     ok: Literal[True] = True
-    files: list[str] = Field(description="One output file per case, in case order.")
+    cases: list[CaseTensors] = Field(description="One per case, in case order.")
+    transport: Literal["arena", "cuda-ipc"] = "arena"
     build: BuildArtifact | None
     alias: list[str] = Field(default_factory=list, description="Outputs replaced, re-strided or aliasing inputs.")
     alias_case: int | None = None
@@ -159,7 +184,7 @@ class Benched(_Reply):
     notes: dict[str, str] = Field(default_factory=dict, description="Why a requested baseline is unavailable.")
     gpu_before: dict[str, Any] = Field(default_factory=dict)
     gpu_after: dict[str, Any] = Field(default_factory=dict)
-    snapshots: list[str] = Field(default_factory=list, description="Snapshot files of re-verified timed calls.")
+    snapshots: list[Snapshot] = Field(default_factory=list, description="Re-verified timed calls.")
     threads: ThreadCensus
 
 

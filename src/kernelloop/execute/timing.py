@@ -6,7 +6,8 @@ drawn fresh for that call, from a seed drawn in this process from the OS's entro
 can serve it, and no one can compute it ahead of the call). A few candidate calls, chosen the same way, get instead
 a near-duplicate of the contents of an earlier call (a few elements changed, reference.inputs.perturb_): a cache
 keyed on a sample of the contents returns the earlier answer there. The outputs of those calls and of the last call
-go back as snapshot files with the seeds of their inputs, and the controller re-verifies them.
+(copied right after each call) are shared with the controller with the seeds of their inputs (execute/shared.py),
+and the controller re-verifies them.
 """
 
 from __future__ import annotations
@@ -117,9 +118,28 @@ def snapshot_plan(policy, snapshots: int) -> dict:
     return {"on": True, "near": set(random.SystemRandom().sample(pool, min(snapshots, len(pool)))), "last": calls}
 
 
-def bench(state, msg: P.BenchRequest) -> P.Benched | P.Failed:
-    import torch
+def _shared_snapshots(state, msg: P.BenchRequest, snapshots: list) -> list[P.Snapshot]:
+    """The snapshots' outputs shared with the controller (execute/shared.py): by CUDA IPC on a GPU where the driver
+    exports, else in one arena in the job folder."""
+    from .shared import Arena, share_cuda
+    state.shared = [outs for _, _, outs in snapshots]
+    if state.device.is_cuda and msg.transport == "cuda-ipc":
+        try:
+            return [P.Snapshot(call=call, seed=entry["seed"], perturb=entry["perturb"],
+                               outputs=[share_cuda(o) for o in outs]) for call, entry, outs in snapshots]
+        except Exception:  # noqa: BLE001 - no IPC here: the host arena
+            pass
+    arena = Arena(Path(msg.job_dir) / "timed.arena", [o.cpu() for _, _, outs in snapshots for o in outs])
+    state.shared = [arena]
+    out, i = [], 0
+    for call, entry, outs in snapshots:
+        out.append(P.Snapshot(call=call, seed=entry["seed"], perturb=entry["perturb"],
+                              outputs=arena.records[i:i + len(outs)]))
+        i += len(outs)
+    return out
 
+
+def bench(state, msg: P.BenchRequest) -> P.Benched | P.Failed:
     from ..bench.timer import gpu_snapshot, sample
     from ..reference.inputs import make_inputs, perturb_, poison_
     policy = msg.policy
@@ -201,12 +221,6 @@ def bench(state, msg: P.BenchRequest) -> P.Benched | P.Failed:
         return P.Failed(stage="runtime", log=text, error=f"{type(e).__name__}: {e}"[:2000],
                         cuda_fault=any(m in text for m in CUDA_FAULT_MARKERS))
     after_snap = gpu_snapshot() if state.device.is_cuda else {}
-    files = []
-    if snapshots and msg.job_dir:
-        for call, entry, outs in snapshots:
-            path = Path(msg.job_dir) / f"timed{call}.pt"
-            torch.save({"call": call, "seed": entry["seed"], "perturb": entry["perturb"],
-                        "outputs": [o.cpu() for o in outs]}, path)
-            files.append(str(path))
-    return P.Benched(samples=samples, notes=notes, gpu_before=before_snap, gpu_after=after_snap, snapshots=files,
+    shots = _shared_snapshots(state, msg, snapshots) if snapshots and msg.job_dir else []
+    return P.Benched(samples=samples, notes=notes, gpu_before=before_snap, gpu_after=after_snap, snapshots=shots,
                      threads=P.ThreadCensus(base=threads_before, after=thread_count(), new=new_threads(names_before)))

@@ -4,7 +4,8 @@ This module is the request loop and the `load` and `check` handlers; the records
 execute/protocol.py (requests `load`, `check`, `bench`, `exit`; replies Ready, Loaded, Checked, Benched, Failed
 with its `stage` and `log`), the `bench` handler is execute/timing.py with the baselines of execute/baselines.py,
 what a first call compiled is read by execute/build.py and the thread census is execute/census.py. Outputs travel
-back as files that the controller reads; the controller compares them with a reference this process never sees.
+back as shared memory (execute/shared.py) that the controller reads; it compares them with a reference this process
+never sees.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .baselines import BUILTIN_BASELINES, make_baseline  # noqa: F401 - where ca
 from .build import build_info, cubin_hashes, forget_compiled, is_compile_error
 from .census import thread_count
 from .procutil import CUDA_FAULT_MARKERS, _import_file, _sync, mark_stage
+from .shared import Arena, share_cuda
 from .timing import CANDIDATE_KINDS, _rotating_call, _scratch_of, bench  # noqa: F401
 
 class _State:
@@ -35,6 +37,7 @@ class _State:
         self.refs: dict[str, object] = {}
         self.compiled: dict[str, object] = {}
         self.specs = P.SpecCache()   # validated OpSpecs by the hash of their JSON text
+        self.shared: list = []       # what the last reply shares with the controller (execute/shared.py)
 
 
 def _load(state: _State, msg: P.LoadRequest) -> P.Loaded | P.Failed:
@@ -78,16 +81,18 @@ def _alias_problems(outputs, before: list, inputs, scratch=None) -> list[str]:
 
 
 def _check(state: _State, msg: P.CheckRequest) -> P.Checked | P.Failed:
-    """Run the candidate on each verification case; save outputs (all repeats) and inputs for the controller."""
-    import torch
-
+    """Run the candidate on each verification case. Its inputs and outputs live where the controller can read them
+    (execute/shared.py): on the CPU in the case's arena, which the candidate writes into directly; on a GPU the
+    worker's own buffers, shared by CUDA IPC. Nothing is copied to files."""
     from ..reference.inputs import alloc_outputs, alloc_scratch, make_inputs
     spec = state.specs.get(msg.spec)
     mod = state.modules[msg.source_hash]
     forget_compiled(mod)  # so the build record describes exactly the kernels this trial compiles
     if state.sandbox is not None:
         state.sandbox.grant_write(msg.job_dir)
-    files, build, threads_base, alias, alias_case, returned = [], None, None, [], None, None
+    state.shared = []     # the previous request's shared memory: the controller has its copies
+    transport = msg.transport if state.device.is_cuda else "arena"
+    shared, build, threads_base, alias, alias_case, returned = [], None, None, [], None, None
     aten = AtenRecorder()   # the ATen operations of every verification call (execute/aten.py)
     for k, case in enumerate(msg.cases):
         mark_stage(state.job_root, f"verify case {k}" if build is not None else f"build (first call, case {k})")
@@ -97,9 +102,15 @@ def _check(state: _State, msg: P.CheckRequest) -> P.Checked | P.Failed:
         # (on CPU tensors only, where a rare one-ulp drift between the processes' draws was seen; CUDA inputs come
         # from the device's Philox generator, and copying them would double the case's host traffic).
         seen = [i.detach().clone() for i in inputs] if state.tensor_device == "cpu" else None
-        runs = []
-        for _ in range(case.repeats):
-            outputs = alloc_outputs(spec, w, state.tensor_device)
+        runs = [alloc_outputs(spec, w, state.tensor_device) for _ in range(case.repeats)]   # fresh and poisoned
+        if transport == "arena":   # every tensor of the case in its arena: the candidate writes there directly
+            arena = Arena(Path(msg.job_dir) / f"case{k}.arena", [*inputs, *(seen or []), *(o for r in runs for o in r)])
+            state.shared.append(arena)
+            views, n = arena.views, len(inputs)
+            inputs, seen = views[:n], (views[n:2 * n] if seen is not None else None)
+            flat = views[n * (2 if seen is not None else 1):]
+            runs = [flat[r * len(spec.outputs):(r + 1) * len(spec.outputs)] for r in range(case.repeats)]
+        for outputs in runs:
             scratch = alloc_scratch(spec, w, state.tensor_device)   # fresh and poisoned for every call
             before = [(o.data_ptr(), tuple(o.shape), o.stride()) for o in outputs]
             t0 = time.perf_counter()
@@ -122,14 +133,36 @@ def _check(state: _State, msg: P.CheckRequest) -> P.Checked | P.Failed:
             if problems and alias_case is None:
                 alias_case = k
             alias += [f"case {k}: {p}" for p in problems]
-            runs.append([o.detach().cpu() for o in outputs])
-        path = Path(msg.job_dir) / f"check{k}.pt"
-        torch.save({"runs": runs, **({"inputs_before": seen} if seen is not None else {}),
-                    "inputs_after": [i.detach().cpu() for i in inputs]}, path)
-        files.append(str(path))
-    return P.Checked(files=files, build=build, alias=alias, alias_case=alias_case, returned=returned,
-                     threads=P.ThreadCensus(base=threads_base, after=thread_count()), aten=aten.report(),
-                     cubins=cubin_hashes(mod) if state.device.is_cuda else [])
+        shared.append((k, runs, seen, inputs))
+    cases, transport = _shared_cases(state, msg.job_dir, shared, transport)
+    return P.Checked(cases=cases, transport=transport, build=build, alias=alias, alias_case=alias_case,
+                     returned=returned, threads=P.ThreadCensus(base=threads_base, after=thread_count()),
+                     aten=aten.report(), cubins=cubin_hashes(mod) if state.device.is_cuda else [])
+
+
+def _shared_cases(state: _State, job_dir: str, cases: list, transport: str) -> tuple[list[P.CaseTensors], str]:
+    """The cases' tensors as the controller finds them: arena slices, or CUDA IPC handles of the worker's buffers
+    (kept alive until the next request); where the driver refuses to export, a host arena instead."""
+    if transport == "arena":
+        by_view = {id(v): r for a in state.shared for v, r in zip(a.views, a.records)}
+        return [P.CaseTensors(runs=[[by_view[id(o)] for o in r] for r in runs],
+                              inputs_before=[by_view[id(i)] for i in seen] if seen is not None else None,
+                              inputs_after=[by_view[id(i)] for i in inputs]) for _, runs, seen, inputs in cases], transport
+    try:
+        out = [P.CaseTensors(runs=[[share_cuda(o) for o in r] for r in runs],
+                             inputs_after=[share_cuda(i) for i in inputs]) for _, runs, _, inputs in cases]
+        state.shared = [t for _, runs, _, inputs in cases for t in (*inputs, *(o for r in runs for o in r))]
+        return out, "cuda-ipc"
+    except Exception:  # noqa: BLE001 - no IPC here: the host arena (its copies made after every call returned)
+        state.shared = []
+        out = []
+        for k, runs, _, inputs in cases:
+            arena = Arena(Path(job_dir) / f"case{k}.arena", [t.cpu() for t in (*inputs, *(o for r in runs for o in r))])
+            state.shared.append(arena)
+            recs, n, m = arena.records, len(inputs), len(runs[0]) if runs else 0
+            out.append(P.CaseTensors(runs=[recs[n + r * m:n + (r + 1) * m] for r in range(len(runs))],
+                                     inputs_after=recs[:n]))
+        return out, "arena"
 
 
 HANDLERS = {"load": _load, "check": _check, "bench": bench}   # by the request's `op`

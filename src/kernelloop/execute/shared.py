@@ -1,0 +1,132 @@
+"""Tensors shared between a worker and the controller without files of serialised tensors.
+
+On the CPU (the interpreter) the worker places a verification case's tensors -- the inputs it hands the candidate,
+its copy of them from before the first call, and every call's output buffers -- in an arena: one file in the job
+folder (tmpfs where there is one) mapped into both processes. The candidate writes its outputs straight into it;
+the controller maps the same pages and reads the candidate's outputs itself, with no copy made by the worker.
+
+On a GPU the worker's own CUDA buffers are shared through CUDA IPC (torch.multiprocessing's reductions: a memory
+handle and torch's reference counter); the controller opens them on the same GPU. Where that is refused (a MIG slice
+the controller cannot address, a driver that will not export), the worker copies into a host arena instead, and the
+reply says which transport was used.
+
+Either way the controller takes its own copy (`SharedTensor.read` + `clone`) only after the worker replied -- every
+call of the request has returned -- and the thread census found nothing left running that could still write.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from ..records.base import Record
+
+ALIGN = 256   # bytes: every tensor of an arena starts on this boundary (CUDA-friendly, cache-line aligned)
+
+
+class SharedTensor(Record):
+    """Where to find one tensor the worker shares: a slice of an arena file (CPU), or a CUDA IPC handle."""
+
+    transport: Literal["arena", "cuda-ipc"] = "arena"
+    arena: str = Field("", description="The arena file (transport 'arena').")
+    offset: int = Field(0, ge=0, description="Byte offset of the tensor's storage in the arena.")
+    dtype: str = Field(description="torch dtype name, e.g. 'float16'.")
+    shape: list[int]
+    stride: list[int]
+    ipc: list[Any] | None = Field(None, description="torch.multiprocessing.reductions.rebuild_cuda_tensor's arguments "
+                                                    "after its two classes and the dtype (transport 'cuda-ipc').")
+
+    def read(self, device: str = "cpu", gpu: int | None = None, maps: dict | None = None):
+        """The shared tensor as a view of the worker's memory (not a copy): its arena mapped copy-on-write (`maps`
+        keeps each arena's mapping, so a case's tensors share one), or its CUDA buffer opened on GPU `gpu` (the
+        worker's GPU as the controller numbers it)."""
+        import torch
+        dtype = getattr(torch, self.dtype)
+        if self.transport == "cuda-ipc":
+            from torch.multiprocessing.reductions import rebuild_cuda_tensor
+            (size, stride, offset, storage_device, handle, size_bytes, offset_bytes, ref_handle, ref_offset,
+             event_handle, event_sync) = self.ipc
+            return rebuild_cuda_tensor(torch.Tensor, tuple(size), tuple(stride), offset, torch.UntypedStorage, dtype,
+                                       gpu if gpu is not None else storage_device, handle, size_bytes, offset_bytes,
+                                       False, ref_handle, ref_offset, event_handle, event_sync)
+        maps = {} if maps is None else maps
+        if self.arena not in maps:
+            with open(self.arena, "rb") as f:
+                maps[self.arena] = torch.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY),
+                                                    dtype=torch.uint8)
+        buf = maps[self.arena]
+        extent = _extent(self.shape, self.stride) * torch.empty((), dtype=dtype).element_size()
+        view = buf[self.offset:self.offset + extent].view(dtype).as_strided(self.shape, self.stride)
+        return view.to(device) if device != "cpu" else view
+
+
+def _extent(shape, stride) -> int:
+    """Elements a strided tensor's storage spans."""
+    if any(s == 0 for s in shape):
+        return 0
+    return 1 + sum((n - 1) * st for n, st in zip(shape, stride))
+
+
+class Arena:
+    """A worker's arena file: `place` lays tensors out in it and returns views of it with the same contents; the
+    mapping lives as long as the Arena (the worker keeps the last request's until the next one)."""
+
+    def __init__(self, path: str | os.PathLike, tensors: list) -> None:
+        import torch
+        self.path = str(path)
+        offsets, total = [], 0
+        for t in tensors:
+            offsets.append(total)
+            total += -(-(_extent(t.shape, t.stride()) * t.element_size()) // ALIGN) * ALIGN
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.ftruncate(fd, max(total, ALIGN))
+            self._map = mmap.mmap(fd, max(total, ALIGN), access=mmap.ACCESS_WRITE)
+        finally:
+            os.close(fd)
+        buf = torch.frombuffer(self._map, dtype=torch.uint8)
+        self.views, self.records = [], []
+        for t, off in zip(tensors, offsets):
+            extent = _extent(t.shape, t.stride()) * t.element_size()
+            view = buf[off:off + extent].view(t.dtype).as_strided(tuple(t.shape), t.stride())
+            view.copy_(t)
+            self.views.append(view)
+            self.records.append(SharedTensor(arena=self.path, offset=off, dtype=str(t.dtype).removeprefix("torch."),
+                                             shape=list(t.shape), stride=list(t.stride())))
+
+
+def share_cuda(t) -> SharedTensor:
+    """A CUDA tensor of this process shared by IPC handle (raises where the driver or torch refuses)."""
+    from torch.multiprocessing.reductions import reduce_tensor
+    _, args = reduce_tensor(t)
+    (_cls, size, stride, offset, _storage_cls, dtype, storage_device, handle, size_bytes, offset_bytes, _grad,
+     ref_handle, ref_offset, event_handle, event_sync) = args
+    return SharedTensor(transport="cuda-ipc", dtype=str(dtype).removeprefix("torch."), shape=list(size),
+                        stride=list(stride), ipc=[list(size), list(stride), offset, storage_device, handle,
+                                                  size_bytes, offset_bytes, ref_handle, ref_offset, event_handle,
+                                                  event_sync])
+
+
+def read_all(groups, device: str = "cpu", gpu: int | None = None) -> list:
+    """Own copies of shared tensors (nested lists of SharedTensor, None kept): read, then cloned."""
+    maps: dict = {}
+
+    def one(x):
+        if x is None:
+            return None
+        if isinstance(x, list):
+            return [one(y) for y in x]
+        return x.read(device, gpu, maps).clone()
+    return one(groups)
+
+
+def remove_arenas(folder: str | os.PathLike) -> None:
+    for p in Path(folder).glob("*.arena"):
+        p.unlink(missing_ok=True)
+
+
+__all__ = ["Arena", "SharedTensor", "read_all", "remove_arenas", "share_cuda"]
