@@ -78,6 +78,9 @@ R = RESULTS
 ATTENTION_BACKENDS = ("--baseline", "sdpa-cudnn", "--baseline", "sdpa-flash", "--baseline", "sdpa-efficient",
                       "--baseline", "sdpa-math")
 DELIVERY_OPS = ("rmsnorm", "gemm_nt", "attention_causal")
+# the GEMM fp16 4096³ configuration search: every 128-row tile of the three Gluon templates
+GEMM_4096 = ("--template", "gluon_ws", "--template", "gluon_subtiled", "--template", "gluon_pingpong", "--strategy",
+             "exhaustive", "--fix", "BLOCK_M=128", "--budget", "20,200s", "--workloads", f"{W}/gemm-4096.toml")
 
 SUITES = {s.name: s for s in (
     Suite("norms", "LayerNorm, RMSNorm and softmax fp16 [4096, 4096], each winner beside eager, torch.compile, "
@@ -92,9 +95,21 @@ SUITES = {s.name: s for s in (
           "workload", tuple(optimize(f"{op}-shapes", op, 300, "--budget", "12,200s") for op in
                             ("layernorm", "rmsnorm", "softmax"))),
     Suite("gemm-4096", "GEMM fp16 4096³: every 128-row tile of the three Gluon templates, beside cuBLAS", (
-        optimize("gemm-4096", "gemm", 300, "--template", "gluon_ws", "--template", "gluon_subtiled", "--template",
-                 "gluon_pingpong", "--strategy", "exhaustive", "--fix", "BLOCK_M=128", "--budget", "20,200s",
-                 "--baseline", "cublas", "--workloads", f"{W}/gemm-4096.toml"),)),
+        optimize("gemm-4096", "gemm", 300, *GEMM_4096, "--baseline", "cublas"),)),
+    Suite("pipeline", "the evaluation pipeline during the GEMM fp16 4096³ configuration search of `gemm-4096` (no "
+          "confirmation): the GPU's busy share (verifying or timing) and trials per GPU-minute beside the recorded "
+          "run (14 trials in 55 s)", (
+              optimize("pipeline-gemm-4096", "gemm", 300, *GEMM_4096, "--no-confirm", "--in-flight", "4"),
+              script("pipeline-figures", 120, "benchmarks/pipeline_gpu.py", "{runs}/pipeline-gemm-4096",
+                     "--baseline", f"{R}/2026-12-01-h200-gemm/gemm-4096.sqlite.gz", "--out", "{out}/pipeline.json"))),
+    Suite("pipeline-2gpu", "the same search on one GPU and on two (one worker per GPU), beside the recorded run", (
+              optimize("pipeline-1gpu", "gemm", 300, *GEMM_4096, "--no-confirm", "--in-flight", "4",
+                       "--devices", "1"),
+              optimize("pipeline-2gpu", "gemm", 300, *GEMM_4096, "--no-confirm", "--in-flight", "8",
+                       "--devices", "2"),
+              script("pipeline-figures", 120, "benchmarks/pipeline_gpu.py", "{runs}/pipeline-1gpu",
+                     "{runs}/pipeline-2gpu", "--baseline", f"{R}/2026-12-01-h200-gemm/gemm-4096.sqlite.gz",
+                     "--out", "{out}/pipeline.json"))),
     Suite("gemm-prefill", "the 24 Llama-3-8B/70B prefill GEMMs (bf16) over the tiled, split-K and Gluon templates, each "
           "warm-started from its own best in the recorded suite run, beside cuBLAS", (
               optimize("gemm-prefill", "gemm", 560, "--template", "tiled", "--template", "splitk", "--template",

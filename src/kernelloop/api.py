@@ -52,6 +52,43 @@ def resolve_device(device: str | None) -> str:
     return str(parsed)
 
 
+def parse_devices(devices: int | str | Sequence[str] | None, device: str) -> list[Device] | None:
+    """The devices of a run (one evaluation worker each): a count N (the first N GPUs, or N interpreter workers), a
+    list ('cuda:0,cuda:1', 'interpret:0,interpret:1', 'cuda:MIG-...'), or None (every GPU of GPU 0's model; one
+    interpreter worker)."""
+    if devices is None:
+        return None
+    kind = Device.of(device).kind
+    if isinstance(devices, int) or (isinstance(devices, str) and devices.strip().isdigit()):
+        n = int(devices)
+        if n < 1:
+            raise UsageError(f"devices {devices!r}: at least one")
+        return [Device(kind=kind, index=i) for i in range(n)]
+    items = devices.split(",") if isinstance(devices, str) else list(devices)
+    try:
+        out = [Device.of(d.strip() if isinstance(d, str) else d) for d in items if not isinstance(d, str) or d.strip()]
+    except ValueError as e:
+        raise UsageError(f"devices {devices!r}: {e}") from None
+    wrong = [str(d) for d in out if d.kind != kind]
+    if wrong or not out:
+        raise UsageError(f"devices {devices!r}: a {kind} run needs {kind} devices" + (f", not {', '.join(wrong)}"
+                                                                                     if wrong else ""))
+    return out
+
+
+def check_executor(executor: str) -> str:
+    """'local' or 'ray' (the cluster extra: refused with the reason when Ray does not import)."""
+    from .loop import EXECUTORS
+    if executor not in EXECUTORS:
+        raise UsageError(f"executor {executor!r}: choose from {', '.join(EXECUTORS)}")
+    if executor == "ray":
+        from .execute.ray_executor import ray_available
+        why = ray_available()
+        if why:
+            raise UsageError(f"executor 'ray': {why}")
+    return executor
+
+
 def check_strategy(strategy: str) -> str:
     """The strategy name when it is one of `kernelloop.loop.strategy_names()`."""
     from .loop import strategy_names
@@ -280,7 +317,8 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
              baselines: Sequence[str] | None = None, fix: str | dict | None = None,
              prior: Sequence[str | Path] | str | Path | None = None, start: str | dict | None = None,
              profile_timeout_s: float = 300.0, resume: bool = False,
-             on_progress: Callable | None = None) -> Run:
+             devices: int | str | Sequence[str] | None = None, executor: str = "local", in_flight: int | None = None,
+             build_jobs: int | None = None, on_progress: Callable | None = None) -> Run:
     """Run the closed loop on an op and return the archived run.
 
     op: an op folder, its spec.toml, a name under ./ops or a built-in op's name. workloads: a workloads TOML, a
@@ -297,7 +335,11 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
     templates; confirm against only these baselines. fix: pin parameters ('BLOCK_N=4096,ROWS=1' or a mapping):
     only templates that have them, only configurations with these values. prior: warm-start the staged search from
     recordings (a `kernelloop record` space, a Kernel Tuner cache, an earlier run). start / profile_timeout_s: the
-    planner's first configuration and the deadline of one Nsight Compute run. on_progress: called with
+    planner's first configuration and the deadline of one Nsight Compute run. devices: one evaluation worker per
+    device (`parse_devices`: a count, a list, or None for every GPU of GPU 0's model / one interpreter worker);
+    executor: 'local' or 'ray' (actors on a Ray cluster, the cluster extra); in_flight: candidates asked ahead of
+    their results (equal values give equal archives on every executor); build_jobs: build processes on this host's
+    CPU (default: its cores, at most 8). on_progress: called with
     `kernelloop.loop.Progress` after every trial. The Run's `result` is the `RunResult` of this invocation (stop
     reason, trials evaluated and replayed, best per workload, throughput).
 
@@ -345,12 +387,14 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
                       checks=checks, confirm=confirm, sanitize=sanitize,
                       templates=list(templates) if templates else None,
                       baselines=list(dict.fromkeys(baselines)) if baselines else None, fixed=fixed,
-                      start=start_config, profile_timeout_s=profile_timeout_s, prior=prior_used)
+                      start=start_config, profile_timeout_s=profile_timeout_s, prior=prior_used,
+                      devices=parse_devices(devices, dev), executor=check_executor(executor), in_flight=in_flight,
+                      build_jobs=build_jobs)
     result = Controller(bundle, wls, opts, run_dir, on_progress).run(resume=resume)
     run = Run.load(result.archive, result.run_id)
     run.result = result
     return run
 
 
-__all__ = ["DEVICES", "Run", "UsageError", "archive_file", "check_fixed", "check_prior", "check_start", "check_strategy", "default_run_dir", "default_workloads",
-           "load_bundle", "load_workloads", "optimize", "parse_budget", "resolve_device", "summarize"]
+__all__ = ["DEVICES", "Run", "UsageError", "archive_file", "check_executor", "check_fixed", "check_prior", "check_start", "check_strategy", "default_run_dir", "default_workloads",
+           "load_bundle", "load_workloads", "optimize", "parse_budget", "parse_devices", "resolve_device", "summarize"]

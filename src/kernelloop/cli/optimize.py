@@ -77,6 +77,19 @@ def optimize(
                                          "synccheck, initcheck) over it on a small shape: findings reject it and "
                                          "the next fastest is taken; without the tool, CUDA or in the interpreter "
                                          "the run records that it did not run and why.")] = True,
+    devices: Annotated[Optional[str], typer.Option(
+        help="One evaluation worker per device: a count N (the first N GPUs, or N interpreter workers) or a list "
+             "('cuda:0,cuda:1', 'cuda:MIG-...', 'interpret:0,interpret:1'); default: every GPU of GPU 0's model, "
+             "one interpreter worker.")] = None,
+    executor: Annotated[str, typer.Option(
+        help="local (worker processes on this host) or ray (one actor per device on a Ray cluster: $RAY_ADDRESS, "
+             "else a local one; the cluster extra).")] = "local",
+    in_flight: Annotated[Optional[int], typer.Option(
+        min=1, help="Candidates asked ahead of their results (default: the devices, twice that where builds run "
+                    "ahead); equal values give equal archives on every executor.")] = None,
+    build_jobs: Annotated[Optional[int], typer.Option(
+        min=1, help="Build processes compiling ahead of the GPU (default: this host's CPU cores, at most 8).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
 ) -> None:
     """Search, verify, time and archive candidates for every workload; confirm the winners against baselines."""
@@ -91,6 +104,8 @@ def optimize(
         if gpu_budget is not None and gpu_seconds is not None:
             raise api.UsageError("the GPU budget is given twice (--gpu-budget and a 'gpu:' part of --budget)")
         gpu_budget = gpu_budget if gpu_budget is not None else gpu_seconds
+        device_list = api.parse_devices(devices, dev)
+        api.check_executor(executor)
         start_config = api.check_start(start, strategy, bundle, wls, dev, flag="--start")
         prior_used = api.check_prior(prior, strategy, bundle, flag="--prior")
         names = [t.name for t in bundle.spec.templates]
@@ -118,7 +133,8 @@ def optimize(
                       screen_samples=screen, strategy=strategy, seed=seed, checks=checks, confirm=not no_confirm, sanitize=sanitize,
                       start=start_config,
                       profile_timeout_s=profile_timeout, templates=list(template) if template else None, fixed=fixed,
-                      baselines=list(dict.fromkeys(baseline)) if baseline else None, prior=prior_used)
+                      baselines=list(dict.fromkeys(baseline)) if baseline else None, prior=prior_used,
+                      devices=device_list, executor=executor, in_flight=in_flight, build_jobs=build_jobs)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("passed {task.fields[passed]}"), TextColumn("{task.fields[best]}"),
                   TimeElapsedColumn(), console=console, transient=as_json) as bar:

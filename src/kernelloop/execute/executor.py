@@ -174,8 +174,6 @@ class LocalExecutor(Executor):
         return self._build_wait
 
     def close(self) -> None:
-        for _ in self._threads:
-            self._queue.put(None)
         while True:   # jobs never started are cancelled
             try:
                 item = self._queue.get_nowait()
@@ -183,6 +181,8 @@ class LocalExecutor(Executor):
                 break
             if item is not None:
                 item[1].cancel()
+        for _ in self._threads:
+            self._queue.put(None)
         for ev in self.evaluators:
             ev.worker.kill()   # a job still running ends with its worker
         for t in self._threads:
@@ -192,6 +192,16 @@ class LocalExecutor(Executor):
         if len(self.devices) > 1:
             import shutil
             shutil.rmtree(self._root, ignore_errors=True)
+
+
+def forward(source: Future, target: Future) -> None:
+    """Settle `target` as `source` was settled (a done callback)."""
+    if source.cancelled():
+        target.cancel()
+    elif source.exception() is not None:
+        target.set_exception(source.exception())
+    else:
+        target.set_result(source.result())
 
 
 def run_job(evaluator: Evaluator, job: EvalJob, halving=None) -> EvalDone:

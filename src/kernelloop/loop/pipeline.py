@@ -12,7 +12,8 @@ from pathlib import Path
 from ..build.stage import BuildStage, default_steps
 from ..device import device_properties
 from ..execute.evaluate import Evaluator
-from ..execute.executor import EvalContext, EvalDone, EvalJob, Executor, LocalExecutor, resolve_devices
+from ..execute.executor import (EvalContext, EvalDone, EvalJob, Executor, LocalExecutor, forward,
+                                resolve_devices)
 from ..records import Candidate, Workload
 from .options import RunOptions
 
@@ -79,7 +80,7 @@ class Pipeline:
                 return
             job = self.executor.submit(EvalJob(seq=seq, candidate=candidate, workload=workload, built=b),
                                        halving=Halving(halving, self._lock) if halving is not None else None)
-            job.add_done_callback(lambda j: _chain(j, out))
+            job.add_done_callback(lambda j: forward(j, out))
         built.add_done_callback(after_build)
         return out
 
@@ -97,15 +98,6 @@ class Pipeline:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _chain(source: Future, target: Future) -> None:
-    if source.cancelled():
-        target.cancel()
-    elif source.exception() is not None:
-        target.set_exception(source.exception())
-    else:
-        target.set_result(source.result())
 
 
 class Halving:

@@ -1,0 +1,77 @@
+"""The build stage: candidates compiled for sm_90 on the CPU by a long-lived, confined build process ahead of the
+GPU stage (true compile seconds, the build's CPU time and memory, each kernel's resources); a static rule or a
+compile error ends the trial there; the interpreter compiles nothing and says so."""
+
+from pathlib import Path
+
+import pytest
+
+from kernelloop.build.stage import BuildStage, default_steps
+from kernelloop.device import VIRTUAL_HOPPER
+from kernelloop.execute.evaluate import merge_build
+from kernelloop.records import BuildArtifact, Built, Candidate, Status, Workload
+from kernelloop.records.device import Device
+
+CHEATS = Path(__file__).resolve().parents[1] / "fixtures" / "cheats"
+W = Workload(op="layernorm", axes={"M": 64, "N": 1024}, dtype="fp16")
+HELD = Workload(op="layernorm", axes={"M": 1, "N": 1000}, dtype="fp16")
+CONFIG = {"BLOCK_N": 1024, "ROWS": 1, "num_warps": 4, "EVICT_FIRST": 0, "STREAM_STORE": 0}
+
+
+def cand(bundle, config=CONFIG, source=None) -> Candidate:
+    return Candidate(op="layernorm", template="rowwise", source=source or bundle.template_sources["rowwise"],
+                     config=config, proposer="test")
+
+
+@pytest.fixture(scope="module")
+def built(layernorm, tmp_path_factory):
+    """Three jobs through one stage of one build thread: an honest configuration (two shapes), a configuration
+    Triton refuses to compile, and a source a static rule refuses."""
+    folder = tmp_path_factory.mktemp("build")
+    stage = BuildStage(layernorm.spec, default_steps(Device(kind="cuda"), VIRTUAL_HOPPER, True, folder), jobs=1,
+                       folder=folder)
+    try:
+        futures = [stage.submit(cand(layernorm), W, [W, HELD]),
+                   stage.submit(cand(layernorm, {**CONFIG, "BLOCK_N": 1000}), W, [W]),
+                   stage.submit(cand(layernorm, source=(CHEATS / "background_thread.py").read_text()), W, [W])]
+        results = [f.result(timeout=600) for f in futures]
+        starts = stage._contexts[0].server.starts
+    finally:
+        stage.close()
+    return results, starts
+
+
+def test_an_honest_candidate_is_compiled_ahead_with_its_true_cost(built):
+    (ok, _, _), starts = built
+    assert ok.verdict is None and [s.step for s in ok.steps] == ["static rules", "triton compile"]
+    art = ok.artifact
+    assert art.compiled_by == "build stage" and art.toolchain.endswith("sm_90")
+    assert art.compile_s > 0 and art.usage.cpu_s > 0 and art.usage.max_rss_bytes > 0 and art.usage.workloads == 2
+    assert art.registers and art.registers > 0 and art.warps == 4 and art.kernel_names
+    assert len(ok.cubins) >= 1 and all(len(h) == 64 for h in ok.cubins)
+    assert starts == 1   # one build process served every job
+
+
+def test_a_compile_error_and_a_static_rule_end_the_trial_before_the_gpu(built):
+    (_, bad, cheat), _ = built
+    assert bad.verdict.status is Status.COMPILE_ERROR and bad.failure.stage == "compile" and bad.failure.log
+    assert "sm_90" in bad.verdict.case
+    assert cheat.verdict.status is Status.REJECTED and [s.step for s in cheat.steps] == ["static rules"]
+
+
+def test_the_interpreter_has_no_compile_step():
+    steps = default_steps(Device(kind="interpret"), VIRTUAL_HOPPER, True, Path("."))
+    assert [s.name for s in steps] == ["static rules"]
+    assert default_steps(Device(kind="interpret"), VIRTUAL_HOPPER, False, Path(".")) == []
+
+
+def test_the_trial_keeps_the_workers_view_of_the_binaries_and_the_build_stages_cost():
+    ahead = BuildArtifact(registers=40, shared_bytes=64, warps=4, compile_s=2.5, toolchain="t",
+                          compiled_by="build stage")
+    built = Built(artifact=ahead, cubins=["a" * 64, "b" * 64])
+    worker = BuildArtifact(registers=38, spills=0, compile_s=0.01, first_call_s=0.01, toolchain="t / sm_90")
+    merged = merge_build(worker, built, ["a" * 64])
+    assert merged.compiled_by == "build stage" and merged.compile_s == 2.5 and merged.first_call_s == 0.01
+    assert merged.registers == 38 and merged.spills == 0 and merged.shared_bytes == 64 and merged.ahead_used
+    assert merge_build(worker, built, ["c" * 64]).ahead_used is False   # the worker compiled something else
+    assert merge_build(worker, None, []) is worker                      # no build stage: the worker's record

@@ -1,0 +1,90 @@
+"""Shared by the pipeline and executor tests: an op whose one template's MODE picks an honest kernel, a wrong one or one that
+raises, and a function that runs the controller on it with a fixed run key and salt (the same seeds every time)."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kernelloop.archive import Archive
+from kernelloop.builtin import ops_dir
+from kernelloop.execute.evaluate import Timeouts
+from kernelloop.loop import Controller, RunOptions
+from kernelloop.records import Workload
+from kernelloop.spec import load_op
+
+TEMPLATE = '''
+"""A template whose MODE parameter selects a misbehaviour (test fixture)."""
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _ln(X, W, B, Y, N, eps, OFF, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    m = cols < N
+    x = tl.load(X + row * N + cols, mask=m, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / N
+    xc = tl.where(m, x - mean, 0.0)
+    rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / N + eps)
+    w = tl.load(W + cols, mask=m, other=0.0).to(tl.float32)
+    b = tl.load(B + cols, mask=m, other=0.0).to(tl.float32)
+    tl.store(Y + row * N + cols, (xc * rstd * w + b + OFF).to(Y.dtype.element_ty), mask=m)
+
+
+def launch(x, weight, bias, y, *, eps, MODE, num_warps):
+    if MODE == "raise":
+        raise RuntimeError("planned failure")
+    M, N = x.shape
+    _ln[(M,)](x, weight, bias, y, N, eps, 1.0 if MODE == "wrong" else 0.0, BLOCK=triton.next_power_of_2(N),
+              num_warps=num_warps)
+'''
+
+W = Workload(op="layernorm", axes={"M": 3, "N": 40}, dtype="fp32")
+KEY = "k" * 40
+
+
+@pytest.fixture(scope="session")
+def modes_op(tmp_path_factory):
+    op = tmp_path_factory.mktemp("ops") / "layernorm"
+    shutil.copytree(ops_dir() / "layernorm", op)
+    (op / "kernel.py").write_text(TEMPLATE)
+    spec = (op / "spec.toml").read_text()
+    (op / "spec.toml").write_text(spec[:spec.index("[[templates]]")] + '''
+[[templates]]
+name = "modes"
+file = "kernel.py"
+[[templates.params]]
+name = "MODE"
+values = ["ok", "raise", "wrong"]
+[[templates.params]]
+name = "num_warps"
+values = [1]
+''')
+    return load_op(op)
+
+
+@pytest.fixture(scope="session")
+def single(modes_op, tmp_path_factory):
+    """The archive of one local worker: what every executor must reproduce."""
+    mp = pytest.MonkeyPatch()
+    try:
+        return run_archive(modes_op, tmp_path_factory.mktemp("single") / "run", mp)
+    finally:
+        mp.undo()
+
+
+def run_archive(bundle, run_dir: Path, monkeypatch, on_progress=None, **options) -> list[tuple]:
+    """Run the controller with a fixed key and salt; the archive's trials as (index, candidate, workload, status,
+    message, case, device) in index order."""
+    monkeypatch.setenv("KERNELLOOP_KEY", KEY)
+    monkeypatch.setattr("kernelloop.execute.keys.secrets.token_hex", lambda n: "5" * (2 * n))
+    opts = RunOptions(**{"device": "interpret", "budget_evals": 3, "strategy": "exhaustive", "checks": 1,
+                         "confirm": False, "static_rules": False, "in_flight": 2,
+                         "timeouts": Timeouts(check=120.0, bench=120.0), **options})
+    Controller(bundle, [W], opts, run_dir, on_progress).run()
+    with Archive(run_dir / "archive.sqlite") as a:
+        trials = a.trials(a.runs()[0]["id"])
+        return [(t.index, t.candidate_id, t.workload_id, t.verdict.status.value, t.verdict.message, t.verdict.case,
+                 t.device) for t in sorted(trials, key=lambda t: t.index)]

@@ -1,0 +1,59 @@
+"""Device: parsed from and written as its text; what a worker of one device sees; one model per run."""
+
+import pytest
+
+from kernelloop.execute.executor import check_one_model, resolve_devices
+from kernelloop.execute.pool import worker_visible_devices
+from kernelloop.loop import RunOptions
+from kernelloop.records.device import Device
+
+
+@pytest.mark.parametrize("text", ["cuda", "cuda:1", "cuda:MIG-4f1c2d", "cuda:GPU-8e0f", "interpret", "interpret:2"])
+def test_a_device_round_trips_through_its_text(text):
+    d = Device.of(text)
+    assert str(d) == text and Device.model_validate(d.model_dump()) == d
+    assert d.is_cuda == text.startswith("cuda") and d.interpreted == (not d.is_cuda)
+
+
+def test_bad_devices_are_refused_and_options_store_text():
+    for bad in ("tpu", "cuda:x", "interpret:MIG-1", ""):
+        with pytest.raises(ValueError):
+            Device.of(bad)
+    opts = RunOptions(device="interpret", devices=["interpret:0", "interpret:1"])
+    assert opts.as_dict()["device"] == "interpret" and opts.as_dict()["devices"] == ["interpret:0", "interpret:1"]
+    assert RunOptions.model_validate(opts.as_dict()) == opts
+    assert Device.of("cuda:3").tensor_device == "cuda" and Device.of("cuda:3").controller_tensor_device == "cuda:3"
+    assert Device.of("interpret:1").controller_tensor_device == "cpu" and Device.of("cuda:3").kind_only == Device.of("cuda")
+
+
+def test_a_worker_sees_only_its_own_gpu():
+    assert worker_visible_devices(Device.of("cuda"), "0,1") is None          # the default GPU: left as it is
+    assert worker_visible_devices(Device.of("cuda:1"), None) == "1"
+    assert worker_visible_devices(Device.of("cuda:1"), "4,6") == "6"         # the controller's numbering
+    assert worker_visible_devices(Device.of("cuda:MIG-ab"), "0") == "MIG-ab"
+    assert worker_visible_devices(Device.of("interpret:1"), "0") is None
+    with pytest.raises(ValueError, match="sees 2 GPU"):
+        worker_visible_devices(Device.of("cuda:2"), "4,6")
+
+
+def test_interpreter_devices_and_one_model_per_run():
+    assert resolve_devices(Device.of("interpret"), None) == [Device.of("interpret")]
+    two = [Device.of("interpret:0"), Device.of("interpret:1")]
+    assert resolve_devices(Device.of("interpret"), two) == two
+    with pytest.raises(ValueError):
+        resolve_devices(Device.of("interpret"), [Device.of("cuda:0")])
+    check_one_model({"cuda:0": "NVIDIA H200", "cuda:1": "NVIDIA H200"})
+    with pytest.raises(ValueError, match="one device model"):
+        check_one_model({"cuda:0": "NVIDIA H200", "cuda:1": "NVIDIA H100"})
+
+
+def test_the_devices_option_takes_a_count_or_a_list_of_one_kind():
+    from kernelloop import api
+    assert api.parse_devices(None, "interpret") is None
+    assert api.parse_devices(2, "interpret") == [Device.of("interpret:0"), Device.of("interpret:1")]
+    assert api.parse_devices("cuda:0, cuda:2", "cuda") == [Device.of("cuda:0"), Device.of("cuda:2")]
+    for bad in ("cuda:0", "0", "tpu:1"):
+        with pytest.raises(api.UsageError):
+            api.parse_devices(bad, "interpret")
+    with pytest.raises(api.UsageError, match="executor 'mpi'"):
+        api.check_executor("mpi")
