@@ -13,31 +13,13 @@ from kernelloop.loop import Controller, RunOptions
 from kernelloop.records import Workload
 from kernelloop.spec import load_op
 
-TEMPLATE = '''
-"""A template whose MODE parameter selects a misbehaviour (test fixture)."""
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def _ln(X, W, B, Y, N, eps, OFF, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    m = cols < N
-    x = tl.load(X + row * N + cols, mask=m, other=0.0).to(tl.float32)
-    mean = tl.sum(x, axis=0) / N
-    xc = tl.where(m, x - mean, 0.0)
-    rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / N + eps)
-    w = tl.load(W + cols, mask=m, other=0.0).to(tl.float32)
-    b = tl.load(B + cols, mask=m, other=0.0).to(tl.float32)
-    tl.store(Y + row * N + cols, (xc * rstd * w + b + OFF).to(Y.dtype.element_ty), mask=m)
-
-
-def launch(x, weight, bias, y, *, eps, MODE, num_warps):
+HONEST = Path(__file__).resolve().parents[1] / "fixtures" / "candidates" / "honest_layernorm.py"
+# the honest kernel, launched as MODE says: as it is, with a wrong epsilon, or not at all (an exception)
+TEMPLATE = HONEST.read_text().split("def launch(")[0] + '''def launch(x, weight, bias, y, *, eps, MODE, num_warps):
     if MODE == "raise":
         raise RuntimeError("planned failure")
     M, N = x.shape
-    _ln[(M,)](x, weight, bias, y, N, eps, 1.0 if MODE == "wrong" else 0.0, BLOCK=triton.next_power_of_2(N),
+    _ln[(M,)](x, weight, bias, y, N, eps if MODE == "ok" else 1e3, BLOCK=triton.next_power_of_2(N),
               num_warps=num_warps)
 '''
 

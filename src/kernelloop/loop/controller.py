@@ -84,7 +84,7 @@ class Controller:
     def _search_loop(self, run: Frozen, proposer: Proposer, evidence, pipeline: Pipeline) -> str:
         """Ask, submit, and tell in submission order until a budget or the proposers' spaces end; the stop reason."""
         opts, archive = run.options, run.archive
-        window = pipeline.window(opts, asks_ahead=evidence is None and getattr(proposer, "asks_ahead", True))
+        window = pipeline.window(opts, asks_ahead=evidence is None and getattr(proposer, "asks_ahead", False))
         asks = Asks(self, run, proposer)
         screening = Screening(opts.screen_samples) if opts.screen_samples else None
         rank = getattr(proposer, "rank", lambda c, w: None)

@@ -17,7 +17,8 @@ class Proposer(Protocol):
 
     A proposer only submits candidates; it never sees the verifier, the timer or the archive. `tell` hands it
     the archived trial (verdict, measurement, build) so it can learn. Results are told in the order candidates
-    were asked, after at most `RunOptions.in_flight` asks ahead of them.
+    were asked; a proposer with `asks_ahead = True` (the template search) is asked up to `RunOptions.in_flight`
+    candidates ahead of their results, any other one candidate at a time.
 
     A proposer that plans from evidence (the rule planner) also has `wants_evidence = True`,
     `evidence_request(candidate, workload) -> kernelloop.profile.evidence.EvidenceRequest` (what it predicted)
@@ -46,6 +47,8 @@ def trial_value(trial: Trial) -> float | None:
 
 class TemplateSearch:
     """Proposes template configurations from each workload's pruned space through an ask/tell strategy."""
+
+    asks_ahead = True   # strategies take several asks before their tells (search/base.py)
 
     def __init__(self, bundle: OpBundle, spaces: dict[str, list[dict]], strategy: str, seed: int,
                  prior: TransferPrior | None = None, shapes: dict[str, tuple[dict, str]] | None = None):
