@@ -95,7 +95,10 @@ class Worker:
             from .sandbox import os_layer, read_only_view, wrap_command, writable_roots
             self.os_layer = os_layer()
             if read_only_view(self.os_layer):
-                self.writable = writable_roots([self.work_dir, *self._extra_writable], self.log_path)
+                # a GPU worker shares its buffers by CUDA IPC, whose reference counter torch keeps in /dev/shm
+                # (execute/shared.py); the audit hook still refuses Python opens there
+                shm = [Path("/dev/shm")] if self.device.is_cuda and Path("/dev/shm").is_dir() else []
+                self.writable = writable_roots([self.work_dir, *self._extra_writable, *shm], self.log_path)
             argv = wrap_command(argv, self.os_layer, self.writable, env)
         self._denial_mark = 0
         try:

@@ -10,6 +10,7 @@ from ..archive import Archive
 from ..bench.policy import policies_for
 from ..device import environment
 from ..execute import keys
+from ..execute.executor import resolve_devices
 from ..manifest import build_manifest, manifest_hash
 from ..records import TimingPolicy, Workload, content_hash
 from ..replay.prior import prior_files, read_prior
@@ -37,7 +38,7 @@ class Frozen:
 def freeze(archive: Archive, bundle: OpBundle, workloads: list[Workload], options: RunOptions, run_dir: Path,
            resume: bool) -> Frozen:
     """Create the run (or, with `resume`, find it and check its manifest) and settle the options it runs with."""
-    env = environment(options.device)
+    env = environment(resolve_devices(options.device, options.devices)[0])   # the model the run's devices share
     policy, confirm_policy = policies_for(options.device)
     manifest = build_manifest(bundle, policy, confirm_policy, env, options.checks, options.static_rules)
     mhash = manifest_hash(manifest)
