@@ -8,7 +8,7 @@ import pytest
 
 from kernelloop.build.stage import BuildStage, default_steps
 from kernelloop.device import VIRTUAL_HOPPER
-from kernelloop.execute.evaluate import merge_build
+from kernelloop.build.merge import merge_build
 from kernelloop.records import BuildArtifact, Built, Candidate, Status, Workload
 from kernelloop.records.device import Device
 
