@@ -75,3 +75,24 @@ def test_the_trial_keeps_the_workers_view_of_the_binaries_and_the_build_stages_c
     assert merged.registers == 38 and merged.spills == 0 and merged.shared_bytes == 64 and merged.ahead_used
     assert merge_build(worker, built, ["c" * 64]).ahead_used is False   # the worker compiled something else
     assert merge_build(worker, None, []) is worker                      # no build stage: the worker's record
+
+
+def test_a_gate_is_one_more_step_and_its_verdict_ends_the_trial_before_the_gpu(tmp_path):
+    """The seam: the static gate over typed schedules (kernelloop.gate.step) runs as a step of the build stage."""
+    from kernelloop.builtin import ops_dir
+    from kernelloop.build.steps import StaticRules
+    from kernelloop.gate.step import StaticGate
+    from kernelloop.schedule.library import gluon_ws
+    from kernelloop.schedule.lower import lower
+    from kernelloop.schedule.patch import apply_patch
+    from kernelloop.spec import load_op
+    spec = load_op(ops_dir() / "gemm").spec
+    w = Workload(op="gemm", axes={"M": 2048, "N": 4096, "K": 4096}, dtype="fp16")
+    broken = apply_patch(gluon_ws(), [{"op": "replace", "path": "/roles/0/k_step/0/parity", "value": "phase^1"}])
+    cand = Candidate(op="gemm", template="schedule_ws", source=lower(broken), proposer="test",
+                     config=dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=4,
+                                 EPILOGUE="none", TRANS_B=0))
+    with BuildStage(spec, [StaticRules(), StaticGate()], jobs=1, folder=tmp_path) as stage:
+        got = stage.submit(cand, w, [w]).result(timeout=300)
+    assert [s.step for s in got.steps][-1] == "static gate"
+    assert got.verdict is not None and got.verdict.status is Status.REJECTED and "static gate" in got.verdict.case
