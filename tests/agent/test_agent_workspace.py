@@ -187,6 +187,9 @@ def test_submit_on_cuda_through_the_same_path(tmp_path):
     assert r["profile"]["status"] in {"ok", "unavailable", "failed"}
     assert ans["candidates"][0]["id"] == Candidate(op="layernorm", template="rowwise", source=TEMPLATE,
                                                    config={"BLOCK_N": 4096, "ROWS": 1, "num_warps": 8}).id
+    with Archive(w.run_dir("cuda") / "archive.sqlite") as a:   # the candidate's tensors came back from the GPU
+        (t,) = a.trials(ans["run"])
+        assert t.device and t.transport in ("cuda-ipc", "host-arena")
 
 
 def test_a_space_of_configurations_in_one_submission(ws, good):

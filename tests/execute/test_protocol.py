@@ -21,7 +21,7 @@ def test_requests_round_trip_by_their_op(layernorm):
     check = P.CheckRequest(spec=spec, source_hash="h", config={"BLOCK_N": 8}, job_dir="/tmp/j",
                            cases=[P.VerifyCase(workload=w, seed=3, distribution="normal", repeats=3)])
     bench = P.BenchRequest(spec=spec, workload=w, policy=policies_for("interpret")[0], subjects=["eager"], seed=5)
-    for msg in (P.LoadRequest(source="x = 1\n", source_hash="h"), check, bench, P.ExitRequest()):
+    for msg in (P.LoadRequest(source="x = 1\n", source_hash="h"), check, bench, P.ShareRequest(), P.ExitRequest()):
         assert P.parse_request(_wire(msg)) == msg
     assert P.parse_request(_wire(check)).cases[0].workload.id == w.id
 
@@ -38,6 +38,8 @@ def test_replies_are_read_by_their_kind_and_keep_their_denials():
     benched = P.Benched(samples={"eager": {"kernel_us": [1.0, 2.0], "call_us": [3.0, 4.0]}}, threads=census)
     got = P.parse_reply(_wire(benched))
     assert isinstance(got, P.Benched) and got.samples["eager"].kernel_us == [1.0, 2.0] and got.threads == census
+    shared = P.parse_reply(_wire(P.Shared(error="no IPC here")))
+    assert isinstance(shared, P.Shared) and shared.tensor is None and shared.error == "no IPC here"
     data = P.Failed(stage="runtime", error="boom").model_dump()
     data["denied"] = [{"action": "open", "detail": "/etc/passwd"}]
     failed = P.parse_reply(data)

@@ -1,4 +1,8 @@
-"""GPU tier: the evaluation path on a real CUDA device (run by scripts/gpu_tier.sh on the GPU host)."""
+"""GPU tier: the evaluation path on a real CUDA device (run by scripts/gpu_tier.sh on the GPU host).
+
+The worker's tensors come back to the controller by CUDA IPC where the probe finds it works, else through a host
+arena (execute/shared.py); `host_arena` forces the latter, so both transports are exercised: either way the
+candidate must get CUDA tensors (a Triton kernel given host tensors raises, so none of these would pass)."""
 
 from pathlib import Path
 
@@ -23,6 +27,15 @@ def evaluator(layernorm, tmp_path_factory):
     worker.close()
 
 
+@pytest.fixture(scope="module")
+def host_arena(layernorm, tmp_path_factory):
+    worker = Worker("cuda", tmp_path_factory.mktemp("gpu-host-arena"))
+    ev = Evaluator(layernorm, "cuda", worker, POLICY, secret="gpu-host-arena", checks=2,
+                   timeouts=Timeouts(check=60.0, bench=120.0), static_rules=False, cuda_ipc=False)
+    yield ev
+    worker.close()
+
+
 def honest(layernorm, **cfg):
     config = {"BLOCK_N": 4096, "ROWS": 1, "num_warps": 8, "EVICT_FIRST": 0, **cfg}
     return Candidate(op="layernorm", template="rowwise", source=layernorm.template_sources["rowwise"], config=config)
@@ -39,6 +52,9 @@ ODD = Workload(op="layernorm", axes={"M": 3001, "N": 5000}, dtype="bf16")
 def test_honest_kernel_passes_with_build_resources_and_cold_l2_times(evaluator, layernorm, tmp_path):
     ev = evaluator.evaluate(honest(layernorm), W, tmp_path / "j")
     assert ev.verdict.status is Status.PASSED, ev.verdict
+    # the probe decided the transport before the first check; a host arena says why CUDA IPC was not used
+    assert ev.transport == evaluator.transport in ("cuda-ipc", "host-arena")
+    assert bool(ev.transport_note) == (ev.transport == "host-arena"), ev.transport_note
     b = ev.build
     assert b.kind == "artifact" and b.registers and b.registers > 0 and b.spills is not None
     assert "sm_90" in b.toolchain and b.binary_hash
@@ -71,6 +87,21 @@ def test_non_divisible_shape_passes_looped_path(evaluator, layernorm, tmp_path):
 def test_bad_candidates_on_gpu(evaluator, name, status, tmp_path):
     ev = evaluator.evaluate(fixture(name), W, tmp_path / "j")
     assert ev.verdict.status is status, ev.verdict
+
+
+@pytest.mark.parametrize("name,status", [
+    ("honest_layernorm", Status.PASSED),
+    ("wrong_values", Status.WRONG_VALUES),
+    ("incomplete", Status.WRONG_INCOMPLETE),
+    ("mutates_input", Status.WRONG_INPUT_MUTATED),
+])
+def test_the_host_arena_hands_the_candidate_cuda_tensors_and_judges_what_it_wrote(host_arena, name, status,
+                                                                                   tmp_path):
+    ev = host_arena.evaluate(fixture(name), W, tmp_path / "j")
+    assert ev.verdict.status is status, ev.verdict
+    assert ev.transport == "host-arena" and "turned off" in ev.transport_note
+    if status is Status.PASSED:   # timed too: its timed calls' snapshots came back through the host arena
+        assert ev.measurement is not None and ev.measurement.kernel.n == 30
 
 
 def test_illegal_memory_access_replaces_the_worker(evaluator, layernorm, tmp_path):

@@ -65,6 +65,8 @@ class Evaluation:
     measurement: Measurement | None
     costs: Costs
     failure: dict | None = None   # non-PASSED: {"stage", "case": case_record or None}
+    transport: str = ""           # how the worker's tensors came back (execute/shared.py); '' when none were asked for
+    transport_note: str = ""      # on a GPU with transport 'host-arena': why not CUDA IPC
 
 
 __all__ = ["DETERMINISM_RUNS", "Evaluation", "Evaluator", "Timeouts", "derive_seed"]
@@ -73,7 +75,7 @@ __all__ = ["DETERMINISM_RUNS", "Evaluation", "Evaluator", "Timeouts", "derive_se
 class Evaluator:
     def __init__(self, bundle: OpBundle, device: Device | str, worker: Worker, policy: TimingPolicy, secret: str,
                  checks: int = 2, timeouts: Timeouts | None = None, static_rules: bool = True,
-                 aten_ops: bool = True):
+                 aten_ops: bool = True, cuda_ipc: bool = True):
         self.bundle = bundle
         self.spec = bundle.spec
         self.device = Device.of(device)
@@ -93,7 +95,12 @@ class Evaluator:
         # The trusted parent recomputes inputs and the reference on the worker's device (or the CPU in the interpreter).
         self.tensor_device = self.device.controller_tensor_device
         self.toolchain = f"triton {__import__('triton').__version__}"
-        self._ipc = True   # CUDA IPC until this controller fails to open a worker's buffers (execute/shared.py)
+        # On a GPU, whether the worker's CUDA buffers come back by CUDA IPC (execute/shared.py): None until the probe
+        # (`_decide_transport`) has said; False (`cuda_ipc=False`, or refused) means a host arena, and
+        # `transport_note` says why.
+        self._ipc: bool | None = None if cuda_ipc else False
+        self.transport_note = "" if cuda_ipc else "CUDA IPC turned off (cuda_ipc=False)"
+        self._transport_used = ""   # of the latest verification or timing request
         self._spec_json: tuple[object, str] | None = None   # (spec, its JSON text): serialised once, not per request
 
     # -- the battery ----------------------------------------------------------------------------------------
@@ -224,8 +231,43 @@ class Evaluator:
 
     @property
     def transport(self) -> str:
-        """How the worker shares tensors: CUDA IPC on a GPU the controller can address, else an arena."""
-        return "cuda-ipc" if self.device.is_cuda and self._ipc and self.tensor_device != "cpu" else "arena"
+        """How the worker is asked to share tensors (execute/shared.py): the arena on the CPU; on a GPU CUDA IPC unless
+        the probe found it refused (or it was turned off), then the host arena. The candidate gets CUDA tensors either
+        way."""
+        if not self.device.is_cuda:
+            return "arena"
+        return "cuda-ipc" if self._ipc is not False and self.tensor_device != "cpu" else "host-arena"
+
+    def _no_ipc(self, why: str) -> None:
+        """From now on a host arena for this GPU's tensors, and why."""
+        self._ipc = False
+        self.transport_note = why[:1000]
+
+    def _decide_transport(self) -> None:
+        """On a GPU, once per evaluator and before the first request whose tensors depend on it: does CUDA IPC work
+        between the worker and this process? The worker shares a tensor of known contents (ShareRequest); it is used
+        only when this process opens it and reads those contents. Otherwise the host arena, and `transport_note` says
+        why (the run archives it)."""
+        if not self.device.is_cuda or self._ipc is not None:
+            return
+        if self.tensor_device == "cpu":
+            return self._no_ipc(f"the controller does not address {self.device} as a CUDA device of its own (a MIG "
+                                f"slice or a GPU it does not see)")
+        msg = P.ShareRequest()
+        reply = self._request(msg, timeout=self.timeouts.check)
+        if reply.status != "ok" or not isinstance(reply.record, P.Shared):
+            return self._no_ipc(f"the CUDA IPC probe got no answer ({reply.status}: {reply.error or reply.log_tail})")
+        if reply.record.tensor is None:
+            return self._no_ipc(f"the worker could not export CUDA memory: {reply.record.error}")
+        import torch
+        try:
+            got = self._own_copy([reply.record.tensor])[0]
+            ok = torch.equal(got.cpu(), torch.arange(msg.elements, dtype=torch.float32))
+        except Exception as e:  # noqa: BLE001 - e.g. the driver refuses the handle across the worker's isolation
+            return self._no_ipc(f"this process could not open the worker's CUDA IPC handle: {type(e).__name__}: {e}")
+        if not ok:
+            return self._no_ipc("the worker's CUDA IPC handle opened on other contents than it shared")
+        self._ipc = True
 
     def _own_copy(self, shared) -> list:
         """The controller's own copies of shared tensors (execute/shared.py), on its tensor device."""
@@ -268,6 +310,8 @@ class Evaluator:
                ) -> tuple[BuildArtifact | BuildFailure | None, Verdict, float, dict | None]:
         """Run the battery; (build, verdict, seconds, the case it failed on or None)."""
         cases = self.cases(candidate, workload)
+        self._decide_transport()
+        self._transport_used = self.transport
         # the worker gets what it needs to run a case, nothing of what a proposer may not know beyond that
         msg = P.CheckRequest(spec=self._spec_text(), source_hash=candidate.source_hash, config=candidate.config,
                              job_dir=str(job_dir), transport=self.transport,
@@ -291,6 +335,9 @@ class Evaluator:
             if failed_case is not None:
                 verdict = verdict.model_copy(update={"case": case_label(failed_case)})
             return build, verdict, reply.seconds, failed_case
+        self._transport_used = d.transport
+        if d.transport_error:
+            self._no_ipc(f"the worker could not export its CUDA buffers: {d.transport_error}")
         if d.returned is not None:
             r = d.returned
             failed_case = cases[r.case] if 0 <= r.case < len(cases) else None
@@ -317,10 +364,10 @@ class Evaluator:
                 reply.seconds, None
         try:
             own = self._own_copy([[c.runs, c.inputs_before, c.inputs_after] for c in d.cases])
-        except Exception:  # noqa: BLE001 - this controller cannot open the worker's CUDA buffers: a host arena
+        except Exception as e:  # noqa: BLE001 - this controller cannot open the worker's CUDA buffers: a host arena
             if d.transport != "cuda-ipc":
                 raise
-            self._ipc = False
+            self._no_ipc(f"this process could not open the worker's CUDA IPC handles: {type(e).__name__}: {e}")
             return self.verify(candidate, workload, job_dir)
         verdict = Verdict(status=Status.PASSED)
         for case, (runs, before, after) in zip(cases, own):
@@ -337,6 +384,11 @@ class Evaluator:
         always does so when library baselines are among the subjects)."""
         seed = derive_seed(self.secret, "bench", workload.id, candidate.id if candidate else "-")
         baselines_file = self.bundle.folder / "baselines.py"
+        if job_dir and self._writable(job_dir) and candidate is not None:
+            failed = self.load(candidate)      # the worker was restarted for the folder: load the candidate again
+            if failed is not None:
+                return {}, {}, self._last_reply
+        self._decide_transport()
         msg = P.BenchRequest(
             spec=self._spec_text(), workload=workload, policy=policy, subjects=subjects, seed=seed,
             **({"source_hash": candidate.source_hash, "config": candidate.config} if candidate is not None else {}),
@@ -346,13 +398,22 @@ class Evaluator:
             # fresh input contents for every timed call, SNAPSHOTS near-duplicates re-verified (execute/timing.py)
             fresh_inputs=True, snapshots=SNAPSHOTS if candidate else 0, transport=self.transport,
             job_dir=str(job_dir) if job_dir else "", settle_threads=settle_threads)
-        if job_dir and self._writable(job_dir) and candidate is not None:
-            failed = self.load(candidate)      # the worker was restarted for the folder: load the candidate again
-            if failed is not None:
-                return {}, {}, self._last_reply
         reply = self._request(msg, timeout=self.timeouts.bench)
         if reply.status != "ok":
             return {}, {}, reply
+        got = reply.record
+        if got.snapshots:
+            self._transport_used = got.transport
+        if got.transport_error:
+            self._no_ipc(f"the worker could not export its CUDA buffers: {got.transport_error}")
+        if got.snapshots and got.transport == "cuda-ipc" and self._threads_verdict(got.threads, "") is None:
+            # the controller's own copies now, so that a handle this process cannot open is found while the timing
+            # can still be asked again through the host arena (check_timed re-verifies these copies)
+            try:
+                reply.owned = self._own_copy([s.outputs for s in got.snapshots])
+            except Exception as e:  # noqa: BLE001
+                self._no_ipc(f"this process could not open the worker's CUDA IPC handles: {type(e).__name__}: {e}")
+                return self.bench(candidate, workload, subjects, policy, job_dir, settle_threads)
         samples = {n: s.model_dump() for n, s in reply.record.samples.items()}
         notes = dict(reply.record.notes)
         env = {"before": reply.record.gpu_before, "after": reply.record.gpu_after}
@@ -405,7 +466,8 @@ class Evaluator:
         if audited:
             return audited.model_copy(update={"case": f"{workload.label} timed calls"})
         shots = reply.record.snapshots
-        for shot, outputs in zip(shots, self._own_copy([s.outputs for s in shots])):
+        owned = reply.owned if reply.owned is not None else self._own_copy([s.outputs for s in shots])
+        for shot, outputs in zip(shots, owned):
             got = {**shot.model_dump(exclude={"outputs"}), "outputs": outputs}
             if got.get("seed") is None:
                 continue
@@ -477,6 +539,14 @@ class Evaluator:
         A verdict of the build stage ends the trial here, before any call. `halving`
         (kernelloop.search.budget.SuccessiveHalving): time with a few samples first, in full only when promoted (see
         `_timed`). Verification is never screened: the whole battery runs before any timing."""
+        self._transport_used = ""
+        ev = self._evaluate(candidate, workload, job_dir, built, halving)
+        ev.transport = self._transport_used
+        ev.transport_note = self.transport_note if ev.transport == "host-arena" else ""
+        return ev
+
+    def _evaluate(self, candidate: Candidate, workload: Workload, job_dir: Path, built: Built | None,
+                  halving) -> Evaluation:
         t0 = time.perf_counter()
         self._timed_case = None
         label = workload.label

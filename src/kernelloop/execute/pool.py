@@ -40,6 +40,7 @@ class Reply:
     exitcode: int | None = None
     log_tail: str = ""
     seconds: float = 0.0
+    owned: list | None = None   # the controller's own copies of what the reply shared (execute/shared.py), if taken
 
     @property
     def error(self) -> str:

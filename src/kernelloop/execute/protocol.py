@@ -9,10 +9,11 @@ A request names the op's spec as its JSON text (`spec`), which the worker valida
 keeps (`SpecCache`); workloads, cases and the timing policy are records. Tensors do not travel in messages: they
 are shared (execute/shared.py: an arena file mapped by both processes, or CUDA IPC handles) and the reply says where.
 
-Replies: `Ready` (once, when the worker has started), `Loaded`, `Checked`, `Benched` for a request that succeeded,
-`Failed` for one that did not (its `stage`: import, compile, runtime, protocol; the controller turns a reply whose
-request had the sandbox deny something into stage `sandbox`). Every reply lists the sandbox's denials of that
-request (`denied`).
+Requests: `LoadRequest`, `CheckRequest`, `BenchRequest`, `ShareRequest` (the CUDA IPC probe), `ExitRequest`.
+Replies: `Ready` (once, when the worker has started), `Loaded`, `Checked`, `Benched`, `Shared` for a request that
+succeeded, `Failed` for one that did not (its `stage`: import, compile, runtime, protocol; the controller turns a
+reply whose request had the sandbox deny something into stage `sandbox`). Every reply lists the sandbox's denials of
+that request (`denied`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..records import BuildArtifact, TimingPolicy, Workload
 from ..records.base import Record, sha256_hex
 from .aten import AtenReport
 from .sandbox import Denial
-from .shared import SharedTensor
+from .shared import SharedTensor, Transport
 
 
 # -- requests --------------------------------------------------------------------------------------------------
@@ -55,9 +56,11 @@ class CheckRequest(Record):
     config: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of `launch`.")
     job_dir: str = Field(description="Folder of the cases' arenas (case<k>.arena: execute/shared.py).")
     cases: list[VerifyCase]
-    transport: Literal["arena", "cuda-ipc"] = Field("arena", description="How the cases' tensors are shared: an "
-                                                    "arena file in job_dir (CPU tensors; on a GPU, a host copy), or "
-                                                    "CUDA IPC handles of the worker's own buffers.")
+    transport: Transport = Field("arena", description="How the cases' tensors are shared (execute/shared.py): "
+                                 "'arena' (CPU: the candidate's tensors are an arena file's pages in job_dir), "
+                                 "'cuda-ipc' (CUDA IPC handles of the worker's CUDA buffers) or 'host-arena' (those "
+                                 "buffers copied into an arena file after the calls). A GPU worker never hands the "
+                                 "candidate host tensors, whatever is asked.")
 
 
 class BenchRequest(Record):
@@ -77,8 +80,16 @@ class BenchRequest(Record):
     fresh_inputs: bool = Field(False, description="New input contents before every timed call.")
     snapshots: int = Field(0, ge=0, description="Near-duplicate timed calls whose outputs are re-verified.")
     job_dir: str = Field("", description="Folder of the snapshots' arena (timed.arena).")
-    transport: Literal["arena", "cuda-ipc"] = "arena"
+    transport: Transport = Field("arena", description="How the snapshots are shared (as CheckRequest.transport).")
     settle_threads: bool = Field(False, description="Take the thread census's base once the count stops moving.")
+
+
+class ShareRequest(Record):
+    """Share a small CUDA tensor of known contents (0, 1, ..., elements - 1 in float32) by CUDA IPC: the controller
+    opens it to learn, before any candidate's tensors depend on it, whether CUDA IPC works between the two processes."""
+
+    op: Literal["share"] = "share"
+    elements: int = Field(256, ge=1, le=1 << 20)
 
 
 class ExitRequest(Record):
@@ -87,7 +98,8 @@ class ExitRequest(Record):
     op: Literal["exit"] = "exit"
 
 
-Request = Annotated[Union[LoadRequest, CheckRequest, BenchRequest, ExitRequest], Field(discriminator="op")]
+Request = Annotated[Union[LoadRequest, CheckRequest, BenchRequest, ShareRequest, ExitRequest],
+                    Field(discriminator="op")]
 _REQUEST = TypeAdapter(Request)
 
 
@@ -167,7 +179,9 @@ class Checked(_Reply):
     kind: Literal["check"] = "check"
     ok: Literal[True] = True
     cases: list[CaseTensors] = Field(description="One per case, in case order.")
-    transport: Literal["arena", "cuda-ipc"] = "arena"
+    transport: Transport = Field("arena", description="How the cases' tensors are shared (execute/shared.py).")
+    transport_error: str = Field("", description="Why the worker could not export its CUDA buffers when CUDA IPC "
+                                                 "was asked for ('' when it could): they came in a host arena.")
     build: BuildArtifact | None
     alias: list[str] = Field(default_factory=list, description="Outputs replaced, re-strided or aliasing inputs.")
     alias_case: int | None = None
@@ -185,7 +199,17 @@ class Benched(_Reply):
     gpu_before: dict[str, Any] = Field(default_factory=dict)
     gpu_after: dict[str, Any] = Field(default_factory=dict)
     snapshots: list[Snapshot] = Field(default_factory=list, description="Re-verified timed calls.")
+    transport: Transport = Field("arena", description="How the snapshots are shared (execute/shared.py).")
+    transport_error: str = Field("", description="As Checked.transport_error.")
     threads: ThreadCensus
+
+
+class Shared(_Reply):
+    kind: Literal["share"] = "share"
+    ok: Literal[True] = True
+    tensor: SharedTensor | None = Field(None, description="The ShareRequest's tensor by CUDA IPC handle; None when "
+                                                          "the worker could not export it (`error` says why).")
+    error: str = ""
 
 
 class Failed(_Reply):
@@ -199,7 +223,7 @@ class Failed(_Reply):
     case: int | None = Field(None, description="The verification case the failure happened in.")
 
 
-WorkerReply = Annotated[Union[Ready, Loaded, Checked, Benched, Failed], Field(discriminator="kind")]
+WorkerReply = Annotated[Union[Ready, Loaded, Checked, Benched, Shared, Failed], Field(discriminator="kind")]
 _REPLY = TypeAdapter(WorkerReply)
 
 
@@ -209,12 +233,12 @@ def send(conn, record: Record) -> None:
     conn.send(record.model_dump())
 
 
-def parse_request(data: Any) -> LoadRequest | CheckRequest | BenchRequest | ExitRequest:
+def parse_request(data: Any) -> LoadRequest | CheckRequest | BenchRequest | ShareRequest | ExitRequest:
     """A received request (raises pydantic.ValidationError for a malformed one)."""
     return _REQUEST.validate_python(data)
 
 
-def parse_reply(data: Any) -> Ready | Loaded | Checked | Benched | Failed:
+def parse_reply(data: Any) -> Ready | Loaded | Checked | Benched | Shared | Failed:
     """A received reply; a malformed one becomes Failed(stage='protocol') naming what was wrong."""
     try:
         return _REPLY.validate_python(data)

@@ -1,14 +1,21 @@
 """Tensors shared between a worker and the controller without files of serialised tensors.
 
-On the CPU (the interpreter) the worker places a verification case's tensors -- the inputs it hands the candidate,
-its copy of them from before the first call, and every call's output buffers -- in an arena: one file in the job
-folder (tmpfs where there is one) mapped into both processes. The candidate writes its outputs straight into it;
-the controller maps the same pages and reads the candidate's outputs itself, with no copy made by the worker.
+How a request's tensors come back is its transport (`resolve_transport` decides it in the worker, the reply says
+which one ran):
+- "arena" (the CPU, the interpreter): the worker places a verification case's tensors -- the inputs it hands the
+  candidate, its copy of them from before the first call, and every call's output buffers -- in an arena: one file in
+  the job folder (tmpfs where there is one) mapped into both processes. The candidate writes its outputs straight
+  into it; the controller maps the same pages and reads the candidate's outputs itself, with no copy made by the
+  worker.
+- "cuda-ipc" (a GPU): the candidate gets CUDA tensors on the worker's GPU; after the calls those buffers are shared
+  through CUDA IPC (torch.multiprocessing's reductions: a memory handle and torch's reference counter) and the
+  controller opens them on the same GPU.
+- "host-arena" (a GPU whose buffers the controller cannot open: CUDA IPC refused by the driver or the host's
+  isolation, a MIG slice the controller cannot address): the candidate still gets CUDA tensors on its GPU; only after
+  every call has returned does the worker copy them into a host arena, which the controller maps and moves to its own
+  device.
 
-On a GPU the worker's own CUDA buffers are shared through CUDA IPC (torch.multiprocessing's reductions: a memory
-handle and torch's reference counter); the controller opens them on the same GPU. Where that is refused (a MIG slice
-the controller cannot address, a driver that will not export), the worker copies into a host arena instead, and the
-reply says which transport was used.
+A CUDA run never hands the candidate host tensors: the arena holds the candidate's own tensors only on the CPU.
 
 Either way the controller takes its own copy (`SharedTensor.read` + `clone`) only after the worker replied -- every
 call of the request has returned -- and the thread census found nothing left running that could still write.
@@ -24,8 +31,20 @@ from typing import Any, Literal
 from pydantic import Field
 
 from ..records.base import Record
+from ..records.device import Device
 
 ALIGN = 256   # bytes: every tensor of an arena starts on this boundary (CUDA-friendly, cache-line aligned)
+TRANSPORTS = ("arena", "cuda-ipc", "host-arena")
+Transport = Literal["arena", "cuda-ipc", "host-arena"]
+
+
+def resolve_transport(device: Device, requested: str) -> Transport:
+    """The transport a worker on `device` uses for what the controller asked (`requested`): on the CPU always the
+    arena, whose pages are the candidate's own tensors; on a GPU CUDA IPC when asked for, else the host arena (copies
+    made after the calls) -- never the CPU's arena, which would hand a CUDA candidate host tensors."""
+    if not device.is_cuda:
+        return "arena"
+    return "cuda-ipc" if requested == "cuda-ipc" else "host-arena"
 
 
 class SharedTensor(Record):
@@ -72,8 +91,9 @@ def _extent(shape, stride) -> int:
 
 
 class Arena:
-    """A worker's arena file: `place` lays tensors out in it and returns views of it with the same contents; the
-    mapping lives as long as the Arena (the worker keeps the last request's until the next one)."""
+    """A worker's arena file: `tensors` (on any device: a GPU's are copied to the host here) laid out in it, `views`
+    of it with the same contents and `records` saying where each lies; the mapping lives as long as the Arena (the
+    worker keeps the last request's until the next one)."""
 
     def __init__(self, path: str | os.PathLike, tensors: list) -> None:
         import torch
@@ -129,4 +149,5 @@ def remove_arenas(folder: str | os.PathLike) -> None:
         p.unlink(missing_ok=True)
 
 
-__all__ = ["Arena", "SharedTensor", "read_all", "remove_arenas", "share_cuda"]
+__all__ = ["Arena", "SharedTensor", "TRANSPORTS", "Transport", "read_all", "remove_arenas", "resolve_transport",
+           "share_cuda"]

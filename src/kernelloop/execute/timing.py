@@ -20,6 +20,7 @@ from . import protocol as P
 from .baselines import cached_reference, make_baseline
 from .census import new_threads, settled_thread_count, thread_count, thread_names
 from .procutil import CUDA_FAULT_MARKERS, _sync, mark_stage
+from .shared import resolve_transport
 
 
 CANDIDATE_KINDS = ("candidate", "candidate-twin", "candidate-same")
@@ -118,25 +119,27 @@ def snapshot_plan(policy, snapshots: int) -> dict:
     return {"on": True, "near": set(random.SystemRandom().sample(pool, min(snapshots, len(pool)))), "last": calls}
 
 
-def _shared_snapshots(state, msg: P.BenchRequest, snapshots: list) -> list[P.Snapshot]:
-    """The snapshots' outputs shared with the controller (execute/shared.py): by CUDA IPC on a GPU where the driver
-    exports, else in one arena in the job folder."""
+def _shared_snapshots(state, msg: P.BenchRequest, snapshots: list) -> tuple[list[P.Snapshot], str, str]:
+    """The snapshots' outputs shared with the controller (execute/shared.py), the transport that ran and why CUDA IPC
+    did not: by CUDA IPC on a GPU where asked for and the driver exports, else in one arena in the job folder (on a
+    GPU a host copy of the snapshots, which are the worker's own copies of the timed calls' outputs)."""
     from .shared import Arena, share_cuda
+    transport, why = resolve_transport(state.device, msg.transport), ""
     state.shared = [outs for _, _, outs in snapshots]
-    if state.device.is_cuda and msg.transport == "cuda-ipc":
+    if transport == "cuda-ipc":
         try:
             return [P.Snapshot(call=call, seed=entry["seed"], perturb=entry["perturb"],
-                               outputs=[share_cuda(o) for o in outs]) for call, entry, outs in snapshots]
-        except Exception:  # noqa: BLE001 - no IPC here: the host arena
-            pass
-    arena = Arena(Path(msg.job_dir) / "timed.arena", [o.cpu() for _, _, outs in snapshots for o in outs])
+                               outputs=[share_cuda(o) for o in outs]) for call, entry, outs in snapshots], transport, ""
+        except Exception as e:  # noqa: BLE001 - no IPC here: the host arena, and the reply says why
+            why, transport = f"{type(e).__name__}: {e}"[:500], "host-arena"
+    arena = Arena(Path(msg.job_dir) / "timed.arena", [o for _, _, outs in snapshots for o in outs])
     state.shared = [arena]
     out, i = [], 0
     for call, entry, outs in snapshots:
         out.append(P.Snapshot(call=call, seed=entry["seed"], perturb=entry["perturb"],
                               outputs=arena.records[i:i + len(outs)]))
         i += len(outs)
-    return out
+    return out, transport, why
 
 
 def bench(state, msg: P.BenchRequest) -> P.Benched | P.Failed:
@@ -221,6 +224,8 @@ def bench(state, msg: P.BenchRequest) -> P.Benched | P.Failed:
         return P.Failed(stage="runtime", log=text, error=f"{type(e).__name__}: {e}"[:2000],
                         cuda_fault=any(m in text for m in CUDA_FAULT_MARKERS))
     after_snap = gpu_snapshot() if state.device.is_cuda else {}
-    shots = _shared_snapshots(state, msg, snapshots) if snapshots and msg.job_dir else []
+    shots, transport, why = _shared_snapshots(state, msg, snapshots) if snapshots and msg.job_dir else \
+        ([], resolve_transport(state.device, msg.transport), "")
     return P.Benched(samples=samples, notes=notes, gpu_before=before_snap, gpu_after=after_snap, snapshots=shots,
+                     transport=transport, transport_error=why,
                      threads=P.ThreadCensus(base=threads_before, after=thread_count(), new=new_threads(names_before)))

@@ -23,7 +23,7 @@ from .baselines import BUILTIN_BASELINES, make_baseline  # noqa: F401 - where ca
 from .build import build_info, cubin_hashes, forget_compiled, is_compile_error
 from .census import thread_count
 from .procutil import CUDA_FAULT_MARKERS, _import_file, _sync, mark_stage
-from .shared import Arena, share_cuda
+from .shared import Arena, resolve_transport, share_cuda
 from .timing import CANDIDATE_KINDS, _rotating_call, _scratch_of, bench  # noqa: F401
 
 class _State:
@@ -82,8 +82,9 @@ def _alias_problems(outputs, before: list, inputs, scratch=None) -> list[str]:
 
 def _check(state: _State, msg: P.CheckRequest) -> P.Checked | P.Failed:
     """Run the candidate on each verification case. Its inputs and outputs live where the controller can read them
-    (execute/shared.py): on the CPU in the case's arena, which the candidate writes into directly; on a GPU the
-    worker's own buffers, shared by CUDA IPC. Nothing is copied to files."""
+    (execute/shared.py): on the CPU in the case's arena, which the candidate writes into directly; on a GPU they are
+    CUDA tensors on the worker's GPU, shared after the calls by CUDA IPC or copied into a host arena. Nothing is
+    copied to files of serialised tensors."""
     from ..reference.inputs import alloc_outputs, alloc_scratch, make_inputs
     spec = state.specs.get(msg.spec)
     mod = state.modules[msg.source_hash]
@@ -91,7 +92,7 @@ def _check(state: _State, msg: P.CheckRequest) -> P.Checked | P.Failed:
     if state.sandbox is not None:
         state.sandbox.grant_write(msg.job_dir)
     state.shared = []     # the previous request's shared memory: the controller has its copies
-    transport = msg.transport if state.device.is_cuda else "arena"
+    transport = resolve_transport(state.device, msg.transport)
     shared, build, threads_base, alias, alias_case, returned = [], None, None, [], None, None
     aten = AtenRecorder()   # the ATen operations of every verification call (execute/aten.py)
     for k, case in enumerate(msg.cases):
@@ -103,7 +104,7 @@ def _check(state: _State, msg: P.CheckRequest) -> P.Checked | P.Failed:
         # from the device's Philox generator, and copying them would double the case's host traffic).
         seen = [i.detach().clone() for i in inputs] if state.tensor_device == "cpu" else None
         runs = [alloc_outputs(spec, w, state.tensor_device) for _ in range(case.repeats)]   # fresh and poisoned
-        if transport == "arena":   # every tensor of the case in its arena: the candidate writes there directly
+        if transport == "arena":   # the CPU only: every tensor of the case in its arena, written there directly
             arena = Arena(Path(msg.job_dir) / f"case{k}.arena", [*inputs, *(seen or []), *(o for r in runs for o in r)])
             state.shared.append(arena)
             views, n = arena.views, len(inputs)
@@ -134,38 +135,63 @@ def _check(state: _State, msg: P.CheckRequest) -> P.Checked | P.Failed:
                 alias_case = k
             alias += [f"case {k}: {p}" for p in problems]
         shared.append((k, runs, seen, inputs))
-    cases, transport = _shared_cases(state, msg.job_dir, shared, transport)
-    return P.Checked(cases=cases, transport=transport, build=build, alias=alias, alias_case=alias_case,
-                     returned=returned, threads=P.ThreadCensus(base=threads_base, after=thread_count()),
+    cases, transport, why = _shared_cases(state, msg.job_dir, shared, transport)
+    return P.Checked(cases=cases, transport=transport, transport_error=why, build=build, alias=alias,
+                     alias_case=alias_case, returned=returned,
+                     threads=P.ThreadCensus(base=threads_base, after=thread_count()),
                      aten=aten.report(), cubins=cubin_hashes(mod) if state.device.is_cuda else [])
 
 
-def _shared_cases(state: _State, job_dir: str, cases: list, transport: str) -> tuple[list[P.CaseTensors], str]:
-    """The cases' tensors as the controller finds them: arena slices, or CUDA IPC handles of the worker's buffers
-    (kept alive until the next request); where the driver refuses to export, a host arena instead."""
+def _shared_cases(state: _State, job_dir: str, cases: list, transport: str
+                  ) -> tuple[list[P.CaseTensors], str, str]:
+    """The cases' tensors as the controller finds them, the transport that ran and why CUDA IPC did not: arena
+    slices (the CPU), CUDA IPC handles of the worker's buffers (kept alive until the next request), or, where CUDA IPC
+    was not asked for or the driver refuses to export, those buffers copied into a host arena now that every call
+    has returned."""
     if transport == "arena":
         by_view = {id(v): r for a in state.shared for v, r in zip(a.views, a.records)}
         return [P.CaseTensors(runs=[[by_view[id(o)] for o in r] for r in runs],
                               inputs_before=[by_view[id(i)] for i in seen] if seen is not None else None,
-                              inputs_after=[by_view[id(i)] for i in inputs]) for _, runs, seen, inputs in cases], transport
+                              inputs_after=[by_view[id(i)] for i in inputs]) for _, runs, seen, inputs in cases], \
+            transport, ""
+    why = ""
+    if transport == "cuda-ipc":
+        try:
+            out = [P.CaseTensors(runs=[[share_cuda(o) for o in r] for r in runs],
+                                 inputs_after=[share_cuda(i) for i in inputs]) for _, runs, _, inputs in cases]
+            state.shared = [t for _, runs, _, inputs in cases for t in (*inputs, *(o for r in runs for o in r))]
+            return out, transport, ""
+        except Exception as e:  # noqa: BLE001 - no IPC here: the host arena, and the reply says why
+            why = f"{type(e).__name__}: {e}"[:500]
+    state.shared = []
+    out = []
+    for k, runs, _, inputs in cases:
+        arena = Arena(Path(job_dir) / f"case{k}.arena", [*inputs, *(o for r in runs for o in r)])   # device -> host
+        state.shared.append(arena)
+        recs, n, m = arena.records, len(inputs), len(runs[0]) if runs else 0
+        out.append(P.CaseTensors(runs=[recs[n + r * m:n + (r + 1) * m] for r in range(len(runs))],
+                                 inputs_after=recs[:n]))
+    return out, "host-arena", why
+
+
+def _share(state: _State, msg: P.ShareRequest) -> P.Shared | P.Failed:
+    """The CUDA IPC probe: a tensor of known contents on the worker's GPU, shared by handle (kept until the next
+    request)."""
+    import torch
+    state.shared = []
+    if not state.device.is_cuda:
+        return P.Shared(error="not a GPU worker: nothing is shared by CUDA IPC")
+    t = torch.arange(msg.elements, dtype=torch.float32, device=state.tensor_device)
+    _sync(state.device)
     try:
-        out = [P.CaseTensors(runs=[[share_cuda(o) for o in r] for r in runs],
-                             inputs_after=[share_cuda(i) for i in inputs]) for _, runs, _, inputs in cases]
-        state.shared = [t for _, runs, _, inputs in cases for t in (*inputs, *(o for r in runs for o in r))]
-        return out, "cuda-ipc"
-    except Exception:  # noqa: BLE001 - no IPC here: the host arena (its copies made after every call returned)
-        state.shared = []
-        out = []
-        for k, runs, _, inputs in cases:
-            arena = Arena(Path(job_dir) / f"case{k}.arena", [t.cpu() for t in (*inputs, *(o for r in runs for o in r))])
-            state.shared.append(arena)
-            recs, n, m = arena.records, len(inputs), len(runs[0]) if runs else 0
-            out.append(P.CaseTensors(runs=[recs[n + r * m:n + (r + 1) * m] for r in range(len(runs))],
-                                     inputs_after=recs[:n]))
-        return out, "arena"
+        record = share_cuda(t)
+    except Exception as e:  # noqa: BLE001 - the driver or torch refuses: said, not fatal
+        return P.Shared(error=f"{type(e).__name__}: {e}"[:500])
+    state.shared = [t]
+    return P.Shared(tensor=record)
 
 
-HANDLERS = {"load": _load, "check": _check, "bench": bench}   # by the request's `op`
+HANDLERS = {"load": _load, "check": _check, "bench": bench, "share": _share}   # by the request's `op`
 
 
 def _warm_runtime(torch) -> None:

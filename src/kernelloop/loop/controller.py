@@ -41,6 +41,8 @@ from .pipeline import Pipeline
 from .proposers import Proposer, TemplateSearch
 from .winners import Confirmation, confirmation_baselines, store_fronts
 
+TRANSPORT_EVENT = "transport"   # payload: device, transport ('host-arena'), reason, the first trial it concerns
+
 
 class Controller:
     def __init__(self, bundle: OpBundle, workloads: list[Workload], options: RunOptions, run_dir: Path,
@@ -60,6 +62,7 @@ class Controller:
         self.sanitizer = sanitizer
         self._failures: dict[str, dict] = {}   # trial id -> archived failure (its case), for proposers' views
         self._failures_read = False
+        self._transport_noted: set[tuple[str, str]] = set()   # (device, reason) of host-arena transports archived
 
     # -- the loop -------------------------------------------------------------------------------------------
     def run(self, resume: bool = False) -> RunResult:
@@ -140,8 +143,13 @@ class Controller:
         trial = Trial(run_id=run.run_id, index=archive.next_index(run.run_id), candidate_id=cand.id,
                       workload_id=w.id, manifest_hash=run.mhash, build=ev.build, verdict=ev.verdict,
                       measurement=ev.measurement, costs=ev.costs, started=done.started, finished=done.finished,
-                      device=done.device)
+                      device=done.device, transport=ev.transport)
         archive.record_trial(trial, cand, w)
+        if ev.transport == "host-arena" and (done.device, ev.transport_note) not in self._transport_noted:
+            # a GPU whose buffers could not be shared by CUDA IPC: said once per device and reason
+            self._transport_noted.add((done.device, ev.transport_note))
+            archive.log_event(run.run_id, TRANSPORT_EVENT, {"device": done.device, "transport": ev.transport,
+                                                            "reason": ev.transport_note, "trial": trial.id})
         if ev.failure is not None and trial.verdict.status is not Status.PASSED:
             failure = {"trial": trial.id, "candidate": cand.id, "workload": w.id,
                        "status": trial.verdict.status.value, "reason": failure_reason(trial.verdict), **ev.failure}
@@ -227,6 +235,10 @@ class Controller:
                          self.sanitizer, self._note).confirm(self.workloads)
         finally:
             worker.close()
+            if evaluator.device.is_cuda and evaluator.transport == "host-arena":
+                run.archive.log_event(run.run_id, TRANSPORT_EVENT, {"device": str(device), "transport": "host-arena",
+                                                                    "reason": evaluator.transport_note,
+                                                                    "phase": "confirm"})
 
     def _result(self, archive: Archive, run_id: str, stop: str) -> RunResult:
         """The RunResult of this invocation, read from the archive (the figures `kernelloop show` prints)."""

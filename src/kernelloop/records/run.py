@@ -33,6 +33,8 @@ class DeviceBusy(Record):
                                     "devices were recorded, the model's name).")
     model: str = Field("", description="The GPU's name, or 'interpret' (the Triton interpreter, on the CPU).")
     trials: int = Field(0, description="Trials it verified (and timed when they passed).")
+    transports: dict[str, int] = Field(default_factory=dict, description="Its trials by how the worker's tensors "
+                                       "reached the controller (Trial.transport: arena, cuda-ipc, host-arena).")
     verify_s: float = Field(description="Seconds verifying candidates (the build inside verification excluded).")
     bench_s: float = Field(description="Seconds timing candidates.")
     busy_fraction: float | None = Field(description="(verify_s + bench_s) / wall_s; None when no wall time was "

@@ -51,6 +51,13 @@ class Trial(Record):
     finished: float
     device: str = Field("", description="The device it was verified and timed on (a records.Device's text, e.g. "
                                         "'cuda:1', 'interpret:0'); '' in older records.")
+    transport: str = Field("", description="How the worker's tensors reached the controller (execute/shared.py): "
+                                           "'arena' (the CPU: the candidate's tensors were a mapped file's pages), "
+                                           "'cuda-ipc' (its CUDA buffers opened by handle) or 'host-arena' (its "
+                                           "CUDA buffers copied into a mapped host file after the calls, where CUDA "
+                                           "IPC was refused: the run's `transport` event says why); '' where no "
+                                           "tensors were asked for (the build stage ended the trial) and in older "
+                                           "records.")
 
     @property
     def id(self) -> str:

@@ -42,7 +42,12 @@ def compute(trials: list[Trial], sessions: list[dict], device: str) -> Throughpu
     for name, mine in sorted(per_device.items()):
         verify = sum(max(0.0, t.costs.verify_s - compiled_on_device(t)) for t in mine)
         bench = sum(t.costs.bench_s for t in mine)
-        devices.append(DeviceBusy(device=name, model=device, trials=len(mine), verify_s=verify, bench_s=bench,
+        transports: dict[str, int] = {}
+        for t in mine:
+            if t.transport:
+                transports[t.transport] = transports.get(t.transport, 0) + 1
+        devices.append(DeviceBusy(device=name, model=device, trials=len(mine),
+                                  transports=dict(sorted(transports.items())), verify_s=verify, bench_s=bench,
                                   busy_fraction=_fraction(verify + bench, wall)))
     if not devices and sessions:
         devices = [DeviceBusy(device=device, model=device, trials=0, verify_s=0.0, bench_s=0.0,

@@ -1,0 +1,225 @@
+"""How a worker's tensors reach the controller (execute/shared.py): a CUDA run hands the candidate tensors on its
+device whatever the transport, the host arena where CUDA IPC is refused included, and says which transport ran.
+
+No GPU is needed: a worker state of kind `cuda` whose tensors are CPU tensors of a subclass that says `is_cuda`
+(as the build stage's stand-in does, spec/aot_child.py) stands in for a GPU worker. The fake candidate refuses
+host tensors as the Gluon templates do, so handing it an arena's pages -- what a CUDA run once did when CUDA IPC
+was refused -- fails these tests."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelloop.bench.policy import COLD_L2_EVENTS
+from kernelloop.execute import protocol as P
+from kernelloop.execute import worker as W
+from kernelloop.execute.evaluate import Evaluator
+from kernelloop.execute.pool import Reply
+from kernelloop.execute.shared import SharedTensor, read_all, resolve_transport
+from kernelloop.records import BuildArtifact, Candidate, Status, Workload
+from kernelloop.records.device import Device
+
+WL = Workload(op="layernorm", axes={"M": 4, "N": 64}, dtype="fp32")
+CANDIDATE = '''
+import torch
+
+SEEN = []
+
+def launch(x, weight, bias, y, *, eps, **config):
+    SEEN.append([(type(t).__name__, t.is_cuda, t.data_ptr()) for t in (x, weight, bias, y)])
+    if not x.is_cuda:   # as the Gluon templates do: they run on sm_90 GPUs only
+        raise RuntimeError("the template runs on sm_90 GPUs only")
+    y.copy_(torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps))
+'''
+
+
+class _OnDevice(torch.Tensor):
+    """A CPU tensor that stands for one on the worker's GPU."""
+
+    @property
+    def is_cuda(self):
+        return True
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:1", "cuda:MIG-4c1d"])
+@pytest.mark.parametrize("asked", ["arena", "cuda-ipc", "host-arena"])
+def test_a_gpu_worker_never_places_the_candidates_tensors_in_a_host_arena(device, asked):
+    got = resolve_transport(Device.of(device), asked)
+    assert got != "arena"
+    assert got == ("cuda-ipc" if asked == "cuda-ipc" else "host-arena")
+
+
+@pytest.mark.parametrize("asked", ["arena", "cuda-ipc", "host-arena"])
+def test_an_interpreter_worker_always_shares_its_arena(asked):
+    assert resolve_transport(Device.of("interpret:1"), asked) == "arena"
+
+
+@pytest.fixture
+def gpu_worker(layernorm, tmp_path, monkeypatch):
+    """A worker state of kind cuda, in this process, whose inputs and outputs are made 'on the device' (recorded)."""
+    import kernelloop.reference.inputs as inputs
+    made = []
+
+    def on_device(make, at):   # `at`: the position of the device argument
+        def wrapped(*args, **kw):
+            assert args[at] == "cuda", args[at]   # the worker asks for its GPU's tensors
+            out = [t.as_subclass(_OnDevice) for t in make(*args[:at], "cpu", *args[at + 1:], **kw)]
+            made.extend(out)
+            return out
+        return wrapped
+    monkeypatch.setattr(inputs, "make_inputs", on_device(inputs.make_inputs, 3))
+    monkeypatch.setattr(inputs, "alloc_outputs", on_device(inputs.alloc_outputs, 2))
+    monkeypatch.setattr(W, "_sync", lambda device: None)
+    monkeypatch.setattr(W, "build_info", lambda mod, s, device: BuildArtifact(kernel_names=[], compile_s=s,
+                                                                             toolchain="triton / sm_90"))
+    monkeypatch.setattr(W, "cubin_hashes", lambda mod: [])
+    state = W._State(Device.of("cuda"), tmp_path / "root", sandboxed=False)
+    assert state.tensor_device == "cuda"
+    state.job_root.mkdir()
+    assert isinstance(W._load(state, P.LoadRequest(source=CANDIDATE, source_hash="c" * 16)), P.Loaded)
+    return state, made, state.modules["c" * 16]
+
+
+def _check(state, layernorm, job_dir: Path, transport: str):
+    job_dir.mkdir()
+    return W._check(state, P.CheckRequest(spec=layernorm.spec.model_dump_json(), source_hash="c" * 16,
+                                          job_dir=str(job_dir), transport=transport,
+                                          cases=[P.VerifyCase(workload=WL, seed=5, distribution="normal",
+                                                              repeats=2)]))
+
+
+@pytest.mark.parametrize("asked,refuse", [("arena", False), ("host-arena", False), ("cuda-ipc", True)])
+def test_a_cuda_candidate_gets_the_tensors_made_on_its_device_and_the_host_arena_holds_its_outputs(
+        gpu_worker, layernorm, tmp_path, monkeypatch, asked, refuse):
+    state, made, mod = gpu_worker
+    if refuse:   # the driver will not export: the worker falls back to the host arena and says why
+        def refused(t):
+            raise RuntimeError("CUDA IPC is not supported here")
+        monkeypatch.setattr(W, "share_cuda", refused)
+    reply = _check(state, layernorm, tmp_path / "job", asked)
+    assert isinstance(reply, P.Checked), getattr(reply, "log", reply)
+    # the candidate was called with the very tensors the worker made on its device, never an arena's host pages
+    assert len(mod.SEEN) == 2
+    ids = {t.data_ptr() for t in made}
+    for call in mod.SEEN:
+        assert all(kind == "_OnDevice" and on_gpu for kind, on_gpu, _ in call), call
+        assert all(ptr in ids for _, _, ptr in call), call
+    assert reply.transport == "host-arena" and reply.cases[0].inputs_before is None
+    assert ("not supported here" in reply.transport_error) == refuse
+    # the controller reads the candidate's outputs from the host arena, copied after the calls
+    runs, after = read_all([[reply.cases[0].runs, reply.cases[0].inputs_after]])[0]
+    x, w, b = made[:3]
+    want = torch.nn.functional.layer_norm(x.as_subclass(torch.Tensor), (WL.axes["N"],), w.as_subclass(torch.Tensor),
+                                          b.as_subclass(torch.Tensor), layernorm.spec.scalars["eps"])
+    assert len(runs) == 2 and all(torch.equal(r[0], want) for r in runs)
+    assert torch.equal(after[0], x.as_subclass(torch.Tensor))
+
+
+def test_the_cuda_ipc_probe_is_answered_and_said_refused_without_a_gpu(gpu_worker):
+    state, _, _ = gpu_worker
+    state.tensor_device = "cpu"   # no CUDA here: the probe's tensor in CPU storage, which has no CUDA IPC handle
+    got = W._share(state, P.ShareRequest(elements=8))
+    # the worker says why instead of failing
+    assert isinstance(got, P.Shared) and got.tensor is None and got.error
+    assert isinstance(W._share(W._State(Device.of("interpret"), state.job_root, False), P.ShareRequest()), P.Shared)
+
+
+class _FakeWorker:
+    """Answers the evaluator's requests as a GPU worker would, recording them."""
+
+    def __init__(self, share: P.Shared):
+        self.share, self.sent = share, []
+
+    def request(self, msg, timeout):
+        self.sent.append(msg)
+        if isinstance(msg, P.ShareRequest):
+            return Reply("ok", self.share)
+        if isinstance(msg, P.LoadRequest):
+            return Reply("ok", P.Loaded())
+        return Reply("error", P.Failed(stage="runtime", error="stop here", case=0))
+
+
+@pytest.fixture
+def hopper(monkeypatch):
+    import kernelloop.device as dev
+    monkeypatch.setattr(dev, "device_properties", lambda device: dict(dev.VIRTUAL_HOPPER))
+
+
+BROKEN = SharedTensor(transport="cuda-ipc", dtype="float32", shape=[8], stride=[1],
+                      ipc=[[8], [1], 0, 0, b"not a handle", 32, 0, b"/none", 0, None, False])
+
+
+@pytest.mark.parametrize("share,why", [(P.Shared(error="RuntimeError: no IPC"), "could not export"),
+                                       (P.Shared(tensor=BROKEN), "could not open")])
+def test_a_refused_cuda_ipc_asks_for_the_host_arena_and_the_evaluation_says_why(layernorm, tmp_path, hopper,
+                                                                                share, why):
+    worker = _FakeWorker(share)
+    ev = Evaluator(layernorm, "cuda", worker, COLD_L2_EVENTS, secret="s", static_rules=False)
+    cand = Candidate(op="layernorm", template="custom", source=CANDIDATE)
+    out = ev.evaluate(cand, WL, tmp_path / "job")
+    assert out.verdict.status is Status.RUNTIME_ERROR and "stop here" in out.verdict.message
+    kinds = [type(m).__name__ for m in worker.sent]
+    assert kinds == ["LoadRequest", "ShareRequest", "CheckRequest"]   # probed once, before the first check
+    assert worker.sent[-1].transport == "host-arena"
+    assert out.transport == "host-arena" and why in out.transport_note
+    ev.evaluate(cand, WL, tmp_path / "job2")
+    assert [type(m).__name__ for m in worker.sent].count("ShareRequest") == 1
+
+
+def test_the_transport_asked_for_by_device(layernorm, hopper):
+    ev = Evaluator(layernorm, "interpret", None, COLD_L2_EVENTS, secret="s")
+    assert ev.transport == "arena"
+    off = Evaluator(layernorm, "cuda", None, COLD_L2_EVENTS, secret="s", cuda_ipc=False)
+    assert off.transport == "host-arena" and "turned off" in off.transport_note
+    # a MIG slice the controller does not address: no probe, the host arena
+    mig = Evaluator(layernorm, "cuda:MIG-4c1d", _FakeWorker(P.Shared(error="unused")), COLD_L2_EVENTS, secret="s")
+    mig._decide_transport()
+    assert mig.transport == "host-arena" and not mig.worker.sent and "does not address" in mig.transport_note
+
+
+class _FakeBenchWorker(_FakeWorker):
+    """Times nothing: the first answer's snapshot comes by a CUDA IPC handle this process cannot open, the next by
+    a host arena."""
+
+    def __init__(self, arena):
+        super().__init__(P.Shared(error="unused"))
+        self.arena = arena
+
+    def request(self, msg, timeout):
+        self.sent.append(msg)
+        census = P.ThreadCensus(base=3, after=3)
+        if msg.transport == "cuda-ipc":
+            return Reply("ok", P.Benched(samples={}, threads=census, transport="cuda-ipc",
+                                         snapshots=[P.Snapshot(call=1, seed=3, outputs=[BROKEN])]))
+        return Reply("ok", P.Benched(samples={}, threads=census, transport=msg.transport,
+                                     snapshots=[P.Snapshot(call=1, seed=3, outputs=self.arena.records)]))
+
+
+def test_timed_snapshots_a_process_cannot_open_are_timed_again_through_the_host_arena(layernorm, tmp_path, hopper):
+    from kernelloop.execute.shared import Arena
+    arena = Arena(tmp_path / "timed.arena", [torch.arange(8, dtype=torch.float32)])
+    worker = _FakeBenchWorker(arena)
+    ev = Evaluator(layernorm, "cuda", worker, COLD_L2_EVENTS, secret="s")
+    ev._ipc = True   # as after a probe that passed
+    cand = Candidate(op="layernorm", template="custom", source=CANDIDATE)
+    _, _, reply = ev.bench(cand, WL, ["candidate"], COLD_L2_EVENTS, tmp_path)
+    assert [m.transport for m in worker.sent] == ["cuda-ipc", "host-arena"]
+    assert reply.status == "ok" and reply.record.transport == "host-arena"
+    assert ev.transport == "host-arena" and "could not open" in ev.transport_note
+
+
+def test_the_snapshots_of_a_gpu_worker_come_back_in_a_host_arena_where_ipc_is_refused(gpu_worker, tmp_path,
+                                                                                      monkeypatch):
+    from kernelloop.execute import timing
+    state, _, _ = gpu_worker
+
+    def refused(t):
+        raise RuntimeError("CUDA IPC is not supported here")
+    monkeypatch.setattr("kernelloop.execute.shared.share_cuda", refused)
+    outs = [torch.full((4,), 2.0).as_subclass(_OnDevice)]
+    msg = P.BenchRequest(spec="{}", workload=WL, policy=COLD_L2_EVENTS, subjects=["candidate"], seed=1,
+                         job_dir=str(tmp_path), transport="cuda-ipc")
+    shots, transport, why = timing._shared_snapshots(state, msg, [(5, {"seed": 9, "perturb": None}, outs)])
+    assert transport == "host-arena" and "not supported" in why
+    assert shots[0].call == 5 and torch.equal(read_all([shots[0].outputs])[0][0], torch.full((4,), 2.0))
