@@ -43,6 +43,7 @@ def test_interpreter_devices_and_one_model_per_run():
     with pytest.raises(ValueError):
         resolve_devices(Device.of("interpret"), [Device.of("cuda:0")])
     check_one_model({"cuda:0": "NVIDIA H200", "cuda:1": "NVIDIA H200"})
+    assert resolve_devices(Device.of("interpret:1"), None) == [Device.of("interpret:1")]
     with pytest.raises(ValueError, match="one device model"):
         check_one_model({"cuda:0": "NVIDIA H200", "cuda:1": "NVIDIA H100"})
 
@@ -57,3 +58,15 @@ def test_the_devices_option_takes_a_count_or_a_list_of_one_kind():
             api.parse_devices(bad, "interpret")
     with pytest.raises(api.UsageError, match="executor 'mpi'"):
         api.check_executor("mpi")
+
+
+def test_a_run_on_one_named_gpu_runs_there_alone(monkeypatch):
+    import torch
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "NVIDIA H200")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (9, 0))
+    # `--device cuda:1` without --devices: GPU 1 only, not every GPU of GPU 0's model
+    assert resolve_devices(Device.of("cuda:1"), None) == [Device.of("cuda:1")]
+    assert resolve_devices(Device.of("cuda"), None) == [Device.of(f"cuda:{i}") for i in range(4)]
+    with pytest.raises(ValueError, match="has 4 GPU"):
+        resolve_devices(Device.of("cuda:7"), None)

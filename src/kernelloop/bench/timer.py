@@ -181,12 +181,33 @@ def sample(subjects: dict[str, Callable[[], object]], policy: TimingPolicy, seed
     return _time_wallclock(subjects, policy, seed, before, after, prepare)
 
 
+def nvml_handle(pynvml):
+    """The NVML handle of this process's current CUDA device. NVML numbers every GPU of the host and ignores
+    CUDA_VISIBLE_DEVICES, so a worker that sees one GPU of several (`--devices`) finds its own by UUID; index 0 only
+    where NVML sees a single GPU. Raises where neither tells which GPU it is."""
+    import torch
+    uuid = str(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", "") or "")
+    if uuid:
+        text = uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+        try:
+            return pynvml.nvmlDeviceGetHandleByUUID(text)
+        except Exception:  # noqa: BLE001 - older bindings take bytes
+            try:
+                return pynvml.nvmlDeviceGetHandleByUUID(text.encode())
+            except Exception:  # noqa: BLE001
+                pass
+    if pynvml.nvmlDeviceGetCount() == 1:
+        return pynvml.nvmlDeviceGetHandleByIndex(0)
+    raise RuntimeError(f"NVML has no GPU of this process's UUID {uuid!r} among {pynvml.nvmlDeviceGetCount()}")
+
+
 def gpu_snapshot() -> dict:
-    """Clocks, temperature and throttle reasons through NVML when available (never changes settings)."""
+    """Clocks, temperature and throttle reasons of this process's GPU through NVML when available (never changes
+    settings)."""
     try:
         import pynvml  # provided by nvidia-ml-py
         pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        h = nvml_handle(pynvml)
         snap = {
             "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
             "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),

@@ -19,6 +19,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from ..capture.records import CaptureReport
+from ..records.device import Device
 from . import common
 from .capture import DTYPES, ModelError, load_model
 
@@ -172,7 +173,7 @@ def run(
         if not sep or kind not in kinds or "=" not in assign:
             bad(f"--fix {f!r}: use KIND:NAME=V[,NAME=V], KIND one of {', '.join(kinds)}")
         pins[kind] = assign
-    if dev != "cuda":
+    if not Device.of(dev).is_cuda:
         if "triton" in _sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
             bad("Triton was imported before the interpreter could be chosen")
         os.environ["TRITON_INTERPRET"] = "1"
@@ -180,7 +181,7 @@ def run(
     examples, net = [], None
     for b, q in dims:
         try:
-            m, inputs = load_model(model, device="cuda" if dev == "cuda" else "cpu", dtype=dtype, seed=seed,
+            m, inputs = load_model(model, device="cuda" if Device.of(dev).is_cuda else "cpu", dtype=dtype, seed=seed,
                                    batch=b, seq=q)
         except ModelError as e:
             bad(str(e))

@@ -95,8 +95,11 @@ def check_one_model(names: dict[str, str]) -> None:
 
 
 def resolve_devices(kind: Device, given: list[Device] | None) -> list[Device]:
-    """The devices a run uses: `given`, else on cuda every visible GPU of GPU 0's model (the default GPU alone
-    when there is one), in the interpreter one interpreter worker. GPUs given must exist and be of one model."""
+    """The devices a run uses: `given`; else the device `kind` names when it names one ('cuda:1', 'interpret:0');
+    else on cuda every visible GPU of GPU 0's model (the default GPU alone when there is one), in the interpreter one
+    interpreter worker. GPUs given must exist and be of one model."""
+    if not given and (kind.index is not None or kind.uuid is not None):
+        given = [kind]
     if not kind.is_cuda:
         devices = given or [Device(kind="interpret")]
         if any(d.is_cuda for d in devices):

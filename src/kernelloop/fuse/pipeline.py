@@ -30,6 +30,7 @@ import torch
 from pydantic import Field
 
 from ..records import Record
+from ..records.device import Device
 from ..records.measurement import Ratio
 from . import graph as G
 from . import realise as R
@@ -98,7 +99,7 @@ class FuseError(RuntimeError):
 
 
 def _interpreter(device: str) -> None:
-    if device == "cuda":
+    if Device.of(device).is_cuda:   # 'cuda', or one GPU of several ('cuda:1')
         return
     if os.environ.get("TRITON_INTERPRET") != "1":
         if "triton" in sys.modules:
@@ -156,7 +157,7 @@ def fuse(model: torch.nn.Module, examples, *, out: str | Path, budget: int | str
     out.mkdir(parents=True, exist_ok=True)
     exs = _examples(examples)
     options = R.RealiseOptions(device=dev, budget=budget, strategy=strategy, seed=seed,
-                               confirm=(dev == "cuda") if confirm is None else confirm, sanitize=sanitize,
+                               confirm=Device.of(dev).is_cuda if confirm is None else confirm, sanitize=sanitize,
                                fix=dict(fix) if fix else None)
     mdtype = _model_dtype(model)
     cls = f"{type(model).__module__}.{type(model).__qualname__}"
@@ -200,7 +201,7 @@ def fuse(model: torch.nn.Module, examples, *, out: str | Path, budget: int | str
                     g.plan = g.plan.model_copy(update={"workloads": [*g.plan.workloads, *plan.workloads]})
     tbl = PatternTable(table if table is not None else out / "patterns.sqlite")
     try:
-        realised = _realise(groups, tbl, out, options, mdtype, jobs or (1 if dev == "cuda" else 2), note)
+        realised = _realise(groups, tbl, out, options, mdtype, jobs or (1 if Device.of(dev).is_cuda else 2), note)
     finally:
         tbl.close()
     return _compose_and_check(model, exs, programs, shapes, groups, realised, reports, refused, out, dev, options,
