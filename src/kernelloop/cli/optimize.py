@@ -79,8 +79,8 @@ def optimize(
                                          "the run records that it did not run and why.")] = True,
     devices: Annotated[Optional[str], typer.Option(
         help="One evaluation worker per device: a count N (the first N GPUs, or N interpreter workers) or a list "
-             "('cuda:0,cuda:1', 'cuda:MIG-...', 'interpret:0,interpret:1'); default: every GPU of GPU 0's model, "
-             "one interpreter worker.")] = None,
+             "('cuda:0,cuda:1', 'cuda:MIG-...', 'interpret:0,interpret:1'); default: the GPU --device cuda:N "
+             "names, else every GPU of GPU 0's model, one interpreter worker.")] = None,
     executor: Annotated[str, typer.Option(
         help="local (worker processes on this host) or ray (one actor per device on a Ray cluster: $RAY_ADDRESS, "
              "else a local one; the cluster extra).")] = "local",
