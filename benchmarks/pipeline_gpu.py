@@ -6,7 +6,9 @@ Each archive (a run folder, archive.sqlite or .sqlite.gz) is read with the same 
 (kernelloop.report.throughput): trials, the search's wall time, trials per minute and per GPU-minute (per minute
 divided by the devices that worked), each device's busy share (verifying and timing over the wall time; target
 >= 0.9), the time the devices waited for builds, and where compilation happened (the build stage's compile seconds,
-the workers' first calls, whether the workers ran the build stage's binaries). The baseline archive (a run made
+the workers' first calls, whether the workers ran the build stage's binaries), the trials' verdicts and how each
+device's tensors came back (transports, and why a GPU fell back to the host arena). A throughput figure means
+something only beside its verdicts: a run whose trials all failed is fast for that reason. The baseline archive (a run made
 before the build stage, e.g. benchmarks/results/2026-12-01-h200-gemm/gemm-4096.sqlite.gz: 14 trials in 55 s) is
 read the same way; the ratio of trials per GPU-minute is printed. Writes FILE.json and FILE.md.
 """
@@ -31,6 +33,7 @@ def figures(path: Path) -> dict:
         run = a.runs()[0]
         tp = throughput(a, run["id"])
         trials = a.trials(run["id"])
+        fallbacks = [e["payload"] for e in a.events(run["id"], "transport")]
     builds = [t.build for t in trials if isinstance(t.build, BuildArtifact)]
     devices = max(1, len([d for d in tp.devices if d.trials or d.verify_s or d.bench_s]))
     per_gpu = tp.trials_per_minute / devices if tp.trials_per_minute else None
@@ -45,6 +48,8 @@ def figures(path: Path) -> dict:
             "build_stage_compile_s": round(sum(b.compile_s for b in builds if b.compiled_by == "build stage"), 2),
             "first_call_s": round(sum(b.first_call_s or 0.0 for b in builds), 2),
             "workers_ran_build_stage_binaries": sum(1 for b in builds if b.ahead_used),
+            "transports": {d.device: d.transports for d in tp.devices},
+            "host_arena_reasons": sorted({f"{e.get('device')}: {e.get('reason')}" for e in fallbacks}),
             "statuses": {s: sum(1 for t in trials if t.verdict.status.value == s)
                          for s in sorted({t.verdict.status.value for t in trials})}}
 
@@ -64,14 +69,16 @@ def main(argv: list[str] | None = None) -> int:
         r["busy_at_least_0_9"] = all((b or 0) >= 0.9 for b in r["busy"].values())
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"baseline": base, "runs": runs}, indent=1) + "\n")
-    rows = ["| archive | trials | wall s | trials/GPU-min | x baseline | busy | build wait s | compiled by |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| archive | trials | verdicts | wall s | trials/GPU-min | x baseline | busy | build wait s | compiled by "
+            "| ran build-stage binaries | transports |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in [base, *runs]:
         ratio = r.get("vs_baseline_trials_per_gpu_minute")
         busy = ", ".join(f"{d}: {b:.2f}" for d, b in r["busy"].items() if b is not None)
-        rows.append(f"| {Path(r['archive']).name} | {r['trials']} | {r['wall_s']} | "
+        rows.append(f"| {Path(r['archive']).name} | {r['trials']} | {r['statuses']} | {r['wall_s']} | "
                     f"{(r['trials_per_gpu_minute'] or 0):.1f} | {f'{ratio:.2f}' if ratio else '-'} | {busy} | "
-                    f"{r['build_wait_s']} | {r['compiled_by']} |")
+                    f"{r['build_wait_s']} | {r['compiled_by']} | {r['workers_ran_build_stage_binaries']} | "
+                    f"{r['transports']} |")
+    rows += [f"host arena: {why}" for r in runs for why in r["host_arena_reasons"]]
     args.out.with_suffix(".md").write_text("\n".join(rows) + "\n")
     print("\n".join(rows))
     return 0

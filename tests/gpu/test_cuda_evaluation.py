@@ -97,7 +97,8 @@ def test_bad_candidates_on_gpu(evaluator, name, status, tmp_path):
 ])
 def test_the_host_arena_hands_the_candidate_cuda_tensors_and_judges_what_it_wrote(host_arena, name, status,
                                                                                    tmp_path):
-    ev = host_arena.evaluate(fixture(name), W, tmp_path / "j")
+    # the job folder inside the worker's own (as the loop's are): one outside its read-only view would restart it
+    ev = host_arena.evaluate(fixture(name), W, host_arena.worker.work_dir / tmp_path.name / "j")
     assert ev.verdict.status is status, ev.verdict
     assert ev.transport == "host-arena" and "turned off" in ev.transport_note
     if status is Status.PASSED:   # timed too: its timed calls' snapshots came back through the host arena
