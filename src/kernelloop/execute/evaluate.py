@@ -39,7 +39,7 @@ from .battery import DETERMINISM_RUNS, case_label, case_record, derive_seed
 from . import protocol as P
 from .pool import Reply, Worker, describe_exit, signal_name
 from .procutil import STAGE_FILE
-from .shared import read_all
+from .transport import TransportChoice
 # A kernel time below this share of a device copy of the same bytes is physically implausible for an op whose
 # bytes formula is a true minimum: it is re-measured in a fresh worker and rejected if it persists.
 PHYSICAL_FLOOR = 0.7
@@ -95,11 +95,9 @@ class Evaluator:
         # The trusted parent recomputes inputs and the reference on the worker's device (or the CPU in the interpreter).
         self.tensor_device = self.device.controller_tensor_device
         self.toolchain = f"triton {__import__('triton').__version__}"
-        # On a GPU, whether the worker's CUDA buffers come back by CUDA IPC (execute/shared.py): None until the probe
-        # (`_decide_transport`) has said; False (`cuda_ipc=False`, or refused) means a host arena, and
-        # `transport_note` says why.
-        self._ipc: bool | None = None if cuda_ipc else False
-        self.transport_note = "" if cuda_ipc else "CUDA IPC turned off (cuda_ipc=False)"
+        # how the worker's tensors come back (execute/transport.py): on a GPU probed before the first request that
+        # shares any; `cuda_ipc=False` asks for the host arena from the start
+        self.transports = TransportChoice(self.device, self.tensor_device, cuda_ipc)
         self._transport_used = ""   # of the latest verification or timing request
         self._spec_json: tuple[object, str] | None = None   # (spec, its JSON text): serialised once, not per request
 
@@ -231,48 +229,14 @@ class Evaluator:
 
     @property
     def transport(self) -> str:
-        """How the worker is asked to share tensors (execute/shared.py): the arena on the CPU; on a GPU CUDA IPC unless
-        the probe found it refused (or it was turned off), then the host arena. The candidate gets CUDA tensors either
-        way."""
-        if not self.device.is_cuda:
-            return "arena"
-        return "cuda-ipc" if self._ipc is not False and self.tensor_device != "cpu" else "host-arena"
+        """How the worker is asked to share tensors (execute/transport.py): the arena on the CPU; on a GPU CUDA IPC
+        unless the probe found it refused (or it was turned off), then the host arena."""
+        return self.transports.asked
 
-    def _no_ipc(self, why: str) -> None:
-        """From now on a host arena for this GPU's tensors, and why."""
-        self._ipc = False
-        self.transport_note = why[:1000]
-
-    def _decide_transport(self) -> None:
-        """On a GPU, once per evaluator and before the first request whose tensors depend on it: does CUDA IPC work
-        between the worker and this process? The worker shares a tensor of known contents (ShareRequest); it is used
-        only when this process opens it and reads those contents. Otherwise the host arena, and `transport_note` says
-        why (the run archives it)."""
-        if not self.device.is_cuda or self._ipc is not None:
-            return
-        if self.tensor_device == "cpu":
-            return self._no_ipc(f"the controller does not address {self.device} as a CUDA device of its own (a MIG "
-                                f"slice or a GPU it does not see)")
-        msg = P.ShareRequest()
-        reply = self._request(msg, timeout=self.timeouts.check)
-        if reply.status != "ok" or not isinstance(reply.record, P.Shared):
-            return self._no_ipc(f"the CUDA IPC probe got no answer ({reply.status}: {reply.error or reply.log_tail})")
-        if reply.record.tensor is None:
-            return self._no_ipc(f"the worker could not export CUDA memory: {reply.record.error}")
-        import torch
-        try:
-            got = self._own_copy([reply.record.tensor])[0]
-            ok = torch.equal(got.cpu(), torch.arange(msg.elements, dtype=torch.float32))
-        except Exception as e:  # noqa: BLE001 - e.g. the driver refuses the handle across the worker's isolation
-            return self._no_ipc(f"this process could not open the worker's CUDA IPC handle: {type(e).__name__}: {e}")
-        if not ok:
-            return self._no_ipc("the worker's CUDA IPC handle opened on other contents than it shared")
-        self._ipc = True
-
-    def _own_copy(self, shared) -> list:
-        """The controller's own copies of shared tensors (execute/shared.py), on its tensor device."""
-        gpu = int(self.tensor_device.split(":")[1]) if ":" in self.tensor_device else 0
-        return read_all(shared, self.tensor_device, gpu if self.device.is_cuda else None)
+    @property
+    def transport_note(self) -> str:
+        """Why this GPU's tensors come through the host arena ('' where they do not)."""
+        return self.transports.note
 
     def _judge_case(self, case: dict, got: dict) -> Verdict:
         """The verdict of one case from the controller's own copy of its tensors (`got`: runs, inputs_before,
@@ -310,7 +274,7 @@ class Evaluator:
                ) -> tuple[BuildArtifact | BuildFailure | None, Verdict, float, dict | None]:
         """Run the battery; (build, verdict, seconds, the case it failed on or None)."""
         cases = self.cases(candidate, workload)
-        self._decide_transport()
+        self.transports.decide(lambda msg: self._request(msg, self.timeouts.check))
         self._transport_used = self.transport
         # the worker gets what it needs to run a case, nothing of what a proposer may not know beyond that
         msg = P.CheckRequest(spec=self._spec_text(), source_hash=candidate.source_hash, config=candidate.config,
@@ -336,8 +300,7 @@ class Evaluator:
                 verdict = verdict.model_copy(update={"case": case_label(failed_case)})
             return build, verdict, reply.seconds, failed_case
         self._transport_used = d.transport
-        if d.transport_error:
-            self._no_ipc(f"the worker could not export its CUDA buffers: {d.transport_error}")
+        self.transports.worker_said(d)
         if d.returned is not None:
             r = d.returned
             failed_case = cases[r.case] if 0 <= r.case < len(cases) else None
@@ -363,11 +326,11 @@ class Evaluator:
             return build, threads.model_copy(update={"case": f"{workload.label} after the verification calls"}), \
                 reply.seconds, None
         try:
-            own = self._own_copy([[c.runs, c.inputs_before, c.inputs_after] for c in d.cases])
+            own = self.transports.own_copy([[c.runs, c.inputs_before, c.inputs_after] for c in d.cases])
         except Exception as e:  # noqa: BLE001 - this controller cannot open the worker's CUDA buffers: a host arena
             if d.transport != "cuda-ipc":
                 raise
-            self._no_ipc(f"this process could not open the worker's CUDA IPC handles: {type(e).__name__}: {e}")
+            self.transports.unopened(e)
             return self.verify(candidate, workload, job_dir)
         verdict = Verdict(status=Status.PASSED)
         for case, (runs, before, after) in zip(cases, own):
@@ -388,7 +351,7 @@ class Evaluator:
             failed = self.load(candidate)      # the worker was restarted for the folder: load the candidate again
             if failed is not None:
                 return {}, {}, self._last_reply
-        self._decide_transport()
+        self.transports.decide(lambda msg: self._request(msg, self.timeouts.check))
         msg = P.BenchRequest(
             spec=self._spec_text(), workload=workload, policy=policy, subjects=subjects, seed=seed,
             **({"source_hash": candidate.source_hash, "config": candidate.config} if candidate is not None else {}),
@@ -404,15 +367,14 @@ class Evaluator:
         got = reply.record
         if got.snapshots:
             self._transport_used = got.transport
-        if got.transport_error:
-            self._no_ipc(f"the worker could not export its CUDA buffers: {got.transport_error}")
+        self.transports.worker_said(got)
         if got.snapshots and got.transport == "cuda-ipc" and self._threads_verdict(got.threads, "") is None:
             # the controller's own copies now, so that a handle this process cannot open is found while the timing
             # can still be asked again through the host arena (check_timed re-verifies these copies)
             try:
-                reply.owned = self._own_copy([s.outputs for s in got.snapshots])
+                reply.owned = self.transports.own_copy([s.outputs for s in got.snapshots])
             except Exception as e:  # noqa: BLE001
-                self._no_ipc(f"this process could not open the worker's CUDA IPC handles: {type(e).__name__}: {e}")
+                self.transports.unopened(e)
                 return self.bench(candidate, workload, subjects, policy, job_dir, settle_threads)
         samples = {n: s.model_dump() for n, s in reply.record.samples.items()}
         notes = dict(reply.record.notes)
@@ -466,7 +428,7 @@ class Evaluator:
         if audited:
             return audited.model_copy(update={"case": f"{workload.label} timed calls"})
         shots = reply.record.snapshots
-        owned = reply.owned if reply.owned is not None else self._own_copy([s.outputs for s in shots])
+        owned = reply.owned if reply.owned is not None else self.transports.own_copy([s.outputs for s in shots])
         for shot, outputs in zip(shots, owned):
             got = {**shot.model_dump(exclude={"outputs"}), "outputs": outputs}
             if got.get("seed") is None:
