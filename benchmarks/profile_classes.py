@@ -5,7 +5,7 @@ gemm run), on a CUDA host with Nsight Compute:
 - picks one workload: the one whose label contains --workload, by default the fp16 workload whose axes are all
   4096 ([4096, 4096], or [4096, 4096, 4096] for a GEMM);
 - profiles the run's best passing trial on it and each --baseline (default: eager) with `kernelloop profile --ncu`
-  (the same API: `kernelloop.cli.profile.run_ncu_profiles`), which archives the reports;
+  (the same API: `kernelloop.profile.on_demand.run_ncu_profiles`), which archives the reports;
 - prints a markdown table: subject, class (of the longest launch; launches profiled), DRAM % (duration-weighted
   over the launches), the fraction of the bandwidth roof from the profile (DRAM bytes / ncu duration / roof) and
   from the timing (the spec's bytes / timed kernel median / the same roof), their relative difference and whether
@@ -44,7 +44,8 @@ if str(ROOT / "src") not in sys.path:
 
 from kernelloop.builtin import ops_dir  # noqa: E402
 from kernelloop.archive import Archive  # noqa: E402
-from kernelloop.cli.profile import NcuUnavailable, profile_summary, run_ncu_profiles  # noqa: E402
+from kernelloop.profile.explain import profile_summary  # noqa: E402
+from kernelloop.profile.on_demand import NcuUnavailable, run_ncu_profiles  # noqa: E402
 from kernelloop.profile.roofline import default_pipe  # noqa: E402
 from kernelloop.select.pareto import best_per_workload  # noqa: E402
 

@@ -9,6 +9,7 @@
 - `sass`: registers, spills, local memory and global access widths from the cubin's SASS;
 - `hypothesis`: expected moves of metrics and their outcomes parent -> child;
 - `report`: the ProfileReport of a trial or a baseline, and profile-and-archive;
+- `explain`: the records `kernelloop profile` prints for a run's trials and baselines; `on_demand`: its `--ncu`;
 - `harness`: the process ncu profiles (a candidate's `launch`, or a baseline, inside an NVTX range).
 """
 
