@@ -34,9 +34,9 @@ from ..capture import capture as run_capture
 from ..capture.mapping import default_ops_root
 from ..records.spec import DType
 from . import common
+from .model_args import BatchOpt, DtypeOpt, JsonOpt, ModelArg, SeedOpt, SeqOpt, require_dtype
 
 DEVICES = ("cpu", "cuda")
-DTYPES = ("bf16", "fp16", "fp32")
 TODO_ROWS = 15
 
 
@@ -148,43 +148,37 @@ def render(report: CaptureReport, console: Console) -> None:
 
 
 def capture(
-    model: Annotated[str, typer.Argument(help="Built-in model (llama-tiny, qwen2-tiny, gpt2-tiny) or "
-                                              "module.path:factory / file.py:factory returning (model, inputs).")],
+    model: ModelArg,
     device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
-    dtype: Annotated[str, typer.Option("--dtype", help="bf16, fp16 or fp32: the model's dtype.")] = "bf16",
-    batch: Annotated[int, typer.Option("--batch", min=1, help="Batch of the example input_ids.")] = 2,
-    seq: Annotated[int, typer.Option("--seq", min=1, help="Sequence length of the example input_ids.")] = 8,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the weights and inputs.")] = 0,
+    dtype: DtypeOpt = "bf16",
+    batch: BatchOpt = 2,
+    seq: SeqOpt = 8,
+    seed: SeedOpt = 0,
     out: Annotated[Path | None, typer.Option("--out", help="Write the report (cards.json) here.")] = None,
     workloads_dir: Annotated[Path | None, typer.Option("--workloads-dir",
                                                        help="Write <op>.toml workload files here.")] = None,
     ops: Annotated[Path | None, typer.Option("--ops", help="Ops folder (default ./ops, else the checkout's).")] = None,
     profile: Annotated[bool | None, typer.Option("--profile/--no-profile",
                                                  help="Measure device times (default: on for cuda).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Capture a model's operator cards and map them onto kernelloop ops."""
     console, err = common.console(), common.console(stderr=True)
 
-    def bad(msg: str) -> None:
-        err.print(f"[red]bad argument:[/red] {msg}")
-        raise typer.Exit(common.BAD_INPUT)
-
     if device not in DEVICES:
-        bad(f"--device {device!r}: use one of {', '.join(DEVICES)}")
-    if dtype not in DTYPES:
-        bad(f"--dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+        common.bad_argument(err, f"--device {device!r}: use one of {', '.join(DEVICES)}")
+    require_dtype(err, dtype)
     if device == "cuda" and not torch.cuda.is_available():
-        bad("--device cuda: no CUDA device here")
+        common.bad_argument(err, "--device cuda: no CUDA device here")
     if profile and device != "cuda":
-        bad("--profile measures CUDA device time: it needs --device cuda")
+        common.bad_argument(err, "--profile measures CUDA device time: it needs --device cuda")
     ops_root = ops if ops is not None else default_ops_root()
     if not ops_root.is_dir():
-        bad(f"--ops {ops_root}: no such folder")
+        common.bad_argument(err, f"--ops {ops_root}: no such folder")
     try:
         net, inputs = load_model(model, device=device, dtype=dtype, seed=seed, batch=batch, seq=seq)
     except ModelError as e:
-        bad(str(e))
+        common.bad_argument(err, str(e))
     try:
         report = run_capture(net, inputs, profile=profile, ops_root=ops_root)
     except CaptureError as e:

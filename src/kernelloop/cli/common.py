@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -62,10 +63,15 @@ def fixed_parameters(text: str | None, bundle, templates: list[str] | None) -> d
         raise typer.BadParameter(str(e)) from None
 
 
+def bad_argument(console, msg: str) -> NoReturn:
+    """Say that an argument is bad (the message names it) and exit with BAD_INPUT."""
+    console.print(f"[red]bad argument:[/red] {msg}")
+    raise typer.Exit(BAD_INPUT)
+
+
 def require_templates(bundle, templates: list[str] | None, console) -> None:
     """Exit with BAD_INPUT, naming the spec's templates, when a --template is not one of them."""
     names = [t.name for t in bundle.spec.templates]
     for t in templates or ():
         if t not in names:
-            console.print(f"[red]bad argument:[/red] --template {t!r}: {bundle.spec.name} has {', '.join(names)}")
-            raise typer.Exit(BAD_INPUT)
+            bad_argument(console, f"--template {t!r}: {bundle.spec.name} has {', '.join(names)}")

@@ -21,7 +21,8 @@ from typer.core import TyperGroup
 from ..capture.records import CaptureReport
 from ..records.device import Device
 from . import common
-from .capture import DTYPES, ModelError, load_model
+from .capture import ModelError, load_model
+from .model_args import BatchOpt, DtypeOpt, JsonOpt, ModelArg, SeedOpt, SeqOpt, require_dtype
 
 
 
@@ -41,37 +42,32 @@ fuse_app = typer.Typer(cls=_RunByDefault, no_args_is_help=True,
 
 @fuse_app.command()
 def discover(
-    model: Annotated[str, typer.Argument(help="Built-in model (llama-tiny, qwen2-tiny, gpt2-tiny) or "
-                                              "module.path:factory / file.py:factory returning (model, inputs).")],
-    dtype: Annotated[str, typer.Option("--dtype", help="bf16, fp16 or fp32: the model's dtype.")] = "bf16",
-    batch: Annotated[int, typer.Option("--batch", min=1, help="Batch of the example input_ids.")] = 2,
-    seq: Annotated[int, typer.Option("--seq", min=1, help="Sequence length of the example input_ids.")] = 8,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the weights and inputs.")] = 0,
+    model: ModelArg,
+    dtype: DtypeOpt = "bf16",
+    batch: BatchOpt = 2,
+    seq: SeqOpt = 8,
+    seed: SeedOpt = 0,
     capture: Annotated[Path | None, typer.Option("--capture", help="A capture report (cards.json) to weight "
                                                                    "the ranking by.")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the DiscoveryReport JSON here.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Find fusion candidates in a model's exported graph and rank them by the bytes they save."""
     from ..fuse import discover as run_discover
     console, err = common.console(), common.console(stderr=True)
 
-    def bad(msg: str) -> None:
-        err.print(f"[red]bad argument:[/red] {msg}")
-        raise typer.Exit(common.BAD_INPUT)
-
-    if dtype not in DTYPES:
-        bad(f"--dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+    require_dtype(err, dtype)
     report_in = None
     if capture is not None:
         try:
             report_in = CaptureReport.load(capture)
         except (OSError, ValueError) as e:
-            bad(f"--capture {capture}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            first = str(e).splitlines()[0] if str(e) else ""
+            common.bad_argument(err, f"--capture {capture}: {type(e).__name__}: {first}")
     try:
         net, inputs = load_model(model, device="cpu", dtype=dtype, seed=seed, batch=batch, seq=seq)
     except ModelError as e:
-        bad(str(e))
+        common.bad_argument(err, str(e))
     report = run_discover(net, inputs, capture_report=report_in)
     if out is not None:
         try:
