@@ -50,6 +50,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from runpack import pack, unpack  # noqa: E402  (benchmarks/runpack.py: a results folder's runs)
+
 from kernelloop.replay import RecordedSpace, load_space, replay  # noqa: E402
 from kernelloop.replay.metrics import (bootstrap_ci, evals_to_within, fraction_of_optimum,  # noqa: E402
                                        methodology_score, random_curve, score_range)
@@ -306,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
                                                     "(a deviation from the protocol, recorded in the results)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--cache", type=Path, default=ROOT / "runs" / "strategies-bench-cache")
+    ap.add_argument("--runs", type=Path, action="append", default=[],
+                    help="a results folder's runs pack (.jsonl.gz) to seed --cache from (repeatable; see runpack.py)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     ap.add_argument("--tag", default=time.strftime("%Y-%m-%d"))
     ap.add_argument("--note", action="append", default=[], help="a note to add to the results (repeatable)")
@@ -332,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         strategies = [s for s in args.only.split(",") if s]
     args.cache.mkdir(parents=True, exist_ok=True)
+    for packed in args.runs:
+        unpack(packed, args.cache)
     seeds_for = dict(SEEDS_OVERRIDE)
     for item in filter(None, args.seeds_for.split(",")):
         k, v = item.rsplit("=", 1)
@@ -432,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"strategies-{args.tag}.json").write_text(json.dumps({"meta": meta, "summary": summary}, indent=1))
     (args.out / f"strategies-{args.tag}.md").write_text(render_md(summary, meta, spaces))
+    used = {args.cache / f"{r['strategy'].replace(':', '_')}--{r['space']}--b{args.budget}.jsonl" for r in runs}
+    pack([f for f in used if f.is_file()], args.out / f"strategies-{args.tag}-runs.jsonl.gz")   # the runs, one a line
     print(render_md(summary, meta, spaces))
     return 0
 
