@@ -42,10 +42,15 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True, scope="session")
 def _run_keys_in_a_temp_folder(tmp_path_factory):
-    """Runs' keys (execute/keys.py) go to a folder of the test session, not the user's ~/.config."""
-    if "KERNELLOOP_KEY_DIR" not in os.environ:
-        os.environ["KERNELLOOP_KEY_DIR"] = str(tmp_path_factory.mktemp("run-keys"))
+    """Runs' keys (execute/keys.py) go to a folder of the test session, not the user's ~/.config (nor a folder
+    $KERNELLOOP_KEY_DIR names outside the tests)."""
+    old = os.environ.get("KERNELLOOP_KEY_DIR")
+    os.environ["KERNELLOOP_KEY_DIR"] = str(tmp_path_factory.mktemp("run-keys"))
     yield
+    if old is None:
+        os.environ.pop("KERNELLOOP_KEY_DIR", None)
+    else:
+        os.environ["KERNELLOOP_KEY_DIR"] = old
 
 
 @pytest.fixture(scope="session")
@@ -57,6 +62,39 @@ def layernorm():
 @pytest.fixture(scope="session")
 def interp_device() -> str:
     return "interpret"
+
+
+@pytest.fixture(scope="module")
+def evaluator_for(tmp_path_factory):
+    """evaluator_for(bundle, secret, samples=None, sandbox=None, **options): an interpreter Evaluator over a worker
+    of its own (a folder of the test session; `sandbox` as Worker takes it), timing with INTERPRETER_WALLCLOCK (at
+    `samples` samples when given); `options` go to Evaluator (checks, timeouts, static_rules, aten_ops). Its
+    workers are closed after the test module."""
+    from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
+    from kernelloop.execute.evaluate import Evaluator
+    from kernelloop.execute.pool import Worker
+    workers = []
+
+    def make(bundle, secret: str, samples: int | None = None, sandbox: bool | None = None, **options):
+        worker = Worker("interpret", tmp_path_factory.mktemp(f"worker-{secret}"), sandbox=sandbox)
+        workers.append(worker)
+        policy = INTERPRETER_WALLCLOCK if samples is None else INTERPRETER_WALLCLOCK.model_copy(
+            update={"samples": samples})
+        return Evaluator(bundle, "interpret", worker, policy, secret=secret, **options)
+    yield make
+    for worker in workers:
+        worker.close()
+
+
+@pytest.fixture
+def job_dir(tmp_path):
+    """job_dir(evaluator, name="job"): a job folder of this test inside the folder of `evaluator`'s worker. The
+    worker's read-only view (execute/confine.py) keeps its own folder writable, so a job there runs in the worker
+    as it is; a job folder elsewhere (tmp_path) stops the worker, and the next request starts a fresh one that
+    imports torch and Triton again (seconds per test). The controller puts its jobs there too (loop.py)."""
+    def make(evaluator, name: str = "job") -> Path:
+        return Path(evaluator.worker.work_dir) / f"{tmp_path.name}-{name}"
+    return make
 
 
 @pytest.hookimpl(hookwrapper=True)

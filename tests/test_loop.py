@@ -2,7 +2,6 @@
 finishes, archives a verdict for every one, and still selects and confirms the honest winner."""
 
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -17,12 +16,6 @@ from kernelloop.select.confirm import CONFIRM_PROCESSES
 from kernelloop.spec import load_op
 
 OPS = ops_dir()
-
-
-@pytest.fixture(autouse=True)
-def _run_keys_outside_home(tmp_path_factory, monkeypatch):
-    """Run keys (kernelloop.execute.keys) go to a folder of the test session, not the user's ~/.config."""
-    monkeypatch.setenv("KERNELLOOP_KEY_DIR", str(tmp_path_factory.getbasetemp() / "run-keys"))
 
 
 TEMPLATE = '''

@@ -35,11 +35,6 @@ from kernelloop.spec.space import prune
 from kernelloop.spec.start import StartError, parse_assignments, resolve_start
 
 
-@pytest.fixture(autouse=True)
-def _run_keys_outside_home(tmp_path_factory, monkeypatch):
-    """Run keys (kernelloop.execute.keys) go to a folder of the test session, not the user's ~/.config."""
-    monkeypatch.setenv("KERNELLOOP_KEY_DIR", str(tmp_path_factory.getbasetemp() / "run-keys"))
-
 ROOT = Path(__file__).resolve().parents[1]
 NCU_CSV = ROOT / "tests" / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv"
 TINY = 'op = "layernorm"\n[[workload]]\naxes = { M = 64, N = 256 }\ndtype = "fp16"\n'

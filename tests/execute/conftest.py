@@ -1,11 +1,39 @@
-"""Shared by the sandbox tests: a real sm_90 ahead-of-time build of one LayerNorm configuration."""
+"""Shared by the sandbox tests (test_sandbox.py, test_sandbox_view.py): their evaluator, the honest rowwise LayerNorm
+with code added, and a real sm_90 ahead-of-time build of one LayerNorm configuration."""
 
 import os
+import textwrap
 from pathlib import Path
 
 import pytest
 
-from kernelloop.records import Workload
+from kernelloop.execute.evaluate import Timeouts
+from kernelloop.records import Candidate, Workload
+
+ROWWISE_CONFIG = {"BLOCK_N": 256, "ROWS": 2, "num_warps": 4, "EVICT_FIRST": 0}
+
+
+@pytest.fixture(scope="module")
+def sandbox_evaluator(layernorm, evaluator_for, request):
+    """The sandbox tests' evaluator, one per test module: the sandbox on (the worker's default), the static rules
+    off (the candidates stand for code the rules cannot see), 2 checks, 3 timing samples, 60 s deadlines."""
+    return evaluator_for(layernorm, request.module.__name__.rsplit(".", 1)[-1], samples=3, checks=2,
+                         timeouts=Timeouts(check=60.0, bench=60.0), static_rules=False)
+
+
+@pytest.fixture
+def with_code(layernorm):
+    """with_code(module_code="", launch_code=""): the honest rowwise LayerNorm with code added at import and at the
+    top of every launch."""
+    def make(module_code: str = "", launch_code: str = "") -> Candidate:
+        src = layernorm.template_sources["rowwise"]
+        src = src.replace("\ndef launch(", "\n" + module_code + "\ndef launch(", 1)
+        head, sep, rest = src.partition("\ndef launch(")
+        sig, colon, body = rest.partition(":\n")
+        indent = " " * (len(body) - len(body.lstrip(" ")))
+        src = head + sep + sig + colon + textwrap.indent(launch_code, indent) + "\n" + body if launch_code else src
+        return Candidate(op="layernorm", template="custom", source=src, config=ROWWISE_CONFIG)
+    return make
 
 
 def aot_build(layernorm, path: Path, cache: Path):

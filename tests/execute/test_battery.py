@@ -4,9 +4,7 @@ import textwrap
 
 import pytest
 
-from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
-from kernelloop.execute.evaluate import Evaluator, Timeouts
-from kernelloop.execute.pool import Worker
+from kernelloop.execute.evaluate import Timeouts
 from kernelloop.records import Candidate, Status, Workload
 from kernelloop.reference.inputs import make_inputs
 from kernelloop.verify.explain import failure_reason
@@ -39,23 +37,19 @@ def honest(x, weight, bias, y, eps):
 
 
 @pytest.fixture(scope="module")
-def evaluator(layernorm, tmp_path_factory):
-    worker = Worker("interpret", tmp_path_factory.mktemp("battery"))
-    ev = Evaluator(layernorm, "interpret", worker, INTERPRETER_WALLCLOCK.model_copy(update={"samples": 6}),
-                   secret="battery", checks=2, timeouts=Timeouts(check=30.0, bench=60.0),
-                   static_rules=False,  # the dynamic battery must hold even without the source rules
-                   aten_ops=False)      # ... and without the ATen recorder (fixtures misbehave with torch ops)
-    yield ev
-    worker.close()
+def evaluator(layernorm, evaluator_for):
+    return evaluator_for(layernorm, "battery", samples=6, checks=2, timeouts=Timeouts(check=30.0, bench=60.0),
+                         static_rules=False,  # the dynamic battery must hold even without the source rules
+                         aten_ops=False)      # ... and without the ATen recorder (fixtures misbehave with torch ops)
 
 
-def run(evaluator, tmp_path, launch_body: str, w: Workload = W):
+def run(evaluator, job_dir, launch_body: str, w: Workload = W):
     src = KERNEL + "\n" + textwrap.dedent(launch_body)
-    return evaluator.evaluate(Candidate(op="layernorm", template="custom", source=src), w, tmp_path / "j")
+    return evaluator.evaluate(Candidate(op="layernorm", template="custom", source=src), w, job_dir(evaluator))
 
 
-def test_honest_passes_and_sees_every_case(evaluator, tmp_path):
-    ev = run(evaluator, tmp_path, "def launch(x, weight, bias, y, *, eps):\n    honest(x, weight, bias, y, eps)\n")
+def test_honest_passes_and_sees_every_case(evaluator, job_dir):
+    ev = run(evaluator, job_dir, "def launch(x, weight, bias, y, *, eps):\n    honest(x, weight, bias, y, eps)\n")
     assert ev.verdict.status is Status.PASSED, ev.verdict
     assert ev.measurement is not None
 
@@ -73,13 +67,13 @@ def test_cases_cover_distributions_heldout_and_repeats(evaluator):
     assert len({c["seed"] for c in cases}) == len(cases)
 
 
-def test_constant_output_is_degenerate(evaluator, tmp_path):
-    ev = run(evaluator, tmp_path, "def launch(x, weight, bias, y, *, eps):\n    y.fill_(0.0)\n")
+def test_constant_output_is_degenerate(evaluator, job_dir):
+    ev = run(evaluator, job_dir, "def launch(x, weight, bias, y, *, eps):\n    y.fill_(0.0)\n")
     assert ev.verdict.status is Status.WRONG_VALUES and "degenerate" in ev.verdict.message
 
 
-def test_hard_coded_visible_shape_fails_on_heldout(evaluator, tmp_path):
-    ev = run(evaluator, tmp_path, """
+def test_hard_coded_visible_shape_fails_on_heldout(evaluator, job_dir):
+    ev = run(evaluator, job_dir, """
         def launch(x, weight, bias, y, *, eps):
             if x.shape[0] == 6:
                 honest(x, weight, bias, y, eps)
@@ -90,8 +84,8 @@ def test_hard_coded_visible_shape_fails_on_heldout(evaluator, tmp_path):
     assert "[1x200]" in ev.verdict.case or "x200]" in ev.verdict.case
 
 
-def test_nondeterminism_across_repeats(evaluator, tmp_path):
-    ev = run(evaluator, tmp_path, """
+def test_nondeterminism_across_repeats(evaluator, job_dir):
+    ev = run(evaluator, job_dir, """
         _calls = [0]
 
         def launch(x, weight, bias, y, *, eps):
@@ -102,8 +96,8 @@ def test_nondeterminism_across_repeats(evaluator, tmp_path):
     assert ev.verdict.status is Status.WRONG_NONDETERMINISTIC, ev.verdict
 
 
-def test_cache_keyed_by_pointer_is_caught_on_timed_calls(evaluator, tmp_path):
-    ev = run(evaluator, tmp_path, """
+def test_cache_keyed_by_pointer_is_caught_on_timed_calls(evaluator, job_dir):
+    ev = run(evaluator, job_dir, """
         _cache = {}
 
         def launch(x, weight, bias, y, *, eps):
@@ -118,8 +112,8 @@ def test_cache_keyed_by_pointer_is_caught_on_timed_calls(evaluator, tmp_path):
     assert ev.verdict.message.startswith("timed call")
 
 
-def test_behaviour_change_after_n_calls_is_caught(evaluator, tmp_path):
-    ev = run(evaluator, tmp_path, """
+def test_behaviour_change_after_n_calls_is_caught(evaluator, job_dir):
+    ev = run(evaluator, job_dir, """
         _n = [0]
 
         def launch(x, weight, bias, y, *, eps):
@@ -132,8 +126,8 @@ def test_behaviour_change_after_n_calls_is_caught(evaluator, tmp_path):
     assert ev.verdict.status is Status.WRONG_VALUES and "timed call" in ev.verdict.message
 
 
-def test_output_replaced_by_an_input_alias(evaluator, tmp_path):
-    ev = run(evaluator, tmp_path, """
+def test_output_replaced_by_an_input_alias(evaluator, job_dir):
+    ev = run(evaluator, job_dir, """
         def launch(x, weight, bias, y, *, eps):
             honest(x, weight, bias, y, eps)
             x.copy_(y)
@@ -142,8 +136,8 @@ def test_output_replaced_by_an_input_alias(evaluator, tmp_path):
     assert ev.verdict.status is Status.WRONG_SHAPE and "replaced" in ev.verdict.message
 
 
-def test_background_thread_is_rejected(evaluator, tmp_path):
-    ev = run(evaluator, tmp_path, """
+def test_background_thread_is_rejected(evaluator, job_dir):
+    ev = run(evaluator, job_dir, """
         import threading
         import time
 
@@ -170,8 +164,8 @@ def test_distributions_are_finite_seeded_and_distinct(layernorm, dist):
     # writes the output correctly and also returns it: still told, not silently ignored
     "def launch(x, weight, bias, y, *, eps):\n    honest(x, weight, bias, y, eps)\n    return y\n",
 ])
-def test_a_launch_that_returns_something_is_rejected_saying_so(evaluator, tmp_path, body):
-    ev = run(evaluator, tmp_path, "import torch\n" + body)
+def test_a_launch_that_returns_something_is_rejected_saying_so(evaluator, job_dir, body):
+    ev = run(evaluator, job_dir, "import torch\n" + body)
     assert ev.verdict.status is Status.REJECTED, ev.verdict
     assert "launch returned a Tensor instead of None" in ev.verdict.message
     assert failure_reason(ev.verdict) == "rejected: launch-returned"

@@ -6,7 +6,6 @@ import pytest
 
 from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
 from kernelloop.execute.evaluate import Evaluator, Timeouts
-from kernelloop.execute.pool import Worker
 from kernelloop.records import Candidate, Status, Workload
 from kernelloop.verify.explain import failure_reason, proposer_verdict
 
@@ -54,12 +53,9 @@ def kernel(fault: str = "pass", timed: str = "pass") -> Candidate:
 
 
 @pytest.fixture(scope="module")
-def evaluator(layernorm, tmp_path_factory):
-    worker = Worker("interpret", tmp_path_factory.mktemp("explain"))
-    ev = Evaluator(layernorm, "interpret", worker, INTERPRETER_WALLCLOCK.model_copy(update={"samples": 30}),
-                   secret="explain", checks=2, timeouts=Timeouts(check=12.0, bench=60.0), static_rules=False)
-    yield ev
-    worker.close()
+def evaluator(layernorm, evaluator_for):
+    return evaluator_for(layernorm, "explain", samples=30, checks=2, timeouts=Timeouts(check=12.0, bench=60.0),
+                         static_rules=False)
 
 
 def heldout_index(ev, cand) -> int:
@@ -67,9 +63,9 @@ def heldout_index(ev, cand) -> int:
 
 
 @pytest.mark.parametrize("fault,signal", [("os.kill(os.getpid(), signal.SIGSEGV)", "SIGSEGV"), ("os.abort()", "SIGABRT")])
-def test_a_crash_on_a_heldout_case_names_the_case_the_stage_and_the_signal(evaluator, tmp_path, fault, signal):
+def test_a_crash_on_a_heldout_case_names_the_case_the_stage_and_the_signal(evaluator, job_dir, fault, signal):
     cand = kernel(fault)
-    ev = evaluator.evaluate(cand, W, tmp_path / "j")
+    ev = evaluator.evaluate(cand, W, job_dir(evaluator))
     v, f = ev.verdict, ev.failure
     k = heldout_index(evaluator, cand)
     assert v.status is Status.RUNTIME_ERROR and f"killed by signal {signal} during verify case {k}" in v.message, v
@@ -82,8 +78,8 @@ def test_a_crash_on_a_heldout_case_names_the_case_the_stage_and_the_signal(evalu
     assert f["case"]["workload"] not in told.model_dump_json()
 
 
-def test_an_exception_on_a_heldout_case_is_not_echoed_to_proposers(evaluator, tmp_path):
-    ev = evaluator.evaluate(kernel("raise ValueError(f'saw {tuple(x.shape)}')"), W, tmp_path / "j")
+def test_an_exception_on_a_heldout_case_is_not_echoed_to_proposers(evaluator, job_dir):
+    ev = evaluator.evaluate(kernel("raise ValueError(f'saw {tuple(x.shape)}')"), W, job_dir(evaluator))
     v, f = ev.verdict, ev.failure
     assert v.status is Status.RUNTIME_ERROR and "saw (" in v.message and "held-out" in v.case
     assert f["case"]["kind"] == "held-out" and failure_reason(v) == "raised ValueError"
@@ -91,33 +87,33 @@ def test_an_exception_on_a_heldout_case_is_not_echoed_to_proposers(evaluator, tm
     assert "saw (" not in told.model_dump_json() and "raised ValueError on a held-out case" in told.message
 
 
-def test_a_hang_on_a_heldout_case_names_the_case(evaluator, tmp_path):
+def test_a_hang_on_a_heldout_case_names_the_case(evaluator, job_dir):
     cand = kernel("time.sleep(600)")
-    ev = evaluator.evaluate(cand, W, tmp_path / "j")
+    ev = evaluator.evaluate(cand, W, job_dir(evaluator))
     k = heldout_index(evaluator, cand)
     assert ev.verdict.status is Status.TIMEOUT and f"during verify case {k}" in ev.verdict.message, ev.verdict
     assert ev.failure["at"] == f"verify case {k}" and ev.failure["case"]["kind"] == "held-out"
 
 
-def test_a_crash_while_timed_names_the_timing_stage(evaluator, tmp_path):
-    ev = evaluator.evaluate(kernel(timed="os.kill(os.getpid(), signal.SIGSEGV)"), W, tmp_path / "j")
+def test_a_crash_while_timed_names_the_timing_stage(evaluator, job_dir):
+    ev = evaluator.evaluate(kernel(timed="os.kill(os.getpid(), signal.SIGSEGV)"), W, job_dir(evaluator))
     v, f = ev.verdict, ev.failure
     assert v.status is Status.RUNTIME_ERROR and "SIGSEGV during timing (samples)" in v.message, v
     assert v.case == f"{W.label} timed calls" and f["stage"] == "timing" and f["signal"] == "SIGSEGV"
     assert f["case"]["kind"] == "timed" and f["case"]["axes"] == W.axes
 
 
-def test_every_failure_carries_its_case(layernorm, evaluator, tmp_path):
+def test_every_failure_carries_its_case(layernorm, evaluator, job_dir):
     static = Evaluator(layernorm, "interpret", evaluator.worker, INTERPRETER_WALLCLOCK, secret="explain-static",
                        checks=1, timeouts=Timeouts(check=30.0))
-    rejected = static.evaluate(kernel(), W, tmp_path / "s")          # os, signal, time: the rules refuse it
+    rejected = static.evaluate(kernel(), W, job_dir(evaluator, "s"))          # os, signal, time: the rules refuse it
     assert rejected.verdict.status is Status.REJECTED
     assert rejected.verdict.case.endswith("static rules, before any call")
     assert rejected.failure["stage"] == "static rules"
     broken = evaluator.evaluate(Candidate(op="layernorm", template="custom", source="import nowhere_at_all\n"), W,
-                                tmp_path / "i")
+                                job_dir(evaluator, "i"))
     assert broken.verdict.status is Status.COMPILE_ERROR and broken.verdict.case == f"{W.label}: import"
     assert broken.failure["stage"] == "import" and failure_reason(broken.verdict) == "import failed"
-    wrong = evaluator.evaluate(kernel("eps = eps * 1e6"), W, tmp_path / "w")
+    wrong = evaluator.evaluate(kernel("eps = eps * 1e6"), W, job_dir(evaluator, "w"))
     assert wrong.verdict.status is Status.WRONG_VALUES and wrong.failure["case"]["kind"] == "held-out"
     assert wrong.failure["case"]["distribution"] in wrong.verdict.case

@@ -2,8 +2,7 @@
 
 import pytest
 
-from kernelloop.execute.evaluate import Evaluator, Timeouts
-from kernelloop.execute.pool import Worker
+from kernelloop.execute.evaluate import Timeouts
 from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
 from kernelloop.records import Candidate, Status, Workload
 
@@ -15,15 +14,11 @@ SMALL = {"M": 5, "N": 200}
 
 
 @pytest.fixture(scope="module")
-def evaluator(layernorm, tmp_path_factory):
+def evaluator(layernorm, evaluator_for):
     # without the sandbox: these fixtures crash and hang on purpose (segfault.py through ctypes, which the sandbox
     # would deny first: tests/execute/test_sandbox.py), to test how the controller survives them
-    worker = Worker("interpret", tmp_path_factory.mktemp("worker"), sandbox=False)
-    ev = Evaluator(layernorm, "interpret", worker, INTERPRETER_WALLCLOCK, secret="test", checks=2,
-                   timeouts=Timeouts(check=20.0, bench=60.0),
-                   static_rules=False)  # these fixtures test the dynamic defences
-    yield ev
-    worker.close()
+    return evaluator_for(layernorm, "test", sandbox=False, checks=2, timeouts=Timeouts(check=20.0, bench=60.0),
+                         static_rules=False)  # these fixtures test the dynamic defences
 
 
 def _fixture(name: str) -> Candidate:
@@ -71,11 +66,20 @@ def test_crash_verdict_names_the_signal(evaluator, tmp_path):
     assert "SIGSEGV" in ev.verdict.message
 
 
-def test_hang_is_a_timeout_and_the_worker_is_replaced(evaluator, layernorm, tmp_path):
+def _short_deadline(evaluator, monkeypatch):
+    """The hanging candidates wait out the check deadline: 6 s instead of the module's 20, which the honest
+    candidates' verification in a busy interpreter needs. What is checked -- a hang becomes TIMEOUT and the worker is
+    replaced -- does not depend on how long the deadline is."""
+    monkeypatch.setattr(evaluator, "timeouts", Timeouts(check=6.0, bench=evaluator.timeouts.bench))
+
+
+def test_hang_is_a_timeout_and_the_worker_is_replaced(evaluator, layernorm, tmp_path, monkeypatch):
     assert _eval(evaluator, _honest(layernorm), tmp_path).verdict.status is Status.PASSED
     assert evaluator.worker.alive
     starts = evaluator.worker.starts
-    ev = _eval(evaluator, _fixture("hangs"), tmp_path)
+    with monkeypatch.context() as m:
+        _short_deadline(evaluator, m)
+        ev = _eval(evaluator, _fixture("hangs"), tmp_path)
     assert ev.verdict.status is Status.TIMEOUT
     assert not evaluator.worker.alive
     ok = _eval(evaluator, _honest(layernorm), tmp_path)
@@ -104,7 +108,9 @@ def test_sigkilled_worker_names_the_signal(evaluator, tmp_path):
     assert "SIGKILL" in ev.verdict.message
 
 
-def test_build_that_hangs_is_a_timeout(evaluator, layernorm, tmp_path):
-    ev = _eval(evaluator, _fixture("import_hangs"), tmp_path)
+def test_build_that_hangs_is_a_timeout(evaluator, layernorm, tmp_path, monkeypatch):
+    with monkeypatch.context() as m:
+        _short_deadline(evaluator, m)
+        ev = _eval(evaluator, _fixture("import_hangs"), tmp_path)
     assert ev.verdict.status is Status.TIMEOUT and "import" in ev.verdict.message
     assert _eval(evaluator, _honest(layernorm), tmp_path).verdict.status is Status.PASSED

@@ -7,15 +7,11 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
 from kernelloop.execute import sandbox
-from kernelloop.execute.evaluate import Evaluator, Timeouts
-from kernelloop.execute.pool import Worker
 from kernelloop.records import Candidate, Status, Workload
 from kernelloop.verify.explain import failure_reason
 
@@ -151,32 +147,11 @@ def test_the_policy_names_the_job_folder_tritons_cache_and_its_toolchain(tmp_pat
 
 # ---- through the worker and the evaluator ------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def evaluator(layernorm, tmp_path_factory):
-    worker = Worker("interpret", tmp_path_factory.mktemp("sandbox-worker"))
-    ev = Evaluator(layernorm, "interpret", worker, INTERPRETER_WALLCLOCK.model_copy(update={"samples": 3}),
-                   secret="sandbox", checks=2, timeouts=Timeouts(check=60.0, bench=60.0),
-                   static_rules=False)   # stands for code the rules cannot see
-    yield ev
-    worker.close()
-
-
-def _with(layernorm, module_code: str = "", launch_code: str = "") -> Candidate:
-    """The honest rowwise template with code added at import and at the top of every launch."""
-    src = layernorm.template_sources["rowwise"]
-    src = src.replace("\ndef launch(", "\n" + module_code + "\ndef launch(", 1)
-    head, sep, rest = src.partition("\ndef launch(")
-    sig, colon, body = rest.partition(":\n")
-    indent = " " * (len(body) - len(body.lstrip(" ")))
-    src = head + sep + sig + colon + textwrap.indent(launch_code, indent) + "\n" + body if launch_code else src
-    return Candidate(op="layernorm", template="custom", source=src, config=CONFIG)
-
-
-def test_an_honest_kernel_passes_with_nothing_denied(evaluator, layernorm, tmp_path):
-    ev = evaluator.evaluate(Candidate(op="layernorm", template="rowwise", source=layernorm.template_sources["rowwise"],
-                                      config=CONFIG), W, tmp_path / "job")
+def test_an_honest_kernel_passes_with_nothing_denied(sandbox_evaluator, layernorm, job_dir):
+    honest = Candidate(op="layernorm", template="rowwise", source=layernorm.template_sources["rowwise"], config=CONFIG)
+    ev = sandbox_evaluator.evaluate(honest, W, job_dir(sandbox_evaluator))
     assert ev.verdict.status is Status.PASSED, ev.verdict
-    assert sandbox.read_denials(evaluator.worker.work_dir / sandbox.DENIAL_FILE) == []
+    assert sandbox.read_denials(sandbox_evaluator.worker.work_dir / sandbox.DENIAL_FILE) == []
 
 
 KEY_READ = 'open(__import__("os").path.expanduser("~/.config/kernelloop/keys/" + "run-1")).read()'
@@ -190,29 +165,30 @@ KEY_READ = 'open(__import__("os").path.expanduser("~/.config/kernelloop/keys/" +
     ("launch", '__import__("ctypes").CDLL("libc.so.6")', "sandbox: ctypes.dlopen('libc.so.6')"),
     ("launch", 'import os\nos.kill(os.getppid(), 0)', "sandbox: os.kill(pid "),
 ])
-def test_a_denied_action_is_a_rejected_verdict_naming_it(evaluator, layernorm, tmp_path, where, code, named):
-    cand = _with(layernorm, module_code=code) if where == "import" else _with(layernorm, launch_code=code)
-    ev = evaluator.evaluate(cand, W, tmp_path / "job")
+def test_a_denied_action_is_a_rejected_verdict_naming_it(sandbox_evaluator, with_code, layernorm, job_dir, where,
+                                                         code, named):
+    cand = with_code(module_code=code) if where == "import" else with_code(launch_code=code)
+    ev = sandbox_evaluator.evaluate(cand, W, job_dir(sandbox_evaluator))
     assert ev.verdict.status is Status.REJECTED, ev.verdict
     assert ev.verdict.message.startswith(named) and ev.verdict.message.endswith("denied"), ev.verdict.message
     assert failure_reason(ev.verdict) == "rejected: sandbox"
     assert ev.measurement is None
     # the run goes on: the next honest candidate passes in a fresh worker
-    honest = evaluator.evaluate(Candidate(op="layernorm", template="rowwise",
-                                          source=layernorm.template_sources["rowwise"], config=CONFIG),
-                                W, tmp_path / "next")
+    honest = sandbox_evaluator.evaluate(Candidate(op="layernorm", template="rowwise",
+                                                  source=layernorm.template_sources["rowwise"], config=CONFIG),
+                                        W, job_dir(sandbox_evaluator, "next"))
     assert honest.verdict.status is Status.PASSED, honest.verdict
 
 
-def test_a_denial_the_candidate_swallows_is_still_rejected(evaluator, layernorm, tmp_path):
+def test_a_denial_the_candidate_swallows_is_still_rejected(sandbox_evaluator, with_code, job_dir):
     code = 'try:\n    open("/root/.ssh/id_rsa")\nexcept Exception:\n    pass'
-    ev = evaluator.evaluate(_with(layernorm, launch_code=code), W, tmp_path / "job")
+    ev = sandbox_evaluator.evaluate(with_code(launch_code=code), W, job_dir(sandbox_evaluator))
     assert ev.verdict.status is Status.REJECTED and "sandbox: open('/root/.ssh/id_rsa') denied" in ev.verdict.message
 
 
-def test_a_denial_before_the_worker_dies_is_read_from_its_denial_file(evaluator, layernorm, tmp_path):
+def test_a_denial_before_the_worker_dies_is_read_from_its_denial_file(sandbox_evaluator, with_code, job_dir):
     code = 'try:\n    open("/root/.ssh/id_rsa")\nexcept Exception:\n    __import__("os")._exit(3)'
-    ev = evaluator.evaluate(_with(layernorm, launch_code=code), W, tmp_path / "job")
+    ev = sandbox_evaluator.evaluate(with_code(launch_code=code), W, job_dir(sandbox_evaluator))
     assert ev.verdict.status is Status.REJECTED and "sandbox: open('/root/.ssh/id_rsa') denied" in ev.verdict.message
 
 
@@ -221,19 +197,19 @@ def test_a_denial_before_the_worker_dies_is_read_from_its_denial_file(evaluator,
      "aten.native_layer_norm", True),
     ('y.copy_((x - x.mean(-1, keepdim=True)) * weight + bias)\nreturn', "aten.mean", False),
 ])
-def test_a_launch_that_computes_with_torch_is_rejected_naming_the_aten_op(evaluator, layernorm, tmp_path, code,
-                                                                         op, library):
-    ev = evaluator.evaluate(_with(layernorm, launch_code=code), W, tmp_path / "job")
+def test_a_launch_that_computes_with_torch_is_rejected_naming_the_aten_op(sandbox_evaluator, with_code, job_dir,
+                                                                         code, op, library):
+    ev = sandbox_evaluator.evaluate(with_code(launch_code=code), W, job_dir(sandbox_evaluator))
     assert ev.verdict.status is Status.REJECTED, ev.verdict
     assert ev.verdict.message.startswith(f"aten-op: the launch issued {op}"), ev.verdict.message
     assert ("the library implementation" in ev.verdict.message) is library
     assert failure_reason(ev.verdict) == "rejected: aten-op"
 
 
-def test_torch_compute_at_import_is_rejected_too(evaluator, layernorm, tmp_path):
+def test_torch_compute_at_import_is_rejected_too(sandbox_evaluator, with_code, job_dir):
     # torch.from_file reads a file in C++ (no audit event): at import the ATen recorder sees it
     code = 'import torch\n_stolen = torch.from_file(torch.__file__, size=1, dtype=torch.uint8)'
-    ev = evaluator.evaluate(_with(layernorm, module_code=code), W, tmp_path / "job")
+    ev = sandbox_evaluator.evaluate(with_code(module_code=code), W, job_dir(sandbox_evaluator))
     assert ev.verdict.status is Status.REJECTED, ev.verdict
     assert ev.verdict.message.startswith("aten-op: the import issued aten.from_file"), ev.verdict.message
     assert "at import" in ev.verdict.message

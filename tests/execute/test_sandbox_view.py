@@ -9,15 +9,11 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
 from kernelloop.execute import confine, sandbox
-from kernelloop.execute.evaluate import Evaluator, Timeouts
-from kernelloop.execute.pool import Worker
 from kernelloop.records import Candidate, Status, Workload
 
 LAYER = sandbox.os_layer()
@@ -191,25 +187,6 @@ def test_the_view_can_be_turned_off_alone(monkeypatch):
 
 # ---- through the evaluator ------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def evaluator(layernorm, tmp_path_factory):
-    worker = Worker("interpret", tmp_path_factory.mktemp("view-worker"))
-    ev = Evaluator(layernorm, "interpret", worker, INTERPRETER_WALLCLOCK.model_copy(update={"samples": 3}),
-                   secret="view", checks=2, timeouts=Timeouts(check=60.0, bench=60.0),
-                   static_rules=False)   # stands for code the rules cannot see
-    yield ev
-    worker.close()
-
-
-def _with_launch_code(layernorm, code: str) -> Candidate:
-    src = layernorm.template_sources["rowwise"]
-    head, sep, rest = src.partition("\ndef launch(")
-    sig, colon, body = rest.partition(":\n")
-    indent = " " * (len(body) - len(body.lstrip(" ")))
-    return Candidate(op="layernorm", template="custom", config=CONFIG,
-                     source=head + sep + sig + colon + textwrap.indent(code, indent) + "\n" + body)
-
-
 def test_the_audit_hook_alone_does_not_see_a_write_inside_torchs_cpp(tmp_path):
     """Why the view matters: torch.save to a path opens the file in C++ (no audit event)."""
     job, target = tmp_path / "job", tmp_path / "planted.pt"
@@ -224,11 +201,11 @@ def test_the_audit_hook_alone_does_not_see_a_write_inside_torchs_cpp(tmp_path):
 
 
 @needs_view
-def test_an_honest_kernel_passes_with_the_view_on(evaluator, layernorm, tmp_path):
-    ev = evaluator.evaluate(Candidate(op="layernorm", template="rowwise", source=layernorm.template_sources["rowwise"],
-                                      config=CONFIG), W, tmp_path / "job")
+def test_an_honest_kernel_passes_with_the_view_on(sandbox_evaluator, layernorm, tmp_path):
+    honest = Candidate(op="layernorm", template="rowwise", source=layernorm.template_sources["rowwise"], config=CONFIG)
+    ev = sandbox_evaluator.evaluate(honest, W, tmp_path / "job")   # outside the worker's folder, on purpose
     assert ev.verdict.status is Status.PASSED, ev.verdict
-    worker = evaluator.worker
+    worker = sandbox_evaluator.worker
     assert worker.os_layer == LAYER and worker.view.startswith("read-only view except "), (worker.os_layer,
                                                                                           worker.view)
     # its job folder lies outside the worker's own: the worker was restarted with it in its view
@@ -237,16 +214,16 @@ def test_an_honest_kernel_passes_with_the_view_on(evaluator, layernorm, tmp_path
 
 
 @needs_view
-def test_a_write_the_hook_cannot_see_fails_in_the_worker(evaluator, layernorm, tmp_path):
+def test_a_write_the_hook_cannot_see_fails_in_the_worker(sandbox_evaluator, with_code, layernorm, tmp_path, job_dir):
     target = tmp_path / "planted.pt"
     code = f'__import__("torch").save(1, {str(target)!r})'
-    ev = evaluator.evaluate(_with_launch_code(layernorm, code), W, tmp_path / "job")
+    ev = sandbox_evaluator.evaluate(with_code(launch_code=code), W, job_dir(sandbox_evaluator))
     assert ev.verdict.status is Status.RUNTIME_ERROR, ev.verdict
     assert "Read-only file system" in ev.verdict.message + ev.verdict.log, ev.verdict
     assert not target.exists()
-    honest = evaluator.evaluate(Candidate(op="layernorm", template="rowwise",
-                                          source=layernorm.template_sources["rowwise"], config=CONFIG),
-                                W, tmp_path / "next")
+    honest = sandbox_evaluator.evaluate(Candidate(op="layernorm", template="rowwise",
+                                                  source=layernorm.template_sources["rowwise"], config=CONFIG),
+                                        W, job_dir(sandbox_evaluator, "next"))
     assert honest.verdict.status is Status.PASSED, honest.verdict
 
 

@@ -11,9 +11,7 @@ import torch
 
 from kernelloop.builtin import ops_dir
 from kernelloop.agent.interface import launch_signature, op_interface
-from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
-from kernelloop.execute.evaluate import Evaluator, Timeouts
-from kernelloop.execute.pool import Worker
+from kernelloop.execute.evaluate import Timeouts
 from kernelloop.records import Candidate, OpSpec, Status, Workload
 from kernelloop.reference.inputs import alloc_scratch, is_poison
 from kernelloop.spec import load_op
@@ -47,24 +45,21 @@ def with_scratch(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def evaluator(with_scratch, tmp_path_factory):
-    worker = Worker("interpret", tmp_path_factory.mktemp("scratch"))
-    ev = Evaluator(with_scratch, "interpret", worker, INTERPRETER_WALLCLOCK.model_copy(update={"samples": 6}),
-                   secret="scratch", checks=2, timeouts=Timeouts(check=30.0, bench=60.0), static_rules=False,
-                   aten_ops=False)   # fixtures model a kernel's misbehaviour with torch ops (y.add_)
-    yield ev
-    worker.close()
+def evaluator(with_scratch, evaluator_for):
+    return evaluator_for(with_scratch, "scratch", samples=6, checks=2, timeouts=Timeouts(check=30.0, bench=60.0),
+                         static_rules=False,
+                         aten_ops=False)   # fixtures model a kernel's misbehaviour with torch ops (y.add_)
 
 
-def run(evaluator, tmp_path, launch_body: str):
+def run(evaluator, job_dir, launch_body: str):
     src = KERNEL + "\n" + textwrap.dedent(launch_body)
-    return evaluator.evaluate(Candidate(op="layernorm", template="custom", source=src), W, tmp_path / "j")
+    return evaluator.evaluate(Candidate(op="layernorm", template="custom", source=src), W, job_dir(evaluator))
 
 
-def test_every_verified_call_and_timed_sample_finds_the_workspace_poisoned(evaluator, tmp_path):
+def test_every_verified_call_and_timed_sample_finds_the_workspace_poisoned(evaluator, job_dir):
     # a call that finds what an earlier call left in the workspace fails loudly, so a PASSED verdict means that no
     # call -- verified, warm-up, the untimed first one, or timed -- ever found any
-    ev = run(evaluator, tmp_path, """
+    ev = run(evaluator, job_dir, """
         def launch(x, weight, bias, y, *, eps, scratch):
             assert scratch.dtype == torch.float32 and scratch.numel() == 2 * x.numel()
             if scratch[:1].view(torch.int32).item() != 0x7FC0DEAD:
@@ -76,10 +71,10 @@ def test_every_verified_call_and_timed_sample_finds_the_workspace_poisoned(evalu
     assert ev.measurement is not None
 
 
-def test_a_kernel_that_reads_the_workspace_before_writing_it_fails(evaluator, tmp_path):
+def test_a_kernel_that_reads_the_workspace_before_writing_it_fails(evaluator, job_dir):
     # it assumes a zeroed workspace (as an atomics accumulator would): the poison NaN reaches its output, payload
     # and all (so it reads as never written)
-    ev = run(evaluator, tmp_path, """
+    ev = run(evaluator, job_dir, """
         def launch(x, weight, bias, y, *, eps, scratch):
             honest(x, weight, bias, y, eps)
             y.add_(scratch[: y.numel()].view(y.shape))

@@ -8,8 +8,7 @@ import pytest
 import torch
 
 from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
-from kernelloop.execute.evaluate import Evaluator, Timeouts
-from kernelloop.execute.pool import Worker
+from kernelloop.execute.evaluate import Timeouts
 from kernelloop.execute.timing import snapshot_plan
 from kernelloop.records import Candidate, Status, Workload
 from kernelloop.reference.inputs import PERTURBED, make_inputs, perturb_
@@ -55,27 +54,23 @@ def launch(x, weight, bias, y, *, eps, **config):
 
 
 @pytest.fixture(scope="module")
-def evaluator(layernorm, tmp_path_factory):
-    worker = Worker("interpret", tmp_path_factory.mktemp("cache"))
-    ev = Evaluator(layernorm, "interpret", worker, INTERPRETER_WALLCLOCK.model_copy(update={"samples": 8}),
-                   secret="timing-cache", checks=1, timeouts=Timeouts(check=60.0, bench=120.0),
-                   static_rules=False)
-    yield ev
-    worker.close()
+def evaluator(layernorm, evaluator_for):
+    return evaluator_for(layernorm, "timing-cache", samples=8, checks=1, timeouts=Timeouts(check=60.0, bench=120.0),
+                         static_rules=False)
 
 
-def test_a_cache_keyed_on_sampled_contents_is_caught_on_a_near_duplicate(evaluator, tmp_path):
+def test_a_cache_keyed_on_sampled_contents_is_caught_on_a_near_duplicate(evaluator, job_dir):
     src = (CHEATS / "cache_by_content.py").read_text()
     for k in range(3):   # the near-duplicates' positions are drawn per call: it is caught every time
         ev = evaluator.evaluate(Candidate(op="layernorm", template="custom", source=src + f"\n# {k}\n"), W,
-                                tmp_path / f"j{k}")
+                                job_dir(evaluator, f"j{k}"))
         assert ev.verdict.status is Status.WRONG_VALUES, ev.verdict
         assert ev.verdict.message.startswith("timed call") and "near-duplicate" in ev.verdict.case
         assert ev.measurement is None
 
 
-def test_a_cache_keyed_on_all_contents_never_hits_while_timed(evaluator, tmp_path):
-    ev = evaluator.evaluate(Candidate(op="layernorm", template="custom", source=EXACT_CACHE), W, tmp_path / "j")
+def test_a_cache_keyed_on_all_contents_never_hits_while_timed(evaluator, job_dir):
+    ev = evaluator.evaluate(Candidate(op="layernorm", template="custom", source=EXACT_CACHE), W, job_dir(evaluator))
     assert ev.verdict.status is Status.PASSED, ev.verdict     # it is correct: a full-content memo is no error
     samples = ev.measurement.kernel_samples_us
     assert len(samples) == 8 and min(samples) >= MISS_S * 1e6, samples   # every timed call paid for its work
