@@ -19,10 +19,21 @@ from kernelloop.cli import common
 runner = CliRunner()
 
 
+def small_workloads(tmp_path: Path, op: str, shapes=(("M = 3, N = 300", "fp32"),)) -> Path:
+    """A workload file of `op` with a few small shapes (N off the block sizes), for the runs below whose assertions
+    hold per workload: the op's four interpreter workloads would only add interpreter time."""
+    path = tmp_path / f"{op}-small.toml"
+    path.write_text(f'op = "{op}"\n' + "".join(f"[[workload]]\naxes = {{ {axes} }}\ndtype = \"{dt}\"\n"
+                                                for axes, dt in shapes))
+    return path
+
+
 def test_optimize_then_show_json(tmp_path):
+    """Two small workloads of two dtypes (one of a single row): what is checked holds for each workload."""
     out = tmp_path / "run"
+    wl = small_workloads(tmp_path, "rmsnorm", (("M = 3, N = 300", "fp32"), ("M = 1, N = 512", "bf16")))
     r = runner.invoke(app, ["optimize", str(ops_dir() / "rmsnorm"), "--budget", "2", "--device", "interpret",
-                            "--out", str(out), "--json"])
+                            "--workloads", str(wl), "--out", str(out), "--json"])
     assert r.exit_code == 0, r.output
     summary = json.loads(r.stdout[r.stdout.index("{"):])
     assert summary["status"] == "complete" and summary["interpreter"] is True
@@ -96,7 +107,8 @@ def test_bad_budget_and_missing_run(tmp_path):
 
 def test_existing_run_needs_resume(tmp_path):
     out = tmp_path / "run"
-    args = ["optimize", "softmax", "--budget", "1", "--device", "interpret", "--out", str(out), "--no-confirm"]
+    args = ["optimize", "softmax", "--budget", "1", "--device", "interpret", "--out", str(out), "--no-confirm",
+            "--workloads", str(small_workloads(tmp_path, "softmax"))]
     first = runner.invoke(app, args)
     assert first.exit_code == 0, first.output
     again = runner.invoke(app, args)
@@ -150,9 +162,11 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path):
 
 
 def test_optimize_template_restricts_the_space_and_resume_keeps_it(tmp_path):
+    """On one small workload: the restriction is per candidate and per pruning event, whatever the workloads."""
     out = tmp_path / "run"
+    wl = small_workloads(tmp_path, "softmax")
     args = ["optimize", "softmax", "--budget", "2", "--device", "interpret", "--out", str(out), "--no-confirm",
-            "--template", "persistent", "--json"]
+            "--template", "persistent", "--json", "--workloads", str(wl)]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     con = sqlite3.connect(out / "archive.sqlite")
@@ -166,7 +180,7 @@ def test_optimize_template_restricts_the_space_and_resume_keeps_it(tmp_path):
     assert opts["templates"] == ["persistent"]
     # resumed without --template: the archived restriction holds (a larger budget asks for more persistent trials)
     r = runner.invoke(app, ["optimize", "softmax", "--budget", "3", "--device", "interpret", "--out", str(out),
-                            "--no-confirm", "--resume"])
+                            "--no-confirm", "--resume", "--workloads", str(wl)])
     assert r.exit_code == 0, r.output
     con = sqlite3.connect(out / "archive.sqlite")
     try:
@@ -180,9 +194,11 @@ def test_optimize_template_restricts_the_space_and_resume_keeps_it(tmp_path):
 
 
 def test_optimize_fix_pins_parameters(tmp_path):
+    """On one small workload: every candidate is checked for the pinned values, whatever the workloads."""
     out = tmp_path / "run"
     r = runner.invoke(app, ["optimize", "softmax", "--budget", "3", "--device", "interpret", "--out", str(out),
-                            "--no-confirm", "--fix", "ROWS=1,num_warps=1", "--strategy", "exhaustive"])
+                            "--no-confirm", "--fix", "ROWS=1,num_warps=1", "--strategy", "exhaustive",
+                            "--workloads", str(small_workloads(tmp_path, "softmax"))])
     assert r.exit_code == 0, r.output
     con = sqlite3.connect(out / "archive.sqlite")
     try:

@@ -26,6 +26,7 @@ from kernelloop.spec.space import selected_space
 RMSNORM = ops_dir() / "rmsnorm"
 runner = CliRunner()
 # other shapes, of very different cost and different best warp counts
+WORKLOADS = 'op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 300 }\ndtype = "fp32"\n'
 RECORDED = [({"M": 8, "N": 1000}, 10.0, 1), ({"M": 1, "N": 4096}, 1000.0, 3)]
 
 
@@ -94,8 +95,18 @@ def expected_prior(path: Path) -> TransferPrior:
 @pytest.fixture
 def workloads(tmp_path) -> Path:
     wl = tmp_path / "w.toml"
-    wl.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 300 }\ndtype = "fp32"\n')
+    wl.write_text(WORKLOADS)
     return wl
+
+
+@pytest.fixture(scope="module")
+def earlier_run(tmp_path_factory) -> Path:
+    """One finished budget-4 run of the tests' workload, which the tests below read as a prior (never write)."""
+    base = tmp_path_factory.mktemp("prior")
+    wl = base / "w.toml"
+    wl.write_text(WORKLOADS)
+    assert optimize(wl, base / "earlier", "--budget", "4").exit_code == 0
+    return base / "earlier"
 
 
 def optimize(workloads: Path, out: Path, *extra: str):
@@ -176,10 +187,9 @@ def test_without_prior_the_search_starts_elsewhere(tmp_path, workloads):
     assert configs != [target[i] for i in expected_warm_start(rec, target, 2)]
 
 
-def test_an_earlier_runs_archive_is_a_prior(tmp_path, workloads):
+def test_an_earlier_runs_archive_is_a_prior(tmp_path, workloads, earlier_run):
     """--prior RUN_FOLDER (or its archive.sqlite): learnt from the run's PASSED trials, best time per configuration."""
-    first = tmp_path / "first"
-    assert optimize(workloads, first, "--budget", "4").exit_code == 0
+    first = earlier_run
     with Archive(first / "archive.sqlite", readonly=True) as a:
         run = a.runs()[0]
         times = {}
@@ -239,13 +249,12 @@ def test_bad_prior_is_refused(tmp_path, workloads):
     assert not (tmp_path / "never").exists()
 
 
-def test_several_priors_pool_and_the_target_starts_from_its_own_recorded_best(tmp_path, workloads):
+def test_several_priors_pool_and_the_target_starts_from_its_own_recorded_best(tmp_path, workloads, earlier_run):
     """--prior repeated: a space file of other shapes and an earlier run of the target workload itself. The
     archive names both files; the first ask is the target's own measured best from the earlier run (not the
     nearer shape's of the space file); a resume keeps both and refuses a different set."""
     rec = recording(tmp_path / "rmsnorm.space.json")
-    earlier = tmp_path / "earlier"
-    assert optimize(workloads, earlier, "--budget", "4").exit_code == 0
+    earlier = earlier_run
     with Archive(earlier / "archive.sqlite", readonly=True) as a:
         run = a.runs()[0]
         (run_workload,) = {t.workload_id for t in a.trials(run["id"])}

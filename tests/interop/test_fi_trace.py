@@ -1,6 +1,8 @@
-"""A real run (`kernelloop optimize ops/rmsnorm --budget 2` in the interpreter, one per module) exported with
-`kernelloop trace export`: the dataset's layout, every file valid against the format's records, every trial one
-Trace whose numbers are the archive's; imported back and optimized again; the status mapping; refusals."""
+"""A real run (`kernelloop optimize ops/rmsnorm --budget 2` in the interpreter, one per module, on two small workloads
+of two dtypes: every check is per trial, per workload or per dtype, so the op's four interpreter workloads would add
+only interpreter time) exported with `kernelloop trace export`: the dataset's layout, every file valid against the
+format's records, every trial one Trace whose numbers are the archive's; imported back and optimized again; the
+status mapping; refusals."""
 
 from __future__ import annotations
 
@@ -27,16 +29,20 @@ from fi_helpers import ROOT
 runner = CliRunner()
 
 
-def _optimize(op_dir: Path, out: Path, budget: str) -> subprocess.CompletedProcess:
+def _optimize(op_dir: Path, out: Path, budget: str, *extra: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "kernelloop.cli.app", "optimize", str(op_dir), "--budget", budget, "--no-confirm",
-           "--device", "interpret", "--out", str(out), "--json"]
+           "--device", "interpret", "--out", str(out), "--json", *extra]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("fi_run") / "run"
-    r = _optimize(ops_dir() / "rmsnorm", out, "2")
+    base = tmp_path_factory.mktemp("fi_run")
+    wl = base / "workloads.toml"
+    wl.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 300 }\ndtype = "fp16"\n'
+                  '[[workload]]\naxes = { M = 2, N = 200 }\ndtype = "fp32"\n')
+    out = base / "run"
+    r = _optimize(ops_dir() / "rmsnorm", out, "2", "--workloads", str(wl))
     assert r.returncode == 0, r.stderr[-3000:]
     return out
 

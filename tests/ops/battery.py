@@ -17,7 +17,8 @@ def assert_battery_passes(bundle, template: str, config: dict, cases, tmp_path) 
         ev = Evaluator(bundle, "interpret", worker, policies_for("interpret")[0], secret=template, checks=1)
         for axes, dtype in cases:
             w = Workload(op=op, axes=axes, dtype=dtype)
-            res = ev.evaluate(cand, w, tmp_path / f"job-{w.id}")
+            # the job folder inside the worker's own (its read-only view keeps it writable): one worker for every case
+            res = ev.evaluate(cand, w, worker.work_dir / f"job-{w.id}")
             assert res.verdict.status is Status.PASSED, \
                 f"{w.label}: {res.verdict.status.value}: {res.verdict.message} (case {res.verdict.case})"
             assert res.measurement is not None

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.bench.policy import COLD_L2_EVENTS, INTERPRETER_WALLCLOCK
+from kernelloop.bench.policy import COLD_L2_EVENTS
 from kernelloop.execute.evaluate import Evaluator, Timeouts
 from kernelloop.execute.pool import Worker
 from kernelloop.records import Candidate, Status, Workload
@@ -93,31 +93,27 @@ def test_dynamic_cheat_is_invisible_to_the_static_rules(layernorm, name, entry):
 # ---- dynamic verdicts through the real evaluator (interpreter) ----------------------------------------------
 
 @pytest.fixture(scope="module")
-def evaluator(layernorm, tmp_path_factory):
-    worker = Worker("interpret", tmp_path_factory.mktemp("gallery-worker"))
-    ev = Evaluator(layernorm, "interpret", worker, INTERPRETER_WALLCLOCK.model_copy(update={"samples": 3}),
-                   secret="cheat-gallery", checks=2, timeouts=Timeouts(check=60.0, bench=60.0))
-    yield ev
-    worker.close()
+def evaluator(layernorm, evaluator_for):
+    return evaluator_for(layernorm, "cheat-gallery", samples=3, checks=2, timeouts=Timeouts(check=60.0, bench=60.0))
 
 
-def test_honest_template_passes_the_gallery_evaluator(evaluator, layernorm, tmp_path):
+def test_honest_template_passes_the_gallery_evaluator(evaluator, layernorm, job_dir):
     honest = Candidate(op="layernorm", template="rowwise", source=layernorm.template_sources["rowwise"],
                        config={"BLOCK_N": 256, "ROWS": 2, "num_warps": 4, "EVICT_FIRST": 0})
     assert check_source(honest.source, layernorm.spec) == []
-    ev = evaluator.evaluate(honest, workload({}), tmp_path / "job")
+    ev = evaluator.evaluate(honest, workload({}), job_dir(evaluator))
     assert ev.verdict.status is Status.PASSED, ev.verdict
 
 
 @pytest.mark.parametrize("name,entry", params(lambda e: not is_static(e) and not e["cuda"]))
-def test_dynamic_cheat_gets_its_status(evaluator, tmp_path, name, entry):
-    ev = evaluator.evaluate(candidate(name), workload(entry), tmp_path / "job")
+def test_dynamic_cheat_gets_its_status(evaluator, job_dir, name, entry):
+    ev = evaluator.evaluate(candidate(name), workload(entry), job_dir(evaluator))
     assert ev.verdict.status is Status(entry["status"]), ev.verdict
     assert ev.measurement is None
 
 
-def test_static_cheat_is_rejected_by_the_evaluator_before_it_runs(evaluator, tmp_path):
-    ev = evaluator.evaluate(candidate("library_functional.py"), workload({}), tmp_path / "job")
+def test_static_cheat_is_rejected_by_the_evaluator_before_it_runs(evaluator, job_dir):
+    ev = evaluator.evaluate(candidate("library_functional.py"), workload({}), job_dir(evaluator))
     assert ev.verdict.status is Status.REJECTED, ev.verdict
     assert ev.verdict.message.startswith("library-op at line ")
     assert ev.measurement is None

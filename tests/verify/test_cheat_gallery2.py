@@ -104,7 +104,7 @@ def test_garbage_in_the_second_output_is_caught(tmp_path):
         honest = ev.evaluate(Candidate(op="pair", template="rows", source=bundle.template_sources["rows"],
                                        config={"GARBAGE": 0}), w, tmp_path / "a")
         bad = ev.evaluate(Candidate(op="pair", template="custom", source=source("pair_garbage_second_output.py"),
-                                    config={}), w, tmp_path / "b")
+                                    config={}), w, worker.work_dir / "b")   # in the worker's view: no restart
     finally:
         worker.close()
     assert honest.verdict.status is Status.PASSED, honest.verdict
@@ -146,7 +146,7 @@ def honest_worker(tmp_path_factory):
 
 
 @pytest.mark.parametrize("op", OPS)
-def test_the_honest_kernel_of_every_op_passes_under_the_sandbox(honest_worker, op, tmp_path):
+def test_the_honest_kernel_of_every_op_passes_under_the_sandbox(honest_worker, op):
     bundle = load_op(ops_dir() / op)
     w = _first_workload(bundle.folder)
     props = device_properties("interpret")
@@ -156,7 +156,7 @@ def test_the_honest_kernel_of_every_op_passes_under_the_sandbox(honest_worker, o
     ev = Evaluator(bundle, "interpret", honest_worker, INTERPRETER_WALLCLOCK.model_copy(update={"samples": 3}),
                    secret=f"honest-{op}", checks=2, timeouts=Timeouts(check=300.0, bench=300.0))
     result = ev.evaluate(Candidate(op=op, template=template.name, source=bundle.template_sources[template.name],
-                                   config=config), w, tmp_path / "job")
+                                   config=config), w, honest_worker.work_dir / f"job-{op}")   # in its view
     assert result.verdict.status is Status.PASSED, result.verdict
 
 

@@ -131,11 +131,11 @@ def _cand(bundle, garbage: int) -> Candidate:
     return Candidate(op="pair", template="rows", source=bundle.template_sources["rows"], config={"GARBAGE": garbage})
 
 
-def test_the_second_output_is_verified(pair_eval, tmp_path):
+def test_the_second_output_is_verified(pair_eval, job_dir):
     bundle, ev = pair_eval
     w = Workload(op="pair", axes={"M": 5, "N": 40}, dtype="fp32")
-    assert ev.evaluate(_cand(bundle, 0), w, tmp_path / "a").verdict.status is Status.PASSED
-    bad = ev.evaluate(_cand(bundle, 1), w, tmp_path / "b").verdict
+    assert ev.evaluate(_cand(bundle, 0), w, job_dir(ev, "a")).verdict.status is Status.PASSED
+    bad = ev.evaluate(_cand(bundle, 1), w, job_dir(ev, "b")).verdict
     assert bad.status is Status.WRONG_VALUES and bad.message.startswith("z: "), bad
     assert [m.output for m in bad.metrics] == ["y", "z"] and bad.metrics[1].mismatched == 5
 
