@@ -10,14 +10,11 @@ import functools
 import stat
 from pathlib import Path
 
-import pytest
 from rich.console import Console
 
 from kernelloop import api
 from kernelloop.archive import Archive
 from kernelloop.builtin import ops_dir
-from kernelloop.execute.evaluate import Timeouts
-from kernelloop.loop import Controller, RunOptions
 from kernelloop.records import Candidate, Workload
 from kernelloop.report.terminal import render
 from kernelloop.select.sanitize import (INTERPRETER_REASON, SANITIZE_EVENT, default_sanitizer, rejected,
@@ -70,20 +67,10 @@ def test_interpreter_and_no_tool_are_not_run_with_the_reason(monkeypatch, tmp_pa
     assert out.status == "not_run" and out.reason.startswith("no compute-sanitizer")
 
 
-def _run(tmp_path, evals: int, sanitizer=None, **options):
-    bundle = load_op(ops_dir() / "layernorm")
-    w = Workload(op="layernorm", axes={"M": 4, "N": 64}, dtype="fp16")
-    opts = RunOptions(device="interpret", budget_evals=evals, strategy="random", checks=1,
-                      timeouts=Timeouts(check=120.0, bench=120.0), **options)
-    run_dir = tmp_path / "run"
-    Controller(bundle, [w], opts, run_dir, sanitizer=sanitizer).run()
-    return run_dir, w
-
-
-def test_a_finding_rejects_the_winner_and_the_next_fastest_is_confirmed(tmp_path, monkeypatch):
+def test_a_finding_rejects_the_winner_and_the_next_fastest_is_confirmed(tmp_path, monkeypatch, layernorm_run):
     exe = fake_sanitizer(tmp_path / "tool", "memcheck_oob_read.txt", ERROR_EXIT)
     monkeypatch.setenv("KERNELLOOP_COMPUTE_SANITIZER", exe)
-    run_dir, w = _run(tmp_path, 2, ON_A_DEVICE)
+    run_dir, w = layernorm_run(tmp_path / "run", 2, ON_A_DEVICE)
     with Archive(run_dir / "archive.sqlite", readonly=True) as a:
         rid = a.runs()[0]["id"]
         fastest, second = sorted(a.trials(rid, status="PASSED"), key=lambda t: t.measurement.kernel.median_us)
@@ -112,9 +99,8 @@ def test_a_finding_rejects_the_winner_and_the_next_fastest_is_confirmed(tmp_path
     assert "compute-sanitizer memcheck: Invalid __global__ read" in text
 
 
-def test_without_the_tool_the_confirmation_records_not_run_and_goes_on(tmp_path, monkeypatch):
-    monkeypatch.setenv("KERNELLOOP_COMPUTE_SANITIZER", str(tmp_path / "absent"))
-    run_dir, w = _run(tmp_path, 1, ON_A_DEVICE)
+def test_without_the_tool_the_confirmation_records_not_run_and_goes_on(confirmed_run):
+    run_dir, w = confirmed_run   # $KERNELLOOP_COMPUTE_SANITIZER named a missing tool (conftest.py)
     with Archive(run_dir / "archive.sqlite", readonly=True) as a:
         rid = a.runs()[0]["id"]
         rec = a.confirmations(rid)[w.id]
