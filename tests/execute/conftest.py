@@ -53,3 +53,17 @@ def aot_build(layernorm, path: Path, cache: Path):
 @pytest.fixture
 def aot():
     return aot_build
+
+
+@pytest.fixture
+def real_sm90_build(layernorm, tmp_path):
+    """The rowwise LayerNorm built for sm_90 through the sandboxed build process (ptxas and cuobjdump ran, the cubin
+    is in the cold cache tmp_path/cache); skipped where this Triton has no ptxas."""
+    from kernelloop.execute import sandbox
+    if not any(t.endswith("ptxas") for t in sandbox.default_policy([tmp_path]).tools):
+        pytest.skip("no ptxas here")
+    out = aot_build(layernorm, layernorm.folder / "kernel.py", tmp_path / "cache")
+    assert out.status == "built", out.error
+    assert out.kernels and out.kernels[0].get("REG") and "usage_error" not in out.kernels[0]   # cuobjdump ran
+    assert any((tmp_path / "cache").rglob("*.cubin"))
+    return out

@@ -8,27 +8,11 @@ from kernelloop.execute.evaluate import Timeouts
 from kernelloop.records import Candidate, Status, Workload
 from kernelloop.reference.inputs import make_inputs
 from kernelloop.verify.explain import failure_reason
+from layernorm_source import LN_KERNEL
 
 W = Workload(op="layernorm", axes={"M": 6, "N": 200}, dtype="fp32")
 
-KERNEL = '''
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def _ln(X, W, B, Y, N, eps, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    m = cols < N
-    x = tl.load(X + row * N + cols, mask=m, other=0.0).to(tl.float32)
-    mean = tl.sum(x, axis=0) / N
-    xc = tl.where(m, x - mean, 0.0)
-    rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / N + eps)
-    w = tl.load(W + cols, mask=m, other=0.0).to(tl.float32)
-    b = tl.load(B + cols, mask=m, other=0.0).to(tl.float32)
-    tl.store(Y + row * N + cols, (xc * rstd * w + b).to(Y.dtype.element_ty), mask=m)
-
+KERNEL = LN_KERNEL + '''
 
 def honest(x, weight, bias, y, eps):
     M, N = x.shape

@@ -8,6 +8,7 @@ from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
 from kernelloop.execute.evaluate import Evaluator, Timeouts
 from kernelloop.records import Candidate, Status, Workload
 from kernelloop.verify.explain import failure_reason, proposer_verdict
+from layernorm_source import LN_KERNEL
 
 W = Workload(op="layernorm", axes={"M": 8, "N": 64}, dtype="fp32")
 
@@ -15,25 +16,8 @@ KERNEL = '''
 import os
 import signal
 import time
-
-import triton
-import triton.language as tl
-
+''' + LN_KERNEL + '''
 _calls = [0]
-
-
-@triton.jit
-def _ln(X, W, B, Y, N, eps, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    m = cols < N
-    x = tl.load(X + row * N + cols, mask=m, other=0.0).to(tl.float32)
-    mean = tl.sum(x, axis=0) / N
-    xc = tl.where(m, x - mean, 0.0)
-    rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / N + eps)
-    w = tl.load(W + cols, mask=m, other=0.0).to(tl.float32)
-    b = tl.load(B + cols, mask=m, other=0.0).to(tl.float32)
-    tl.store(Y + row * N + cols, (xc * rstd * w + b).to(Y.dtype.element_ty), mask=m)
 
 
 def launch(x, weight, bias, y, *, eps, **config):

@@ -2,7 +2,6 @@
 and beyond them, inside the op's domain, a bounded number of cases, and `fixed_axes` to opt an axis out."""
 
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -15,6 +14,7 @@ from kernelloop.records import Candidate, Status, Workload
 from kernelloop.spec import SpecError, load_op, load_workloads
 from kernelloop.spec.loader import in_domain
 from kernelloop.spec.space import prune, why_pruned
+from layernorm_source import LN_KERNEL
 
 OPS = ops_dir()
 CANDS = [Candidate(op="x", template="custom", source=f"# {i}") for i in range(16)]
@@ -104,24 +104,7 @@ def test_fixed_axes_opt_out_and_are_checked(tmp_path):
         assert e.value.field == field
 
 
-NARROW = '''
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def _ln(X, W, B, Y, N, eps, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    m = cols < N
-    x = tl.load(X + row * N + cols, mask=m, other=0.0).to(tl.float32)
-    mean = tl.sum(x, axis=0) / N
-    xc = tl.where(m, x - mean, 0.0)
-    rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / N + eps)
-    w = tl.load(W + cols, mask=m, other=0.0).to(tl.float32)
-    b = tl.load(B + cols, mask=m, other=0.0).to(tl.float32)
-    tl.store(Y + row * N + cols, (xc * rstd * w + b).to(Y.dtype.element_ty), mask=m)
-
+NARROW = LN_KERNEL + '''
 
 def launch(x, weight, bias, y, *, eps, **config):
     # over-fitted to the visible row length: the workload's 200 columns, whatever N is

@@ -217,13 +217,12 @@ def test_torch_compute_at_import_is_rejected_too(sandbox_evaluator, with_code, j
 
 # ---- the ahead-of-time build path (a real sm_90 compile on the CPU) -----------------------------------------
 
-def test_a_real_sm90_compile_works_inside_the_sandbox(layernorm, tmp_path, aot):
-    if not any(t.endswith("ptxas") for t in sandbox.default_policy([tmp_path]).tools):
-        pytest.skip("no ptxas here")
-    out = aot(layernorm, layernorm.folder / "kernel.py", tmp_path / "cache")
-    assert out.status == "built", out.error
-    assert out.kernels and out.kernels[0].get("REG") and "usage_error" not in out.kernels[0]   # cuobjdump ran
-    assert any((tmp_path / "cache").rglob("*.cubin"))
+@pytest.mark.skipif(sandbox.read_only_view(sandbox.os_layer()),
+                    reason="the same build runs with the read-only view on in test_sandbox_view.py")
+def test_a_real_sm90_compile_works_inside_the_sandbox(real_sm90_build):
+    """Where the OS layer has no read-only view: the audit hook alone lets a real build through (the fixture checks
+    that ptxas and cuobjdump ran and the cubin is in the cache)."""
+    assert real_sm90_build.status == "built" and real_sm90_build.kernels
 
 
 def test_a_template_that_reaches_out_fails_its_build_naming_the_action(layernorm, tmp_path, aot):

@@ -12,6 +12,7 @@ from kernelloop.execute.evaluate import Timeouts
 from kernelloop.execute.timing import snapshot_plan
 from kernelloop.records import Candidate, Status, Workload
 from kernelloop.reference.inputs import PERTURBED, make_inputs, perturb_
+from layernorm_source import LN_KERNEL
 
 CHEATS = Path(__file__).resolve().parents[1] / "fixtures" / "cheats"
 W = Workload(op="layernorm", axes={"M": 8, "N": 256}, dtype="fp32")
@@ -20,25 +21,8 @@ MISS_S = 0.05
 EXACT_CACHE = '''
 import hashlib
 import time
-
-import triton
-import triton.language as tl
-
+''' + LN_KERNEL + '''
 _answers = {}
-
-
-@triton.jit
-def _ln(X, W, B, Y, N, eps, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    m = cols < N
-    x = tl.load(X + row * N + cols, mask=m, other=0.0).to(tl.float32)
-    mean = tl.sum(x, axis=0) / N
-    xc = tl.where(m, x - mean, 0.0)
-    rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / N + eps)
-    w = tl.load(W + cols, mask=m, other=0.0).to(tl.float32)
-    b = tl.load(B + cols, mask=m, other=0.0).to(tl.float32)
-    tl.store(Y + row * N + cols, (xc * rstd * w + b).to(Y.dtype.element_ty), mask=m)
 
 
 def launch(x, weight, bias, y, *, eps, **config):
