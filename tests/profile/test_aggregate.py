@@ -10,18 +10,18 @@ from pathlib import Path
 import pytest
 
 from kernelloop.profile.aggregate import AGREEMENT_TOLERANCE, aggregate, agreement, dram_bytes_of
-from kernelloop.profile.ncu_csv import parse_details_csv, split_preamble
+from kernelloop.profile.ncu_csv import parse_details_csv, read_csv_text, split_preamble
 from kernelloop.profile.report import make_baseline_report, roofline_for
 from kernelloop.records import BottleneckClass, DType, Workload
 
-NCU_CSV = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv"
+NCU_CSV = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv.gz"
 W = Workload(op="layernorm", axes={"M": 4096, "N": 4096}, dtype=DType.fp16)
 EAGER_US, COPY_US = 32.7, 20.40   # archived timings (cold L2, CUDA events) of eager layernorm and the copy roof
 
 
 def _rows_of(launches: list[str]) -> str:
     """The recorded CSV restricted to the rows of the given launch IDs (header and tool messages kept)."""
-    notes, body = split_preamble(NCU_CSV.read_text())
+    notes, body = split_preamble(read_csv_text(NCU_CSV))
     header, *rows = body.splitlines()
     keep = [r for r in rows if any(r.startswith(f'"{lid}",') for lid in launches)]
     return "\n".join([*notes, header, *keep]) + "\n"
@@ -54,7 +54,7 @@ def test_the_longest_launch_gives_the_class_and_every_launch_keeps_its_own():
 
 
 def test_whole_recording_and_unknowns():
-    kernels = parse_details_csv(NCU_CSV.read_text())
+    kernels = parse_details_csv(read_csv_text(NCU_CSV))
     agg = aggregate(kernels)
     assert agg.launches == 7 and agg.dominant == 6
     assert agg.duration_ns == sum(k.metrics["duration_ns"] for k in kernels)

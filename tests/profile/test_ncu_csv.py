@@ -5,9 +5,10 @@ from pathlib import Path
 import pytest
 
 from kernelloop.profile.metrics import EXTRA_RAW_METRICS, normalize
-from kernelloop.profile.ncu_csv import NcuParseError, parse_details_csv, parse_number, select_kernel, split_preamble
+from kernelloop.profile.ncu_csv import (NcuParseError, parse_details_csv, parse_number, read_csv_text, read_details_csv,
+                                        select_kernel, split_preamble)
 
-NCU_CSV = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv"
+NCU_CSV = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv.gz"
 
 HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
           '"Device","CC","Section Name","Metric Name","Metric Unit","Metric Value","Rule Name","Rule Type",'
@@ -57,8 +58,15 @@ def test_rule_rows_become_rule_hits_not_metrics(h200_profiles):
     assert not any(k == "" for k in ln.metrics) and not any(k.endswith("/ ") for k in ln.extra)
 
 
+def test_a_gzipped_export_reads_as_the_plain_one(tmp_path):
+    plain = tmp_path / "export.csv"
+    plain.write_text(read_csv_text(NCU_CSV))
+    assert plain.read_text().startswith("==") and '"ID","Process ID"' in plain.read_text()
+    assert read_details_csv(plain) == read_details_csv(NCU_CSV)
+
+
 def test_preamble_and_trailing_tool_messages_are_skipped():
-    text = NCU_CSV.read_text()
+    text = read_csv_text(NCU_CSV)
     notes, body = split_preamble(text + "==PROF== Report: x.ncu-rep\n")
     assert notes[0].startswith("==WARNING==") and any("Connected" in n for n in notes)
     assert notes[-1].startswith("==PROF== Report")

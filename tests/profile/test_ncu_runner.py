@@ -14,13 +14,15 @@ from types import SimpleNamespace
 
 import pytest
 
+from kernelloop.profile.ncu_csv import read_csv_text
+
 from kernelloop.builtin import ops_dir
 from kernelloop.profile import ncu_report_adapter as adapter
 from kernelloop.profile.metrics import SECTIONS
 from kernelloop.profile.ncu import (NVTX_RANGE, NcuOptions, harness_job, load_profiles, ncu_command,
                                     profile_candidate, run_ncu)
 
-NCU_CSV = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv"
+NCU_CSV = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv.gz"
 ROOT_OPS = ops_dir()
 
 FAKE_NCU = f"""#!{sys.executable}
@@ -45,7 +47,7 @@ if os.environ.get("FAKE_NCU_NOKERNEL"):
     print("==WARNING== No kernels were profiled.")
     sys.exit(0)
 stem = args[args.index("--export") + 1]
-open(stem + ".ncu-rep", "w").write(open({str(NCU_CSV)!r}).read())
+open(stem + ".ncu-rep", "w").write(__import__("gzip").open({str(NCU_CSV)!r}, "rt").read())
 print("==PROF== Report: " + stem + ".ncu-rep")
 """
 
@@ -257,7 +259,7 @@ def test_module_is_found_next_to_the_ncu_install(fake_install, tmp_path, monkeyp
     assert mod is not None and mod.FAKE_INSTALL is True
     # A module that cannot read the report: the CSV export is used instead, and the notes say why.
     broken = tmp_path / "broken.ncu-rep"
-    broken.write_text(NCU_CSV.read_text())
+    broken.write_text(read_csv_text(NCU_CSV))
     profiles, notes = load_profiles(broken, ncu=wrapper)
     assert len(profiles) == 7 and "report version not supported" in notes[0]
 

@@ -103,9 +103,19 @@ def parse_details_csv(text: str, *, keep_unmapped: bool = True) -> list[KernelPr
     return [KernelProfile(source="csv", **e) for e in launches.values()]
 
 
+def read_csv_text(path: str | Path) -> str:
+    """The text of a CSV export, gzipped (a name ending in .gz) or not."""
+    path = Path(path)
+    if path.name.endswith(".gz"):
+        import gzip
+        with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
+            return f.read()
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
 def read_details_csv(path: str | Path, **kw) -> list[KernelProfile]:
-    """`parse_details_csv` of a file."""
-    return parse_details_csv(Path(path).read_text(encoding="utf-8", errors="replace"), **kw)
+    """`parse_details_csv` of a file (gzipped when its name ends in .gz)."""
+    return parse_details_csv(read_csv_text(path), **kw)
 
 
 def select_kernel(profiles: list[KernelProfile], pattern: str | None = None, index: int = 0) -> KernelProfile:
