@@ -31,7 +31,22 @@ def pytest_collection_finish(session):
         os.environ.pop("TRITON_INTERPRET", None)
 
 
+# Folders whose test files share a session-scoped set-up (every template built for sm_90; one confirmed run): under
+# pytest-xdist their tests run in one worker, so it is made once.
+SHARED_SET_UP = ("tests/ptx/", "tests/select/")
+
+
+def xdist_group(nodeid: str) -> str:
+    """The pytest-xdist group of a test (`--dist loadgroup`): its module, so module-scoped set-up runs once, or
+    its folder where the folder's files share a session-scoped one."""
+    path = nodeid.split("::")[0]
+    return next((folder for folder in SHARED_SET_UP if path.startswith(folder)), path)
+
+
 def pytest_collection_modifyitems(config, items):
+    if config.pluginmanager.hasplugin("xdist"):
+        for item in items:
+            item.add_marker(pytest.mark.xdist_group(xdist_group(item.nodeid)))
     if has_cuda():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (gpu tier: scripts/gpu_tier.sh on a GPU host)")
