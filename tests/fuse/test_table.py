@@ -1,5 +1,5 @@
 """The pattern table on its own: admission rules, conditions, confirmation and eviction by a GPU measurement,
-durability across connections. Records are built by hand here; tests/fuse/test_pipeline.py drives it with real
+durability across connections. Records are built by hand here; tests/fuse/test_fuse_pipeline.py drives it with real
 runs."""
 
 from __future__ import annotations
