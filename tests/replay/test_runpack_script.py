@@ -13,7 +13,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
-PACKED = ["strategies-2026-12-03", "strategies-40seeds-2026-12-03"]
+# (results folder, its table, the pack of the runs it is computed from)
+PACKED = [("strategies-2026-12-03", "failures.json", "runs.jsonl.gz"),
+          ("strategies-40seeds-2026-12-03", "failures.json", "runs.jsonl.gz"),
+          ("2026-12-04-strategies-failures", "failures.json", "runs.jsonl.gz"),
+          ("2026-12-04-strategies-failures", "failures-40seeds.json", "runs-40seeds.jsonl.gz")]
 
 
 def _load(name: str):
@@ -27,18 +31,18 @@ def _load(name: str):
 runpack = _load("runpack")
 
 
-@pytest.mark.parametrize("folder", PACKED)
-def test_the_committed_runs_give_the_committed_table_and_pack_again_to_the_same_bytes(folder, tmp_path):
-    committed = json.loads((RESULTS / folder / "failures.json").read_text())
+@pytest.mark.parametrize("folder,table,packed", PACKED)
+def test_the_committed_runs_give_the_committed_table_and_pack_again_to_the_same_bytes(folder, table, packed, tmp_path):
+    committed = json.loads((RESULTS / folder / table).read_text())
     cache, out = tmp_path / "cache", tmp_path / "out"
-    files = runpack.unpack(RESULTS / folder / "runs.jsonl.gz", cache)
-    assert files and not (RESULTS / folder / "runs").exists()
+    files = runpack.unpack(RESULTS / folder / packed, cache)
+    assert files and not [p for p in (RESULTS / folder).rglob("*.jsonl")]
     failures = _load("strategies_failures")
     args = Namespace(cache=cache, out=out, budget=committed["meta"]["budget"], seeds=committed["meta"]["seeds"],
-                     tag=committed["meta"]["date"])
+                     tag=committed["meta"]["date"], command=committed["meta"]["command"])
     failures.write_results(args, [Path(name) for name in committed["meta"]["spaces"]])
     assert json.loads((out / "failures.json").read_text())["table"] == committed["table"]
-    assert (out / "runs.jsonl.gz").read_bytes() == (RESULTS / folder / "runs.jsonl.gz").read_bytes()
+    assert (out / "runs.jsonl.gz").read_bytes() == (RESULTS / folder / packed).read_bytes()
 
 
 def test_pack_and_unpack_round_trip_and_refuse_what_is_not_a_pack(tmp_path):
