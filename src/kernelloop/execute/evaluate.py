@@ -24,12 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-from ..bench.stats import paired_speedup, summarize
 from ..build.merge import merge_build
 from ..records.device import Device
 from ..records import (BuildArtifact, BuildFailure, Built, Candidate, Costs, Measurement, Status, TimingPolicy, Verdict,
                        Workload)
-from ..reference.inputs import PERTURBED, make_inputs, perturb_
+from ..reference.inputs import make_inputs
 from ..reference.truth import truth
 from ..spec import OpBundle
 from ..verify import check_outputs
@@ -39,15 +38,11 @@ from .battery import DETERMINISM_RUNS, case_label, case_record, derive_seed
 from . import protocol as P
 from .pool import Reply, Worker, describe_exit, signal_name
 from .procutil import STAGE_FILE
+from .timed import TimedStage
 from .transport import TransportChoice
 # A kernel time below this share of a device copy of the same bytes is physically implausible for an op whose
 # bytes formula is a true minimum: it is re-measured in a fresh worker and rejected if it persists.
 PHYSICAL_FLOOR = 0.7
-# Batch audit: wall-clock to a device-wide synchronize may exceed the harness-stream events by sync latency;
-# more than this (absolute and relative) means work ran outside the harness stream.
-AUDIT_SLACK_US = 200.0
-AUDIT_SLACK_SHARE = 0.2
-SNAPSHOTS = 3        # timed candidate calls on near-duplicate contents whose outputs are re-verified (plus the last)
 
 
 @dataclass
@@ -72,7 +67,7 @@ class Evaluation:
 __all__ = ["DETERMINISM_RUNS", "Evaluation", "Evaluator", "Timeouts", "derive_seed"]
 
 
-class Evaluator:
+class Evaluator(TimedStage):
     def __init__(self, bundle: OpBundle, device: Device | str, worker: Worker, policy: TimingPolicy, secret: str,
                  checks: int = 2, timeouts: Timeouts | None = None, static_rules: bool = True,
                  aten_ops: bool = True, cuda_ipc: bool = True):
@@ -338,140 +333,6 @@ class Evaluator:
             if verdict.status is not Status.PASSED:
                 return build, verdict, reply.seconds, case
         return build, verdict, reply.seconds, None
-
-    def bench(self, candidate: Candidate | None, workload: Workload, subjects: list[str], policy: TimingPolicy,
-              job_dir: Path | None = None, settle_threads: bool = False
-              ) -> tuple[dict[str, Measurement], dict[str, str], Reply]:
-        """Interleaved samples of the subjects; a Measurement per subject with ratios over every other one.
-        `settle_threads`: take the thread census's base only once the thread count has stopped moving (the worker
-        always does so when library baselines are among the subjects)."""
-        seed = derive_seed(self.secret, "bench", workload.id, candidate.id if candidate else "-")
-        baselines_file = self.bundle.folder / "baselines.py"
-        if job_dir and self._writable(job_dir) and candidate is not None:
-            failed = self.load(candidate)      # the worker was restarted for the folder: load the candidate again
-            if failed is not None:
-                return {}, {}, self._last_reply
-        self.transports.decide(lambda msg: self._request(msg, self.timeouts.check))
-        msg = P.BenchRequest(
-            spec=self._spec_text(), workload=workload, policy=policy, subjects=subjects, seed=seed,
-            **({"source_hash": candidate.source_hash, "config": candidate.config} if candidate is not None else {}),
-            reference_file=str(self.bundle.folder / self.spec.reference),
-            baselines_file=str(baselines_file) if baselines_file.is_file() else "",
-            bytes_moved=self.spec.bytes_moved(workload.axes, workload.dtype),
-            # fresh input contents for every timed call, SNAPSHOTS near-duplicates re-verified (execute/timing.py)
-            fresh_inputs=True, snapshots=SNAPSHOTS if candidate else 0, transport=self.transport,
-            job_dir=str(job_dir) if job_dir else "", settle_threads=settle_threads)
-        reply = self._request(msg, timeout=self.timeouts.bench)
-        if reply.status != "ok":
-            return {}, {}, reply
-        got = reply.record
-        if got.snapshots:
-            self._transport_used = got.transport
-        self.transports.worker_said(got)
-        if got.snapshots and got.transport == "cuda-ipc" and self._threads_verdict(got.threads, "") is None:
-            # the controller's own copies now, so that a handle this process cannot open is found while the timing
-            # can still be asked again through the host arena (check_timed re-verifies these copies)
-            try:
-                reply.owned = self.transports.own_copy([s.outputs for s in got.snapshots])
-            except Exception as e:  # noqa: BLE001
-                self.transports.unopened(e)
-                return self.bench(candidate, workload, subjects, policy, job_dir, settle_threads)
-        samples = {n: s.model_dump() for n, s in reply.record.samples.items()}
-        notes = dict(reply.record.notes)
-        env = {"before": reply.record.gpu_before, "after": reply.record.gpu_after}
-        nbytes = self.spec.bytes_moved(workload.axes, workload.dtype)
-        stats = {n: (summarize(s["kernel_us"], bootstrap=policy.bootstrap, confidence=policy.confidence,
-                               seed=derive_seed(seed, n, "k")),
-                     summarize(s["call_us"], bootstrap=policy.bootstrap, confidence=policy.confidence,
-                               seed=derive_seed(seed, n, "c")))
-                 for n, s in samples.items()}
-        out = {}
-        for name, s in samples.items():
-            kstats, cstats = stats[name]
-            ratios = [paired_speedup(samples[b]["kernel_us"], s["kernel_us"], name=b, bootstrap=policy.bootstrap,
-                                     confidence=policy.confidence, margin=policy.margin,
-                                     seed=derive_seed(seed, name, b))
-                      for b in samples if b != name and b != "candidate"]
-            roof = stats["copy"][0].median_us / kstats.median_us if "copy" in stats else None
-            out[name] = Measurement(
-                subject=candidate.id if name == "candidate" and candidate else name, workload_id=workload.id,
-                policy=policy, kernel_samples_us=s["kernel_us"], call_samples_us=s["call_us"], kernel=kstats,
-                call=cstats, bytes_moved=nbytes, gbps=nbytes / (kstats.median_us * 1e-6) / 1e9,
-                roofline_fraction=roof, ratios=ratios,
-                environment={**env, **({"audit": s["audit"]} if s.get("audit") else {}),
-                             **({"launch": s["launch"]} if s.get("launch") else {})})
-        return out, notes, reply
-
-    @staticmethod
-    def audit_verdict(samples: dict) -> Verdict | None:
-        """REJECTED when a subject's batch ran much longer device-wide than on the harness stream. `samples`: by
-        subject, execute.protocol.SubjectSamples or their dict form."""
-        first = samples.get("candidate") or {}
-        audit = first.get("audit") if isinstance(first, dict) else first.audit
-        if not audit:
-            return None
-        gap = audit["wall_us"] - audit["events_us"]
-        if gap > max(AUDIT_SLACK_US, AUDIT_SLACK_SHARE * audit["wall_us"]):
-            return Verdict(status=Status.REJECTED, message=(
-                f"work-outside-harness-stream: a batch of {audit['batch']} calls took {audit['wall_us']:.0f} µs to a "
-                f"device-wide synchronize but {audit['events_us']:.0f} µs on the harness stream"))
-        return None
-
-    def check_timed(self, workload: Workload, reply: Reply, refresh: object = None) -> Verdict | None:
-        """Re-verify outputs of sampled timed calls against the inputs that were live for those calls (their seeds,
-        and for a near-duplicate the perturbation's seed, come back with the snapshot). `refresh` is unused: the
-        worker draws every timed call's contents itself (execute/timing.py)."""
-        threads = self._threads_verdict(reply.record.threads, "the timed calls")
-        if threads:
-            return threads.model_copy(update={"case": f"{workload.label} timed calls"})
-        audited = self.audit_verdict(reply.record.samples)
-        if audited:
-            return audited.model_copy(update={"case": f"{workload.label} timed calls"})
-        shots = reply.record.snapshots
-        owned = reply.owned if reply.owned is not None else self.transports.own_copy([s.outputs for s in shots])
-        for shot, outputs in zip(shots, owned):
-            got = {**shot.model_dump(exclude={"outputs"}), "outputs": outputs}
-            if got.get("seed") is None:
-                continue
-            inputs = make_inputs(self.spec, workload, got["seed"], self.tensor_device)
-            what = "fresh contents"
-            if got.get("perturb") is not None:
-                perturb_(self.spec, inputs, got["perturb"])
-                what = f"a near-duplicate of an earlier call's contents ({PERTURBED} elements per input changed)"
-            refs = truth(self.spec, self.bundle.folder / self.spec.reference, inputs, workload)
-            v = check_outputs(self.spec, workload, got["outputs"], refs, inputs, inputs,
-                              f"{workload.label} timed call #{got['call']} ({what})")
-            if v.status is not Status.PASSED:
-                self._timed_case = {"call": got["call"], "seed": got["seed"], "perturb": got.get("perturb")}
-                return v.model_copy(update={"message": "timed call: " + v.message})
-        return None
-
-    def refresh_seeds(self, candidate: Candidate | None, workload: Workload) -> list[int]:
-        """Kept for callers of check_timed: timed calls' contents are drawn by the worker, per call."""
-        return []
-
-    def _timed(self, candidate: Candidate, workload: Workload, job_dir: Path, halving=None):
-        """Time the candidate (timed calls re-verified); with `halving` (kernelloop.search.budget: `screen_samples`,
-        `promote(kernel µs) -> bool`), first with that many samples, then in full only when promoted. The reply's
-        seconds cover both."""
-        subjects = ["candidate", "eager", "copy"]
-        policy, first = self.policy, 0.0
-        if halving is not None:
-            samples = max(3, min(halving.screen_samples, self.policy.samples))
-            policy = self.policy.model_copy(update={"name": f"{self.policy.name}-screen", "samples": samples})
-        ms, notes, reply = self.bench(candidate, workload, subjects, policy, job_dir)
-        if reply.status == "ok" and halving is not None:
-            bad = self.check_timed(workload, reply, self.refresh_seeds(candidate, workload))
-            if bad is not None or not halving.promote(ms["candidate"].kernel.median_us):
-                return ms, bad, reply
-            first = reply.seconds
-            ms, notes, reply = self.bench(candidate, workload, subjects, self.policy, job_dir)
-            reply.seconds += first
-        if reply.status != "ok":
-            v = self._failure_verdict(reply, "timing")
-            return None, v.model_copy(update={"case": f"{workload.label} timed calls"}), reply
-        bad = self.check_timed(workload, reply, self.refresh_seeds(candidate, workload))
-        return ms, bad, reply
 
     def _failure(self, stage: str, workload: Workload, case: dict | None = None, reply: Reply | None = None
                  ) -> dict:
