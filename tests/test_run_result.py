@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from kernelloop.archive import Archive
 from kernelloop.cli.app import app
 from kernelloop.execute.evaluate import Timeouts
-from kernelloop.loop import AS_BEFORE, OPTIONS_FORMAT, Controller, RunOptions
+from kernelloop.loop import AS_BEFORE, KEPT, OPTIONS_FORMAT, Controller, RunOptions
 from kernelloop.records import Costs, RunResult, Status, Trial, Verdict, Workload
 from kernelloop.report.throughput import compute
 
@@ -20,7 +20,7 @@ W = Workload(op="layernorm", axes={"M": 4, "N": 300}, dtype="fp32")
 NON_DEFAULT = RunOptions(
     device="interpret", budget_evals=3, budget_seconds=900.0, budget_gpu_seconds=120.0, screen_samples=4,
     strategy="random", seed=7,
-    checks=1, confirm=False, sanitize=False, baselines=["eager"], static_rules=False,
+    checks=1, confirm=False, sanitize=False, baselines=["eager"], static_rules=False, gate="audit",
     timeouts=Timeouts(check=61.0, bench=62.0), start={"BLOCK_N": "512"}, profile_timeout_s=12.0,
     templates=["rowwise"], fixed={"ROWS": "1"},
     prior={"files": [{"path": "space.json", "sha256": "ab" * 32}], "configurations": 3},
@@ -57,9 +57,13 @@ def test_resumed_keeps_the_archived_fields_left_none_and_takes_this_invocations_
                      sanitize=False, static_rules=False, timeouts=Timeouts(check=5.0, bench=6.0))
     got = now.resumed(NON_DEFAULT)
     for k in RunOptions.model_fields:
-        want = getattr(NON_DEFAULT, k) if k in AS_BEFORE else getattr(now, k)
+        want = getattr(NON_DEFAULT, k) if k in AS_BEFORE or k in KEPT else getattr(now, k)
         assert getattr(got, k) == want, k
     assert now.model_copy(update={"templates": ["chunked"]}).resumed(NON_DEFAULT).templates == ["chunked"]
+    # the gate mode: the archived one unless this invocation names one (the default is on for a new run)
+    assert now.gate == "on" and got.gate == "audit"
+    assert RunOptions(device="interpret", gate="off").resumed(NON_DEFAULT).gate == "off"
+    assert RunOptions(device="interpret", gate="on").resumed(NON_DEFAULT).gate == "on"
 
 
 def _trial(i: int, started: float, finished: float, compile_s: float, verify_s: float, bench_s: float) -> Trial:

@@ -25,8 +25,8 @@ def cand(bundle, config=CONFIG, source=None) -> Candidate:
 
 @pytest.fixture(scope="module")
 def built(layernorm, tmp_path_factory):
-    """Three jobs through one stage of one build thread: an honest configuration (two shapes), a configuration
-    Triton refuses to compile, and a source a static rule refuses."""
+    """Three jobs through one stage of one build thread (the default steps of a GPU run, the gate on): an honest
+    configuration (two shapes), a configuration Triton refuses to compile, and a source a static rule refuses."""
     folder = tmp_path_factory.mktemp("build")
     stage = BuildStage(layernorm.spec, default_steps(Device(kind="cuda"), VIRTUAL_HOPPER, True, folder), jobs=1,
                        folder=folder)
@@ -36,14 +36,16 @@ def built(layernorm, tmp_path_factory):
                    stage.submit(cand(layernorm, source=(CHEATS / "background_thread.py").read_text()), W, [W])]
         results = [f.result(timeout=600) for f in futures]
         starts = stage._contexts[0].server.starts
+        decisions = stage.gate.drain()
     finally:
         stage.close()
-    return results, starts
+    return results, starts, decisions
 
 
 def test_an_honest_candidate_is_compiled_ahead_with_its_true_cost(built):
-    (ok, _, _), starts = built
-    assert ok.verdict is None and [s.step for s in ok.steps] == ["static rules", "triton compile"]
+    (ok, _, _), starts, _ = built
+    assert ok.verdict is None
+    assert [s.step for s in ok.steps] == ["static rules", "static gate", "triton compile", "static gate: build"]
     art = ok.artifact
     assert art.compiled_by == "build stage" and art.toolchain.endswith("sm_90")
     assert art.compile_s > 0 and art.usage.cpu_s > 0 and art.usage.max_rss_bytes > 0 and art.usage.workloads == 2
@@ -52,8 +54,21 @@ def test_an_honest_candidate_is_compiled_ahead_with_its_true_cost(built):
     assert starts == 1   # one build process served every job
 
 
+def test_the_gate_checks_the_compile_steps_build_without_a_second_compile(built):
+    """The gate's decisions over the stage's own sm_90 builds: the honest one passes with the build's resources; the
+    one that did not compile is decided after the compile ended its job (rejected: it did not build); a source the
+    static rules refused never reached the gate."""
+    (ok, bad, _), _, decisions = built
+    good, failed = decisions   # one build thread: in the order submitted
+    assert good.passed and good.checked == "build" and good.build_status == "built" and good.target == "sm_90"
+    assert good.resources.registers == ok.artifact.registers and good.resources.ctas_per_sm >= 1
+    assert not failed.passed and failed.first.check == "build" and failed.build_status == "compile_error"
+    assert bad.verdict.status is Status.COMPILE_ERROR   # the compile's verdict stands
+    assert [s.step for s in bad.steps] == ["static rules", "static gate", "triton compile"]
+
+
 def test_a_compile_error_and_a_static_rule_end_the_trial_before_the_gpu(built):
-    (_, bad, cheat), _ = built
+    (_, bad, cheat), _, _ = built
     assert bad.verdict.status is Status.COMPILE_ERROR and bad.failure.stage == "compile" and bad.failure.log
     assert "sm_90" in bad.verdict.case
     assert cheat.verdict.status is Status.REJECTED and [s.step for s in cheat.steps] == ["static rules"]
@@ -61,8 +76,12 @@ def test_a_compile_error_and_a_static_rule_end_the_trial_before_the_gpu(built):
 
 def test_the_interpreter_has_no_compile_step():
     steps = default_steps(Device(kind="interpret"), VIRTUAL_HOPPER, True, Path("."))
-    assert [s.name for s in steps] == ["static rules"]
-    assert default_steps(Device(kind="interpret"), VIRTUAL_HOPPER, False, Path(".")) == []
+    assert [s.name for s in steps] == ["static rules", "static gate"]
+    assert not steps[1].compiled and steps[1].enforce and "interpreter" in steps[1].no_build
+    assert not default_steps(Device(kind="interpret"), VIRTUAL_HOPPER, True, Path("."), gate="audit")[1].enforce
+    assert default_steps(Device(kind="interpret"), VIRTUAL_HOPPER, False, Path("."), gate="off") == []
+    cuda = default_steps(Device(kind="cuda"), VIRTUAL_HOPPER, False, Path("."), gate="off")
+    assert [s.name for s in cuda] == ["triton compile"]
 
 
 def test_the_trial_keeps_the_workers_view_of_the_binaries_and_the_build_stages_cost():

@@ -5,8 +5,11 @@ the stage's pool (`jobs` threads, each with its own build process where a step n
 and times one candidate the next ones are being built. The first verdict a step returns ends the trial before the
 GPU; otherwise the GPU stage starts from the artifact (the kernels already in Triton's cache).
 
-Default steps (`default_steps`): the static source rules always; on a GPU, the Triton compile for its architecture.
-In the interpreter nothing is compiled: there is no compile step, and the trial's build record says 'interpreter'.
+Default steps (`default_steps`): the static source rules; the static gate (kernelloop.gate: a schedule's barrier
+protocol and footprint) unless the gate is off; on a GPU, the Triton compile for its architecture, and after it the
+gate's check of that build (registers, spills, shared memory, occupancy against the device and the declared budget).
+In the interpreter nothing is compiled: there is no compile step, the gate checks only what needs no build (and its
+decisions say so), and the trial's build record says 'interpreter'.
 """
 
 from __future__ import annotations
@@ -33,13 +36,25 @@ def default_jobs() -> int:
 
 
 def default_steps(device: Device, properties: dict, static_rules: bool, folder: Path,
-                  timeout_s: float = 300.0) -> list[BuildStep]:
-    """The static rules (unless turned off), then on a GPU the Triton compile for its architecture."""
+                  timeout_s: float = 300.0, gate: str = "on") -> list[BuildStep]:
+    """The static rules (unless turned off); the static gate (`gate` 'on'; 'audit': its decisions recorded, nothing
+    rejected; 'off': none); then on a GPU the Triton compile for its architecture and the gate's check of its build.
+    The gate holds builds to `properties` (the device's limits)."""
+    from ..gate.step import StaticGate
     steps: list[BuildStep] = [StaticRules()] if static_rules else []
+    static_gate = None
+    if gate != "off":
+        major, minor = properties.get("capability", [9, 0])
+        static_gate = StaticGate(compiled=device.is_cuda, enforce=gate == "on", limits=properties,
+                                 target=f"sm_{int(major) * 10 + int(minor)}",
+                                 no_build="interpreter run: no sm_90 build, only the schedule's own checks")
+        steps.append(static_gate)
     if device.is_cuda:
         major, minor = properties.get("capability", [9, 0])
         steps.append(TritonCompile(arch=int(major) * 10 + int(minor), sm_count=int(properties.get("sm_count", 132)),
                                    folder=folder, timeout_s=timeout_s))
+        if static_gate is not None:
+            steps.append(static_gate.build_check)
     return steps
 
 
@@ -62,6 +77,12 @@ class BuildStage:
         self._spec_json = spec.model_dump_json()
 
     @property
+    def gate(self):
+        """The static gate among the steps (kernelloop.gate.step.StaticGate), None without one."""
+        from ..gate.step import StaticGate
+        return next((s for s in self.steps if isinstance(s, StaticGate)), None)
+
+    @property
     def compiles(self) -> bool:
         """Whether a step compiles (the GPU stage then starts from its artifacts)."""
         return any(isinstance(s, TritonCompile) for s in self.steps)
@@ -82,16 +103,24 @@ class BuildStage:
         started = time.perf_counter()
         ctx = self._context()
         records, artifact, cubins = [], None, []
-        for step in self.steps:
-            result, seconds = timed(step, job, ctx)
-            records.append(BuildStepRecord(step=step.name, seconds=seconds, outcome=result.outcome, note=result.note))
-            artifact = result.artifact or artifact
-            cubins += result.cubins
-            if result.verdict is not None:
-                return Built(steps=records, verdict=result.verdict, failure=result.failure, artifact=artifact,
-                             cubins=cubins, queued_s=started - submitted, seconds=time.perf_counter() - submitted)
-        return Built(steps=records, artifact=artifact, cubins=cubins, queued_s=started - submitted,
-                     seconds=time.perf_counter() - submitted)
+        try:
+            for step in self.steps:
+                result, seconds = timed(step, job, ctx)
+                records.append(BuildStepRecord(step=step.name, seconds=seconds, outcome=result.outcome,
+                                               note=result.note))
+                artifact = result.artifact or artifact
+                cubins += result.cubins
+                if result.verdict is not None:
+                    return Built(steps=records, verdict=result.verdict, failure=result.failure, artifact=artifact,
+                                 cubins=cubins, queued_s=started - submitted,
+                                 seconds=time.perf_counter() - submitted)
+            return Built(steps=records, artifact=artifact, cubins=cubins, queued_s=started - submitted,
+                         seconds=time.perf_counter() - submitted)
+        finally:
+            for step in self.steps:
+                settle = getattr(step, "settle", None)
+                if settle is not None:
+                    settle(job)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

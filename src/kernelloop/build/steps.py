@@ -1,7 +1,8 @@
 """The steps of the build stage. Each takes one job (a candidate on a workload, with the shapes its verification
 battery will run) and returns a `StepResult`: passed on, or a verdict that ends the trial before any GPU work.
 
-Steps run in order; the first verdict ends the job. Adding a step is the seam for what should happen before the GPU:
+Steps run in order; the first verdict ends the job. A step may also have `settle(job)`, called once the job's
+steps are over however they ended (the static gate decides there on a job a compile error ended). Adding a step is the seam for what should happen before the GPU:
 a static gate over a typed schedule, or a build for another candidate language, is a class with a `name` and a
 `run(job, context)`, listed in `kernelloop.build.stage.default_steps` (or passed to `BuildStage(steps=...)`).
 """
@@ -22,6 +23,8 @@ class BuildJob:
     candidate: Candidate
     workload: Workload
     shapes: list[Workload]
+    sm_build: object = None        # kernelloop.spec.aot.BuildOutcome of the compile step, for the steps after it
+    gate_decision: object = None   # the static gate's decision waiting for that build (kernelloop.gate.step)
 
 
 @dataclass
@@ -106,14 +109,18 @@ class TritonCompile:
         cand = job.candidate
         got = context.server.build(context.spec_json, cand.source, cand.source_hash, cand.config,
                                    [w.model_dump_json() for w in job.shapes], self.timeout_s)
+        from ..spec.aot import BUILT, COMPILE_ERROR, BuildOutcome
         toolchain = f"triton {triton.__version__} / sm_{self.arch}"
         if got["status"] != "done":
+            job.sm_build = BuildOutcome(cand.template, cand.config, got["status"], error=got["error"])
             return StepResult("not built", f"{got['status']}: {got['error']}"[:500])
         events = got["events"]
         errors = [e for e in events if e.get("status") == "compile_error"]
         seconds = sum(float(e.get("seconds", 0.0)) for e in events)
         if errors:
             first = errors[0]
+            job.sm_build = BuildOutcome(cand.template, cand.config, COMPILE_ERROR, error=first.get("error", ""),
+                                        seconds=seconds)
             failure = BuildFailure(stage="compile", log=first.get("error", ""), compile_s=seconds, toolchain=toolchain)
             return StepResult("compile error", first.get("error", "")[:500], failure=failure, verdict=Verdict(
                 status=Status.COMPILE_ERROR, message=(first.get("error") or "compile failed")[:2000],
@@ -122,7 +129,10 @@ class TritonCompile:
         kernels = [k for e in events for k in e.get("kernels", [])]
         if refused or not kernels:
             why = refused[0].get("error", "") if refused else "it compiled no Triton kernel"
+            job.sm_build = BuildOutcome(cand.template, cand.config,
+                                        refused[0].get("status", "not built") if refused else "no kernel", error=why)
             return StepResult("not built", f"left to the worker: {why}"[:500])
+        job.sm_build = BuildOutcome(cand.template, cand.config, BUILT, kernels=kernels, seconds=seconds)
         usage = BuildUsage(process=context.number, wall_s=got["wall_s"], cpu_s=got["cpu_s"],
                            max_rss_bytes=got["max_rss_bytes"], workloads=len(job.shapes))
 

@@ -374,7 +374,8 @@ class Evaluator(TimedStage):
         self._timed_case = None
         label = workload.label
         if built is not None and built.verdict is not None:
-            stage = "build" if built.verdict.status is Status.COMPILE_ERROR else "static rules"
+            stage = "build" if built.verdict.status is Status.COMPILE_ERROR else \
+                (built.steps[-1].step if built.steps else "static rules")   # the step whose verdict it is
             return Evaluation(built.failure, built.verdict, None, Costs(
                 compile_s=built.failure.compile_s if built.failure else 0.0, wall_s=time.perf_counter() - t0),
                 self._failure(stage, workload))

@@ -55,7 +55,9 @@ class GatePrecision(Record):
 
 
 def precision(archive, run_id: str) -> GatePrecision:
-    ds = decisions(archive, run_id)
+    """The run's decisions (the last one of each (candidate, workload): a resumed run may have decided again on a
+    candidate whose trial an interruption lost) against its trials' verdicts."""
+    ds = list({(d.candidate_id, d.workload_id): d for d in decisions(archive, run_id)}.values())
     verdicts = {(t.candidate_id, t.workload_id): t.verdict.status.value for t in archive.trials(run_id)}
     failed: Counter = Counter()
     by_check: Counter = Counter()

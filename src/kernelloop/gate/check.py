@@ -101,6 +101,16 @@ def gate(candidate: Candidate, outcome=None, *, workload: Workload, limits: dict
          budget: Budget | None = None, enforced: bool = True) -> GateDecision:
     """Decide on `candidate` for `workload` from its schedule (if any) and its ahead-of-time build `outcome` (a
     `kernelloop.spec.aot.BuildOutcome`; None: the schedule alone is checked)."""
+    first = gate_schedule(candidate, workload=workload, limits=limits, budget=budget, enforced=enforced)
+    if outcome is None or not first.passed:
+        return first
+    return with_build(first, outcome, limits)
+
+
+def gate_schedule(candidate: Candidate, *, workload: Workload, limits: dict | None = None,
+                  budget: Budget | None = None, enforced: bool = True) -> GateDecision:
+    """The decision before any build: the checks of the schedule the candidate was lowered from (`schedule` None and
+    nothing found for a candidate without one), with the budget its build is to be held to."""
     lim = limits or HOPPER
     elem = workload.dtype.itemsize
     findings: list[GateFinding] = []
@@ -116,15 +126,18 @@ def gate(candidate: Candidate, outcome=None, *, workload: Workload, limits: dict
             findings += check_schedule(sched, elem, lim)
             if budget is None:
                 budget = schedule_budget(sched, elem, lim)
-    resources = GateResources()
-    status = ""
-    if outcome is not None and not findings:
-        status = outcome.status
-        more, resources = check_build(outcome, lim, budget)
-        findings += more
     return GateDecision(candidate_id=candidate.id, workload_id=workload.id, template=candidate.template,
-                        passed=not findings, findings=findings, resources=resources, schedule=name,
-                        build_status=status, enforced=enforced)
+                        passed=not findings, findings=findings, schedule=name, enforced=enforced, budget=budget)
+
+
+def with_build(decision: GateDecision, outcome, limits: dict | None = None, target: str = "sm_90") -> GateDecision:
+    """`decision` (from `gate_schedule`) completed with the checks of the candidate's build `outcome` against the
+    device's `limits` and the decision's budget."""
+    more, resources = check_build(outcome, limits or HOPPER, decision.budget)
+    findings = [*decision.findings, *more]
+    return decision.model_copy(update={
+        "passed": not findings, "findings": findings, "resources": resources, "build_status": outcome.status,
+        "target": target, "checked": "schedule and build" if decision.schedule is not None else "build"})
 
 
 def gate_candidate(candidate: Candidate, spec: OpSpec, workload: Workload, *, limits: dict | None = None,
@@ -145,4 +158,5 @@ def gate_candidate(candidate: Candidate, spec: OpSpec, workload: Workload, *, li
     return decision
 
 
-__all__ = ["HOPPER", "check_build", "check_schedule", "gate", "gate_candidate", "schedule_budget"]
+__all__ = ["HOPPER", "check_build", "check_schedule", "gate", "gate_candidate", "gate_schedule", "schedule_budget",
+           "with_build"]

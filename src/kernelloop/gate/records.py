@@ -10,6 +10,7 @@ from ..records.base import Record
 
 Check = Literal["schedule", "lowering", "protocol", "resources", "build", "shared", "threads", "registers", "spills",
                 "occupancy"]
+Checked = Literal["schedule", "build", "schedule and build"]
 
 
 class Budget(Record):
@@ -50,6 +51,10 @@ class GateDecision(Record):
     schedule: str | None = Field(None, description="The name of the schedule the candidate was lowered from.")
     build_status: str = Field("", description="The ahead-of-time build's status ('' when none was given).")
     target: str = Field("sm_90", description="What the build was for.")
+    checked: Checked = Field("schedule", description="What the decision rests on: the schedule's own checks, the "
+                                                     "sm_90 build's, or both.")
+    note: str = Field("", description="Why a check was not made (e.g. an interpreter run has no sm_90 build).")
+    budget: Budget | None = Field(None, description="The budget the build was (or is to be) held to.")
     enforced: bool = Field(True, description="False when the decision is only recorded (audit mode): the candidate "
                                              "ran anyway, so a rejection can be compared with its GPU verdict.")
 
@@ -62,4 +67,4 @@ class GateDecision(Record):
         return "; ".join(f"{f.field + ': ' if f.field else ''}{f.message}" for f in self.findings) or "passed"
 
 
-__all__ = ["Budget", "Check", "GateDecision", "GateFinding", "GateResources"]
+__all__ = ["Budget", "Check", "Checked", "GateDecision", "GateFinding", "GateResources"]

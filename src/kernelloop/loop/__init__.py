@@ -4,7 +4,8 @@
     for each workload: prune(space)                         -> counted reasons, archived as an event
     while budget left (round-robin over workloads):
         config  = proposer.ask()                            -> a trial already in the archive is replayed
-        build   = build stage (CPU)                         -> static rules, gates, compile ahead of the GPU
+        build   = build stage (CPU)                         -> static rules, static gate, compile ahead of the GPU
+        gate decisions                                      -> archived, whether the candidate then ran or not
         result  = a device's worker: verify, time           -> verdict, measurement (PASSED only)
         archive(trial)                                      -> in submission order
         evidence (proposers that plan from it, PASSED only) -> profile or timing report, archived
@@ -18,10 +19,12 @@ Modules: `controller.py` (the loop), `options.py` (RunOptions, Progress), `freez
 """
 
 from .controller import Controller
-from .options import AS_BEFORE, EXECUTORS, OPTIONS_FORMAT, PLANNER, RUN_KEYS, Progress, RunOptions, strategy_names
+from .options import (AS_BEFORE, EXECUTORS, GATE_MODES, KEPT, OPTIONS_FORMAT, PLANNER, RUN_KEYS, Progress, RunOptions,
+                      strategy_names)
 from .proposers import Proposer, TemplateSearch, trial_value
 from .winners import CUDA_BASELINES, INTERPRET_BASELINES, OWN_SUBJECTS, op_baseline_names
 
-__all__ = ["AS_BEFORE", "CUDA_BASELINES", "Controller", "EXECUTORS", "INTERPRET_BASELINES", "OPTIONS_FORMAT",
+__all__ = ["AS_BEFORE", "CUDA_BASELINES", "Controller", "EXECUTORS", "GATE_MODES", "INTERPRET_BASELINES", "KEPT",
+           "OPTIONS_FORMAT",
            "OWN_SUBJECTS", "PLANNER", "Progress", "Proposer", "RUN_KEYS", "RunOptions", "TemplateSearch",
            "op_baseline_names", "strategy_names", "trial_value"]

@@ -6,8 +6,9 @@
     while budget left (round-robin over workloads, up to `window` candidates in flight):
         candidate = proposer.ask(workload)                      -> a trial already in the archive is replayed
         pipeline.submit(candidate, workload)                    -> built on the CPU, then verified and timed on a device
+                                                                   (the static gate's rejection never reaches one)
         oldest = the first submitted result                     -> results are told in submission order
-        archive(trial); evidence (planner); proposer.tell(trial)
+        archive(trial); archive(gate decisions); evidence (planner); proposer.tell(trial)
     front per workload; compute-sanitizer over each winner; confirm each winner beside every baseline
 """
 
@@ -105,6 +106,7 @@ class Controller:
                 w, cand, job = pending.popleft()
                 replayed = not isinstance(job, Future)
                 trial = job if replayed else self._record(run, w, cand, job.result())
+                self._archive_gate(run, pipeline)
                 self._progress(w, cand, trial, replayed)
                 asks.charge(trial)
                 if screening is not None and trial.measurement is not None and \
@@ -121,8 +123,10 @@ class Controller:
                         archive.log_event(run.run_id, "search", event)
         except BaseException:
             with contextlib.suppress(Exception):   # the interruption, not a failed note, is what is raised
+                self._archive_gate(run, pipeline)
                 self._log_session(archive, run.run_id, session, done0, pipeline)
             raise
+        self._archive_gate(run, pipeline)
         self._log_session(archive, run.run_id, session, done0, pipeline)
         if screening is not None:
             archive.log_event(run.run_id, "screen", screening.as_dict())
@@ -156,6 +160,14 @@ class Controller:
             archive.log_event(run.run_id, "failure", failure)
             self._failures[trial.id] = failure
         return trial
+
+    @staticmethod
+    def _archive_gate(run: Frozen, pipeline: Pipeline) -> None:
+        """The static gate's decisions made since the last call, each archived (kernelloop.gate.archive) whether
+        its candidate then ran or not."""
+        from ..gate.archive import record_decision
+        for decision in pipeline.gate_decisions():
+            record_decision(run.archive, run.run_id, decision)
 
     def _progress(self, w: Workload, cand: Candidate, trial: Trial, replayed: bool) -> None:
         p = self.progress

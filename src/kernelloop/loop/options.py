@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from pydantic import Field
 
@@ -23,6 +24,9 @@ def strategy_names() -> list[str]:
 OPTIONS_FORMAT = 2   # archived options: 2 = every RunOptions field; 1 (unmarked): the old as_dict
 RUN_KEYS = ("key", "secret", "workloads", "options_format")   # archived beside the options, not options
 AS_BEFORE = ("start", "templates", "fixed", "baselines", "prior")   # None on resume: the archived value
+KEPT = ("gate",)   # on resume the archived value unless this invocation sets the field
+GATE_MODES = ("on", "off", "audit")
+GateMode = Literal["on", "off", "audit"]
 
 
 class RunOptions(Record):
@@ -42,6 +46,8 @@ class RunOptions(Record):
     sanitize: bool = True                  # compute-sanitizer over each winner before its confirmation
     baselines: list[str] | None = None
     static_rules: bool = True              # source rules screen every candidate before it runs
+    gate: GateMode = "on"                  # the static gate in the build stage (kernelloop.gate): 'on' rejects,
+                                           # 'audit' records its decisions and rejects nothing, 'off': no gate
     timeouts: Timeouts = Field(default_factory=Timeouts)
     start: dict[str, str] | None = None    # planner: first configuration ("NAME": "VALUE"), see spec.start
     profile_timeout_s: float = 300.0       # planner: deadline of one Nsight Compute run
@@ -76,9 +82,11 @@ class RunOptions(Record):
     def resumed(self, stored: "RunOptions") -> "RunOptions":
         """The options a resumed run goes on with: the archived record with this invocation's fields over it, except
         the AS_BEFORE fields this invocation leaves None (the same first ask, space, pins, confirmation and warm
-        start as before). A prior that differs from the archived one is refused by the controller."""
+        start as before) and the KEPT fields it does not set (the same gate mode). A prior that differs from the
+        archived one is refused by the controller."""
         return stored.model_copy(update={k: getattr(self, k) for k in type(self).model_fields
-                                         if k not in AS_BEFORE or getattr(self, k) is not None})
+                                         if (k not in AS_BEFORE or getattr(self, k) is not None)
+                                         and (k not in KEPT or k in self.model_fields_set)})
 
 
 @dataclass

@@ -28,7 +28,7 @@ class Pipeline:
         self.devices = resolve_devices(options.device, options.devices)
         self.build = build or BuildStage(context.bundle.spec, default_steps(
             options.device, device_properties(self.devices[0]), options.static_rules,
-            Path(run_dir) / "build", options.timeouts.check), jobs=options.build_jobs)
+            Path(run_dir) / "build", options.timeouts.check, options.gate), jobs=options.build_jobs)
         self._building = 0
         self._seq = 0
         self._lock = threading.Lock()
@@ -83,6 +83,11 @@ class Pipeline:
             job.add_done_callback(lambda j: forward(j, out))
         built.add_done_callback(after_build)
         return out
+
+    def gate_decisions(self) -> list:
+        """The static gate's decisions since the last call (kernelloop.gate.GateDecision; none without a gate)."""
+        gate = self.build.gate
+        return gate.drain() if gate is not None else []
 
     def build_wait_s(self) -> float:
         return self.executor.waited_for_builds_s()
