@@ -76,6 +76,14 @@ def parse_devices(devices: int | str | Sequence[str] | None, device: str) -> lis
     return out
 
 
+def check_gate(gate: str | None) -> str | None:
+    """None (the default: on for a new run, the archived mode on resume) or one of 'on', 'off', 'audit'."""
+    from .loop import GATE_MODES
+    if gate is not None and gate not in GATE_MODES:
+        raise UsageError(f"gate {gate!r}: choose from {', '.join(GATE_MODES)}")
+    return gate
+
+
 def check_executor(executor: str) -> str:
     """'local' or 'ray' (the cluster extra: refused with the reason when Ray does not import)."""
     from .loop import EXECUTORS
@@ -318,7 +326,7 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
              prior: Sequence[str | Path] | str | Path | None = None, start: str | dict | None = None,
              profile_timeout_s: float = 300.0, resume: bool = False,
              devices: int | str | Sequence[str] | None = None, executor: str = "local", in_flight: int | None = None,
-             build_jobs: int | None = None, on_progress: Callable | None = None) -> Run:
+             build_jobs: int | None = None, gate: str | None = None, on_progress: Callable | None = None) -> Run:
     """Run the closed loop on an op and return the archived run.
 
     op: an op folder, its spec.toml, a name under ./ops or a built-in op's name. workloads: a workloads TOML, a
@@ -339,7 +347,9 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
     device (`parse_devices`: a count, a list, or None for every GPU of GPU 0's model / one interpreter worker);
     executor: 'local' or 'ray' (actors on a Ray cluster, the cluster extra); in_flight: candidates asked ahead of
     their results (equal values give equal archives on every executor); build_jobs: build processes on this host's
-    CPU (default: its cores, at most 8). on_progress: called with
+    CPU (default: its cores, at most 8). gate: the static gate before the GPU (kernelloop.gate): 'on' (the default
+    for a new run) rejects what it finds, 'audit' records its decisions and rejects nothing, 'off' has none; None on
+    resume goes on with the run's archived mode. on_progress: called with
     `kernelloop.loop.Progress` after every trial. The Run's `result` is the `RunResult` of this invocation (stop
     reason, trials evaluated and replayed, best per workload, throughput).
 
@@ -351,6 +361,7 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
     bundle = load_bundle(op)
     dev = resolve_device(device)
     check_strategy(strategy)
+    check_gate(gate)
     evals, seconds, gpu_seconds = parse_budget(budget, dev)
     if gpu_budget is not None and gpu_seconds is not None:
         raise UsageError("the GPU budget is given twice (gpu_budget and a 'gpu:' part of budget): give it once")
@@ -389,12 +400,12 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
                       baselines=list(dict.fromkeys(baselines)) if baselines else None, fixed=fixed,
                       start=start_config, profile_timeout_s=profile_timeout_s, prior=prior_used,
                       devices=parse_devices(devices, dev), executor=check_executor(executor), in_flight=in_flight,
-                      build_jobs=build_jobs)
+                      build_jobs=build_jobs, **({"gate": gate} if gate is not None else {}))
     result = Controller(bundle, wls, opts, run_dir, on_progress).run(resume=resume)
     run = Run.load(result.archive, result.run_id)
     run.result = result
     return run
 
 
-__all__ = ["DEVICES", "Run", "UsageError", "archive_file", "check_executor", "check_fixed", "check_prior", "check_start", "check_strategy", "default_run_dir", "default_workloads",
+__all__ = ["DEVICES", "Run", "UsageError", "archive_file", "check_executor", "check_fixed", "check_gate", "check_prior", "check_start", "check_strategy", "default_run_dir", "default_workloads",
            "load_bundle", "load_workloads", "optimize", "parse_budget", "parse_devices", "resolve_device", "summarize"]

@@ -28,6 +28,10 @@ def test_precision_from_archived_decisions_and_trials(tmp_path):
                 a.record_trial(Trial(run_id="r", index=i, candidate_id=c.id, workload_id=W.id, manifest_hash="m",
                                      verdict=Verdict(status=st, message="" if st is Status.PASSED else "planned"), started=0.0, finished=0.0), c, W)
         assert [d.candidate_id for d in decisions(a, "r")] == [c.id for c in cands]
+        # decided again (a resumed run re-submitting a candidate an interruption lost): its last decision counts
+        record_decision(a, "r", GateDecision(candidate_id=cands[0].id, workload_id=W.id, template="schedule_ws",
+                                             passed=True))
+        assert len(decisions(a, "r")) == 6
         p = precision(a, "r")
     assert (p.decisions, p.passed, p.rejected, p.passed_and_ran) == (5, 2, 3, 2)
     assert p.passed_then_failed == {"RUNTIME_ERROR": 1} and p.pass_precision == 0.5

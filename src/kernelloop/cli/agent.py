@@ -80,6 +80,7 @@ def llm(
     resume: Annotated[bool, typer.Option(help="Continue the run in --out (recorded calls are reused).")] = False,
     no_confirm: Annotated[bool, typer.Option("--no-confirm",
                                              help="Skip re-measuring winners beside baselines.")] = False,
+    gate: Annotated[Optional[str], typer.Option(help=common.GATE_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
 ) -> None:
     """Run the loop with the LLM proposer (planner, coder, debugger); every call is recorded under RUN/llm."""
@@ -97,11 +98,13 @@ def llm(
         wl = common.resolve_path(workloads) or api.default_workloads(bundle.folder, dev)
         wls = load_workloads(wl, bundle.spec)
         cfg = load_llm_config(config)
+        api.check_gate(gate)
     except (SpecError, LLMConfigError, api.UsageError) as e:
         console.print(f"[red]bad input:[/red] {e}")
         raise typer.Exit(common.BAD_INPUT)
     run_dir = out or Path("runs") / f"{bundle.spec.name}-llm-{time.strftime('%Y%m%d-%H%M%S')}"
-    opts = RunOptions(device=dev, budget_evals=None, checks=checks, confirm=not no_confirm)
+    opts = RunOptions(device=dev, budget_evals=None, checks=checks, confirm=not no_confirm,
+                      **({"gate": gate} if gate is not None else {}))
     try:
         run_llm(bundle, wls, opts, run_dir, cfg, mode="replay" if replay else "record", cassette_dir=replay,
                 prompts_version=prompts, budget=LLMBudget(candidates=budget, calls=calls), resume=resume)

@@ -22,7 +22,8 @@ from .ops import ops
 from .reproduce import reproduce
 from .ptx import ptx_app
 from .fuse import fuse_app
-from .schedule import gate_cmd, schedule_app
+from .gate import gate_app
+from .schedule import schedule_app
 from .gaps import gaps
 from .extend import extend_app
 
@@ -47,7 +48,7 @@ app.command()(reproduce)
 app.add_typer(ptx_app, name="ptx")
 app.add_typer(fuse_app, name="fuse")
 app.add_typer(schedule_app, name="schedule")
-app.command(name="gate")(gate_cmd)
+app.add_typer(gate_app, name="gate")
 app.command()(gaps)
 app.add_typer(extend_app, name="extend")
 

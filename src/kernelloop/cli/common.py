@@ -19,6 +19,10 @@ INTERRUPTED = 130   # Ctrl-C; the archive is consistent and `--resume` continues
 SPEC_HELP = "Op folder, its spec.toml, or an op name (./ops/NAME, else a built-in op: see `kernelloop ops`)."
 
 
+GATE_HELP = ("The static gate before the GPU: on (rejects a broken schedule or an over-budget sm_90 build, naming "
+             "the field), audit (records its decisions and rejects nothing, so its precision can be measured) or "
+             "off. Default: on for a new run, the run's archived mode on --resume. `kernelloop gate precision RUN` "
+             "reads its decisions back.")
 WIDE = 200  # columns of output that is not a terminal (a pipe, a file, a capture) when $COLUMNS does not say
 
 

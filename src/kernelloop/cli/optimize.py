@@ -90,6 +90,7 @@ def optimize(
     build_jobs: Annotated[Optional[int], typer.Option(
         min=1, help="Build processes compiling ahead of the GPU (default: this host's CPU cores, at most 8).")
     ] = None,
+    gate: Annotated[Optional[str], typer.Option(help=common.GATE_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
 ) -> None:
     """Search, verify, time and archive candidates for every workload; confirm the winners against baselines."""
@@ -106,6 +107,7 @@ def optimize(
         gpu_budget = gpu_budget if gpu_budget is not None else gpu_seconds
         device_list = api.parse_devices(devices, dev)
         api.check_executor(executor)
+        api.check_gate(gate)
         start_config = api.check_start(start, strategy, bundle, wls, dev, flag="--start")
         prior_used = api.check_prior(prior, strategy, bundle, flag="--prior")
         names = [t.name for t in bundle.spec.templates]
@@ -134,7 +136,8 @@ def optimize(
                       start=start_config,
                       profile_timeout_s=profile_timeout, templates=list(template) if template else None, fixed=fixed,
                       baselines=list(dict.fromkeys(baseline)) if baseline else None, prior=prior_used,
-                      devices=device_list, executor=executor, in_flight=in_flight, build_jobs=build_jobs)
+                      devices=device_list, executor=executor, in_flight=in_flight, build_jobs=build_jobs,
+                      **({"gate": gate} if gate is not None else {}))
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("passed {task.fields[passed]}"), TextColumn("{task.fields[best]}"),
                   TimeElapsedColumn(), console=console, transient=as_json) as bar:

@@ -1,4 +1,4 @@
-"""`kernelloop schedule ...`: typed Hopper GEMM schedules (show, lower, write, check, compare) and `kernelloop gate`."""
+"""`kernelloop schedule ...`: typed Hopper GEMM schedules (show, lower, write, check, compare)."""
 
 from __future__ import annotations
 
@@ -152,43 +152,4 @@ def compare_cmd(jobs: Annotated[int, typer.Option(help="Build processes.")] = 2,
     raise typer.Exit(common.OK if all(m.identical for m in found) else common.FAILED)
 
 
-def gate_cmd(
-    candidate: Annotated[Path, typer.Argument(help="A candidate JSON (kernelloop.records.Candidate).")],
-    workload: Annotated[str, typer.Option(help="The workload's axes, e.g. 'M=4096,N=4096,K=4096'.")],
-    dtype: Annotated[str, typer.Option()] = "fp16",
-    archive: Annotated[Optional[Path], typer.Option(help="Record the decision in this run folder's archive.")] = None,
-    run_id: Annotated[Optional[str], typer.Option(help="The run to record it under (with --archive).")] = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
-) -> None:
-    """The static gate on one candidate: its schedule's checks, then its ahead-of-time sm_90 build against the
-    device's limits and its declared budget (exit 1 when rejected)."""
-    from ..builtin import resolve_op
-    from ..gate import gate_candidate, record_decision
-    from ..ptx.recover import parse_axes
-    from ..records import Candidate, Workload
-    from ..spec import load_op
-    console = common.console(stderr=as_json)
-    try:
-        cand = Candidate.from_json(candidate.read_text())
-        bundle = load_op(resolve_op(cand.op))
-        w = Workload(op=cand.op, axes=parse_axes(workload), dtype=dtype)
-    except (OSError, ValueError) as e:
-        _fail(console, "bad argument", e)
-    decision = gate_candidate(cand, bundle.spec, w)
-    if archive is not None:
-        from ..archive import Archive
-        with Archive(common.archive_path(archive, console)) as a:
-            record_decision(a, run_id or (a.runs()[-1]["id"] if a.runs() else "gate"), decision)
-    if as_json:
-        print(decision.model_dump_json(indent=2))
-    else:
-        console.print(f"{cand.label} on {w.label}: "
-                      + ("[green]passed[/green]" if decision.passed else "[red]rejected[/red]")
-                      + f" ({decision.resources.registers} registers, {decision.resources.shared_bytes} bytes, "
-                        f"{decision.resources.ctas_per_sm} program(s) an SM)")
-        for f in decision.findings:
-            console.print(f"  {f.check} {f.field}: {f.message}")
-    raise typer.Exit(common.OK if decision.passed else common.FAILED)
-
-
-__all__ = ["gate_cmd", "schedule_app"]
+__all__ = ["schedule_app"]

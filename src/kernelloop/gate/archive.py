@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from pydantic import Field
+from pydantic import Field, computed_field
 
 from ..records.base import Record
 from .records import GateDecision
@@ -39,6 +39,7 @@ class GatePrecision(Record):
     rejected_would_run: int = Field(0, description="Rejected in audit mode, yet PASSED on the GPU.")
     rejections_by_check: dict[str, int] = Field(default_factory=dict)
 
+    @computed_field
     @property
     def pass_precision(self) -> float | None:
         """Of the passed candidates that ran, the fraction that passed on the GPU."""
@@ -46,6 +47,7 @@ class GatePrecision(Record):
             return None
         return 1 - sum(self.passed_then_failed.values()) / self.passed_and_ran
 
+    @computed_field
     @property
     def reject_precision(self) -> float | None:
         """Of the rejected candidates that ran (audit), the fraction that failed on the GPU."""

@@ -1,0 +1,97 @@
+"""`kernelloop gate check` (one candidate) and `kernelloop gate precision RUN [--json]` (a run's decisions against its
+verdicts); `--gate` of the commands that start runs reaches the run's options (absent: not set, so a resume keeps
+the archived mode)."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from kernelloop.archive import Archive
+from kernelloop.builtin import ops_dir
+from kernelloop.cli.app import app
+from kernelloop.gate import GateDecision, GateFinding, record_decision
+from kernelloop.records import Candidate, Environment, Status, Trial, Verdict, Workload
+from kernelloop.schedule.library import gluon_ws
+from kernelloop.schedule.lower import lower
+from kernelloop.schedule.patch import apply_patch
+from kernelloop.spec import load_op
+
+run = CliRunner().invoke
+W = Workload(op="gemm", axes={"M": 256, "N": 256, "K": 256}, dtype="fp16")
+
+
+def test_check_rejects_a_broken_schedule_without_building(tmp_path, monkeypatch):
+    import kernelloop.spec.aot as aot
+    monkeypatch.setattr(aot, "build_configs", lambda *a, **k: (_ for _ in ()).throw(AssertionError("built")))
+    broken = apply_patch(gluon_ws(), [{"op": "replace", "path": "/roles/1/k_step/0/parity", "value": "phase"}])
+    cand = Candidate(op="gemm", template="schedule", source=lower(broken), config=gluon_ws().config())
+    path = tmp_path / "c.json"
+    path.write_text(cand.to_json())
+    out = run(app, ["gate", "check", str(path), "--workload", "M=2048,N=4096,K=4096", "--json"])
+    assert out.exit_code == 1
+    d = json.loads(out.stdout)
+    assert d["passed"] is False and d["findings"][0]["field"] == "roles[1].k_step[0].parity"
+    assert run(app, ["gate", "check", str(tmp_path / "none.json"), "--workload", "M=1"]).exit_code == 2
+
+
+@pytest.fixture
+def gated_run(tmp_path):
+    """A run folder whose archive holds three decisions: passed then PASSED, passed then RUNTIME_ERROR, and one
+    rejected in audit mode (the resources check) that then PASSED."""
+    env = Environment(device="cuda", gpu="NVIDIA H200", driver="580", cuda="13.0", torch="2.11", triton="3.6.0",
+                      python="3.12", host="h", properties={})
+    with Archive(tmp_path / "archive.sqlite") as a:
+        a.create_run("r", load_op(ops_dir() / "gemm").spec, {}, "m", env, {"gate": "audit"})
+        for i, (passed, status) in enumerate([(True, Status.PASSED), (True, Status.RUNTIME_ERROR),
+                                              (False, Status.PASSED)]):
+            c = Candidate(op="gemm", template="schedule_ws", source=f"# {i}", config={"i": i})
+            found = [] if passed else [GateFinding(check="resources", field="ring.stages", message="too deep")]
+            record_decision(a, "r", GateDecision(candidate_id=c.id, workload_id=W.id, template=c.template,
+                                                 passed=passed, findings=found, enforced=False))
+            a.record_trial(Trial(run_id="r", index=i, candidate_id=c.id, workload_id=W.id, manifest_hash="m",
+                                 verdict=Verdict(status=status, message="" if status is Status.PASSED else "planned"), started=0.0, finished=0.0), c, W)
+    return tmp_path
+
+
+def test_precision_as_json(gated_run):
+    out = run(app, ["gate", "precision", str(gated_run), "--json"])
+    assert out.exit_code == 0
+    (p,) = json.loads(out.stdout)
+    assert (p["run_id"], p["gate"], p["decisions"], p["passed"], p["rejected"]) == ("r", "audit", 3, 2, 1)
+    assert p["passed_then_failed"] == {"RUNTIME_ERROR": 1} and p["pass_precision"] == 0.5
+    assert (p["rejected_and_ran"], p["rejected_would_run"], p["reject_precision"]) == (1, 1, 0.0)
+    assert p["rejections_by_check"] == {"resources": 1}
+
+
+def test_precision_as_text(gated_run, tmp_path_factory):
+    out = run(app, ["gate", "precision", str(gated_run / "archive.sqlite")], terminal_width=200)
+    assert out.exit_code == 0
+    assert "gate audit" in out.output and "3 decision(s), 2 passed, 1 rejected" in out.output
+    assert "then failed: RUNTIME_ERROR 1" in out.output and "pass precision 50 %" in out.output
+    assert "yet PASSED 1" in out.output and "rejections by check: resources 1" in out.output
+    assert run(app, ["gate", "precision", str(tmp_path_factory.mktemp("empty"))]).exit_code == 2
+
+
+def test_gate_option_reaches_the_run_options(monkeypatch):
+    import kernelloop.cli.optimize as optimize_cli
+    seen = []
+
+    class Stop(RuntimeError):
+        pass
+
+    class Fake:
+        def __init__(self, bundle, wls, opts, run_dir, on_progress):
+            seen.append(opts)
+
+        def run(self, resume=False):
+            raise Stop("run stopped here")
+
+    monkeypatch.setattr(optimize_cli, "Controller", Fake)
+    base = ["optimize", "layernorm", "--device", "interpret", "--budget", "1"]
+    for extra in (["--gate", "off"], ["--gate", "audit"], []):
+        assert run(app, base + extra).exit_code == 3
+    assert [o.gate for o in seen] == ["off", "audit", "on"]
+    assert ["gate" in o.model_fields_set for o in seen] == [True, True, False]   # absent: a resume keeps its mode
+    bad = run(app, base + ["--gate", "maybe"])
+    assert bad.exit_code == 2 and "maybe" in bad.output and len(seen) == 3
