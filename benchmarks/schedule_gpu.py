@@ -6,11 +6,13 @@ of GEMM against the hand-written Gluon templates. One command, on a GPU host (H2
 1. Gate precision (`gate/`): every pruned configuration of the hand-written Gluon templates and of the templates
    generated from their schedules on fp16 4096^3, plus schedule edits the gate rejects that still launch (an MMA's
    slot released while it reads it; the data's wait on the wrong parity; a ring one stage deeper than shared memory
-   allows), each gated ahead of time in audit mode (recorded, not enforced) and then run through the loop's verifier
-   on the GPU. `gate-precision.json`: passed-then-failed by verdict, rejected-yet-passed (kernelloop.gate.precision).
+   allows), run through the loop with its static gate in audit mode (`--gate audit`: the schedule checked, then the
+   build stage's sm_90 build checked, the decision archived and not enforced) and then verified on the GPU.
+   `gate-precision.json`: passed-then-failed by verdict, rejected-yet-passed (kernelloop.gate.precision).
 2. Schedule-level search: `kernelloop optimize gemm` restricted to the Gluon and schedule templates on the op's GPU
    workloads with --budget evaluations per workload; `search.json` is the run's summary (best per workload, which
-   template won). The archives are kept in the folder.
+   template won), with the gate on as in any run; `search-gate.json` is its `kernelloop gate precision --json`. The
+   archives are kept in the folder.
 """
 
 import argparse
@@ -23,14 +25,13 @@ from kernelloop.builtin import ops_dir
 from kernelloop.device import device_properties
 from kernelloop.execute.evaluate import Timeouts
 from kernelloop.extend.regress import TaskProposer
-from kernelloop.gate import gate, precision, record_decision
+from kernelloop.gate import decisions, precision
 from kernelloop.loop import Controller, RunOptions
 from kernelloop.records import Candidate, Workload
 from kernelloop.schedule.library import gluon_ws
 from kernelloop.schedule.lower import lower
 from kernelloop.schedule.patch import apply_patch
 from kernelloop.spec import load_op
-from kernelloop.spec.aot import build_configs
 from kernelloop.spec.space import prune
 
 TEMPLATES = ["gluon_ws", "gluon_subtiled", "gluon_pingpong", "schedule_ws", "schedule_subtiled", "schedule_pingpong"]
@@ -59,32 +60,27 @@ def candidates(bundle, w):
 
 
 def gate_precision(out: Path) -> dict:
+    """The loop in audit mode (`gate="audit"`): each candidate's schedule checked, then its build by the build stage
+    checked (no second compile), every decision archived, and every candidate run on the GPU all the same."""
     bundle = load_op(ops_dir() / "gemm")
     w = Workload(op="gemm", axes={"M": 4096, "N": 4096, "K": 4096}, dtype="fp16")
     cands = candidates(bundle, w)
-    decisions = [gate(c, None, workload=w) for c in cands]          # the schedules' checks, no build
-    todo = [i for i, d in enumerate(decisions) if d.passed]           # the rest built for sm_90 in one batch
-    files = {t.name: bundle.folder / t.file for t in bundle.spec.templates}
-    outs = build_configs(bundle.spec, files, w, [{"template": cands[i].template, **cands[i].config} for i in todo],
-                         jobs=16)
-    for i, o in zip(todo, outs):
-        decisions[i] = gate(cands[i], o, workload=w)
-    decisions = [d.model_copy(update={"enforced": False}) for d in decisions]
     proposer = TaskProposer({w.id: cands})
     opts = RunOptions(device="cuda", budget_evals=len(cands), confirm=False, sanitize=False, checks=2,
-                      timeouts=Timeouts(check=120.0, bench=300.0))
+                      timeouts=Timeouts(check=120.0, bench=300.0), gate="audit")
     run_dir = out / "gate-run"
     run_id = Controller(bundle, [w], opts, run_dir, proposer=proposer).run().run_id
     from kernelloop.archive import Archive
     with Archive(run_dir / "archive.sqlite") as a:
-        for d in decisions:
-            record_decision(a, run_id, d)
+        decided = {d.candidate_id: d for d in decisions(a, run_id)}
         p = precision(a, run_id)
-    rows = [{"candidate": c.label, "hypothesis": c.hypothesis, "gate": d.passed, "findings": d.message(),
+    rows = [{"candidate": c.label, "hypothesis": c.hypothesis,
+             "gate": decided[c.id].passed if c.id in decided else None,
+             "checked": decided[c.id].checked if c.id in decided else None,
+             "findings": decided[c.id].message() if c.id in decided else "no decision",
              "gpu": proposer.trials[(c.id, w.id)].verdict.status.value if (c.id, w.id) in proposer.trials else None}
-            for c, d in zip(cands, decisions)]
-    result = {"precision": p.model_dump(mode="json"), "pass_precision": p.pass_precision,
-              "reject_precision": p.reject_precision, "candidates": rows}
+            for c in cands]
+    result = {"precision": p.model_dump(mode="json"), "candidates": rows}
     (out / "gate-precision.json").write_text(json.dumps(result, indent=1))
     return result
 
@@ -98,6 +94,9 @@ def search(out: Path, budget: int) -> None:
     show = subprocess.run([sys.executable, "-m", "kernelloop.cli.app", "show", str(run), "--json"], capture_output=True,
                           text=True)
     (out / "search.json").write_text(show.stdout)
+    gated = subprocess.run([sys.executable, "-m", "kernelloop.cli.app", "gate", "precision", str(run), "--json"],
+                           capture_output=True, text=True)
+    (out / "search-gate.json").write_text(gated.stdout)
 
 
 def main() -> None:
