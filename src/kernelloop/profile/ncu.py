@@ -154,12 +154,19 @@ def run_ncu(target: list[str], out_stem: str | os.PathLike, options: NcuOptions 
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def export_csv(report: str | os.PathLike, *, ncu: str | os.PathLike | None = None, timeout_s: float = 300.0) -> str:
-    """The report's details page as CSV text, in base units (`ncu --import R --csv --page details`)."""
+SOURCE_SECTION = "SourceCounters"
+"""The section whose counters the source page shows per SASS instruction (warp-state samples, executed counts)."""
+
+
+def export_csv(report: str | os.PathLike, *, ncu: str | os.PathLike | None = None, timeout_s: float = 300.0,
+               page: Literal["details", "source"] = "details") -> str:
+    """A page of the report as CSV text: the details page in base units (`ncu --import R --csv --page details`), or
+    the source page's SASS with its per-instruction counters (`--page source --print-source sass`)."""
     exe = find_ncu(ncu)
     if exe is None:
         raise FileNotFoundError("ncu not found: cannot export the report to CSV")
-    cmd = [str(exe), "--import", str(report), "--csv", "--page", "details", "--print-units", "base"]
+    cmd = [str(exe), "--import", str(report), "--csv", "--page", page,
+           *(["--print-units", "base"] if page == "details" else ["--print-source", "sass"])]
     code, out, _, timed_out = _run(cmd, timeout_s, None, None)
     if timed_out or code != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({'timeout' if timed_out else f'exit {code}'}): {out[-2000:]}")
@@ -249,5 +256,5 @@ def profile_candidate(job: dict, work_dir: str | os.PathLike, options: NcuOption
     return CandidateProfile(run, kernel, notes, matching)
 
 
-__all__ = ["CandidateProfile", "NVTX_RANGE", "NcuOptions", "NcuRun", "baseline_job", "export_csv", "harness_job",
-           "load_profiles", "ncu_command", "profile_candidate", "run_ncu"]
+__all__ = ["CandidateProfile", "NVTX_RANGE", "NcuOptions", "NcuRun", "SOURCE_SECTION", "baseline_job", "export_csv",
+           "harness_job", "load_profiles", "ncu_command", "profile_candidate", "run_ncu"]

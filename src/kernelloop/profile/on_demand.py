@@ -100,7 +100,7 @@ def run_ncu_profiles(archive: Archive, run_dir: Path, trial: str | None = None, 
         report = profile_trial(archive, run_dir, t, op_dir=op_dir_abs, source_file=src.resolve(), config=cand.config,
                                workload=w, spec=spec, seed=_seed(run, w, cand.id), build=build_resources(t),
                                ceilings=ceilings, copy_us=copy_us, timeout_s=timeout_s, timed=timed,
-                               timing_source=source)
+                               timing_source=source, source_page=True)
         if report.kernel is None:
             failed.append(f"trial {t.index} ({t.id})")
     by_workload = {t.workload_id: t for t in chosen}

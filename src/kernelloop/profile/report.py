@@ -5,7 +5,9 @@ baseline, the timing, the parent's observations) into one record; several launch
 and the class is the longest launch's. `make_baseline_report` does the same for a baseline (eager, copy, ...).
 `profile_trial` / `profile_baseline` run Nsight Compute on the trial's candidate / on the baseline (GPU host
 only), keep the `.ncu-rep` in the run folder under `profiles/`, and store the report in the archive (tables
-`profiles` and `baseline_profiles`).
+`profiles` and `baseline_profiles`). With `source_page`, a trial's profile also collects the SourceCounters section
+and keeps its source page (counters per SASS instruction) as `profiles/<trial>.source.csv`, which `kernelloop ptx`
+weighs a winner's PTX windows with.
 """
 
 from __future__ import annotations
@@ -128,30 +130,60 @@ def _keep_report(result, run_dir: Path, stem: str) -> str:
     return ""
 
 
+def source_page_path(run_dir: str | Path, trial_id: str) -> Path:
+    """Where a trial's source page (counters per SASS instruction) is kept: RUN/profiles/<trial>.source.csv."""
+    return Path(run_dir) / "profiles" / f"{trial_id}.source.csv"
+
+
+def _keep_source_page(result, run_dir: Path, trial_id: str) -> list[str]:
+    """Export the report's source page to `source_page_path`; notes saying where it is, or why there is none."""
+    from .ncu import export_csv
+    from .ncu_csv import NcuParseError
+    from .source_page import parse_source_csv, pick_metric
+    if result.run.report is None or not result.run.report.exists():
+        return []
+    try:
+        text = export_csv(result.run.report, page="source")
+        page = parse_source_csv(text)
+    except (OSError, RuntimeError, NcuParseError) as e:
+        return [f"no source page: {str(e)[:500]}"]
+    path = source_page_path(run_dir, trial_id)
+    path.write_text(text)
+    metric = pick_metric(page)
+    if metric is None:
+        return [f"the source page ({path.relative_to(run_dir)}) has no per-instruction samples or executed counts"]
+    return [f"counters per SASS instruction ({metric}) in {path.relative_to(run_dir)}: `kernelloop ptx propose` "
+            f"weighs the kernel's PTX windows with them"]
+
+
 def profile_trial(archive, run_dir: str | Path, trial: Trial, *, op_dir: str | Path, source_file: str | Path,
                   config: dict, workload: Workload, spec: OpSpec, seed: int, kernel_regex: str | None = None,
                   build: BuildResources | None = None, ceilings: Ceilings | None = None,
                   copy_us: float | None = None, hypotheses: list[Hypothesis] | None = None,
                   parent: dict[str, Observation] | None = None, cites: list[str] | None = None,
                   timeout_s: float = 600.0, timed: Measurement | None = None,
-                  timing_source: str = "") -> ProfileReport:
+                  timing_source: str = "", source_page: bool = False) -> ProfileReport:
     """Profile one trial's candidate with ncu (GPU), keep the .ncu-rep, archive the report, return it.
 
     Every launch of the candidate's call that matches `kernel_regex` (all of them without one): summed, class of
-    the longest.
+    the longest. `source_page`: also collect the SourceCounters section and keep the source page
+    (`source_page_path`).
     """
-    from .ncu import NcuOptions, harness_job, profile_candidate
+    from .metrics import SECTIONS
+    from .ncu import SOURCE_SECTION, NcuOptions, harness_job, profile_candidate
     run_dir = Path(run_dir)
     work = run_dir / "profiles" / trial.id
     job = harness_job(op_dir, source_file, config, workload.model_dump_json(), seed)
     # Every matching launch of the one profiled call (the NVTX range holds exactly one call): a candidate that
     # launches several kernels is summed like a baseline, so the profile covers what the timer timed.
-    options = NcuOptions(kernel_regex=kernel_regex, timeout_s=timeout_s, launch_count=None)
+    options = NcuOptions(kernel_regex=kernel_regex, timeout_s=timeout_s, launch_count=None,
+                         sections=SECTIONS + ((SOURCE_SECTION,) if source_page else ()))
     result = profile_candidate(job, work, options)
     artifact = _keep_report(result, run_dir, trial.id)
+    notes = result.notes + (_keep_source_page(result, run_dir, trial.id) if source_page else [])
     report = make_report(trial, spec, workload, kernels=result.kernels, build=build, ceilings=ceilings,
                          copy_us=copy_us, hypotheses=hypotheses, parent=parent, cites=cites, artifact=artifact,
-                         command=result.run.command, notes=result.notes, timed=timed, timing_source=timing_source)
+                         command=result.run.command, notes=notes, timed=timed, timing_source=timing_source)
     archive.put_profile(trial.run_id, trial.id, report)
     return report
 
@@ -181,4 +213,4 @@ def profile_baseline(archive, run_dir: str | Path, run_id: str, name: str, *, op
 
 
 __all__ = ["baseline_stem", "cross_check", "make_baseline_report", "make_report", "profile_baseline",
-           "profile_trial", "roofline_for"]
+           "profile_trial", "roofline_for", "source_page_path"]
