@@ -1,9 +1,11 @@
 """`kernelloop ptx RUN|KERNEL`: from a run's winners (or one candidate) to proved PTX-level edits.
 
 recover (the winner rebuilt for sm_90, its PTX and cubin kept) -> round trip (Triton's ptxas reproduces the cubin;
-a kernel that does not is never edited) -> hot windows (the SASS, or a profile's samples) -> propose (the rules, or
-the LLM) -> static checks (the ABI, declarations and resources; ptxas's errors verbatim; whether ptxas made other
-SASS at all) -> prove (the differential proof beside the original, the verifier, timing: `prove.py`) -> archive
+a kernel that does not is never edited) -> hot windows (a profile's source page: `--profile FILE`, else the run's
+`profiles/<trial>.source.csv` where `kernelloop profile --ncu` kept one; without either, or when the page is of
+other SASS, the static estimate from the SASS; each kernel's notes say which) -> propose (the rules, then the LLM)
+-> static checks (the ABI, declarations and resources; ptxas's errors verbatim; whether ptxas made other SASS at
+all) -> prove (the differential proof beside the original, the verifier, timing: `prove.py`) -> archive
 (the run's archive: each edit with its parent and diff, each proof).
 """
 
@@ -65,6 +67,8 @@ class KernelWork(Record):
     round_trip: RoundTrip | None = None
     windows: list[HotWindow] = Field(default_factory=list)
     edits: list[EditCheck] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="Where the windows' weights came from; the LLM's "
+                                                               "windows that gave no edit, and why")
 
 
 class TargetReport(Record):
@@ -169,15 +173,37 @@ class Options:
     seed: int = 0
     only_changed_sass: bool = True     # prove only edits whose SASS differs from the original's
     max_proofs: int | None = None
-    samples: dict[int, float] | None = None
+    profile: list | None = None        # a source page (profile.source_page.SourceKernel list) for every target
+    profile_from: str = ""             # where it came from (the notes say)
+    profile_metric: str | None = None  # its column (default: warp-state samples, else instructions executed)
     notes: list[str] = field(default_factory=list)
+
+
+def _profile_of(target: Target, opts: Options) -> tuple[list | None, str, list[str]]:
+    """The source page the target's windows are weighed with: the one given, else the one `kernelloop profile
+    --ncu` kept for the target's trial in its run (RUN/profiles/<trial>.source.csv), else none."""
+    if opts.profile is not None:
+        return opts.profile, opts.profile_from, []
+    if target.run_dir is None or not target.trial_id:
+        return None, "", ["no source page given (--profile): windows from the static estimate"]
+    from ..profile.ncu_csv import NcuParseError
+    from ..profile.report import source_page_path
+    from ..profile.source_page import read_source_csv
+    path = source_page_path(target.run_dir, target.trial_id)
+    if not path.is_file():
+        return None, "", [f"no source page given or kept ({path.relative_to(target.run_dir)}): windows from the "
+                          f"static estimate"]
+    try:
+        return read_source_csv(path), str(path), []
+    except (NcuParseError, OSError) as e:
+        return None, "", [f"{path}: {e}; windows from the static estimate"]
 
 
 def work(target: Target, opts: Options) -> tuple[TargetReport, list[tuple[RecoveredKernel, EditCheck]]]:
     """Recover, round-trip, window, propose and check one target (no GPU needed)."""
     from .roundtrip import round_trip
     from .rules import propose
-    from .windows import hot_windows
+    from .windows import ProfileMismatch, hot_windows, profile_samples
     c = target.candidate
     rep = dict(op=c.op, template=c.template, config=c.config, workload=target.workload.label,
                parent_candidate_id=c.id, run_id=target.run_id)
@@ -185,6 +211,7 @@ def work(target: Target, opts: Options) -> tuple[TargetReport, list[tuple[Recove
         kernels = recover_target(target)
     except PtxError as e:
         return TargetReport(**rep, error=str(e)), []
+    page, page_from, page_notes = _profile_of(target, opts)
     works, accepted = [], []
     for k in kernels:
         if not k.recoverable:
@@ -195,14 +222,24 @@ def work(target: Target, opts: Options) -> tuple[TargetReport, list[tuple[Recove
             works.append(KernelWork(name=k.name, recoverable=True, round_trip=rt,
                                     reason="the round trip differs: not edited"))
             continue
-        windows = hot_windows(k, opts.samples)
+        notes, profile = list(page_notes), None
+        if page is not None:
+            try:
+                profile = profile_samples(k, page, opts.profile_metric)
+                notes += [f"windows weighed by {profile.metric} from {page_from} ({profile.results} profiled "
+                          f"result(s))", *profile.notes]
+            except ProfileMismatch as e:
+                notes.append(f"{page_from}: {e}; windows from the static estimate")
+        windows = hot_windows(k, profile)
         edits = propose(k, parent=c.id, op=c.op, rules=opts.rules, windows=windows)
         if opts.llm is not None:
-            edits += opts.llm.propose(k, windows, parent=c.id, op=c.op)
+            before = len(opts.llm.errors)
+            edits += opts.llm.propose(k, windows, parent=c.id, op=c.op, profile=profile)
+            notes += [f"{opts.llm.name}: no edit for {e}" for e in opts.llm.errors[before:]]
         edits = [e.model_copy(update={"parent_trial_id": target.trial_id}) for e in edits]
         checked = check_edits(k, edits)
         works.append(KernelWork(name=k.name, recoverable=True, round_trip=rt, windows=windows[:opts.top_windows],
-                                edits=checked))
+                                edits=checked, notes=notes))
         accepted += [(k, e) for e in checked if e.accepted and (e.sass_changed is not False or
                                                                 not opts.only_changed_sass)]
     return TargetReport(**rep, kernels=works), accepted

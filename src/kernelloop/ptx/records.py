@@ -146,6 +146,19 @@ class HotWindow(Record):
     source: WindowSource = Field(description="sass: a static estimate (loops count LOOP_TRIPS times); profile: "
                                              "Nsight Compute's per-instruction samples")
     source_lines: list[int] = Field(default_factory=list, description="Kernel source lines (.loc) it covers")
+    profile_metric: str = Field("", description="The source page column the weight was taken from (source "
+                                                "'profile'): warp-state samples, else instructions executed")
+
+
+class ProfileSamples(Record):
+    """A kernel's values per SASS offset from Nsight Compute's source page, joined to its cubin: every instruction
+    the profile names is at the same offset with the same opcode in the cubin the windows are read from."""
+
+    kernel: str
+    metric: str = Field(description="The source page column (Warp Stall Sampling (All Samples), ...)")
+    samples: dict[int, float] = Field(description="SASS offset -> value, summed over the kernel's results")
+    results: int = Field(description="Profiled results of the kernel summed (launches)")
+    notes: list[str] = Field(default_factory=list, description="Results left out, and why")
 
 
 class PtxHunk(Record):

@@ -9,17 +9,19 @@ window has.
 
 Without a profile the weight is a static estimate: a SASS instruction inside a SASS loop (a backward branch)
 counts LOOP_TRIPS times, one outside once. With Nsight Compute's source counters (`profile/source_page.py`: samples
-per SASS address) the weight is the samples of the window's source lines, apportioned the same way.
+per SASS address, joined to the cubin by `profile_samples`) the weight is the samples of the window's source lines,
+apportioned the same way.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import re
 from collections import defaultdict
 
 from .blocks import Line, blocks, classify
-from .records import HotWindow, RecoveredKernel
+from .records import HotWindow, ProfileSamples, RecoveredKernel
 from .tools import assemble, run_tool
 
 LOOP_TRIPS = 16   # the static estimate's iterations per loop (only the ranking of windows depends on it)
@@ -36,6 +38,12 @@ SourceLine = tuple[str, int]
 
 def sass_lines(cubin: bytes) -> list[tuple[int, SourceLine | None, bool, str]]:
     """(address, (file, line), inside a SASS loop, the instruction) of every SASS instruction of the cubin."""
+    return list(_sass_lines(cubin))
+
+
+@functools.lru_cache(maxsize=16)
+def _sass_lines(cubin: bytes) -> tuple[tuple[int, SourceLine | None, bool, str], ...]:
+    """`sass_lines`, disassembled once per cubin (windows, the profile's join and the LLM's prompt all read it)."""
     text = run_tool("nvdisasm", ["--print-line-info", "-c"], cubin)
     rows: list[tuple[int, SourceLine | None, str]] = []
     label_at: dict[str, int] = {}
@@ -58,7 +66,7 @@ def sass_lines(cubin: bytes) -> list[tuple[int, SourceLine | None, bool, str]]:
         if target is not None and target <= at:
             for i in range(target, at + 1):
                 in_loop[i] = True
-    return [(addr, src, in_loop[i], text) for i, (addr, src, text) in enumerate(rows)]
+    return tuple((addr, src, in_loop[i], text) for i, (addr, src, text) in enumerate(rows))
 
 
 def ptx_source_lines(ptx_lines: list[str], lines: list[Line]) -> dict[int, SourceLine]:
@@ -82,10 +90,52 @@ def _cubin_of(kernel: RecoveredKernel) -> bytes:
     return asm.cubin
 
 
-def hot_windows(kernel: RecoveredKernel, samples: dict[int, float] | None = None, top: int | None = None,
-                cubin: bytes | None = None) -> list[HotWindow]:
-    """The entry's windows, hottest first (`top`: at most that many). `samples`: Nsight Compute's samples per SASS
-    address (profile/source_page.py); without them the static estimate."""
+class ProfileMismatch(ValueError):
+    """A source page that cannot weigh this kernel's windows (the message says why)."""
+
+
+def profile_samples(kernel: RecoveredKernel, page: list, metric: str | None = None,
+                    cubin: bytes | None = None) -> ProfileSamples:
+    """The kernel's values per SASS offset from a source page (`profile.source_page.parse_source_csv`): its results
+    (by kernel name) whose every instruction has the cubin's opcode at the same offset, summed. `metric`: the column
+    (default: warp-state samples, else instructions executed). Raises ProfileMismatch when no result is of this
+    kernel's SASS, or none has per-instruction values."""
+    from ..profile.source_page import named, opcode, pick_metric
+    mine = named(page, kernel.name)
+    if not mine:
+        raise ProfileMismatch(f"the profile has no kernel named {kernel.name!r} (it has "
+                              f"{sorted({k.name for k in page})[:8]})")
+    ops = {addr: opcode(text) for addr, _, _, text in sass_lines(cubin if cubin is not None else _cubin_of(kernel))}
+    same, notes = [], []
+    for i, result in enumerate(mine):
+        bad = next((ins for ins in result.instructions if ops.get(ins.offset) != ins.opcode), None)
+        if bad is None and result.instructions:
+            same.append(result)
+        else:
+            what = (f"its instruction at offset {bad.offset:#x} is {bad.sass!r}, the cubin's is "
+                    f"{ops.get(bad.offset, 'nothing')!r}" if bad is not None else "it lists no instruction")
+            notes.append(f"result {i + 1} of {kernel.name} left out: {what} (profiled from other SASS)")
+    if not same:
+        raise ProfileMismatch("the profile is of other SASS than this kernel's: " + "; ".join(notes))
+    chosen = pick_metric(same, metric)
+    if chosen is None:
+        raise ProfileMismatch(f"the profile of {kernel.name} has no per-instruction "
+                              + (f"column {metric!r}" if metric else "samples or executed counts (profile with "
+                                 "the SourceCounters section)"))
+    samples: dict[int, float] = defaultdict(float)
+    for result in same:
+        for offset, value in result.values(chosen).items():
+            samples[offset] += value
+    return ProfileSamples(kernel=kernel.name, metric=chosen, samples=dict(samples), results=len(same), notes=notes)
+
+
+def hot_windows(kernel: RecoveredKernel, samples: ProfileSamples | dict[int, float] | None = None,
+                top: int | None = None, cubin: bytes | None = None) -> list[HotWindow]:
+    """The entry's windows, hottest first (`top`: at most that many). `samples`: Nsight Compute's values per SASS
+    offset (`profile_samples`, or a plain mapping); without them the static estimate."""
+    metric = ""
+    if isinstance(samples, ProfileSamples):
+        metric, samples = samples.metric, samples.samples
     ptx_lines = kernel.ptx.split("\n")
     lines = classify(ptx_lines, kernel.name or None)
     src_of = ptx_source_lines(ptx_lines, lines)
@@ -127,7 +177,8 @@ def hot_windows(kernel: RecoveredKernel, samples: dict[int, float] | None = None
                         sass_instructions=round(n_sass, 2), raw=raw, source_lines=sorted({s[1] for s in mine})))
     total = sum(w["raw"] for w in out) or 1.0
     windows = [HotWindow(kernel=kernel.name, weight=round(w.pop("raw") / total, 4),
-                         source="profile" if samples is not None else "sass", **w) for w in out]
+                         source="profile" if samples is not None else "sass", profile_metric=metric, **w)
+               for w in out]
     windows.sort(key=lambda w: (-w.weight, w.start))
     return windows[:top] if top else windows
 
@@ -137,10 +188,14 @@ def window_of(windows: list[HotWindow], line: int) -> HotWindow | None:
     return next((w for w in windows if w.start <= line <= w.end), None)
 
 
-def window_sass(kernel: RecoveredKernel, window: HotWindow, limit: int = 200, cubin: bytes | None = None) -> list[str]:
-    """The SASS instructions of the window's source lines (`/*addr*/ [loop] INSTR`), at most `limit`."""
+def window_sass(kernel: RecoveredKernel, window: HotWindow, limit: int = 200, cubin: bytes | None = None,
+                profile: ProfileSamples | None = None) -> list[str]:
+    """The SASS instructions of the window's source lines (`/*addr*/ [loop] INSTR`, then `# N samples` where a
+    profile gives the instruction a value), at most `limit`."""
     lines = set(window.source_lines)
+    values = profile.samples if profile is not None else {}
     out = [f"/*{addr:04x}*/ {'L ' if loop else '  '}{text}"
+           + (f"   # {values[addr]:g} {profile.metric}" if values.get(addr) else "")
            for addr, src, loop, text in sass_lines(cubin if cubin is not None else _cubin_of(kernel))
            if src is not None and src[1] in lines]
     return out[:limit] + ([f"... {len(out) - limit} more"] if len(out) > limit else [])

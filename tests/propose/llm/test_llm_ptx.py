@@ -44,3 +44,19 @@ def test_the_llm_edits_a_window_and_hears_ptxas_verbatim(tmp_path, monkeypatch):
     text = edited_ptx(cand, k.ptx)
     assert "ld.global.L1::evict_last.b32" in text and check_edit(k.ptx, text, metadata=k.metadata) == []
     assert proposer.errors == []
+
+
+def test_the_prompt_carries_the_profile(tmp_path, monkeypatch):
+    """Windows weighed by a source page: the prompt names the column and shows each SASS instruction's samples."""
+    from kernelloop.profile.source_page import read_source_csv
+    from kernelloop.ptx.windows import profile_samples
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    k = from_ptx(PTX.read_text(), origin="ptx", metadata={"shared": 0})
+    profile = profile_samples(k, read_source_csv(PTX.parent / "handwritten-ncu-source-page.csv"))
+    windows = hot_windows(k, profile)
+    cfg = LLMConfig(provider="openai", model="m", base_url="http://127.0.0.1:9/v1")
+    proposer = LlmPtxProposer(LLMClient(cfg, Cassette(tmp_path / "llm", "record"), OpenAIProvider(cfg)))
+    _, user = proposer.prompt(k, windows[0], windows[1:], profile)
+    assert "Warp Stall Sampling (All Samples) (Nsight Compute's source counters" in user and "96%" in user
+    assert "@!P2 LDG.E R15, desc[UR4][R22.64]   # 40 Warp Stall Sampling (All Samples)" in user
+    assert "estimated issue slots" not in user

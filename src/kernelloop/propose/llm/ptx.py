@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 from ...ptx.checks import check_edit
-from ...ptx.records import HotWindow, PtxCandidate, RecoveredKernel
+from ...ptx.records import HotWindow, ProfileSamples, PtxCandidate, RecoveredKernel
 from ...ptx.rules import Context
 from ...ptx.windows import window_sass
 from ...records.base import sha256_hex
@@ -56,19 +56,23 @@ class LlmPtxProposer:
         self.name = f"llm:{client.config.model}:{self.prompts.tag}"
         self.errors: list[str] = []
 
-    def prompt(self, kernel: RecoveredKernel, window: HotWindow, others: list[HotWindow]) -> tuple[str, str]:
+    def prompt(self, kernel: RecoveredKernel, window: HotWindow, others: list[HotWindow],
+               profile: ProfileSamples | None = None) -> tuple[str, str]:
         lines = kernel.ptx.split("\n")
         numbered = "\n".join(f"{i + 1:5d}  {lines[i]}" for i in range(window.start, window.end + 1))
-        profile = (f"Share of the kernel's {'sampled stalls (Nsight Compute source counters)' if window.source == 'profile' else 'estimated issue slots (static: loops x16)'}: "
-                   f"{window.weight:.0%}; {'a loop body' if window.loop else 'straight-line code'}; "
-                   f"{window.ptx_instructions} PTX instructions, about {window.sass_instructions:.0f} SASS "
-                   f"instructions; kernel source lines {window.source_lines[:20]}.")
+        share = (f"{window.profile_metric or 'samples'} (Nsight Compute's source counters, per SASS instruction "
+                 f"below)" if window.source == "profile" else "estimated issue slots (static: loops x16)")
+        profile_text = (f"Share of the kernel's {share}: "
+                        f"{window.weight:.0%}; {'a loop body' if window.loop else 'straight-line code'}; "
+                        f"{window.ptx_instructions} PTX instructions, about {window.sass_instructions:.0f} SASS "
+                        f"instructions; kernel source lines {window.source_lines[:20]}.")
         other = "\n".join(f"- {w.label or 'entry block'}: {w.weight:.0%}, lines {w.start + 1}-{w.end + 1}"
                           f"{', loop' if w.loop else ''}" for w in others) or "(none)"
         system = self.prompts.render("system", op=kernel.metadata.get("name", kernel.name), kernel=kernel.name)
         user = self.prompts.render("ptx", kernel=kernel.name, window_label=window.label or "entry block",
-                                   first=window.start + 1, last=window.end + 1, profile=profile, window=numbered,
-                                   sass="\n".join(window_sass(kernel, window)), others=other,
+                                   first=window.start + 1, last=window.end + 1, profile=profile_text,
+                                   window=numbered, sass="\n".join(window_sass(kernel, window, profile=profile)),
+                                   others=other,
                                    schema=json.dumps(PtxAnswer.model_json_schema(), separators=(",", ":")))
         return system, user
 
@@ -93,12 +97,14 @@ class LlmPtxProposer:
             return cand.model_copy(update={"proposer": self.name, "reorders_fp": answer.reorders_fp})
         return validate
 
-    def propose(self, kernel: RecoveredKernel, windows: list[HotWindow], parent: str, op: str = ""
-                ) -> list[PtxCandidate]:
+    def propose(self, kernel: RecoveredKernel, windows: list[HotWindow], parent: str, op: str = "",
+                profile: ProfileSamples | None = None) -> list[PtxCandidate]:
+        """One edit per hot window asked about (`profile`: the values per SASS instruction the windows were
+        weighed with, shown beside the window's SASS)."""
         ctx = Context(kernel, windows)
         out = []
         for w in windows[:self.windows]:
-            system, user = self.prompt(kernel, w, [x for x in windows if x is not w][:5])
+            system, user = self.prompt(kernel, w, [x for x in windows if x is not w][:5], profile)
             key = f"ptx|{sha256_hex(kernel.ptx)[:16]}|{w.start}"
             result = converse(self.client, self.prompts, "ptx", system, user, key,
                               self._validator(kernel, w, ctx, parent, op), self.limits)
