@@ -8,6 +8,8 @@ if os.environ.get("KERNELLOOP_GPU_TIER") != "1":   # the stand-in executor inter
 
 import base64  # noqa: E402
 import json  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 from typer.testing import CliRunner  # noqa: E402
 
@@ -93,7 +95,6 @@ def test_propose_and_show_on_a_recorded_run(tmp_path):
     parent and diff."""
     import gzip
     import shutil
-    from pathlib import Path
     run = tmp_path / "run"
     run.mkdir()
     src = Path(__file__).parents[1] / "fixtures" / "archives" / "h200-layernorm-planner.sqlite.gz"
@@ -111,3 +112,113 @@ def test_propose_and_show_on_a_recorded_run(tmp_path):
     assert all(c["diff"].startswith("--- a/") for c in shown["candidates"]) and shown["proofs"] == []
     res = runner.invoke(app, ["ptx", "show", str(tmp_path)])
     assert res.exit_code == 2
+
+
+# --- windows on a profile's source page, the LLM's edits --------------------------------------------------------
+
+SMALL = {"BLOCK_N": 1024, "ROWS": 1, "num_warps": 4, "EVICT_FIRST": 0, "STREAM_STORE": 0}
+
+
+def _small(tmp_path):
+    """rmsnorm's row-wise candidate on M=64,N=1024 (no survey needed), and its kernel built as `ptx` builds it."""
+    from kernelloop.ptx.pipeline import recover_target, targets
+    from kernelloop.ptx.recover import parse_axes
+    from kernelloop.records import Workload
+    cand = Candidate(op="rmsnorm", template="rowwise", source=(ops_dir() / "rmsnorm" / "kernel.py").read_text(),
+                     config=SMALL)
+    path = tmp_path / "cand.json"
+    path.write_text(cand.to_json())
+    (t,) = targets(path, Workload(op="", axes=parse_axes("M=64,N=1024"), dtype="fp16"))
+    (k,) = recover_target(t)
+    return path, k
+
+
+def _source_page(kernel) -> str:
+    """A source page export of the kernel's own SASS (as loaded at 0x7f3a00000000): samples 1 per instruction."""
+    from kernelloop.ptx.windows import _cubin_of, sass_lines
+    rows = ['"Kernel Name","%s"' % kernel.name,
+            '"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed"']
+    rows += [f'"{0x7f3a00000000 + addr:#x}","{text}","1","64"' for addr, _, _, text in sass_lines(_cubin_of(kernel))]
+    return "\n".join(rows) + "\n"
+
+
+def test_propose_weighs_windows_by_a_source_page(tmp_path):
+    path, k = _small(tmp_path)
+    (tmp_path / "page.csv").write_text(_source_page(k))
+    args = ["ptx", "propose", str(path), "--workload", "M=64,N=1024", "--rules", "cache_hint", "--json"]
+    res = runner.invoke(app, args + ["--profile", str(tmp_path / "page.csv")])
+    assert res.exit_code == 0, res.output
+    (kw,) = json.loads(res.stdout)["targets"][0]["kernels"]
+    assert {w["source"] for w in kw["windows"]} == {"profile"}
+    assert kw["windows"][0]["profile_metric"] == "Warp Stall Sampling (All Samples)"
+    assert any(n.startswith("windows weighed by Warp Stall Sampling (All Samples) from ") for n in kw["notes"])
+    # a page of another kernel: the static estimate, the note saying why, and exit 2 (the --profile was no use)
+    other = Path(__file__).parents[1] / "fixtures" / "ptx" / "handwritten-ncu-source-page.csv"
+    res = runner.invoke(app, args + ["--profile", str(other)])
+    assert res.exit_code == 2 and "could be weighed" in res.output
+    (kw,) = json.loads(res.stdout)["targets"][0]["kernels"]
+    assert {w["source"] for w in kw["windows"]} == {"sass"} and kw["edits"]
+    assert any(f"no kernel named '{k.name}'" in n and "static estimate" in n for n in kw["notes"])
+    (tmp_path / "details.csv").write_text('"ID","Kernel Name","Metric Name"\n"0","k","x"\n')
+    res = runner.invoke(app, args + ["--profile", str(tmp_path / "details.csv")])
+    assert res.exit_code == 2 and "no SASS table" in res.output
+    res = runner.invoke(app, args)   # no page: the static estimate, said so
+    (kw,) = json.loads(res.stdout)["targets"][0]["kernels"]
+    assert {w["source"] for w in kw["windows"]} == {"sass"} and any("static estimate" in n for n in kw["notes"])
+
+
+def _llm_answer(kernel, window, new: str) -> str:
+    body = "\n".join(kernel.ptx.split("\n")[window.start:window.end + 1])
+    return json.dumps({"window": window.label or "entry block", "hypothesis": "L1 hits of x up: latency down 2 %",
+                       "ptx": body.replace("@%p1 ld.global.v4.b32", f"@%p1 {new}", 1)})
+
+
+def test_propose_asks_the_llm(tmp_path, monkeypatch):
+    """--llm: the hottest window to the model (the options name it), ptxas's refusal back to it verbatim, the
+    repaired edit checked and written; the recording replays without a server; a bad setting is refused."""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "propose" / "llm"))   # the scripted server of the LLM tests
+    from llm_script import ScriptedLLMServer
+    from kernelloop.ptx.checks import check_edit
+    from kernelloop.ptx.windows import hot_windows
+    for var in ("KERNELLOOP_LLM_CONFIG", "KERNELLOOP_LLM_PROVIDER", "KERNELLOOP_LLM_MODEL", "KERNELLOOP_LLM_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("SCRIPTED_KEY", "sk-test")
+    path, k = _small(tmp_path)
+    w = hot_windows(k)[0]
+    bad, good = _llm_answer(k, w, "ld.global.nonesuch.v4.b32"), _llm_answer(k, w, "ld.global.L1::evict_last.v4.b32")
+    args = ["ptx", "propose", str(path), "--workload", "M=64,N=1024", "--rules", "cache_hint", "--llm",
+            "--provider", "openai", "--model", "m", "--api-key-env", "SCRIPTED_KEY", "--json"]
+    with ScriptedLLMServer([{"content": "no JSON here"}, {"content": bad}, {"content": good}]) as server:
+        res = runner.invoke(app, args + ["--base-url", server.base_url, "--out", str(tmp_path / "out")])
+        asked = [r["body"]["messages"][-1]["content"] for r in server.requests]
+    assert res.exit_code == 0, res.output
+    assert len(asked) == 3 and "ld.global.v4.b32" in asked[0] and "estimated issue slots" in asked[0]
+    assert "not a PtxAnswer" in asked[1]
+    lines = k.ptx.split("\n")
+    refused = check_edit(k.ptx, "\n".join(lines[:w.start] + [json.loads(bad)["ptx"]] + lines[w.end + 1:]),
+                         metadata=k.metadata)
+    assert refused and all(f"{v.rule}: {v.message}" in asked[2] for v in refused)   # ptxas's error, verbatim
+    assert "nonesuch" in asked[2]
+    (kw,) = json.loads(res.stdout)["targets"][0]["kernels"]
+    (edit,) = [e for e in kw["edits"] if e["candidate"]["rule"] == "llm"]
+    assert edit["violations"] == [] and edit["candidate"]["proposer"].startswith("llm:m:")
+    assert "+\t@%p1 ld.global.L1::evict_last.v4.b32" in edit["diff"]
+    written = [json.loads(f.read_text()) for f in (tmp_path / "out").glob("p-*.json")]
+    assert [c["hypothesis"] for c in written if c["rule"] == "llm"] == [edit["candidate"]["hypothesis"]]
+    assert (tmp_path / "out" / "llm" / "exchanges.jsonl").is_file()
+    # the recording replays: the same edit, no network
+    res = runner.invoke(app, args + ["--replay", str(tmp_path / "out" / "llm")])
+    assert res.exit_code == 0, res.output
+    (kw,) = json.loads(res.stdout)["targets"][0]["kernels"]
+    assert [e["diff"] for e in kw["edits"] if e["candidate"]["rule"] == "llm"] == [edit["diff"]]
+    # bad settings: no model; no folder to record in; a model that keeps answering nonsense
+    res = runner.invoke(app, ["ptx", "propose", str(path), "--llm", "--provider", "openai", "--out",
+                              str(tmp_path / "o2")])
+    assert res.exit_code == 2 and "llm.model" in res.output
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2 and "--replay DIR" in res.output
+    with ScriptedLLMServer([{"content": "no"}] * 3) as server:
+        res = runner.invoke(app, args + ["--base-url", server.base_url, "--out", str(tmp_path / "o3")])
+    (kw,) = json.loads(res.stdout)["targets"][0]["kernels"]
+    assert not [e for e in kw["edits"] if e["candidate"]["rule"] == "llm"]
+    assert any(n.startswith("llm:m:") and "no edit for entry block" in n for n in kw["notes"])

@@ -10,6 +10,8 @@ from typing import Annotated, Optional
 import typer
 
 from . import common
+from .llm_options import (LlmBaseUrlOpt, LlmConfigOpt, LlmKeyEnvOpt, LlmModelOpt, LlmProviderOpt, LlmReplayOpt,
+                          llm_config)
 
 agent_app = typer.Typer(add_completion=False, no_args_is_help=True,
                         help="Agents as proposers: workspaces for outside agents, the LLM proposer.")
@@ -65,10 +67,12 @@ def status(
 @agent_app.command("llm")
 def llm(
     spec: Annotated[str, typer.Argument(help=common.SPEC_HELP)],
-    config: Annotated[Optional[Path], typer.Option(help="LLM config TOML ([llm], [prices.MODEL]); "
-                                                         "KERNELLOOP_LLM_* variables override it.")] = None,
-    replay: Annotated[Optional[Path], typer.Option(help="Replay the calls recorded in this folder (a run's "
-                                                         "llm/ folder): no network.")] = None,
+    config: LlmConfigOpt = None,
+    provider: LlmProviderOpt = None,
+    model: LlmModelOpt = None,
+    base_url: LlmBaseUrlOpt = None,
+    api_key_env: LlmKeyEnvOpt = None,
+    replay: LlmReplayOpt = None,
     workloads: Annotated[Optional[Path], typer.Option(help="Workload file.")] = None,
     budget: Annotated[int, typer.Option(min=1, help="Candidates per workload.")] = 8,
     calls: Annotated[int, typer.Option(min=1, help="LLM calls per workload.")] = 40,
@@ -88,7 +92,7 @@ def llm(
     from ..archive import Archive, ArchiveError
     from ..loop import RunOptions
     from ..manifest import ManifestChanged
-    from ..propose.llm import LLMBudget, LLMConfigError, ReplayMiss, load_llm_config, render_llm, run_llm
+    from ..propose.llm import LLMBudget, LLMConfigError, ReplayMiss, render_llm, run_llm
     from ..report.terminal import render
     from ..spec import SpecError, load_op, load_workloads
     console = common.console(stderr=as_json)
@@ -97,7 +101,7 @@ def llm(
         dev = api.resolve_device(device)
         wl = common.resolve_path(workloads) or api.default_workloads(bundle.folder, dev)
         wls = load_workloads(wl, bundle.spec)
-        cfg = load_llm_config(config)
+        cfg = llm_config(config, provider, model, base_url, api_key_env)
         api.check_gate(gate)
     except (SpecError, LLMConfigError, api.UsageError) as e:
         console.print(f"[red]bad input:[/red] {e}")

@@ -1,7 +1,8 @@
 """`kernelloop ptx`: compiled kernels at the PTX level (docs/ptx.md).
 
 recover PATH      a compiled kernel's PTX and metadata, and its round trip through Triton's ptxas
-propose TARGET    + hot windows, rule-based edits, static checks (CPU)
+propose TARGET    + hot windows (the SASS, or a profile's source page), rule-based edits and with --llm the
+                  LLM's, static checks (CPU)
 prove TARGET      + the differential proof beside the original and the ordinary verifier (GPU)
 time TARGET       + timing against the original in the same process (GPU)
 show RUN          the run's archived PTX-level edits and proofs
@@ -9,12 +10,15 @@ show RUN          the run's archived PTX-level edits and proofs
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from . import common
+from .llm_options import (LlmBaseUrlOpt, LlmConfigOpt, LlmKeyEnvOpt, LlmModelOpt, LlmProviderOpt, LlmReplayOpt,
+                          llm_config)
 
 ptx_app = typer.Typer(add_completion=False, no_args_is_help=True,
                       help="Compiled kernels at the PTX level: recovery, round trip, edits proposed, "
@@ -90,9 +94,66 @@ RulesOpt = Annotated[Optional[str], typer.Option("--rules", help="Comma-separate
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the reports as JSON.")]
 
 
+ProfileOpt = Annotated[Optional[Path], typer.Option(
+    "--profile", help="Nsight Compute's source page as CSV (`ncu --import R.ncu-rep --csv --page source "
+                      "--print-source sass` of a report with the SourceCounters section): the hot windows are "
+                      "weighed by its samples per SASS instruction (default: a run's profiles/<trial>.source.csv "
+                      "kept by `kernelloop profile --ncu`, else the static estimate from the SASS).")]
+LlmOpt = Annotated[bool, typer.Option(
+    "--llm", help="Also ask the LLM (--config / KERNELLOOP_LLM_* / --provider --model --base-url --api-key-env) "
+                  "for an edit of each of the --llm-windows hottest windows; ptxas's errors and the static checks' "
+                  "refusals go back to it verbatim for repair. Calls are recorded in RUN/llm-ptx (a run) or "
+                  "OUT/llm (propose --out); calls already recorded there, or in --replay DIR, are answered from "
+                  "the recording.")]
+LlmWindowsOpt = Annotated[int, typer.Option("--llm-windows", min=1, help="Windows the LLM rewrites, hottest first.")]
+PtxPromptsOpt = Annotated[str, typer.Option("--prompts", help="PTX prompt set version (a folder of the built-in "
+                                                              "prompts/ptx).")]
+
+
+@dataclass(frozen=True)
+class LlmArgs:
+    """`--llm` and its options."""
+
+    config: Path | None
+    provider: str | None
+    model: str | None
+    base_url: str | None
+    api_key_env: str | None
+    replay: Path | None
+    prompts: str
+    windows: int
+
+    @classmethod
+    def given(cls, llm: bool, *args) -> "LlmArgs | None":
+        """The options when --llm was given, else None."""
+        return cls(*args) if llm else None
+
+
+def _llm_proposer(args: LlmArgs, path: Path, out: Path | None, console):
+    """The LLM's PTX proposer with its client and recording; exits BAD_INPUT on a bad setting."""
+    from ..propose.llm import Cassette, LLMClient, LLMConfigError, make_provider
+    from ..propose.llm.ptx import LlmPtxProposer, load_ptx_prompts
+    folder = args.replay or (out / "llm" if out is not None else path / "llm-ptx" if path.is_dir() else None)
+    try:
+        if folder is None:
+            raise LLMConfigError("--llm records its calls in the run folder (RUN/llm-ptx) or under `propose --out "
+                                 "DIR`; give a run, --out DIR, or --replay DIR (a recording)")
+        if args.replay is not None and not args.replay.is_dir():
+            raise LLMConfigError(f"--replay {args.replay}: no such folder")
+        cfg = llm_config(args.config, args.provider, args.model, args.base_url, args.api_key_env)
+        prompts = load_ptx_prompts(args.prompts)
+        mode = "replay" if args.replay is not None else "record"
+        client = LLMClient(cfg, Cassette(folder, mode), make_provider(cfg) if mode == "record" else None)
+    except (LLMConfigError, FileNotFoundError) as e:
+        console.print(f"[red]bad argument:[/red] {e}")
+        raise typer.Exit(common.BAD_INPUT)
+    return LlmPtxProposer(client, prompts, windows=args.windows)
+
+
 def _stages(path: Path, workload: str | None, dtype: str, rules: str | None, out: Path | None, as_json: bool,
             prove: bool, time_it: bool, executor: str = "gpu", checks: int = 8, max_proofs: int | None = None,
-            seed: int = 0) -> None:
+            seed: int = 0, profile: Path | None = None, llm: LlmArgs | None = None) -> None:
+    from ..propose.llm import ReplayMiss
     from ..ptx.pipeline import Options, PtxError, prove_target, targets, work
     from ..ptx.recover import parse_axes
     from ..records import Workload
@@ -111,13 +172,20 @@ def _stages(path: Path, workload: str | None, dtype: str, rules: str | None, out
     try:
         w = Workload(op="", axes=parse_axes(workload), dtype=dtype) if workload else None
         found = targets(path, w)
-    except (PtxError, ValueError) as e:
+        if profile is not None:
+            from ..profile.source_page import read_source_csv
+            opts.profile, opts.profile_from = read_source_csv(profile), str(profile)
+    except (PtxError, ValueError, OSError) as e:   # NcuParseError is a ValueError
         console.print(f"[red]bad argument:[/red] {e}")
         raise typer.Exit(common.BAD_INPUT)
+    opts.llm = _llm_proposer(llm, path, out, console) if llm is not None else None
     reports, passed = [], 0
     for t in found:
         try:
             report, accepted = work(t, opts)
+        except ReplayMiss as e:
+            console.print(f"[red]replay stopped:[/red] {e}")
+            raise typer.Exit(common.STOPPED)
         except ValueError as e:   # an unknown rule
             console.print(f"[red]bad argument:[/red] {e}")
             raise typer.Exit(common.BAD_INPUT)
@@ -144,6 +212,10 @@ def _stages(path: Path, workload: str | None, dtype: str, rules: str | None, out
             _print_target(console, report, edits, proofs)
     if as_json:
         print(common_json({"targets": [r.model_dump(mode="json") for r in reports], "passed": passed}))
+    if profile is not None and not any(w.source == "profile" for r in reports for k in r.kernels for w in k.windows):
+        console.print(f"[red]bad argument:[/red] --profile {profile}: no kernel's windows could be weighed by it "
+                      f"(the notes say why)")
+        raise typer.Exit(common.BAD_INPUT)
     raise typer.Exit(common.OK if passed else common.FAILED)
 
 
@@ -157,9 +229,11 @@ def _print_target(console, report, edits, proofs) -> None:
         rt = k.round_trip
         console.print(f"  {k.name}: " + ("not recoverable: " + k.reason if not k.recoverable else
                                          f"round trip {'ok' if rt and rt.ok else 'differs: ' + k.reason}"))
+        for n in k.notes:
+            console.print(f"    [dim]{escape(n)}[/dim]")
         for w in k.windows[:3]:
             console.print(f"    window {w.label or 'entry block'} lines {w.start + 1}-{w.end + 1}: {w.weight:.0%} "
-                          f"({w.source}){' loop' if w.loop else ''}")
+                          f"({w.profile_metric or w.source}){' loop' if w.loop else ''}")
         for e in k.edits:
             state = ("[green]accepted[/green]" if e.accepted else "[red]refused[/red]: " +
                      escape("; ".join(f"{v.rule}: {v.message[:200]}" for v in e.violations)))
@@ -177,10 +251,15 @@ def _print_target(console, report, edits, proofs) -> None:
 def propose(path: Target, workload: WorkloadOpt = None, dtype: Annotated[str, typer.Option()] = "fp16",
             rules: RulesOpt = None,
             out: Annotated[Optional[Path], typer.Option(help="Write each edit (<id>.json) and its diff here.")] = None,
-            as_json: JsonOpt = False) -> None:
-    """Recover, round-trip, find the hot windows, propose rule-based edits and check them statically (no GPU).
-    A run's edits are archived with their parent and diff. Exit 0 when some edit passed the checks."""
-    _stages(path, workload, dtype, rules, out, as_json, prove=False, time_it=False)
+            profile: ProfileOpt = None, llm: LlmOpt = False, config: LlmConfigOpt = None,
+            provider: LlmProviderOpt = None, model: LlmModelOpt = None, base_url: LlmBaseUrlOpt = None,
+            api_key_env: LlmKeyEnvOpt = None, replay: LlmReplayOpt = None, llm_windows: LlmWindowsOpt = 1,
+            prompts: PtxPromptsOpt = "v1", as_json: JsonOpt = False) -> None:
+    """Recover, round-trip, find the hot windows, propose rule-based edits (and with --llm the LLM's) and check
+    them statically (no GPU). A run's edits are archived with their parent and diff. Exit 0 when some edit passed
+    the checks."""
+    _stages(path, workload, dtype, rules, out, as_json, prove=False, time_it=False, profile=profile,
+            llm=LlmArgs.given(llm, config, provider, model, base_url, api_key_env, replay, prompts, llm_windows))
 
 
 ExecutorOpt = Annotated[str, typer.Option(help="gpu: the kernels on CUDA with the edit substituted through Triton's "
@@ -193,23 +272,31 @@ MaxOpt = Annotated[Optional[int], typer.Option("--max", help="Prove at most this
 @ptx_app.command("prove")
 def prove(path: Target, workload: WorkloadOpt = None, dtype: Annotated[str, typer.Option()] = "fp16",
           rules: RulesOpt = None, executor: ExecutorOpt = "gpu", checks: ChecksOpt = 8, max_proofs: MaxOpt = None,
-          as_json: JsonOpt = False) -> None:
+          profile: ProfileOpt = None, llm: LlmOpt = False, config: LlmConfigOpt = None,
+          provider: LlmProviderOpt = None, model: LlmModelOpt = None, base_url: LlmBaseUrlOpt = None,
+          api_key_env: LlmKeyEnvOpt = None, replay: LlmReplayOpt = None, llm_windows: LlmWindowsOpt = 1,
+          prompts: PtxPromptsOpt = "v1", as_json: JsonOpt = False) -> None:
     """Everything `propose` does, then the differential proof of each accepted edit whose SASS changed (beside the
     original on the same seeded inputs and held-out shapes, bit for bit) and the ordinary verifier. Exit 0 when
     some edit was proved."""
     _stages(path, workload, dtype, rules, None, as_json, prove=True, time_it=False, executor=executor,
-            checks=checks, max_proofs=max_proofs)
+            checks=checks, max_proofs=max_proofs, profile=profile,
+            llm=LlmArgs.given(llm, config, provider, model, base_url, api_key_env, replay, prompts, llm_windows))
 
 
 @ptx_app.command("time")
 def time_(path: Target, workload: WorkloadOpt = None, dtype: Annotated[str, typer.Option()] = "fp16",
           rules: RulesOpt = None, executor: ExecutorOpt = "gpu", checks: ChecksOpt = 8, max_proofs: MaxOpt = None,
           seed: Annotated[int, typer.Option(help="Seed of the interleaving and the bootstrap.")] = 0,
-          as_json: JsonOpt = False) -> None:
+          profile: ProfileOpt = None, llm: LlmOpt = False, config: LlmConfigOpt = None,
+          provider: LlmProviderOpt = None, model: LlmModelOpt = None, base_url: LlmBaseUrlOpt = None,
+          api_key_env: LlmKeyEnvOpt = None, replay: LlmReplayOpt = None, llm_windows: LlmWindowsOpt = 1,
+          prompts: PtxPromptsOpt = "v1", as_json: JsonOpt = False) -> None:
     """`prove`, then each proved edit timed against the original in the same process (interleaved rounds, cold L2,
     the bootstrap interval and the 2 % band). A run's edits and proofs are archived. Exit 0 when some edit passed."""
     _stages(path, workload, dtype, rules, None, as_json, prove=True, time_it=True, executor=executor,
-            checks=checks, max_proofs=max_proofs, seed=seed)
+            checks=checks, max_proofs=max_proofs, seed=seed, profile=profile,
+            llm=LlmArgs.given(llm, config, provider, model, base_url, api_key_env, replay, prompts, llm_windows))
 
 
 @ptx_app.command("show")
