@@ -102,10 +102,19 @@ def test_propose_and_show_on_a_recorded_run(tmp_path):
         shutil.copyfileobj(f, g)
     res = runner.invoke(app, ["ptx", "show", str(run)])
     assert res.exit_code == 0 and "no PTX-level edits" in res.stdout
+    # the winner's source page, kept where `kernelloop profile --ncu` keeps it, weighs its windows
+    from kernelloop.profile.report import source_page_path
+    from kernelloop.ptx.pipeline import recover_target, targets
+    (target,) = targets(run)
+    (kernel,) = recover_target(target)
+    source_page_path(run, target.trial_id).parent.mkdir()
+    source_page_path(run, target.trial_id).write_text(_source_page(kernel))
     res = runner.invoke(app, ["ptx", "propose", str(run), "--rules", "cache_hint", "--json"])
     assert res.exit_code == 0, res.output
     (t,) = json.loads(res.stdout)["targets"]
     assert t["op"] == "layernorm" and t["run_id"] and t["kernels"][0]["edits"]
+    assert {w["source"] for w in t["kernels"][0]["windows"]} == {"profile"}
+    assert any(f"profiles/{target.trial_id}.source.csv" in n for n in t["kernels"][0]["notes"])
     res = runner.invoke(app, ["ptx", "show", str(run), "--json"])
     shown = json.loads(res.stdout)
     assert {c["parent_candidate_id"] for c in shown["candidates"]} == {t["parent_candidate_id"]}
