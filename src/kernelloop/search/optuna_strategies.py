@@ -1,4 +1,5 @@
-"""Optuna's samplers as strategies: TPE (Optuna's default sampler), CMA-ES and plain random, through Optuna itself.
+"""Optuna's samplers as strategies: TPE (Optuna's default sampler), CMA-ES, NSGA-II (its genetic sampler, here with
+one objective) and plain random, through Optuna itself.
 
 Optuna samples parameters independently of our space, so a proposal can be a combination the space does not
 contain (pruned or invalid) or one already evaluated. Both are handled the way an Optuna user would:
@@ -7,10 +8,10 @@ contain (pruned or invalid) or one already evaluated. Both are handled the way a
 after `max_retries` such answers the nearest configuration not yet asked (scaled-step distance to the
 proposal) is evaluated instead, and reported to the study as a trial of its own when its value comes back.
 
-TPE and random see each parameter as categorical (Optuna's usual encoding of a list of choices); CMA-ES needs
+TPE, NSGA-II and random see each parameter as categorical (Optuna's usual encoding of a list of choices); CMA-ES needs
 numbers, so it sees each parameter as the integer index of its (sorted) level.
 
-Failed evaluations use Optuna's constraint handling where the sampler has it (TPE): a failure is a COMPLETE trial
+Failed evaluations use Optuna's constraint handling where the sampler has it (TPE, NSGA-II): a failure is a COMPLETE trial
 with a violated constraint (its kind's weight, see `feasibility.KIND_WEIGHT`; the value, which a constrained
 TPE ranks after every feasible trial anyway, is the worst seen), a success a satisfied one (-1), so TPE's
 "good" density is fitted to configurations that ran and its "bad" one includes those that failed. A sampler
@@ -144,6 +145,25 @@ class OptunaTPE(OptunaStrategy):
         if self.use_constraints:
             return self._optuna.samplers.TPESampler(seed=seed, constraints_func=_constraint)
         return self._optuna.samplers.TPESampler(seed=seed)
+
+
+class OptunaNSGAII(OptunaStrategy):
+    """Optuna's genetic sampler (NSGA-II; with one objective, elitist selection by value, constraints first), with
+    Optuna's defaults (uniform crossover, a population of 50) unless `population` is given; seeded."""
+
+    name = "optuna-nsga2"
+    constrained = True
+
+    def __init__(self, space: list[dict], seed: int = 0, encoding: SpaceEncoding | None = None,
+                 exploration: float = EXPLORATION, constraints: bool = True, population: int = 50):
+        if population < 2:
+            raise ValueError(f"population must be at least 2, got {population}")
+        self.population = population
+        super().__init__(space, seed, encoding, exploration, constraints)
+
+    def _sampler(self, seed: int):
+        kw = {"constraints_func": _constraint} if self.use_constraints else {}
+        return self._optuna.samplers.NSGAIISampler(seed=seed, population_size=self.population, **kw)
 
 
 class OptunaCmaEs(OptunaStrategy):
