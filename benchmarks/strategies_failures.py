@@ -21,7 +21,11 @@ with other strategies, or with --label/PYTHONPATH pointing at another commit's c
 
     python benchmarks/strategies_failures.py --only staged,optuna-tpe,random
     PYTHONPATH=/tmp/kl-base/src python benchmarks/strategies_failures.py --only staged --label staged@BASE
+    python benchmarks/strategies_failures.py --only staged --option candidate_threshold=0.65 --label staged@ct0.65
     python benchmarks/strategies_failures.py --only "" --out DIR      # the tables from the cached runs
+
+--conditions limits a run to one condition; --option KEY=VALUE (a JSON value, repeatable) goes to the strategy's
+constructor, so a setting of it is run under its own --label.
 """
 
 from __future__ import annotations
@@ -99,8 +103,9 @@ def file_costs(path: Path) -> dict[str, float]:
     return out
 
 
-def trajectory(strategy: str, space: RecordedSpace, seed: int, budget: int, kept: bool) -> tuple[list, list, float]:
-    """(values, costs, strategy seconds) of one run."""
+def trajectory(strategy: str, space: RecordedSpace, seed: int, budget: int, kept: bool,
+               options: dict | None = None) -> tuple[list, list, float]:
+    """(values, costs, strategy seconds) of one run; `options` go to our strategy's constructor."""
     t0 = time.perf_counter()
     if strategy.startswith("kt:"):
         from kernelloop.replay.external import kernel_tuner_run
@@ -111,7 +116,7 @@ def trajectory(strategy: str, space: RecordedSpace, seed: int, budget: int, kept
             with contextlib.redirect_stderr(open(os.devnull, "w")):
                 traj = kernel_tuner_run(path, flat, strategy[3:], seed, budget, failures_kept=kept)
         return traj.values, traj.costs, time.perf_counter() - t0
-    s = make_strategy(strategy, space.configs, seed)
+    s = make_strategy(strategy, space.configs, seed, **(options or {}))
     values, costs, asked = [], [], set()
     for _ in range(min(budget, len(space))):
         cfg = s.ask()
@@ -132,8 +137,8 @@ def trajectory(strategy: str, space: RecordedSpace, seed: int, budget: int, kept
     return values, costs, time.perf_counter() - t0
 
 
-def run_one(strategy, space, seed, budget, kept):
-    values, costs, secs = trajectory(strategy, space, seed, budget, kept)
+def run_one(strategy, space, seed, budget, kept, options=None):
+    values, costs, secs = trajectory(strategy, space, seed, budget, kept, options)
     curve = best_so_far(values, budget)
     opt = space.optimum
     e2 = evals_to_within(curve, opt, 0.02)
@@ -165,6 +170,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--only", default=",".join(DEFAULT))
     ap.add_argument("--label", default="", help="name the (single) strategy so in the results, e.g. staged@<commit>")
+    ap.add_argument("--conditions", default="dropped,kept", help="comma-separated: dropped, kept")
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a constructor option of our strategies (VALUE as JSON; repeatable; needs --label)")
     ap.add_argument("--cache", type=Path, default=ROOT / "runs" / "strategies-failures-cache")
     ap.add_argument("--runs", type=Path, action="append", default=[],
                     help="a results folder's runs.jsonl.gz to seed --cache from (repeatable; see runpack.py)")
@@ -172,6 +180,20 @@ def main(argv=None) -> int:
     ap.add_argument("--tag", default=time.strftime("%Y-%m-%d"))
     ap.add_argument("--command", default="", help="the commands that produced the cached runs, for the results")
     args = ap.parse_args(argv)
+    conditions = [c for c in args.conditions.split(",") if c]
+    if not conditions or set(conditions) - {"dropped", "kept"}:
+        ap.error(f"--conditions: dropped and/or kept, got {args.conditions!r}")
+    options = {}
+    for opt in args.option:
+        key, eq, value = opt.partition("=")
+        if not eq or not key:
+            ap.error(f"--option takes KEY=VALUE, got {opt!r}")
+        try:
+            options[key] = json.loads(value)
+        except ValueError:
+            ap.error(f"--option {key}: {value!r} is not a JSON value")
+    if options and not args.label:
+        ap.error("--option needs --label (the runs of a setting are cached and tabled under its label)")
     args.cache.mkdir(parents=True, exist_ok=True)
     for packed in args.runs:
         unpack(packed, args.cache)
@@ -182,7 +204,7 @@ def main(argv=None) -> int:
         COSTS.clear()
         if not getattr(full, "costs", None):
             COSTS.update(file_costs(p))
-        for cond in (["dropped", "kept"] if full.n_failed else ["dropped"]):
+        for cond in [c for c in (["dropped", "kept"] if full.n_failed else ["dropped"]) if c in conditions]:
             space = full if cond == "kept" else full.valid_only()
             for strat in strategies:
                 label = args.label or strat
@@ -193,7 +215,7 @@ def main(argv=None) -> int:
                 for seed in range(args.seeds):
                     if seed in done:
                         continue
-                    r = run_one(strat, space, seed, args.budget, cond == "kept")
+                    r = run_one(strat, space, seed, args.budget, cond == "kept", options)
                     with f.open("a") as fh:
                         fh.write(json.dumps(r) + "\n")
                 print(f"{label} {p.name} {cond}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
