@@ -27,6 +27,20 @@ def test_nsga2_breeds_later_generations_from_told_trials():
     assert 0 < len(parents) <= 8
 
 
+def test_nsga2_breeds_from_projected_rows_on_a_sparse_space():
+    """Where most of the parameters' product is outside the space, nearly every evaluation is a projection; those
+    trials still belong to a generation, so the GA gets past its random first one."""
+    sparse = resource_space()[::13]                       # 60 of 768 configurations
+    s = make_strategy("optuna-nsga2", sparse, seed=0, population=8)
+    for _ in range(40):
+        cfg = s.ask()
+        s.tell(cfg, resource_value(cfg), status=None if resource_value(cfg) is not None else "OUT_OF_RESOURCES")
+    key = s.study.sampler._get_generation_key()
+    evaluated = [t for t in s.study.trials if t.state.is_finished() and t.values is not None]
+    assert all(key in t.system_attrs for t in evaluated)
+    assert max(t.system_attrs[key] for t in evaluated) >= 2
+
+
 def test_nsga2_tells_failures_as_violated_constraints():
     from optuna.study._constrained_optimization import _CONSTRAINTS_KEY
 

@@ -6,7 +6,11 @@ contain (pruned or invalid) or one already evaluated. Both are handled the way a
 - already evaluated: the trial is told the known value at once and the sampler is asked again;
 - not in the space: the trial is told FAIL and the sampler is asked again;
 after `max_retries` such answers the nearest configuration not yet asked (scaled-step distance to the
-proposal) is evaluated instead, and reported to the study as a trial of its own when its value comes back.
+proposal) is evaluated instead, and reported to the study as a trial of its own when its value comes back (added
+to the study; for NSGA-II enqueued and asked, so the trial belongs to a generation: on a space that is a sparse
+part of its parameters' product, such as LayerNorm's, nearly every evaluation is a projection, and added trials,
+which carry no generation, would leave the genetic sampler at its random first generation for good). A row the
+feasibility guard puts in place of a proposal is reported the same way.
 
 TPE, NSGA-II and random see each parameter as categorical (Optuna's usual encoding of a list of choices); CMA-ES needs
 numbers, so it sees each parameter as the integer index of its (sorted) level.
@@ -38,6 +42,7 @@ class OptunaStrategy(SearchStrategy):
     name = "optuna"
     categorical = True
     constrained = False      # whether the sampler takes Optuna's constraints_func
+    enqueue_projections = False   # a row the sampler did not propose is told as an enqueued trial, not added
     max_retries = 16
 
     def __init__(self, space: list[dict], seed: int = 0, encoding: SpaceEncoding | None = None,
@@ -64,6 +69,9 @@ class OptunaStrategy(SearchStrategy):
 
     def _sampler(self, seed: int):
         raise NotImplementedError
+
+    def _adopt(self, trial) -> None:
+        """Make an enqueued trial (every parameter fixed, so the sampler drew none) the sampler's own."""
 
     def _levels(self, trial) -> tuple[int, ...]:
         return tuple(int(trial.params[n]) for n in self._names)
@@ -120,10 +128,14 @@ class OptunaStrategy(SearchStrategy):
         from optuna.trial import TrialState, create_trial
 
         trial = self._pending.pop(row, None)
+        params = {n: int(self.enc.X[row, j]) for j, n in enumerate(self._names)}
+        if trial is None and self.enqueue_projections:
+            self.study.enqueue_trial(params)
+            trial = self.study.ask(self.dists)
+            self._adopt(trial)
         if trial is not None:
             self._tell(trial, value, self.kinds.get(row))
             return
-        params = {n: int(self.enc.X[row, j]) for j, n in enumerate(self._names)}
         if value is not None:
             attrs = {"constraint": (-1.0,)} if self.use_constraints else {}
             self.study.add_trial(create_trial(params=params, distributions=self.dists, value=value, user_attrs=attrs))
@@ -153,6 +165,7 @@ class OptunaNSGAII(OptunaStrategy):
 
     name = "optuna-nsga2"
     constrained = True
+    enqueue_projections = True   # an added trial has no generation: the GA would never breed from it
 
     def __init__(self, space: list[dict], seed: int = 0, encoding: SpaceEncoding | None = None,
                  exploration: float = EXPLORATION, constraints: bool = True, population: int = 50):
@@ -164,6 +177,11 @@ class OptunaNSGAII(OptunaStrategy):
     def _sampler(self, seed: int):
         kw = {"constraints_func": _constraint} if self.use_constraints else {}
         return self._optuna.samplers.NSGAIISampler(seed=seed, population_size=self.population, **kw)
+
+    def _adopt(self, trial) -> None:
+        # a trial gets its generation when the sampler draws for it; with every parameter fixed it never does
+        frozen = self.study.get_trials(deepcopy=False)[trial.number]
+        self.study.sampler.get_trial_generation(self.study, frozen)
 
 
 class OptunaCmaEs(OptunaStrategy):
