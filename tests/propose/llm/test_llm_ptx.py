@@ -60,3 +60,18 @@ def test_the_prompt_carries_the_profile(tmp_path, monkeypatch):
     assert "Warp Stall Sampling (All Samples) (Nsight Compute's source counters" in user and "96%" in user
     assert "@!P2 LDG.E R15, desc[UR4][R22.64]   # 40 Warp Stall Sampling (All Samples)" in user
     assert "estimated issue slots" not in user
+
+
+def test_another_model_in_the_same_recording_folder_is_asked_anew(tmp_path, monkeypatch):
+    """A folder's recorded answers belong to the model that gave them: asking another model calls it."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    k = from_ptx(PTX.read_text(), origin="ptx", metadata={"shared": 0})
+    windows = hot_windows(k)
+    good = _answer(k, windows[0], "ld.global.b32 \t%f3", "ld.global.L1::evict_last.b32 \t%f3")
+    for model, expected_calls in (("m", 1), ("m", 0), ("other", 1)):
+        with ScriptedLLMServer([{"content": good}]) as server:
+            cfg = LLMConfig(provider="openai", model=model, base_url=server.base_url, timeout_s=5.0, retries=0)
+            client = LLMClient(cfg, Cassette(tmp_path / "llm", "record"), OpenAIProvider(cfg))
+            (cand,) = LlmPtxProposer(client, windows=1).propose(k, windows, parent="c-parent", op="demo")
+            assert len(server.requests) == expected_calls, model
+        assert cand.proposer.startswith(f"llm:{model}:")

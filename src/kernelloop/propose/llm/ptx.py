@@ -105,7 +105,7 @@ class LlmPtxProposer:
         out = []
         for w in windows[:self.windows]:
             system, user = self.prompt(kernel, w, [x for x in windows if x is not w][:5], profile)
-            key = f"ptx|{sha256_hex(kernel.ptx)[:16]}|{w.start}"
+            key = f"ptx|{self.client.config.model}|{sha256_hex(kernel.ptx)[:16]}|{w.start}"   # another model asks anew
             result = converse(self.client, self.prompts, "ptx", system, user, key,
                               self._validator(kernel, w, ctx, parent, op), self.limits)
             if result.value is not None:
