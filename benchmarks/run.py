@@ -137,6 +137,10 @@ SUITES = {s.name: s for s in (
           "be rejected), the rule-based PTX edits of the recorded norms winners proved and timed against their "
           "source-level parents", (
               script("ptx-proof", 470, "benchmarks/ptx_proof.py", "--out", "{out}", "--budget-s", "400"),)),
+    Suite("schedule", "the typed schedules: the static gate's precision on real verdicts (the loop in audit mode over "
+          "every pruned Gluon/schedule configuration of GEMM fp16 4096³ and three schedules the gate rejects) and a "
+          "schedule-level GEMM search against the hand-written Gluon templates, gate on",
+          (script("schedule-gpu", 560, "benchmarks/schedule_gpu.py", "--out", "{out}/schedule", "--budget", "6"),)),
     Suite("gpu-tier", "every test marked `gpu` (the CUDA evaluation path, timing policy, profiler, GPU kernels, the "
           "package on CUDA)", (gpu_tests("gpu-tests", 590),)),
     Suite("fusion", "fusion from the model's graph on a Llama-3-8B-shaped decoder (4 layers, bf16, eps 1e-5): residual "

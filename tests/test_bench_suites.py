@@ -31,7 +31,7 @@ def bench():
 
 
 def test_the_named_suites_exist_and_dry_run_lists_each_command(bench, capsys):
-    assert {"norms", "gemm-prefill", "gemm-decode", "attention", "aa", "gpu-tier", "delivery"} <= set(bench.SUITES)
+    assert {"norms", "gemm-prefill", "gemm-decode", "attention", "aa", "gpu-tier", "delivery", "ptx", "schedule"} <= set(bench.SUITES)
     assert bench.main(["--list"]) == 0
     listed = capsys.readouterr().out
     assert all(name in listed for name in bench.SUITES)
