@@ -43,3 +43,10 @@ def test_index_zero_only_where_nvml_sees_one_gpu(current_gpu):
     assert timer.nvml_handle(_Nvml(["GPU-only"])) == ("handle", 0)
     with pytest.raises(RuntimeError, match="among 2"):
         timer.nvml_handle(_Nvml(["GPU-a", "GPU-b"]))
+
+
+def test_a_mig_slice_is_found_by_its_mig_uuid(current_gpu):
+    current_gpu("7a2b-0001")   # a worker on a MIG slice: NVML names it MIG-..., never GPU-...
+    assert timer.nvml_handle(_Nvml(["GPU-5c1d-0000", "MIG-7a2b-0001"])) == ("handle", 1)
+    current_gpu("MIG-7a2b-0001")   # already prefixed: asked as it is
+    assert timer.nvml_handle(_Nvml(["GPU-5c1d-0000", "MIG-7a2b-0001"])) == ("handle", 1)

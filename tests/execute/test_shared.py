@@ -137,3 +137,77 @@ def test_the_snapshots_of_a_gpu_worker_come_back_in_a_host_arena_where_ipc_is_re
     shots, transport, why = timing._shared_snapshots(state, msg, [(5, {"seed": 9, "perturb": None}, outs)])
     assert transport == "host-arena" and "not supported" in why
     assert shots[0].call == 5 and torch.equal(read_all([shots[0].outputs])[0][0], torch.full((4,), 2.0))
+
+
+@pytest.fixture
+def exports_start_a_thread(monkeypatch):
+    """CUDA IPC exports stand-in: the first one starts a thread (as a first export in a fresh process may), each
+    returns a record of the tensor; the thread ends at teardown."""
+    import threading
+    from kernelloop.execute.shared import SharedTensor
+    stop, started = threading.Event(), []
+
+    def share(t):
+        if not started:
+            started.append(threading.Thread(target=stop.wait, name="export-helper", daemon=True))
+            started[0].start()
+        return SharedTensor(transport="cuda-ipc", dtype="float32", shape=list(t.shape), stride=list(t.stride()),
+                            ipc=[list(t.shape), list(t.stride()), 0, 0, b"h", 4, 0, b"/r", 0, None, False])
+    monkeypatch.setattr(W, "share_cuda", share)
+    monkeypatch.setattr("kernelloop.execute.shared.share_cuda", share)
+    yield started
+    stop.set()
+    for t in started:
+        t.join(5)
+
+
+def test_the_thread_census_is_taken_before_the_tensors_are_shared(gpu_worker, layernorm, tmp_path,
+                                                                   exports_start_a_thread):
+    state, _, _ = gpu_worker
+    reply = _check(state, layernorm, tmp_path / "job", "cuda-ipc")
+    assert isinstance(reply, P.Checked) and reply.transport == "cuda-ipc", getattr(reply, "log", reply)
+    assert exports_start_a_thread and exports_start_a_thread[0].is_alive()   # sharing did start one
+    assert reply.threads.after == reply.threads.base   # ... after the census: the honest kernel left none
+
+
+def test_the_timed_calls_thread_census_is_taken_before_the_snapshots_are_shared(gpu_worker, layernorm, tmp_path,
+                                                                                exports_start_a_thread, monkeypatch):
+    from kernelloop.bench.policy import policies_for
+    from kernelloop.execute import timing
+    state, _, _ = gpu_worker
+    monkeypatch.setattr(timing, "_sync", lambda device: None)
+    policy = policies_for("interpret")[0].model_copy(update={"samples": 3, "warmup": 1})
+    msg = P.BenchRequest(spec=layernorm.spec.model_dump_json(), workload=WL, policy=policy, subjects=["candidate"],
+                         seed=1, source_hash="c" * 16, fresh_inputs=True, snapshots=1, job_dir=str(tmp_path),
+                         transport="cuda-ipc")
+    reply = timing.bench(state, msg)
+    assert isinstance(reply, P.Benched) and reply.transport == "cuda-ipc", getattr(reply, "log", reply)
+    assert reply.snapshots and exports_start_a_thread[0].is_alive()
+    assert reply.threads.after == reply.threads.base and not reply.threads.new
+
+
+def test_a_check_or_bench_of_a_candidate_this_worker_never_loaded_is_said_so(gpu_worker, layernorm, tmp_path):
+    """A worker started after the load (the previous one replaced) answers with a protocol failure the controller
+    acts on (it loads again), not a KeyError reported as the candidate's runtime error."""
+    from kernelloop.bench.policy import COLD_L2_EVENTS
+    from kernelloop.execute import timing
+    state, _, _ = gpu_worker
+    (tmp_path / "job").mkdir()
+    check = P.CheckRequest(spec=layernorm.spec.model_dump_json(), source_hash="d" * 16, job_dir=str(tmp_path / "job"),
+                           cases=[P.VerifyCase(workload=WL, seed=5, distribution="normal")])
+    bench = P.BenchRequest(spec=layernorm.spec.model_dump_json(), workload=WL, policy=COLD_L2_EVENTS,
+                           subjects=["candidate", "eager"], seed=1, source_hash="d" * 16)
+    for reply in (W._check(state, check), timing.bench(state, bench)):
+        assert P.is_not_loaded(reply), reply
+
+
+def test_device_memory_running_out_replaces_the_worker(gpu_worker, layernorm, tmp_path):
+    state, _, _ = gpu_worker
+    oom = "def launch(x, weight, bias, y, *, eps, **config):\n" \
+          "    raise RuntimeError('CUDA out of memory. Tried to allocate 2.00 GiB')\n"
+    assert isinstance(W._load(state, P.LoadRequest(source=oom, source_hash="e" * 16)), P.Loaded)
+    (tmp_path / "job").mkdir()
+    reply = W._check(state, P.CheckRequest(spec=layernorm.spec.model_dump_json(), source_hash="e" * 16,
+                                           job_dir=str(tmp_path / "job"),
+                                           cases=[P.VerifyCase(workload=WL, seed=5, distribution="normal")]))
+    assert isinstance(reply, P.Failed) and reply.stage == "runtime" and reply.cuda_fault   # pool.Worker replaces it

@@ -70,3 +70,19 @@ def test_a_run_on_one_named_gpu_runs_there_alone(monkeypatch):
     assert resolve_devices(Device.of("cuda"), None) == [Device.of(f"cuda:{i}") for i in range(4)]
     with pytest.raises(ValueError, match="has 4 GPU"):
         resolve_devices(Device.of("cuda:7"), None)
+
+
+def test_a_gpu_the_controller_does_not_see_is_refused_by_name(monkeypatch):
+    """The controller regenerates each case's inputs on the worker's GPU: a UUID it does not see (its tensors would
+    be drawn on the CPU) is refused, not run with every honest kernel judged wrong."""
+    import torch
+    import kernelloop.device as dev
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "NVIDIA H200")
+    monkeypatch.setattr(dev, "cuda_ordinal", lambda uuid: 0 if uuid == "GPU-8e0f" else None)
+    assert resolve_devices(Device.of("cuda"), [Device.of("cuda:GPU-8e0f")]) == [Device.of("cuda:GPU-8e0f")]
+    for named in ("cuda:MIG-4f1c2d", "cuda:GPU-77aa"):
+        with pytest.raises(ValueError, match=named.removeprefix("cuda:")):
+            resolve_devices(Device.of("cuda"), [Device.of(named)])
+        with pytest.raises(ValueError, match="sees no GPU"):
+            resolve_devices(Device.of(named), None)

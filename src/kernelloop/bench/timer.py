@@ -187,13 +187,12 @@ def nvml_handle(pynvml):
     where NVML sees a single GPU. Raises where neither tells which GPU it is."""
     import torch
     uuid = str(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", "") or "")
-    if uuid:
-        text = uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
-        try:
-            return pynvml.nvmlDeviceGetHandleByUUID(text)
-        except Exception:  # noqa: BLE001 - older bindings take bytes
+    # torch writes the UUID without NVML's prefix, which is GPU- for a whole GPU and MIG- for a MIG slice
+    texts = [uuid] if uuid.startswith(("GPU-", "MIG-")) else [f"GPU-{uuid}", f"MIG-{uuid}"] if uuid else []
+    for text in texts:
+        for arg in (text, text.encode()):   # older bindings take bytes
             try:
-                return pynvml.nvmlDeviceGetHandleByUUID(text.encode())
+                return pynvml.nvmlDeviceGetHandleByUUID(arg)
             except Exception:  # noqa: BLE001
                 pass
     if pynvml.nvmlDeviceGetCount() == 1:

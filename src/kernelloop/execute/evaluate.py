@@ -95,6 +95,7 @@ class Evaluator(TimedStage):
         self.transports = TransportChoice(self.device, self.tensor_device, cuda_ipc)
         self._transport_used = ""   # of the latest verification or timing request
         self._spec_json: tuple[object, str] | None = None   # (spec, its JSON text): serialised once, not per request
+        self._loaded: P.LoadRequest | None = None   # the latest load, asked again of a worker started since
 
     # -- the battery ----------------------------------------------------------------------------------------
     def heldout_workloads(self, workload: Workload, candidate: Candidate) -> list[Workload]:
@@ -143,8 +144,22 @@ class Evaluator(TimedStage):
             self._spec_json = (self.spec, self.spec.model_dump_json())
         return self._spec_json[1]
 
-    def _request(self, msg: P.LoadRequest | P.CheckRequest | P.BenchRequest, timeout: float) -> Reply:
-        """A worker request; the worker's stage file is cleared first, so a crash reads only this job's stage."""
+    def _request(self, msg: P.LoadRequest | P.CheckRequest | P.BenchRequest | P.ShareRequest, timeout: float
+                 ) -> Reply:
+        """A worker request; the worker's stage file is cleared first, so a crash reads only this job's stage. A
+        worker started since the candidate's load (the previous one replaced) answers that it has not loaded it: the
+        candidate is loaded again and the request asked once more."""
+        if isinstance(msg, P.LoadRequest):
+            self._loaded = msg
+        reply = self._ask(msg, timeout)
+        again = self._loaded
+        if P.is_not_loaded(reply.record) and again is not None and again.source_hash == getattr(msg, "source_hash", ""):
+            if self._ask(again, self.timeouts.check).status != "ok":
+                return self._last_reply
+            reply = self._ask(msg, timeout)
+        return reply
+
+    def _ask(self, msg, timeout: float) -> Reply:
         stage = getattr(self.worker, "work_dir", None)
         if stage is not None:
             (Path(stage) / STAGE_FILE).unlink(missing_ok=True)
@@ -222,6 +237,11 @@ class Evaluator(TimedStage):
             return BuildFailure(stage="import", log=reply.record.log, toolchain=self.toolchain)
         return self._failure_verdict(reply, "import")
 
+    def decide_transport(self) -> None:
+        """Probe CUDA IPC once on a GPU (execute/transport.py). Asked before a candidate is loaded: a probe that
+        fails replaces the worker, and with it anything loaded into it."""
+        self.transports.decide(lambda msg: self._request(msg, self.timeouts.check))
+
     @property
     def transport(self) -> str:
         """How the worker is asked to share tensors (execute/transport.py): the arena on the CPU; on a GPU CUDA IPC
@@ -269,7 +289,7 @@ class Evaluator(TimedStage):
                ) -> tuple[BuildArtifact | BuildFailure | None, Verdict, float, dict | None]:
         """Run the battery; (build, verdict, seconds, the case it failed on or None)."""
         cases = self.cases(candidate, workload)
-        self.transports.decide(lambda msg: self._request(msg, self.timeouts.check))
+        self.decide_transport()
         self._transport_used = self.transport
         # the worker gets what it needs to run a case, nothing of what a proposer may not know beyond that
         msg = P.CheckRequest(spec=self._spec_text(), source_hash=candidate.source_hash, config=candidate.config,
@@ -296,35 +316,17 @@ class Evaluator(TimedStage):
             return build, verdict, reply.seconds, failed_case
         self._transport_used = d.transport
         self.transports.worker_said(d)
-        if d.returned is not None:
-            r = d.returned
-            failed_case = cases[r.case] if 0 <= r.case < len(cases) else None
-            return build, Verdict(status=Status.REJECTED, case=case_label(failed_case) if failed_case else "",
-                                  message=f"launch-returned: launch returned a {r.type} instead of None: kernelloop never reads a "
-                                          f"return value; write the results in place into the output tensors it "
-                                          f"passes after the inputs"), reply.seconds, failed_case
-        aten = d.aten
-        if aten.forbidden and self.aten_ops:
-            failed_case = cases[aten.forbidden[0].case] if 0 <= aten.forbidden[0].case < len(cases) else None
-            return build, Verdict(status=Status.REJECTED, case=case_label(failed_case) if failed_case else "",
-                                  message=aten.message, log="\n".join(aten.seen)), reply.seconds, failed_case
-        if d.alias:
-            first = d.alias_case
-            failed_case = cases[first] if isinstance(first, int) and 0 <= first < len(cases) else None
-            return build, Verdict(status=Status.WRONG_SHAPE,
-                                  case=case_label(failed_case) if failed_case else workload.label,
-                                  message="; ".join(d.alias)[:2000]), reply.seconds, failed_case
-        # The worker replied (every call returned); nothing may be left running that could still write the outputs
-        # before the controller takes its own copy of them.
-        threads = self._threads_verdict(d.threads, "the call")
-        if threads is not None:
-            return build, threads.model_copy(update={"case": f"{workload.label} after the verification calls"}), \
-                reply.seconds, None
+        shared = [[c.runs, c.inputs_before, c.inputs_after] for c in d.cases]
+        early = self._early_verdict(d, cases, workload)
+        if early is not None:   # the controller takes no copy: the worker may free what it shared
+            self.transports.release(shared)
+            return build, early[0], reply.seconds, early[1]
         try:
-            own = self.transports.own_copy([[c.runs, c.inputs_before, c.inputs_after] for c in d.cases])
+            own = self.transports.own_copy(shared)
         except Exception as e:  # noqa: BLE001 - this controller cannot open the worker's CUDA buffers: a host arena
             if d.transport != "cuda-ipc":
                 raise
+            self.transports.release(shared)
             self.transports.unopened(e)
             return self.verify(candidate, workload, job_dir)
         verdict = Verdict(status=Status.PASSED)
@@ -333,6 +335,34 @@ class Evaluator(TimedStage):
             if verdict.status is not Status.PASSED:
                 return build, verdict, reply.seconds, case
         return build, verdict, reply.seconds, None
+
+    def _early_verdict(self, d: P.Checked, cases: list[dict], workload: Workload
+                       ) -> tuple[Verdict, dict | None] | None:
+        """The verdict a Checked reply earns before any comparison (a returned value, a forbidden ATen operation,
+        aliasing outputs, a thread left behind) and the case it failed on; None when the outputs are to be compared."""
+        if d.returned is not None:
+            r = d.returned
+            failed_case = cases[r.case] if 0 <= r.case < len(cases) else None
+            return Verdict(status=Status.REJECTED, case=case_label(failed_case) if failed_case else "",
+                           message=f"launch-returned: launch returned a {r.type} instead of None: kernelloop never "
+                                   f"reads a return value; write the results in place into the output tensors it "
+                                   f"passes after the inputs"), failed_case
+        aten = d.aten
+        if aten.forbidden and self.aten_ops:
+            failed_case = cases[aten.forbidden[0].case] if 0 <= aten.forbidden[0].case < len(cases) else None
+            return Verdict(status=Status.REJECTED, case=case_label(failed_case) if failed_case else "",
+                           message=aten.message, log="\n".join(aten.seen)), failed_case
+        if d.alias:
+            first = d.alias_case
+            failed_case = cases[first] if isinstance(first, int) and 0 <= first < len(cases) else None
+            return Verdict(status=Status.WRONG_SHAPE, case=case_label(failed_case) if failed_case else workload.label,
+                           message="; ".join(d.alias)[:2000]), failed_case
+        # The worker replied (every call returned); nothing may be left running that could still write the outputs
+        # before the controller takes its own copy of them.
+        threads = self._threads_verdict(d.threads, "the call")
+        if threads is not None:
+            return threads.model_copy(update={"case": f"{workload.label} after the verification calls"}), None
+        return None
 
     def _failure(self, stage: str, workload: Workload, case: dict | None = None, reply: Reply | None = None
                  ) -> dict:
@@ -387,6 +417,7 @@ class Evaluator(TimedStage):
                 v = rejected.model_copy(update={"case": f"{label}: static rules, before any call"})
                 return Evaluation(None, v, None, Costs(wall_s=time.perf_counter() - t0),
                                   self._failure("static rules", workload))
+            self.decide_transport()   # before the load: a failed probe replaces the worker
             loaded = self.load(candidate)
             if isinstance(loaded, BuildFailure):
                 return Evaluation(loaded, Verdict(status=Status.COMPILE_ERROR, message="candidate failed to import",

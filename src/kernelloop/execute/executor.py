@@ -13,6 +13,7 @@ manifest.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -97,7 +98,8 @@ def check_one_model(names: dict[str, str]) -> None:
 def resolve_devices(kind: Device, given: list[Device] | None) -> list[Device]:
     """The devices a run uses: `given`; else the device `kind` names when it names one ('cuda:1', 'interpret:0');
     else on cuda every visible GPU of GPU 0's model (the default GPU alone when there is one), in the interpreter one
-    interpreter worker. GPUs given must exist and be of one model."""
+    interpreter worker. GPUs given must exist, be of one model and be GPUs this process addresses (a
+    UUID it does not see is refused: the controller regenerates each case's inputs on the worker's GPU)."""
     if not given and (kind.index is not None or kind.uuid is not None):
         given = [kind]
     if not kind.is_cuda:
@@ -113,8 +115,14 @@ def resolve_devices(kind: Device, given: list[Device] | None) -> list[Device]:
                 raise ValueError(f"device {d}: a cuda run runs on GPUs")
             if d.index is not None and d.index >= count:
                 raise ValueError(f"device {d}: this host has {count} GPU(s)")
-        check_one_model({str(d): torch.cuda.get_device_name(d.controller_tensor_device) for d in given
-                         if d.controller_tensor_device != "cpu"})
+            if d.controller_tensor_device == "cpu":
+                # the controller regenerates every case's inputs on the worker's GPU with its generator: on the CPU
+                # they would differ from the worker's draws and every honest kernel would be judged wrong
+                raise ValueError(f"device {d}: this process sees no GPU of UUID {d.uuid} among its {count} "
+                                 f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); the "
+                                 f"controller must address every device it runs on: make it visible to the "
+                                 f"controller, or name it by ordinal")
+        check_one_model({str(d): torch.cuda.get_device_name(d.controller_tensor_device) for d in given})
         return list(given)
     if count <= 1:
         return [Device(kind="cuda")]

@@ -8,7 +8,10 @@ import sys
 from pathlib import Path
 
 CUDA_FAULT_MARKERS = ("illegal memory access", "unspecified launch failure", "CUDA error", "cudaError",
-                      "misaligned address", "device-side assert", "an illegal instruction")
+                      "misaligned address", "device-side assert", "an illegal instruction",
+                      # device memory exhausted (torch.OutOfMemoryError: "CUDA out of memory"): a fresh worker
+                      # starts with all of it, whatever this one still holds
+                      "out of memory")
 
 
 def _import_file(path: Path, name: str):

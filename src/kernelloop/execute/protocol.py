@@ -12,12 +12,15 @@ are shared (execute/shared.py: an arena file mapped by both processes, or CUDA I
 Requests: `LoadRequest`, `CheckRequest`, `BenchRequest`, `ShareRequest` (the CUDA IPC probe), `ExitRequest`.
 Replies: `Ready` (once, when the worker has started), `Loaded`, `Checked`, `Benched`, `Shared` for a request that
 succeeded, `Failed` for one that did not (its `stage`: import, compile, runtime, protocol; the controller turns a
-reply whose request had the sandbox deny something into stage `sandbox`). Every reply lists the sandbox's denials of
+reply whose request had the sandbox deny something into stage `sandbox`). A check or bench of a candidate the worker
+has not loaded -- it was started after the load, the previous one having been replaced -- is answered
+`Failed(stage="protocol", error=NOT_LOADED)`; the controller then loads the candidate again and asks once more. Every reply lists the sandbox's denials of
 that request (`denied`).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, TypeAdapter, ValidationError
@@ -221,6 +224,21 @@ class Failed(_Reply):
     cuda_fault: bool = Field(False, description="The CUDA context is unusable: the worker is replaced.")
     build: BuildArtifact | None = Field(None, description="The build, when the failure came after the first call.")
     case: int | None = Field(None, description="The verification case the failure happened in.")
+
+
+NOT_LOADED = "not loaded"   # Failed.error of a request naming a candidate this worker has not loaded
+
+
+def not_loaded(source_hash: str) -> Failed:
+    """The answer to a check or bench of a candidate this worker never loaded (it was started after the load, the
+    previous worker having been replaced): the controller loads the candidate again and asks once more."""
+    return Failed(stage="protocol", error=NOT_LOADED,
+                  log=f"candidate {source_hash[:16]} is not loaded in this worker (pid {os.getpid()})")
+
+
+def is_not_loaded(record: Any) -> bool:
+    """Whether a reply record is `not_loaded`'s answer."""
+    return isinstance(record, Failed) and record.stage == "protocol" and record.error == NOT_LOADED
 
 
 WorkerReply = Annotated[Union[Ready, Loaded, Checked, Benched, Shared, Failed], Field(discriminator="kind")]

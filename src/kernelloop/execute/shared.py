@@ -19,6 +19,9 @@ A CUDA run never hands the candidate host tensors: the arena holds the candidate
 
 Either way the controller takes its own copy (`SharedTensor.read` + `clone`) only after the worker replied -- every
 call of the request has returned -- and the thread census found nothing left running that could still write.
+A CUDA IPC export stays allocated in the worker until the controller has opened and dropped it (torch's reference
+count of the export), so a reply whose tensors the controller does not copy -- a verdict before the copy, a request
+asked again after an open failed -- has them released (`SharedTensor.release`: opened and dropped, no copy).
 """
 
 from __future__ import annotations
@@ -82,6 +85,24 @@ class SharedTensor(Record):
         view = buf[self.offset:self.offset + extent].view(dtype).as_strided(self.shape, self.stride)
         return view.to(device) if device != "cpu" else view
 
+    def release(self, gpu: int | None = None) -> None:
+        """Let the worker free a CUDA IPC export this process does not copy: the buffer is opened and dropped at
+        once, so torch's consumer side lowers the export's reference count as after a copy; where it cannot be opened,
+        the count is lowered directly (what torch does for a handle this process already has open). Until then the
+        worker holds the buffer whatever it drops. Best effort, never raises; nothing to do for an arena slice."""
+        if self.transport != "cuda-ipc":
+            return
+        try:
+            self.read("cuda", gpu)
+            return
+        except Exception:  # noqa: BLE001 - a handle this process cannot open: lower its count without it
+            pass
+        try:
+            import torch
+            torch.UntypedStorage._release_ipc_counter(self.ipc[7], self.ipc[8], device=self.ipc[3])
+        except Exception:  # noqa: BLE001 - the worker keeps the buffer; one that runs out of memory is replaced
+            pass
+
 
 def _extent(shape, stride) -> int:
     """Elements a strided tensor's storage spans."""
@@ -144,10 +165,19 @@ def read_all(groups, device: str = "cpu", gpu: int | None = None) -> list:
     return one(groups)
 
 
+def release_all(groups, gpu: int | None = None) -> None:
+    """Release shared tensors this process does not copy (nested lists of SharedTensor, None skipped)."""
+    for x in groups or ():
+        if isinstance(x, list):
+            release_all(x, gpu)
+        elif x is not None:
+            x.release(gpu)
+
+
 def remove_arenas(folder: str | os.PathLike) -> None:
     for p in Path(folder).glob("*.arena"):
         p.unlink(missing_ok=True)
 
 
-__all__ = ["Arena", "SharedTensor", "TRANSPORTS", "Transport", "read_all", "remove_arenas", "resolve_transport",
-           "share_cuda"]
+__all__ = ["Arena", "SharedTensor", "TRANSPORTS", "Transport", "read_all", "release_all", "remove_arenas",
+           "resolve_transport", "share_cuda"]

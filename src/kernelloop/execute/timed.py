@@ -37,11 +37,11 @@ class TimedStage:
         always does so when library baselines are among the subjects)."""
         seed = derive_seed(self.secret, "bench", workload.id, candidate.id if candidate else "-")
         baselines_file = self.bundle.folder / "baselines.py"
+        self.decide_transport()   # before a reload: a failed probe replaces the worker
         if job_dir and self._writable(job_dir) and candidate is not None:
             failed = self.load(candidate)      # the worker was restarted for the folder: load the candidate again
             if failed is not None:
                 return {}, {}, self._last_reply
-        self.transports.decide(lambda msg: self._request(msg, self.timeouts.check))
         msg = P.BenchRequest(
             spec=self._spec_text(), workload=workload, policy=policy, subjects=subjects, seed=seed,
             **({"source_hash": candidate.source_hash, "config": candidate.config} if candidate is not None else {}),
@@ -58,14 +58,21 @@ class TimedStage:
         if got.snapshots:
             self._transport_used = got.transport
         self.transports.worker_said(got)
-        if got.snapshots and got.transport == "cuda-ipc" and self._threads_verdict(got.threads, "") is None:
-            # the controller's own copies now, so that a handle this process cannot open is found while the timing
-            # can still be asked again through the host arena (check_timed re-verifies these copies)
-            try:
-                reply.owned = self.transports.own_copy([s.outputs for s in got.snapshots])
-            except Exception as e:  # noqa: BLE001
-                self.transports.unopened(e)
-                return self.bench(candidate, workload, subjects, policy, job_dir, settle_threads)
+        if got.snapshots and got.transport == "cuda-ipc":
+            shared = [s.outputs for s in got.snapshots]
+            if self._threads_verdict(got.threads, "") is not None:
+                # a thread left behind: no copy is taken (check_timed rejects), the worker may free the snapshots
+                self.transports.release(shared)
+                reply.owned = []
+            else:
+                # the controller's own copies now, so that a handle this process cannot open is found while the
+                # timing can still be asked again through the host arena (check_timed re-verifies these copies)
+                try:
+                    reply.owned = self.transports.own_copy(shared)
+                except Exception as e:  # noqa: BLE001
+                    self.transports.release(shared)
+                    self.transports.unopened(e)
+                    return self.bench(candidate, workload, subjects, policy, job_dir, settle_threads)
         samples = {n: s.model_dump() for n, s in reply.record.samples.items()}
         notes = dict(reply.record.notes)
         env = {"before": reply.record.gpu_before, "after": reply.record.gpu_after}

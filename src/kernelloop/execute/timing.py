@@ -154,6 +154,8 @@ def bench(state, msg: P.BenchRequest) -> P.Benched | P.Failed:
                 box.grant_read(Path(path).parent)
         if msg.job_dir:
             box.grant_write(msg.job_dir)
+    if msg.source_hash not in state.modules and any(n in CANDIDATE_KINDS for n in msg.subjects):
+        return P.not_loaded(msg.source_hash)   # a worker started since the load: the controller loads again
     spec = state.specs.get(msg.spec)
     subjects, notes, live = _subjects(state, msg, spec)
     w = msg.workload
@@ -224,8 +226,9 @@ def bench(state, msg: P.BenchRequest) -> P.Benched | P.Failed:
         return P.Failed(stage="runtime", log=text, error=f"{type(e).__name__}: {e}"[:2000],
                         cuda_fault=any(m in text for m in CUDA_FAULT_MARKERS))
     after_snap = gpu_snapshot() if state.device.is_cuda else {}
+    # the census right after the calls, before sharing: a first CUDA IPC export may start a thread of torch's own
+    threads = P.ThreadCensus(base=threads_before, after=thread_count(), new=new_threads(names_before))
     shots, transport, why = _shared_snapshots(state, msg, snapshots) if snapshots and msg.job_dir else \
         ([], resolve_transport(state.device, msg.transport), "")
     return P.Benched(samples=samples, notes=notes, gpu_before=before_snap, gpu_after=after_snap, snapshots=shots,
-                     transport=transport, transport_error=why,
-                     threads=P.ThreadCensus(base=threads_before, after=thread_count(), new=new_threads(names_before)))
+                     transport=transport, transport_error=why, threads=threads)

@@ -10,7 +10,7 @@ from typing import Callable
 
 from ..records.device import Device
 from . import protocol as P
-from .shared import Transport, read_all
+from .shared import Transport, read_all, release_all
 
 
 class TransportChoice:
@@ -43,10 +43,21 @@ class TransportChoice:
         """This process could not open the worker's CUDA IPC handles (the request is asked again)."""
         self.refuse(f"this process could not open the worker's CUDA IPC handles: {type(e).__name__}: {e}")
 
+    @property
+    def _gpu(self) -> int | None:
+        """The worker's GPU as this process numbers it (None off a GPU)."""
+        if not self.device.is_cuda:
+            return None
+        return int(self.tensor_device.split(":")[1]) if ":" in self.tensor_device else 0
+
     def own_copy(self, shared) -> list:
         """This process's own copies of shared tensors (nested lists of SharedTensor), on its tensor device."""
-        gpu = int(self.tensor_device.split(":")[1]) if ":" in self.tensor_device else 0
-        return read_all(shared, self.tensor_device, gpu if self.device.is_cuda else None)
+        return read_all(shared, self.tensor_device, self._gpu)
+
+    def release(self, shared) -> None:
+        """Let the worker free shared tensors this process does not copy (nested lists of SharedTensor): every
+        reply that shared tensors by CUDA IPC ends either in `own_copy` or here (execute/shared.py)."""
+        release_all(shared, self._gpu)
 
     def decide(self, request: Callable[[P.ShareRequest], object]) -> None:
         """Probe CUDA IPC once on a GPU (`request` sends the worker a ShareRequest and returns its pool.Reply)."""
@@ -66,6 +77,7 @@ class TransportChoice:
             got = self.own_copy([reply.record.tensor])[0]
             ok = torch.equal(got.cpu(), torch.arange(msg.elements, dtype=torch.float32))
         except Exception as e:  # noqa: BLE001 - e.g. the driver refuses the handle across the worker's isolation
+            self.release([reply.record.tensor])
             return self.refuse(f"this process could not open the worker's CUDA IPC handle: {type(e).__name__}: {e}")
         if not ok:
             return self.refuse("the worker's CUDA IPC handle opened on other contents than it shared")

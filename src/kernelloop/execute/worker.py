@@ -87,7 +87,9 @@ def _check(state: _State, msg: P.CheckRequest) -> P.Checked | P.Failed:
     copied to files of serialised tensors."""
     from ..reference.inputs import alloc_outputs, alloc_scratch, make_inputs
     spec = state.specs.get(msg.spec)
-    mod = state.modules[msg.source_hash]
+    mod = state.modules.get(msg.source_hash)
+    if mod is None:   # a worker started since the load (the previous one was replaced): the controller loads again
+        return P.not_loaded(msg.source_hash)
     forget_compiled(mod)  # so the build record describes exactly the kernels this trial compiles
     if state.sandbox is not None:
         state.sandbox.grant_write(msg.job_dir)
@@ -135,10 +137,11 @@ def _check(state: _State, msg: P.CheckRequest) -> P.Checked | P.Failed:
                 alias_case = k
             alias += [f"case {k}: {p}" for p in problems]
         shared.append((k, runs, seen, inputs))
+    # the census right after the calls, before sharing: a first CUDA IPC export may start a thread of torch's own
+    threads = P.ThreadCensus(base=threads_base, after=thread_count())
     cases, transport, why = _shared_cases(state, msg.job_dir, shared, transport)
     return P.Checked(cases=cases, transport=transport, transport_error=why, build=build, alias=alias,
-                     alias_case=alias_case, returned=returned,
-                     threads=P.ThreadCensus(base=threads_base, after=thread_count()),
+                     alias_case=alias_case, returned=returned, threads=threads,
                      aten=aten.report(), cubins=cubin_hashes(mod) if state.device.is_cuda else [])
 
 

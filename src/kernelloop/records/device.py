@@ -83,8 +83,9 @@ class Device(Record):
     @property
     def controller_tensor_device(self) -> str:
         """The torch device on which the controller (which sees every GPU) holds this device's tensors: 'cuda:N' for a
-        GPU by ordinal, 'cuda' for the default one, the ordinal of a UUID among the visible GPUs, else 'cpu' (a MIG
-        slice the controller cannot address: its outputs come through host memory)."""
+        GPU by ordinal, 'cuda' for the default one, the ordinal of a UUID among the visible GPUs, else 'cpu' (a GPU
+        or MIG slice the controller cannot address; execute.executor.resolve_devices refuses to run on one, since the
+        controller's regeneration of the inputs on the CPU would differ from the worker's draws on the GPU)."""
         if not self.is_cuda:
             return "cpu"
         if self.index is not None:
