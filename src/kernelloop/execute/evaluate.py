@@ -90,8 +90,8 @@ class Evaluator(TimedStage):
         # The trusted parent recomputes inputs and the reference on the worker's device (or the CPU in the interpreter).
         self.tensor_device = self.device.controller_tensor_device
         self.toolchain = f"triton {__import__('triton').__version__}"
-        # how the worker's tensors come back (execute/transport.py): on a GPU probed before the first request that
-        # shares any; `cuda_ipc=False` asks for the host arena from the start
+        # how the worker's tensors come back (execute/transport.py): on a GPU probed before the first candidate is
+        # loaded; `cuda_ipc=False` asks for the host arena from the start
         self.transports = TransportChoice(self.device, self.tensor_device, cuda_ipc)
         self._transport_used = ""   # of the latest verification or timing request
         self._spec_json: tuple[object, str] | None = None   # (spec, its JSON text): serialised once, not per request

@@ -1,8 +1,9 @@
 """How one controller gets one device's worker tensors back (the transports of execute/shared.py): the arena on
-the CPU; on a GPU CUDA IPC where it works between the two processes, else the host arena. Decided once, before any
-candidate's tensors depend on it, by a probe: the worker shares a tensor of known contents (protocol.ShareRequest)
-and CUDA IPC is used only when this process opens it and reads those contents. Where it falls back, `note` says why
-(the run archives it as a `transport` event)."""
+the CPU; on a GPU CUDA IPC where it works between the two processes, else the host arena. Decided once, before the
+first candidate is loaded (a probe that fails replaces the worker), by a probe: the worker shares a tensor of known
+contents (protocol.ShareRequest) and CUDA IPC is used only when this process opens it and reads those contents. Where
+it falls back, `note` says why (the run archives it as a `transport` event). Exports this process does not copy are
+released (`release`), so the worker can free them."""
 
 from __future__ import annotations
 
