@@ -49,6 +49,22 @@ def test_the_config_binds_the_schedule():
     assert not d.passed and d.first.field == "ring.stages" and d.first.check == "resources"
 
 
+def test_the_config_binds_the_epilogue():
+    """The same generated source launched for gemm_bias_gelu (EPILOGUE=bias_gelu): the exact GELU over the whole
+    128x256 accumulator is rejected before any build, naming epilogue.fused; SiLU there, or GELU over two halves,
+    passes."""
+    big = dict(CFG, BLOCK_N=256, num_warps=8, num_stages=3)
+    w = W.model_copy(update={"op": "gemm_bias_gelu"})
+    d = gate(candidate(config=dict(big, EPILOGUE="bias_gelu")), workload=w)
+    assert not d.passed and (d.first.field, d.first.check) == ("epilogue.fused", "resources")
+    assert "would spill" in d.first.message and "issue.accumulators" in d.first.message
+    assert gate(candidate(config=dict(big, EPILOGUE="bias_silu")), workload=w).passed
+    halves = apply_patch(gluon_ws(), [{"op": "replace", "path": "/issue/accumulators", "value": 2}])
+    assert gate(candidate(halves, config=dict(big, EPILOGUE="bias_gelu")), workload=w).passed
+    bad = gate(candidate(config=dict(big, EPILOGUE="bias_tanh")), workload=w)
+    assert not bad.passed and "epilogue.fused" in bad.first.message
+
+
 def test_build_checks_against_device_and_budget():
     lim = {"shared_per_block_optin": 232448, "shared_per_sm": 233472, "max_threads_per_block": 1024,
            "regs_per_sm": 65536, "max_threads_per_sm": 2048}

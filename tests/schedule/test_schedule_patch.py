@@ -31,12 +31,30 @@ def test_valid_edit_becomes_a_candidate():
     ([{"op": "remove", "path": "/roles/0/k_step/4"}], "roles[0].k_step", "protocol", "missing or extra arrive"),
     ([{"op": "replace", "path": "/roles/1/k_step/0/parity", "value": "phase"}], "roles[1].k_step[0].parity",
      "protocol", "never completes"),
-    ([{"op": "add", "path": "/epilogue/fused/-", "value": "gelu"}], "epilogue.fused", "lowering", "no lowering"),
+    ([{"op": "add", "path": "/epilogue/fused/-", "value": "gelu"}], "epilogue.fused", "schedule",
+     "is not the epilogue of gemm"),
 ])
 def test_invalid_edits_say_why(patch, field, check, text):
     with pytest.raises(EditInvalid) as e:
         materialize_edit(ScheduleEdit(base="gluon_ws", patch=patch), SPEC)
     assert (e.value.field, e.value.check) == (field, check) and text in str(e.value)
+
+
+def test_edits_take_the_ops_epilogue():
+    """On gemm_bias_gelu an edited schedule is bound to the op's EPILOGUE: checked with it (the exact GELU over the
+    whole 128x256 accumulator is refused, named epilogue.fused), lowered with it and launched with it."""
+    spec = load_op(ops_dir() / "gemm_bias_gelu").spec
+    deeper = ScheduleEdit(base="schedule_ws", patch=[{"op": "replace", "path": "/ring/stages", "value": 2}])
+    with pytest.raises(EditInvalid) as e:
+        materialize_edit(deeper, spec)
+    assert (e.value.field, e.value.check) == ("epilogue.fused", "resources") and "spill" in str(e.value)
+    halves = ScheduleEdit(base="schedule_ws", patch=[{"op": "replace", "path": "/issue/accumulators", "value": 2}])
+    sched, cand = materialize_edit(halves, spec)
+    assert sched.epilogue.fused == ["bias", "gelu"] and cand.config["EPILOGUE"] == "bias_gelu"
+    assert schedule_of(cand.source) == sched and 'EPILOGUE="bias_gelu"' in cand.source
+    other = ScheduleEdit(base="schedule_ws", patch=[{"op": "add", "path": "/epilogue/fused", "value": ["bias"]}])
+    with pytest.raises(EditInvalid, match="is not the epilogue of gemm_bias_gelu"):
+        materialize_edit(other, spec)
 
 
 def test_unknown_base():

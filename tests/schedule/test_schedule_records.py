@@ -20,6 +20,16 @@ def test_config_and_bind_round_trip():
     assert gluon_ws().op_paths()[0] == ("roles[0].k_step[0]", gluon_ws().roles[0].k_step[0])
 
 
+def test_epilogue_is_a_template_parameter():
+    s = gluon_ws()
+    assert s.epilogue.name == "none" and s.bind({"EPILOGUE": "none"}) == s
+    b = s.bind({"EPILOGUE": "bias_silu", "num_stages": 4})
+    assert b.epilogue.fused == ["bias", "silu"] and b.epilogue.name == "bias_silu" and b.epilogue.store == "tma"
+    assert b.bind({"EPILOGUE": "none"}).epilogue.fused == [] and b.bind({"BLOCK_M": 64}).epilogue == b.epilogue
+    with pytest.raises(ValidationError, match="epilogue.fused"):
+        s.bind({"EPILOGUE": "bias_tanh"})
+
+
 @pytest.mark.parametrize("change,where", [
     (lambda d: d["roles"][0]["k_step"][0].update(barrier="full"), "roles[0].k_step[0].barrier"),
     (lambda d: d["roles"][0]["tile_end"][2].update(slot="current"), "roles[0].tile_end[2].slot"),

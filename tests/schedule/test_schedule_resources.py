@@ -4,7 +4,7 @@ role's budget, warps that do not stack)."""
 
 import pytest
 
-from kernelloop.schedule.library import LIBRARY, generated_template, gluon_pingpong, gluon_ws
+from kernelloop.schedule.library import LIBRARY, generated_template, gluon_pingpong, gluon_subtiled, gluon_ws
 from kernelloop.schedule.records import Schedule
 from kernelloop.schedule.resources import check_resources, footprint
 from schedule_fixtures import CONFIGS
@@ -48,3 +48,16 @@ def test_register_budget_overrun():
 def test_warps_must_stack_along_m():
     found = [f.field for f in check_resources(gluon_ws(block_m=64, block_n=128, num_warps=8))]
     assert found == ["tile.block_m"]
+
+
+def test_fused_epilogue_registers():
+    """The exact GELU over a whole 128-register accumulator is refused (its sm_90 builds spill:
+    test_schedule_lower.py), over two half-width ones, or a 64-register accumulator, it is not; bias, SiLU and ReLU
+    add nothing."""
+    for epilogue in ("bias", "bias_silu", "bias_relu", "relu"):
+        assert check_resources(gluon_ws().bind({"EPILOGUE": epilogue})) == [], epilogue
+    (f,) = check_resources(gluon_ws().bind({"EPILOGUE": "bias_gelu"}))
+    assert f.field == "epilogue.fused" and "64 more registers" in f.message and "issue.accumulators" in f.message
+    assert [f.field for f in check_resources(gluon_pingpong().bind({"EPILOGUE": "gelu"}))] == ["epilogue.fused"] * 2
+    assert check_resources(gluon_subtiled().bind({"EPILOGUE": "bias_gelu"})) == []
+    assert check_resources(gluon_ws(block_m=64, block_n=128, num_warps=4).bind({"EPILOGUE": "bias_gelu"})) == []

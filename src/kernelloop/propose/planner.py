@@ -240,6 +240,9 @@ class RulePlanner:
             return
         try:
             edited = apply_patch(schedule, entry.edit, name=f"{schedule.name}_{entry.id[2:].lower().replace('-', '_')}")
+            if edited.epilogue.fused != schedule.epilogue.fused:
+                raise EditInvalid(f"the op's epilogue is EPILOGUE={schedule.epilogue.name!r}: an edit does not change "
+                                  f"what the op computes", field="epilogue.fused")
             findings = check_schedule(edited, elem or 2)
             if findings:
                 raise EditInvalid(findings[0].message, field=findings[0].field, check=findings[0].check)

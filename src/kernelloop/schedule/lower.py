@@ -13,11 +13,16 @@ Every operation of a role becomes one Gluon statement, in the order the schedule
 around a fixed frame: the persistent tile loop (GROUP_M super-groups), the ring position counter `it` (one step a
 k-step; with alternating math roles each skips the other roles' tiles), the tile counter `j` where a barrier array's
 phase needs it, the ring and staging allocations in a fixed order, `gl.warp_specialize` over the roles in order
-(worker warps and registers from the schedule) and the epilogue (a TMA store through a staging buffer, awaited
-before the buffer is written again, or a masked store from registers; per accumulator).
+(worker warps and registers from the schedule) and the epilogue, per accumulator: the fused operations (a bias
+loaded in the accumulator's column layout and added, then one activation: exact erf GELU, SiLU or ReLU; `EPILOGUES`)
+and the store (a TMA store through a staging buffer, awaited before the buffer is written again, or a masked store
+from registers). The fused operations are a template parameter like the tile: `EPILOGUE` ('none', 'bias',
+'bias_gelu', ...) selects them at launch through constexprs, so a launch without them builds the plain store's
+kernel, and `launch(a, b, c)` or `launch(a, b, bias, c)` is the signature of the op's other templates.
 
 The module keeps the schedule it came from as `SCHEDULE` (JSON text), so any candidate built from it can be checked
-against its schedule (`schedule_of`). Numbers the config sets (tile, stages, warps) stay template parameters.
+against its schedule (`schedule_of`). What the config sets (tile, stages, warps, EPILOGUE) stays a template parameter
+(`Schedule.bind`).
 """
 
 from __future__ import annotations
@@ -95,7 +100,8 @@ def _uses_tile_count(role: Role) -> bool:
 
 
 _MODULE = jinja2.Template('''\
-"""GEMM c = a @ b (b.T when TRANS_B) generated from the schedule `{{ s.name }}` by kernelloop.schedule.lower:
+"""GEMM c = act(a @ b [+ bias]) (b.T when TRANS_B) generated from the schedule `{{ s.name }}` by
+kernelloop.schedule.lower:
 {{ summary }}
 Do not edit: change the schedule and lower it again (`kernelloop schedule lower`).
 """
@@ -115,9 +121,32 @@ _TORCH_TO_GL = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 _sync_warps = getattr(gl, "thread_barrier", None) or gl.barrier
 _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+# EPILOGUE (the schedule's epilogue.fused, joined by '_') -> (HAS_BIAS, ACT)
+_EPILOGUES = {
+{% for name, (has_bias, act) in epilogues.items() %}
+    "{{ name }}": ({{ has_bias }}, {{ act }}),
+{% endfor %}
+}
 
 
 {{ helpers }}
+
+@gluon.jit
+def _fused(acc, Bias, col, N, WIDTH: gl.constexpr, layout: gl.constexpr, HAS_BIAS: gl.constexpr,
+           ACT: gl.constexpr):
+    """The fused epilogue on an fp32 accumulator: + bias[col:col + WIDTH] (loaded in the accumulator's column
+    layout, broadcast over rows), then the activation (ACT: 1 exact erf GELU, 2 SiLU, 3 ReLU)."""
+    if HAS_BIAS:
+        offs_n = col + gl.arange(0, WIDTH, layout=gl.SliceLayout(0, layout))
+        bias = gl.load(Bias + offs_n, mask=offs_n < N, other=0.0).to(gl.float32)
+        acc = acc + gl.expand_dims(bias, 0)
+    if ACT == 1:
+        acc = 0.5 * acc * (1.0 + gl.erf(acc * 0.7071067811865476))
+    elif ACT == 2:
+        acc = acc / (1.0 + gl.exp(-acc))
+    elif ACT == 3:
+        acc = gl.maximum(acc, 0.0)
+    return acc
 
 @gluon.jit
 def _ring(a_desc, b_desc, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
@@ -193,9 +222,10 @@ def _ring(a_desc, b_desc, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K:
 
 
 @gluon.jit
-def {{ kernel }}(a_desc, b_desc, c_desc, {{ c_args }}M, N, K,
+def {{ kernel }}(a_desc, b_desc, c_desc, {{ c_args }}M, N, K, Bias,
 {{ " " * (kernel|length + 5) }}BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
-{{ " " * (kernel|length + 5) }}STAGES: gl.constexpr, TRANS_B: gl.constexpr, num_warps: gl.constexpr):
+{{ " " * (kernel|length + 5) }}STAGES: gl.constexpr, TRANS_B: gl.constexpr, HAS_BIAS: gl.constexpr, ACT: gl.constexpr,
+{{ " " * (kernel|length + 5) }}num_warps: gl.constexpr):
     dtype: gl.constexpr = a_desc.dtype
     a_bufs, b_bufs, ready, empty = _ring(a_desc, b_desc, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, TRANS_B)
 {% if not tma_store %}
@@ -218,11 +248,17 @@ def {{ kernel }}(a_desc, b_desc, c_desc, {{ c_args }}M, N, K,
     ], [{{ worker_warps }}], [{{ worker_regs }}])
 
 
-def launch(a, b, c, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, EPILOGUE="none", TRANS_B=0,
-           scratch=None):
-    """c = a @ b (b.T when TRANS_B), c in a's dtype (fp16 or bf16); num_warps counts every math warp."""
-    if EPILOGUE != "none":
-        raise ValueError(f"the schedule {{ s.name }} has no {EPILOGUE!r} epilogue (only 'none')")
+def launch(a, b, x, y=None, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages,
+           EPILOGUE="{{ s.epilogue.name }}", TRANS_B=0, scratch=None):
+    """c = act(a @ b [+ bias]) (b.T when TRANS_B), called as launch(a, b, c) or launch(a, b, bias, c); c in a's
+    dtype (fp16 or bf16); num_warps counts every math warp; EPILOGUE names the fused operations."""
+    if EPILOGUE not in _EPILOGUES:
+        raise ValueError(f"EPILOGUE={EPILOGUE!r}: the schedule {{ s.name }} lowers {sorted(_EPILOGUES)}")
+    has_bias, act = _EPILOGUES[EPILOGUE]
+    bias, c = (None, x) if y is None else (x, y)
+    if (bias is None) == has_bias:
+        raise ValueError(f"EPILOGUE={EPILOGUE!r} does not match the {'absence' if bias is None else 'presence'} "
+                         "of a bias tensor")
     if num_warps % {{ n_math }} != 0:
         raise ValueError(f"num_warps={num_warps}: {{ n_math }} math role(s) of equal warps")
     if not a.is_cuda:
@@ -233,6 +269,9 @@ def launch(a, b, c, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages
         raise ValueError("{{ s.name }} needs row-major a, b and c (TMA descriptors)")
     M, K = a.shape
     N = b.shape[0] if TRANS_B else b.shape[1]
+    if bias is not None and (bias.shape != (N,) or bias.dtype != a.dtype or bias.stride(0) != 1):
+        raise ValueError(f"{{ s.name }} needs a contiguous bias [{N}] in {a.dtype} (got {list(bias.shape)}, "
+                         f"{bias.dtype})")
     dt = _TORCH_TO_GL[a.dtype]
     a_desc = TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K],
                                           gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_K], dt))
@@ -247,9 +286,9 @@ def launch(a, b, c, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages
     total_warps = warps + -(-({{ n_math - 1 }} * warps + {{ loader_warps }}) // 4) * 4
     maxnreg = min(255, 65536 // (total_warps * 32)) // 8 * 8
     {{ kernel }}[(programs,)](
-        a_desc, b_desc, c_desc, {{ c_call }}M, N, K,
+        a_desc, b_desc, c_desc, {{ c_call }}M, N, K, c if bias is None else bias,
         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, STAGES=num_stages, TRANS_B=TRANS_B,
-        num_warps=warps, maxnreg=maxnreg)
+        HAS_BIAS=has_bias, ACT=act, num_warps=warps, maxnreg=maxnreg)
 ''', trim_blocks=True, lstrip_blocks=False, keep_trailing_newline=True)
 
 
@@ -291,14 +330,20 @@ def _wrap(head: str, args: str, indent: int, width: int = 116) -> str:
     return "\n".join(lines)
 
 
+EPILOGUES = {"none": (False, 0), "bias": (True, 0), "gelu": (False, 1), "silu": (False, 2), "relu": (False, 3),
+             "bias_gelu": (True, 1), "bias_silu": (True, 2), "bias_relu": (True, 3)}
+"""The fused epilogues the lowering expresses: EPILOGUE (epilogue.fused joined by '_') -> (HAS_BIAS, ACT): a bias,
+then at most one activation (ACT 1: exact GELU 0.5 x (1 + erf(x / sqrt 2)), as F.gelu; 2: SiLU; 3: ReLU)."""
+
+
 def _epilogue(s: Schedule) -> list[str]:
+    """Per accumulator: the fused operations (`_fused`, selected by the HAS_BIAS and ACT constexprs, so a launch
+    without them compiles to the plain store), then the store."""
     accs = _accumulators(s)
-    if s.epilogue.fused:
-        raise NotLowerable("epilogue.fused", f"fused operations {s.epilogue.fused} have no lowering yet (the "
-                                             f"kernel's launch takes no bias)")
     out: list[str] = []
     for i, a in enumerate(accs):
         col = "pid_n * BLOCK_N" + (f" + {i} * WIDTH" if i else "")
+        out.append(f"{a} = _fused({a}, Bias, {col}, N, WIDTH, layout, HAS_BIAS, ACT)")
         if s.epilogue.store == "tma":
             out += ["tma.store_wait(pendings=0)", f"c_smem.store({a}.to(c_desc.dtype))", "fence_async_shared()",
                     f"_tma_store(c_desc, [pid_m * BLOCK_M, {col}], c_smem)"]
@@ -311,6 +356,9 @@ def _epilogue(s: Schedule) -> list[str]:
 
 
 def _check_lowerable(s: Schedule) -> None:
+    if s.epilogue.name not in EPILOGUES:
+        raise NotLowerable("epilogue.fused", f"{s.epilogue.fused} has no lowering: a 'bias' first, then at most one "
+                                             f"activation ('gelu', 'silu' or 'relu'); lowered: {sorted(EPILOGUES)}")
     if s.issue.tiles == "alternate" and s.epilogue.store != "tma":
         raise NotLowerable("epilogue.store", "alternating math roles store c through their staging buffers (tma)")
     for i, r in enumerate(s.roles):
@@ -351,9 +399,10 @@ def lower(schedule: Schedule) -> str:
         else:
             staging = "c_bufs" if alternate else "c_smem"
             runtime = ["a_bufs", "b_bufs", "ready", "empty", *bars, "c_desc", staging,
-                       *([] if alternate else ["C", "stride_cm"]), "M", "N", "K"]
-            params = ", ".join(runtime) + ", " + const_params + ", num_warps: gl.constexpr"
-            call = ", ".join(runtime) + ", " + consts + ", num_warps"
+                       *([] if alternate else ["C", "stride_cm"]), "M", "N", "K", "Bias"]
+            params = (", ".join(runtime) + ", " + const_params
+                      + ", HAS_BIAS: gl.constexpr, ACT: gl.constexpr, num_warps: gl.constexpr")
+            call = ", ".join(runtime) + ", " + consts + ", HAS_BIAS, ACT, num_warps"
             consumer = math.index(r)
             tiles = (f"gl.program_id(0) + {consumer} * programs, num_m * num_n, {len(math)} * programs" if alternate
                      else "gl.program_id(0), num_m * num_n, gl.num_programs(0)")
@@ -365,7 +414,7 @@ def lower(schedule: Schedule) -> str:
     workers = s.roles[1:]
     text = _MODULE.render(
         s=s, summary=describe(s), helpers=_helpers(len(accs)), schedule_json=repr(s.to_json()), accs=accs, roles=roles, alternate=alternate,
-        n_math=len(math), epilogue=_epilogue(s), tma_store=tma_store, c_args=c_args,
+        n_math=len(math), epilogue=_epilogue(s), epilogues=EPILOGUES, tma_store=tma_store, c_args=c_args,
         c_call="" if alternate else "c, c.stride(0), ", kernel=f"_gemm_{s.name}_kernel",
         worker_warps=", ".join("num_warps" if r.kind == "math" else str(r.warps) for r in workers),
         worker_regs=", ".join(str(r.registers) for r in workers), loader_warps=s.loader.warps)
@@ -381,7 +430,8 @@ def describe(s: Schedule) -> str:
            else f"one math role of {math[0].warps} warps")
     return (f"a persistent grid; a loader of {s.loader.warps} warp(s) fills a ring of {s.ring.stages} slots; {how}, "
             f"{acc}; c stored by {'TMA through shared memory' if s.epilogue.store == 'tma' else 'registers'} "
-            f"(tile {s.tile.block_m}x{s.tile.block_n}x{s.tile.block_k} as generated; the config sets it).")
+            f"(tile {s.tile.block_m}x{s.tile.block_n}x{s.tile.block_k} and epilogue {s.epilogue.name!r} as "
+            f"generated; the config sets them).")
 
 
 def schedule_of(source: str) -> Schedule | None:
@@ -399,4 +449,4 @@ def schedule_of(source: str) -> Schedule | None:
     return None
 
 
-__all__ = ["NotLowerable", "describe", "lower", "schedule_of"]
+__all__ = ["EPILOGUES", "NotLowerable", "describe", "lower", "schedule_of"]

@@ -7,7 +7,8 @@
 `materialize_edit` raises `EditInvalid` with the message a proposer gets back: a patch that does not apply, a
 schedule the record refuses (the field named), one the lowering cannot express, or one the static gate rejects
 (barrier protocol, footprint; each finding with its field). A valid edit becomes a candidate whose source is the
-lowered schedule and whose config is the schedule's numbers.
+lowered schedule and whose config is the schedule's numbers. The op fixes the epilogue: the edited schedule is
+bound to its EPILOGUE (a patch of `/epilogue/fused` to anything else is refused).
 """
 
 from __future__ import annotations
@@ -95,6 +96,16 @@ def materialize_edit(edit: ScheduleEdit, spec: OpSpec, *, sources: dict[str, str
     """The edited schedule and its candidate, or EditInvalid with the gate's message."""
     from ..gate.check import check_schedule
     sched = apply_patch(base_schedule(edit.base, sources), edit.patch, edit.name)
+    pinned = {**pinned_params(spec), **edit.config}
+    want = str(pinned.get("EPILOGUE", "none"))
+    if sched.epilogue.fused and sched.epilogue.name != want:
+        raise EditInvalid(f"epilogue.fused: {sched.epilogue.fused} is not the epilogue of {spec.name} "
+                          f"(EPILOGUE={want!r})", field="epilogue.fused")
+    try:
+        sched = sched.bind({"EPILOGUE": want})    # the op's fused operations, checked and lowered with the rest
+    except ValidationError as e:
+        raise EditInvalid(f"epilogue.fused: EPILOGUE={want!r} names no fused operations a schedule has: "
+                          f"{e.errors()[0]['msg']}", field="epilogue.fused") from None
     findings = check_schedule(sched, elem, limits)
     if findings:
         f = findings[0]
@@ -105,7 +116,7 @@ def materialize_edit(edit: ScheduleEdit, spec: OpSpec, *, sources: dict[str, str
         source = lower(sched)
     except NotLowerable as e:   # check_schedule lowers first; kept for a direct caller's clarity
         raise EditInvalid(str(e), field=e.field, check="lowering") from None
-    config = {**sched.config(), **pinned_params(spec), **edit.config}
+    config = {**sched.config(), **pinned}
     return sched, Candidate(op=spec.name, template="schedule", source=source, config=config,
                             parent_ids=list(parent_ids or []), proposer=proposer, hypothesis=hypothesis)
 

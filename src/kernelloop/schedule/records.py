@@ -131,12 +131,26 @@ class Issue(Record):
                               "turns on whole tiles (ping-pong), ring positions interleaved in tile order.")
 
 
+FusedOp = Literal["bias", "gelu", "silu", "relu"]
+ACTIVATIONS = ("gelu", "silu", "relu")
+
+
 class Epilogue(Record):
     store: Literal["tma", "registers"] = Field("tma", description="c through a shared staging buffer and a TMA "
                                                                   "store, or straight from registers.")
-    fused: list[Literal["bias", "gelu", "silu"]] = Field(default_factory=list,
-                                                          description="Elementwise operations applied before c is "
-                                                                      "rounded (in order).")
+    fused: list[FusedOp] = Field(default_factory=list, description=(
+        "Elementwise operations on the fp32 tile before c is rounded, in order: 'bias' (+ bias[N], broadcast over "
+        "rows), 'gelu' (exact, erf), 'silu' (x * sigmoid(x)), 'relu'."))
+
+    @property
+    def name(self) -> str:
+        """The template parameter EPILOGUE that stands for `fused` ('none', 'bias', 'bias_gelu', 'silu', ...)."""
+        return "_".join(self.fused) or "none"
+
+    @staticmethod
+    def fused_of(name: str) -> list[str]:
+        """`fused` from an EPILOGUE name (the inverse of `name`)."""
+        return [] if name == "none" else str(name).split("_")
 
 
 class Schedule(Record):
@@ -227,18 +241,22 @@ class Schedule(Record):
                 "num_warps": self.math_warps, "num_stages": self.ring.stages}
 
     def bind(self, config: dict) -> "Schedule":
-        """This schedule with the numbers of a template configuration (keys it does not know are ignored)."""
+        """This schedule with the numbers and the epilogue of a template configuration (EPILOGUE sets
+        `epilogue.fused`; keys it does not know are ignored)."""
         tile = self.tile.model_copy(update={k: config[p] for k, p in (("block_m", "BLOCK_M"), ("block_n", "BLOCK_N"),
                                                                         ("block_k", "BLOCK_K"), ("group_m", "GROUP_M"))
                                             if p in config})
         ring = self.ring.model_copy(update={"stages": config["num_stages"]} if "num_stages" in config else {})
+        epilogue = self.epilogue.model_dump()
+        if "EPILOGUE" in config:
+            epilogue["fused"] = Epilogue.fused_of(config["EPILOGUE"])
         roles = list(self.roles)
         if "num_warps" in config:
             per = int(config["num_warps"]) // len(self.math_roles)
             roles = [r.model_copy(update={"warps": per}) if r.kind == "math" else r for r in roles]
         return Schedule.model_validate({**self.model_dump(), "tile": tile.model_dump(), "ring": ring.model_dump(),
-                                        "roles": [r.model_dump() for r in roles]})
+                                        "roles": [r.model_dump() for r in roles], "epilogue": epilogue})
 
 
-__all__ = ["Arrive", "Barrier", "Epilogue", "Issue", "Load", "Mma", "MmaWait", "Op", "Parity", "RING_BARRIERS",
+__all__ = ["ACTIVATIONS", "Arrive", "Barrier", "Epilogue", "FusedOp", "Issue", "Load", "Mma", "MmaWait", "Op", "Parity", "RING_BARRIERS",
            "Ring", "Role", "Schedule", "Sync", "Tile", "Wait"]

@@ -4,8 +4,8 @@
   alignment (Triton 3.9's sm_90 builds of the three Gluon templates were 172-288 bytes above their buffers);
 - registers: every role's budget over its threads (the loader's warp holds a whole warpgroup's registers, as
   workers are padded to warpgroups) within the register file; each worker budget a multiple of 8 in [24, 256]
-  (`setmaxnreg`); each math thread's accumulator plus ~64 registers of addresses and indices within its role's
-  budget; the math warps stacked along M, 16 rows each;
+  (`setmaxnreg`); each math thread's accumulator plus ~64 registers of addresses and indices, plus what the fused
+  epilogue holds beside them, within its role's budget; the math warps stacked along M, 16 rows each;
 - threads per program, and how many programs the registers, shared memory and threads leave room for on one SM.
 """
 
@@ -20,6 +20,19 @@ from .records import Schedule
 ACC_OVERHEAD = 64
 """Registers a math thread needs besides its accumulator (addresses, indices, loop state)."""
 ALIGNMENT = 256
+EPILOGUE_REGISTERS = {"gelu": 0.5}
+"""Registers a math thread holds, per value of one accumulator, while a fused operation runs (the bias slice, SiLU
+and ReLU need none beyond the overhead). Triton 3.9's sm_90 builds of the three library schedules at their
+configurations (128 accumulator values a thread; one 128-value accumulator, or two of 64) with each epilogue: only
+the exact GELU spills, and only over a whole 128-value accumulator (gluon_ws 240 bytes of stack, gluon_pingpong
+320); over a 64-value half (gluon_subtiled) it does not. The shared memory is that of the plain store (+16 bytes
+for ping-pong), within the ALIGNMENT slack."""
+
+
+def epilogue_registers(s: Schedule, values: int) -> int:
+    """Registers the fused epilogue adds to a math thread holding `values` accumulator values in all."""
+    per = values // s.issue.accumulators
+    return int(sum(EPILOGUE_REGISTERS.get(op, 0) * per for op in s.epilogue.fused))
 
 
 @dataclass(frozen=True)
@@ -82,10 +95,17 @@ def check_resources(s: Schedule, elem: int = 2, limits: dict | None = None) -> l
         if r.kind != "math":
             continue
         acc = t.block_m * t.block_n // (r.warps * 32)
+        fused = epilogue_registers(s, acc)
         if acc + ACC_OVERHEAD > r.registers:
             out.append(Finding(f"roles[{i}].registers",
                                f"{r.name}'s {t.block_m}x{t.block_n} fp32 accumulator takes {acc} registers a thread "
                                f"(+{ACC_OVERHEAD} for addresses and indices) > its budget of {r.registers}"))
+        elif acc + ACC_OVERHEAD + fused > r.registers:
+            out.append(Finding("epilogue.fused",
+                               f"{s.epilogue.fused} on {r.name}'s {acc} accumulator registers a thread (+{ACC_OVERHEAD} "
+                               f"for addresses and indices) holds {fused} more registers > its budget of "
+                               f"{r.registers} (it would spill): two half-width accumulators (issue.accumulators) "
+                               f"or a smaller tile"))
         if t.block_m < 16 * r.warps:
             out.append(Finding("tile.block_m", f"{r.name}'s {r.warps} warps stack along M, 16 rows each (a warpgroup "
                                                f"64): block_m {t.block_m} is too short"))
@@ -97,4 +117,4 @@ def check_resources(s: Schedule, elem: int = 2, limits: dict | None = None) -> l
     return out
 
 
-__all__ = ["ACC_OVERHEAD", "Footprint", "check_resources", "footprint"]
+__all__ = ["ACC_OVERHEAD", "EPILOGUE_REGISTERS", "Footprint", "check_resources", "epilogue_registers", "footprint"]

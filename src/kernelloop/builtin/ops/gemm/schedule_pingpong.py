@@ -1,5 +1,6 @@
-"""GEMM c = a @ b (b.T when TRANS_B) generated from the schedule `gluon_pingpong` by kernelloop.schedule.lower:
-a persistent grid; a loader of 1 warp(s) fills a ring of 5 slots; 2 math roles of 4 warps alternating whole tiles, one whole-tile accumulator; c stored by TMA through shared memory (tile 128x128x64 as generated; the config sets it).
+"""GEMM c = act(a @ b [+ bias]) (b.T when TRANS_B) generated from the schedule `gluon_pingpong` by
+kernelloop.schedule.lower:
+a persistent grid; a loader of 1 warp(s) fills a ring of 5 slots; 2 math roles of 4 warps alternating whole tiles, one whole-tile accumulator; c stored by TMA through shared memory (tile 128x128x64 and epilogue 'none' as generated; the config sets them).
 Do not edit: change the schedule and lower it again (`kernelloop schedule lower`).
 """
 
@@ -18,6 +19,17 @@ _TORCH_TO_GL = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 _sync_warps = getattr(gl, "thread_barrier", None) or gl.barrier
 _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+# EPILOGUE (the schedule's epilogue.fused, joined by '_') -> (HAS_BIAS, ACT)
+_EPILOGUES = {
+    "none": (False, 0),
+    "bias": (True, 0),
+    "gelu": (False, 1),
+    "silu": (False, 2),
+    "relu": (False, 3),
+    "bias_gelu": (True, 1),
+    "bias_silu": (True, 2),
+    "bias_relu": (True, 3),
+}
 
 
 @gluon.constexpr_function
@@ -45,6 +57,23 @@ def _tile_coords(tile, num_m, num_n, GROUP_M: gl.constexpr):
     return pid_m, pid_n
 
 @gluon.jit
+def _fused(acc, Bias, col, N, WIDTH: gl.constexpr, layout: gl.constexpr, HAS_BIAS: gl.constexpr,
+           ACT: gl.constexpr):
+    """The fused epilogue on an fp32 accumulator: + bias[col:col + WIDTH] (loaded in the accumulator's column
+    layout, broadcast over rows), then the activation (ACT: 1 exact erf GELU, 2 SiLU, 3 ReLU)."""
+    if HAS_BIAS:
+        offs_n = col + gl.arange(0, WIDTH, layout=gl.SliceLayout(0, layout))
+        bias = gl.load(Bias + offs_n, mask=offs_n < N, other=0.0).to(gl.float32)
+        acc = acc + gl.expand_dims(bias, 0)
+    if ACT == 1:
+        acc = 0.5 * acc * (1.0 + gl.erf(acc * 0.7071067811865476))
+    elif ACT == 2:
+        acc = acc / (1.0 + gl.exp(-acc))
+    elif ACT == 3:
+        acc = gl.maximum(acc, 0.0)
+    return acc
+
+@gluon.jit
 def _ring(a_desc, b_desc, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
           STAGES: gl.constexpr, TRANS_B: gl.constexpr):
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
@@ -60,9 +89,9 @@ def _ring(a_desc, b_desc, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K:
     return a_bufs, b_bufs, ready, empty
 
 @gluon.jit
-def _math0(a_bufs, b_bufs, ready, empty, turn, c_desc, c_bufs, M, N, K, BLOCK_M: gl.constexpr,
+def _math0(a_bufs, b_bufs, ready, empty, turn, c_desc, c_bufs, M, N, K, Bias, BLOCK_M: gl.constexpr,
            BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
-           TRANS_B: gl.constexpr, num_warps: gl.constexpr):
+           TRANS_B: gl.constexpr, HAS_BIAS: gl.constexpr, ACT: gl.constexpr, num_warps: gl.constexpr):
     WIDTH: gl.constexpr = BLOCK_N // 1
     layout: gl.constexpr = _mma_layout(BLOCK_M, WIDTH, num_warps)
     c_smem = c_bufs.index(0)
@@ -95,6 +124,7 @@ def _math0(a_bufs, b_bufs, ready, empty, turn, c_desc, c_bufs, M, N, K, BLOCK_M:
         mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
         it += 1 * k_steps
         j += 1
+        acc = _fused(acc, Bias, pid_n * BLOCK_N, N, WIDTH, layout, HAS_BIAS, ACT)
         tma.store_wait(pendings=0)
         c_smem.store(acc.to(c_desc.dtype))
         fence_async_shared()
@@ -102,9 +132,9 @@ def _math0(a_bufs, b_bufs, ready, empty, turn, c_desc, c_bufs, M, N, K, BLOCK_M:
     tma.store_wait(pendings=0)
 
 @gluon.jit
-def _math1(a_bufs, b_bufs, ready, empty, turn, c_desc, c_bufs, M, N, K, BLOCK_M: gl.constexpr,
+def _math1(a_bufs, b_bufs, ready, empty, turn, c_desc, c_bufs, M, N, K, Bias, BLOCK_M: gl.constexpr,
            BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
-           TRANS_B: gl.constexpr, num_warps: gl.constexpr):
+           TRANS_B: gl.constexpr, HAS_BIAS: gl.constexpr, ACT: gl.constexpr, num_warps: gl.constexpr):
     WIDTH: gl.constexpr = BLOCK_N // 1
     layout: gl.constexpr = _mma_layout(BLOCK_M, WIDTH, num_warps)
     c_smem = c_bufs.index(1)
@@ -137,6 +167,7 @@ def _math1(a_bufs, b_bufs, ready, empty, turn, c_desc, c_bufs, M, N, K, BLOCK_M:
         mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
         it += 1 * k_steps
         j += 1
+        acc = _fused(acc, Bias, pid_n * BLOCK_N, N, WIDTH, layout, HAS_BIAS, ACT)
         tma.store_wait(pendings=0)
         c_smem.store(acc.to(c_desc.dtype))
         fence_async_shared()
@@ -167,9 +198,10 @@ def _loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BLOCK_M: gl.c
 
 
 @gluon.jit
-def _gemm_gluon_pingpong_kernel(a_desc, b_desc, c_desc, M, N, K,
+def _gemm_gluon_pingpong_kernel(a_desc, b_desc, c_desc, M, N, K, Bias,
                                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
-                                STAGES: gl.constexpr, TRANS_B: gl.constexpr, num_warps: gl.constexpr):
+                                STAGES: gl.constexpr, TRANS_B: gl.constexpr, HAS_BIAS: gl.constexpr, ACT: gl.constexpr,
+                                num_warps: gl.constexpr):
     dtype: gl.constexpr = a_desc.dtype
     a_bufs, b_bufs, ready, empty = _ring(a_desc, b_desc, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, TRANS_B)
     c_bufs = gl.allocate_shared_memory(c_desc.dtype, [2, BLOCK_M, BLOCK_N // 1], c_desc.layout)
@@ -178,20 +210,26 @@ def _gemm_gluon_pingpong_kernel(a_desc, b_desc, c_desc, M, N, K,
         mbarrier.init(turn.index(i), count=1)
     TILE_BYTES: gl.constexpr = (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * (dtype.primitive_bitwidth // 8)
     gl.warp_specialize([
-        (_math0, (a_bufs, b_bufs, ready, empty, turn, c_desc, c_bufs, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
-                  STAGES, TRANS_B, num_warps)),
-        (_math1, (a_bufs, b_bufs, ready, empty, turn, c_desc, c_bufs, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
-                  STAGES, TRANS_B, num_warps)),
+        (_math0, (a_bufs, b_bufs, ready, empty, turn, c_desc, c_bufs, M, N, K, Bias, BLOCK_M, BLOCK_N, BLOCK_K,
+                  GROUP_M, STAGES, TRANS_B, HAS_BIAS, ACT, num_warps)),
+        (_math1, (a_bufs, b_bufs, ready, empty, turn, c_desc, c_bufs, M, N, K, Bias, BLOCK_M, BLOCK_N, BLOCK_K,
+                  GROUP_M, STAGES, TRANS_B, HAS_BIAS, ACT, num_warps)),
         (_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
                    STAGES, TRANS_B, TILE_BYTES)),
     ], [num_warps, 1], [232, 40])
 
 
-def launch(a, b, c, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, EPILOGUE="none", TRANS_B=0,
-           scratch=None):
-    """c = a @ b (b.T when TRANS_B), c in a's dtype (fp16 or bf16); num_warps counts every math warp."""
-    if EPILOGUE != "none":
-        raise ValueError(f"the schedule gluon_pingpong has no {EPILOGUE!r} epilogue (only 'none')")
+def launch(a, b, x, y=None, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages,
+           EPILOGUE="none", TRANS_B=0, scratch=None):
+    """c = act(a @ b [+ bias]) (b.T when TRANS_B), called as launch(a, b, c) or launch(a, b, bias, c); c in a's
+    dtype (fp16 or bf16); num_warps counts every math warp; EPILOGUE names the fused operations."""
+    if EPILOGUE not in _EPILOGUES:
+        raise ValueError(f"EPILOGUE={EPILOGUE!r}: the schedule gluon_pingpong lowers {sorted(_EPILOGUES)}")
+    has_bias, act = _EPILOGUES[EPILOGUE]
+    bias, c = (None, x) if y is None else (x, y)
+    if (bias is None) == has_bias:
+        raise ValueError(f"EPILOGUE={EPILOGUE!r} does not match the {'absence' if bias is None else 'presence'} "
+                         "of a bias tensor")
     if num_warps % 2 != 0:
         raise ValueError(f"num_warps={num_warps}: 2 math role(s) of equal warps")
     if not a.is_cuda:
@@ -202,6 +240,9 @@ def launch(a, b, c, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages
         raise ValueError("gluon_pingpong needs row-major a, b and c (TMA descriptors)")
     M, K = a.shape
     N = b.shape[0] if TRANS_B else b.shape[1]
+    if bias is not None and (bias.shape != (N,) or bias.dtype != a.dtype or bias.stride(0) != 1):
+        raise ValueError(f"gluon_pingpong needs a contiguous bias [{N}] in {a.dtype} (got {list(bias.shape)}, "
+                         f"{bias.dtype})")
     dt = _TORCH_TO_GL[a.dtype]
     a_desc = TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K],
                                           gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_K], dt))
@@ -216,6 +257,6 @@ def launch(a, b, c, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages
     total_warps = warps + -(-(1 * warps + 1) // 4) * 4
     maxnreg = min(255, 65536 // (total_warps * 32)) // 8 * 8
     _gemm_gluon_pingpong_kernel[(programs,)](
-        a_desc, b_desc, c_desc, M, N, K,
+        a_desc, b_desc, c_desc, M, N, K, c if bias is None else bias,
         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, STAGES=num_stages, TRANS_B=TRANS_B,
-        num_warps=warps, maxnreg=maxnreg)
+        HAS_BIAS=has_bias, ACT=act, num_warps=warps, maxnreg=maxnreg)
