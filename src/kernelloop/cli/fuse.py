@@ -151,8 +151,7 @@ def run(
         err.print(f"[red]bad argument:[/red] {msg}")
         raise typer.Exit(common.BAD_INPUT)
 
-    if dtype not in DTYPES:
-        bad(f"--dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+    require_dtype(err, dtype)
     try:
         dev = resolve_device(device)
         parse_budget(int(budget) if budget.isdigit() else budget, dev)
