@@ -36,3 +36,18 @@ def test_compare_reports_each_pair(monkeypatch):
     out = run(app, ["schedule", "compare"])
     assert out.exit_code == 1 and out.output.count("identical SASS") == 2 and "instruction 3" in out.output
     assert {p[1] for p in seen["pairs"]} == {"schedule_ws", "schedule_subtiled", "schedule_pingpong"}
+
+
+def test_bad_dtype_and_config_are_bad_input():
+    out = run(app, ["schedule", "check", "gluon_ws", "--dtype", "int7"])
+    assert out.exit_code == 2 and "fp16" in out.output and "bf16" in out.output
+    out = run(app, ["schedule", "check", "gluon_ws", "--config", "FOO=3"])
+    assert out.exit_code == 2 and "FOO" in out.output and "BLOCK_M" in out.output and "EPILOGUE" in out.output
+    out = run(app, ["schedule", "check", "gluon_ws", "--config", "BLOCK_M"])
+    assert out.exit_code == 2 and "NAME=VALUE" in out.output
+    out = run(app, ["schedule", "check", "gluon_ws", "--config", "BLOCK_M=big"])
+    assert out.exit_code == 2 and "integer" in out.output
+    out = run(app, ["schedule", "show", "gluon_ws", "--config", "EPILOGUE=bias_gelu,num_stages=2"])
+    assert out.exit_code == 0 and json.loads(out.stdout)["epilogue"]["fused"] == ["bias", "gelu"]
+    out = run(app, ["schedule", "show", "gluon_ws", "--config", "EPILOGUE=[a]"], terminal_width=200)
+    assert out.exit_code == 2 and "'[a]'" in out.output          # the markup-like value is printed, not eaten

@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
+from ..records import DType
 from . import common
 
 schedule_app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -30,20 +32,43 @@ def _load(name_or_file: str, config: str | None = None):
         except EditInvalid as e:
             raise ValueError(str(e)) from None
     if config:
-        from ..ptx.recover import parse_axes
-        sched = sched.bind(parse_axes(config))
+        sched = sched.bind(_parameters(sched, config))
     return sched
 
 
+def _parameters(sched, text: str) -> dict[str, int | str]:
+    """--config 'NAME=VALUE,...' as the parameters `Schedule.bind` sets: integers for its numbers, text for EPILOGUE;
+    ValueError naming the known parameters for any other name."""
+    from ..spec.start import StartError, parse_assignments
+    try:
+        pairs = parse_assignments(text)
+    except StartError as e:
+        raise ValueError(str(e).replace("--start", "--config").replace("expected NAME=VALUE", "use NAME=VALUE")) \
+            from None
+    numbers, known = sched.config(), sched.parameters()
+    out: dict[str, int | str] = {}
+    for name, value in pairs.items():
+        if name not in known:
+            raise ValueError(f"--config {name}: not a parameter of a schedule; use {', '.join(known)}")
+        if name in numbers:
+            try:
+                out[name] = int(value)
+            except ValueError:
+                raise ValueError(f"--config {name}={value}: {name} takes an integer") from None
+        else:
+            out[name] = value
+    return out
+
+
 def _fail(console, what: str, e: Exception) -> None:
-    console.print(f"[red]{what}:[/red] {e}")
+    console.print(f"[red]{what}:[/red] {escape(str(e))}")
     raise typer.Exit(common.BAD_INPUT)
 
 
 Name = Annotated[str, typer.Argument(help="A library schedule ('gluon_ws', 'schedule_pingpong', ...), a schedule "
                                           "JSON file, or a generated template (.py).")]
-Config = Annotated[Optional[str], typer.Option(help="Template parameters binding its numbers, e.g. "
-                                                    "'BLOCK_M=64,num_stages=4'.")]
+Config = Annotated[Optional[str], typer.Option(help="Template parameters binding its numbers and epilogue, e.g. "
+                                                    "'BLOCK_M=64,num_stages=4,EPILOGUE=bias_gelu'.")]
 
 
 @schedule_app.command("show")
@@ -99,28 +124,27 @@ def write(check: Annotated[bool, typer.Option("--check", help="Only say whether 
 
 
 @schedule_app.command("check")
-def check(name: Name, config: Config = None, dtype: Annotated[str, typer.Option()] = "fp16",
+def check(name: Name, config: Config = None, dtype: Annotated[DType, typer.Option()] = DType.fp16,
           as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """The static checks without a build: lowering, barrier protocol, footprint (exit 1 on a finding)."""
     from ..gate.check import check_schedule
-    from ..records import DType
     from ..schedule.resources import footprint
     console = common.console(stderr=as_json)
     try:
         sched = _load(name, config)
     except ValueError as e:
         _fail(console, "bad schedule", e)
-    elem = DType(dtype).itemsize
+    elem = dtype.itemsize
     found = check_schedule(sched, elem)
     if as_json:
         print(json.dumps({"schedule": sched.name, "findings": [f.model_dump() for f in found],
                           "footprint": footprint(sched, elem).__dict__}, indent=2))
     else:
         f = footprint(sched, elem)
-        console.print(f"{sched.name}: {f.shared_bytes} bytes of shared memory, {f.threads} threads at "
+        console.print(f"{escape(sched.name)}: {f.shared_bytes} bytes of shared memory, {f.threads} threads at "
                       f"{f.registers} registers, {f.ctas_per_sm} program(s) an SM")
         for g in found:
-            console.print(f"  [red]{g.check}[/red] {g.field}: {g.message}")
+            console.print(f"  [red]{g.check}[/red] {escape(g.field)}: {escape(g.message)}")
         if not found:
             console.print("  [green]passes[/green]: lowers, its barrier protocol holds, it fits")
     raise typer.Exit(common.FAILED if found else common.OK)
@@ -146,9 +170,10 @@ def compare_cmd(jobs: Annotated[int, typer.Option(help="Build processes.")] = 2,
         print(json.dumps([m.model_dump(mode="json") for m in found], indent=2))
     for m in found:
         if not as_json:
-            state = "[green]identical SASS[/green]" if m.identical else f"[red]differs[/red] {m.first_difference}"
+            state = ("[green]identical SASS[/green]" if m.identical
+                     else f"[red]differs[/red] {escape(m.first_difference)}")
             console.print(f"{m.original} vs {m.generated} {m.config}: {state} ({m.instructions} instructions, "
-                          f"registers {m.registers}, shared {m.shared_bytes}) {m.error}")
+                          f"registers {m.registers}, shared {m.shared_bytes}) {escape(m.error)}")
     raise typer.Exit(common.OK if all(m.identical for m in found) else common.FAILED)
 
 

@@ -240,6 +240,10 @@ class Schedule(Record):
         return {"BLOCK_M": t.block_m, "BLOCK_N": t.block_n, "BLOCK_K": t.block_k, "GROUP_M": t.group_m,
                 "num_warps": self.math_warps, "num_stages": self.ring.stages}
 
+    def parameters(self) -> list[str]:
+        """The template parameters `bind` sets: the numbers of `config`, then EPILOGUE (text)."""
+        return [*self.config(), "EPILOGUE"]
+
     def bind(self, config: dict) -> "Schedule":
         """This schedule with the numbers and the epilogue of a template configuration (EPILOGUE sets
         `epilogue.fused`; keys it does not know are ignored)."""
