@@ -65,3 +65,15 @@ def test_gaps_command(tmp_path):
     empty = tmp_path / "none"
     empty.mkdir()
     assert CliRunner().invoke(app, ["gaps", str(empty)]).exit_code == 2
+
+
+def test_gaps_command_reads_a_corrupt_file_as_an_archive_error_and_prints_needs_verbatim(tmp_path):
+    (tmp_path / "corrupt.json").write_text("not an archive {")
+    out = CliRunner().invoke(app, ["gaps", str(tmp_path / "corrupt.json")])
+    assert out.exit_code == 3 and "cannot read" in out.output, out.output
+    with Archive(tmp_path / "m.sqlite") as a:
+        a.create_run("r", load_op(ops_dir() / "gemm").spec, {}, "m", ENV, {})
+        record_gap(a, "r", CapabilityGap(op="gemm", kind="inexpressible", need="a [a] :factory: epilogue",
+                                         field="epilogue.fused", source="llm:m", workload_id=workload(64).id))
+    table = CliRunner().invoke(app, ["gaps", str(tmp_path / "m.sqlite"), "--min-recurrence", "1"], terminal_width=200)
+    assert table.exit_code == 0 and "a [a] :factory: epilogue" in table.output

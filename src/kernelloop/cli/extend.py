@@ -37,7 +37,7 @@ def baseline(out: Annotated[Path, typer.Option(help="Where to write the verdicts
     if as_json:
         print(json.dumps({"verdicts": len(verdicts), "good": sum(v.good for v in verdicts), "out": str(out)}))
         return
-    common.console().print(f"{len(verdicts)} verdicts ({sum(v.good for v in verdicts)} good) -> {out}")
+    common.console(emoji=False).print(f"{len(verdicts)} verdicts ({sum(v.good for v in verdicts)} good) -> {out}")
 
 
 @extend_app.command("check")
@@ -53,7 +53,7 @@ def check(name: Annotated[str, typer.Option(help="The extension's name.")],
     """Run the task set with the change and compare with the baseline: refused (exit 1) when any verdict regresses.
     The extension and its effect go to the ledger either way."""
     from ..extend import Extension, TaskVerdict, check_extension, record
-    console = common.console(stderr=as_json)
+    console = common.console(stderr=as_json, emoji=False)
     try:
         ext = Extension(name=name, kind=kind, description=description)
         old = [TaskVerdict.model_validate(v) for v in json.loads(before.read_text())]
@@ -79,7 +79,7 @@ def show_ledger(ledger: Annotated[Path, typer.Option(help="The ledger of extensi
                 as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """The rules learned: every extension checked, accepted or refused, with its effect."""
     from ..extend import ledger_entries
-    console = common.console()
+    console = common.console(emoji=False)
     entries = ledger_entries(ledger)
     if as_json:
         print(json.dumps([r.model_dump(mode="json") for r in entries], indent=1))

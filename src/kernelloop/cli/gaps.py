@@ -21,15 +21,27 @@ def gaps(
     schedule edits the gate refused, failure classes recurring across runs and ops."""
     import json
 
-    from ..archive import Archive
+    from contextlib import ExitStack
+
+    from rich.markup import escape
+
+    from ..archive import Archive, ArchiveError
     from ..gaps import rank
-    console = common.console(stderr=as_json)
-    opened = [Archive(common.archive_path(r, console), readonly=True) for r in runs]
-    try:
-        ranked = rank(opened, min_recurrence=min_recurrence)
-    finally:
-        for a in opened:
-            a.close()
+    console = common.console(stderr=as_json, emoji=False)
+    paths = [common.archive_path(r, console) for r in runs]
+    with ExitStack() as stack:
+        opened = []
+        for path in paths:
+            try:
+                opened.append(stack.enter_context(Archive(path, readonly=True)))
+            except ArchiveError as e:
+                console.print(f"[red]cannot read {escape(str(path))}:[/red] {escape(str(e))}")
+                raise typer.Exit(common.STOPPED)
+        try:
+            ranked = rank(opened, min_recurrence=min_recurrence)
+        except ArchiveError as e:
+            console.print(f"[red]cannot read the archives:[/red] {escape(str(e))}")
+            raise typer.Exit(common.STOPPED)
     if as_json:
         print(json.dumps([r.model_dump(mode="json") for r in ranked[:top]], indent=2))
         raise typer.Exit(common.OK)
@@ -40,5 +52,6 @@ def gaps(
     table = Table("tasks", "gain %", "seen", "runs", "kind", "field", "need", "ops")
     for r in ranked[:top]:
         table.add_row(str(r.tasks_blocked), "-" if r.expected_gain_pct is None else f"{r.expected_gain_pct:.0f}",
-                      str(r.occurrences), str(r.runs), r.kind, r.field, r.need[:70], ",".join(r.ops))
+                      str(r.occurrences), str(r.runs), r.kind, escape(r.field), escape(r.need[:70]),
+                      ",".join(r.ops))
     console.print(table)

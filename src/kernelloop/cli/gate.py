@@ -31,7 +31,7 @@ def check(
     from ..ptx.recover import parse_axes
     from ..records import Candidate, Workload
     from ..spec import load_op
-    console = common.console(stderr=as_json)
+    console = common.console(stderr=as_json, emoji=False)
     try:
         cand = Candidate.from_json(candidate.read_text())
         bundle = load_op(resolve_op(cand.op))
@@ -68,7 +68,7 @@ def precision_cmd(
     failed (by status); rejected in audit mode, yet PASSED; rejections by check."""
     from ..archive import Archive, ArchiveError
     from ..gate import precision
-    console = common.console()
+    console = common.console(emoji=False)
     path = common.archive_path(run, console)
     try:
         with Archive(path, readonly=True) as archive:

@@ -74,7 +74,7 @@ Config = Annotated[Optional[str], typer.Option(help="Template parameters binding
 @schedule_app.command("show")
 def show(name: Name, config: Config = None) -> None:
     """Print the schedule as JSON."""
-    console = common.console(stderr=True)
+    console = common.console(stderr=True, emoji=False)
     try:
         print(_load(name, config).model_dump_json(indent=2))
     except ValueError as e:
@@ -87,7 +87,7 @@ def lower_cmd(name: Name, config: Config = None,
               ) -> None:
     """Lower the schedule to a Gluon template module."""
     from ..schedule.lower import NotLowerable, lower
-    console = common.console(stderr=True)
+    console = common.console(stderr=True, emoji=False)
     try:
         text = lower(_load(name, config))
     except (ValueError, NotLowerable) as e:
@@ -106,7 +106,7 @@ def write(check: Annotated[bool, typer.Option("--check", help="Only say whether 
     from ..builtin import ops_dir
     from ..schedule.library import GENERATED_FILES, LIBRARY
     from ..schedule.lower import lower
-    console = common.console()
+    console = common.console(emoji=False)
     stale = []
     for name, make in LIBRARY.items():
         path = ops_dir() / "gemm" / GENERATED_FILES[name]
@@ -129,7 +129,7 @@ def check(name: Name, config: Config = None, dtype: Annotated[DType, typer.Optio
     """The static checks without a build: lowering, barrier protocol, footprint (exit 1 on a finding)."""
     from ..gate.check import check_schedule
     from ..schedule.resources import footprint
-    console = common.console(stderr=as_json)
+    console = common.console(stderr=as_json, emoji=False)
     try:
         sched = _load(name, config)
     except ValueError as e:
@@ -160,7 +160,7 @@ def compare_cmd(jobs: Annotated[int, typer.Option(help="Build processes.")] = 2,
     from ..schedule.compare import compare, library_pairs
     from ..schedule.library import LIBRARY
     from ..spec import load_op
-    console = common.console(stderr=as_json)
+    console = common.console(stderr=as_json, emoji=False)
     spec = load_op(ops_dir() / "gemm").spec
     files = {t.name: ops_dir() / "gemm" / t.file for t in spec.templates}
     w = Workload(op="gemm", axes={"M": 2048, "N": 4096, "K": 4096}, dtype="fp16")
