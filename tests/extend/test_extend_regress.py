@@ -78,3 +78,19 @@ def test_extend_commands(tmp_path, monkeypatch):
     bad = CliRunner().invoke(app, ["extend", "check", "--name", "n", "--kind", "nonsense", "--description", "d",
                                    "--baseline", str(base)])
     assert bad.exit_code == 2
+
+
+def test_ledger_defaults_to_the_repository_and_refuses_a_corrupt_one(tmp_path, monkeypatch):
+    import kernelloop.extend as extend
+    monkeypatch.chdir(tmp_path)                                  # outside the clone: the default is still its ledger
+    out = CliRunner().invoke(app, ["extend", "ledger", "--json"])
+    assert out.exit_code == 0, out.output
+    shown = [e["extension"]["name"] for e in json.loads(out.stdout)]
+    assert shown and shown == [e.extension.name for e in ledger_entries(ROOT / "extensions" / "ledger.jsonl")]
+    assert not (tmp_path / "extensions").exists()
+    (tmp_path / "corrupt.json").write_text('{"tasks": 1}\nnot json\n')
+    bad = CliRunner().invoke(app, ["extend", "ledger", "--ledger", str(tmp_path / "corrupt.json")])
+    assert bad.exit_code == 2 and "line 1 is not a ledger entry" in bad.output, bad.output
+    monkeypatch.setattr(extend, "repository_ledger", lambda: None)   # a package installed outside any clone
+    lost = CliRunner().invoke(app, ["extend", "ledger"])
+    assert lost.exit_code == 2 and "--ledger" in lost.output

@@ -224,11 +224,34 @@ def record(ledger: Path, result: ExtensionResult) -> None:
         f.write(result.to_json() + "\n")
 
 
+def repository_ledger() -> Path | None:
+    """The ledger of the clone this package runs from (`extensions/ledger.jsonl` beside its pyproject.toml, the
+    package being the clone's src/kernelloop), wherever the command runs; None for a package installed elsewhere."""
+    root = Path(__file__).resolve().parents[3]
+    if (root / "pyproject.toml").is_file() and (root / "extensions").is_dir():
+        return root / "extensions" / "ledger.jsonl"
+    return None
+
+
 def ledger_entries(ledger: Path) -> list[ExtensionResult]:
+    """The ledger's entries in order (none when the file does not exist); ValueError naming the file and line of
+    one that is not an extension's result."""
+    from pydantic import ValidationError
     if not Path(ledger).is_file():
         return []
-    return [ExtensionResult.model_validate_json(line) for line in Path(ledger).read_text().splitlines() if line]
+    out = []
+    for n, line in enumerate(Path(ledger).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(ExtensionResult.model_validate_json(line))
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(map(str, first["loc"]))
+            raise ValueError(f"{ledger} line {n} is not a ledger entry: {(where + ': ') if where else ''}"
+                             f"{first['msg']}") from None
+    return out
 
 
 __all__ = ["CI_INTERPRET", "CI_SM90", "Change", "Extension", "ExtensionResult", "Task", "TaskVerdict",
-           "check_extension", "ledger_entries", "record", "run_tasks", "task_set"]
+           "check_extension", "ledger_entries", "record", "repository_ledger", "run_tasks", "task_set"]
