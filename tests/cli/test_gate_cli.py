@@ -95,3 +95,42 @@ def test_gate_option_reaches_the_run_options(monkeypatch):
     assert ["gate" in o.model_fields_set for o in seen] == [True, True, False]   # absent: a resume keeps its mode
     bad = run(app, base + ["--gate", "maybe"])
     assert bad.exit_code == 2 and "maybe" in bad.output and len(seen) == 3
+
+
+@pytest.fixture
+def broken_candidate(tmp_path, monkeypatch):
+    """A candidate whose schedule deadlocks (rejected before any build; a build would fail the test)."""
+    import kernelloop.spec.aot as aot
+    monkeypatch.setattr(aot, "build_configs", lambda *a, **k: (_ for _ in ()).throw(AssertionError("built")))
+    broken = apply_patch(gluon_ws(), [{"op": "replace", "path": "/roles/1/k_step/0/parity", "value": "phase"}])
+    path = tmp_path / "c.json"
+    path.write_text(Candidate(op="gemm", template="schedule", source=lower(broken), config=gluon_ws().config()).to_json())
+    return path
+
+
+def test_check_refuses_a_workload_without_the_ops_axes(broken_candidate):
+    out = run(app, ["gate", "check", str(broken_candidate), "--workload", "M=256,N=256"], terminal_width=200)
+    assert out.exit_code == 2 and "missing K" in out.output, out.output
+    out = run(app, ["gate", "check", str(broken_candidate), "--workload", "M=256,N=256,K=256,Q=2"], terminal_width=200)
+    assert out.exit_code == 2 and "unknown Q" in out.output, out.output
+    out = run(app, ["gate", "check", str(broken_candidate), "--workload", "M=256,N=256,K=256", "--dtype", "int7"])
+    assert out.exit_code == 2 and "fp16" in out.output
+
+
+def test_check_records_only_under_a_run_of_the_candidates_op(broken_candidate, tmp_path):
+    from kernelloop.gate import decisions
+    env = Environment(device="cuda", gpu="NVIDIA H200", driver="580", cuda="13.0", torch="2.11", triton="3.6.0",
+                      python="3.12", host="h", properties={})
+    with Archive(tmp_path / "archive.sqlite") as a:
+        a.create_run("g", load_op(ops_dir() / "gemm").spec, {}, "m", env, {})
+        a.create_run("n", load_op(ops_dir() / "rmsnorm").spec, {}, "m", env, {})
+    base = ["gate", "check", str(broken_candidate), "--workload", "M=256,N=256,K=256", "--archive", str(tmp_path)]
+    nope = run(app, base + ["--run-id", "r-nope"], terminal_width=200)
+    assert nope.exit_code == 2 and "'r-nope' is not a run" in nope.output and "g, n" in nope.output
+    other = run(app, base + ["--run-id", "n"], terminal_width=200)
+    assert other.exit_code == 2 and "'rmsnorm'" in other.output
+    assert run(app, base).exit_code == 2                       # the newest run is rmsnorm's
+    ok = run(app, base + ["--run-id", "g"], terminal_width=200)
+    assert ok.exit_code == 1 and "not built: rejected before the build" in ok.output and "None" not in ok.output
+    with Archive(tmp_path / "archive.sqlite", readonly=True) as a:
+        assert [len(decisions(a, r)) for r in ("g", "n", "r-nope")] == [1, 0, 0]

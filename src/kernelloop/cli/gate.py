@@ -8,50 +8,93 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
+from ..records import DType
 from . import common
 
 gate_app = typer.Typer(add_completion=False, no_args_is_help=True,
                        help="The static gate before the GPU (docs/schedules.md): one candidate, or a run's precision.")
 
 
+def _target_run(archive_file: Path, run_id: str | None, op: str, console) -> str:
+    """The run of the archive a decision goes under: --run-id, else the newest run; BAD_INPUT when it is not in the
+    archive or is a run of another op (exit 3 when the archive cannot be read)."""
+    from ..archive import Archive, ArchiveError
+    try:
+        with Archive(archive_file, readonly=True) as a:
+            runs = a.runs()
+    except ArchiveError as e:
+        console.print(f"[red]cannot read {escape(str(archive_file))}:[/red] {escape(str(e))}")
+        raise typer.Exit(common.STOPPED)
+    if not runs:
+        common.bad_argument(console, escape(f"--archive {archive_file}: it holds no run to record the decision under"))
+    run = runs[-1] if run_id is None else next((r for r in runs if r["id"] == run_id), None)
+    if run is None:
+        common.bad_argument(console, escape(f"--run-id {run_id!r} is not a run of {archive_file}; its runs: "
+                                            f"{', '.join(r['id'] for r in runs)}"))
+    if run["op"] != op:
+        common.bad_argument(console, escape(f"run {run['id']!r} optimizes {run['op']!r}; the candidate is for {op!r}"))
+    return run["id"]
+
+
+def _resources(decision) -> str:
+    """The build's resources in words: never a missing number."""
+    r = decision.resources
+    if decision.checked == "schedule":
+        return "not built: rejected before the build" if not decision.passed else "not built"
+    known = [f"{v} {unit}" for v, unit in ((r.registers, "registers"), (r.shared_bytes, "bytes"),
+                                          (r.ctas_per_sm, "program(s) an SM")) if v is not None]
+    return ", ".join(known) or f"no resources read from the build ({decision.build_status or 'no status'})"
+
+
 @gate_app.command("check")
 def check(
     candidate: Annotated[Path, typer.Argument(help="A candidate JSON (kernelloop.records.Candidate).")],
-    workload: Annotated[str, typer.Option(help="The workload's axes, e.g. 'M=4096,N=4096,K=4096'.")],
-    dtype: Annotated[str, typer.Option()] = "fp16",
+    workload: Annotated[str, typer.Option(help="The workload's axes, every axis of the op, e.g. "
+                                               "'M=4096,N=4096,K=4096'.")],
+    dtype: Annotated[DType, typer.Option()] = DType.fp16,
     archive: Annotated[Optional[Path], typer.Option(help="Record the decision in this run folder's archive.")] = None,
-    run_id: Annotated[Optional[str], typer.Option(help="The run to record it under (with --archive).")] = None,
+    run_id: Annotated[Optional[str], typer.Option(help="The run to record it under (with --archive; default: the "
+                                                       "newest); a run of the candidate's op.")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """The static gate on one candidate: its schedule's checks, then its ahead-of-time sm_90 build against the
-    device's limits and its declared budget (exit 1 when rejected)."""
+    device's limits and its declared budget (exit 1 when rejected; 2 on bad input, before any build)."""
+    from ..archive import Archive
     from ..builtin import resolve_op
     from ..gate import gate_candidate, record_decision
     from ..ptx.recover import parse_axes
     from ..records import Candidate, Workload
     from ..spec import load_op
+    from ..spec.loader import workload_misfit
     console = common.console(stderr=as_json, emoji=False)
     try:
         cand = Candidate.from_json(candidate.read_text())
         bundle = load_op(resolve_op(cand.op))
         w = Workload(op=cand.op, axes=parse_axes(workload), dtype=dtype)
     except (OSError, ValueError) as e:
-        common.bad_argument(console, str(e))
+        common.bad_argument(console, escape(str(e)))
+    misfit = workload_misfit(w, bundle.spec)
+    if misfit is not None:
+        common.bad_argument(console, escape(f"--workload {workload!r} for {cand.op}: {misfit[0]}: {misfit[1]}"))
+    if run_id is not None and archive is None:
+        common.bad_argument(console, "--run-id names a run of --archive; give the archive")
+    if archive is not None:
+        archive = common.archive_path(archive, console)
+        target = _target_run(archive, run_id, cand.op, console)
     decision = gate_candidate(cand, bundle.spec, w)
     if archive is not None:
-        from ..archive import Archive
-        with Archive(common.archive_path(archive, console)) as a:
-            record_decision(a, run_id or (a.runs()[-1]["id"] if a.runs() else "gate"), decision)
+        with Archive(archive) as a:
+            record_decision(a, target, decision)
     if as_json:
         print(decision.model_dump_json(indent=2))
     else:
-        console.print(f"{cand.label} on {w.label}: "
+        console.print(f"{escape(cand.label)} on {escape(w.label)}: "
                       + ("[green]passed[/green]" if decision.passed else "[red]rejected[/red]")
-                      + f" ({decision.resources.registers} registers, {decision.resources.shared_bytes} bytes, "
-                        f"{decision.resources.ctas_per_sm} program(s) an SM)")
+                      + f" ({_resources(decision)})")
         for f in decision.findings:
-            console.print(f"  {f.check} {f.field}: {f.message}")
+            console.print(f"  {escape(f.check)} {escape(f.field)}: {escape(f.message)}")
     raise typer.Exit(common.OK if decision.passed else common.FAILED)
 
 

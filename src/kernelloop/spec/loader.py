@@ -189,6 +189,24 @@ def dry_run_reference(spec: OpSpec, ref_file: Path, spec_file: Path | None = Non
                         f"{type(e).__name__}: {e}") from None
 
 
+def workload_misfit(w: Workload, spec: OpSpec) -> tuple[str, str] | None:
+    """How a workload does not fit the op: (field, message) for an axis missing or unknown, a value outside its
+    axis's bounds, or a dtype the spec does not list; None when it fits."""
+    if set(w.axes) != set(spec.axes):
+        missing, unknown = sorted(set(spec.axes) - set(w.axes)), sorted(set(w.axes) - set(spec.axes))
+        why = "; ".join(filter(None, [missing and f"missing {', '.join(missing)}",
+                                      unknown and f"unknown {', '.join(unknown)}"]))
+        return "axes", f"axes {sorted(w.axes)} differ from the spec's {sorted(spec.axes)} ({why})"
+    for name, value in w.axes.items():
+        ax = spec.axes[name]
+        if value < ax.min or (ax.max is not None and value > ax.max):
+            bound = f"[{ax.min}, {ax.max}]" if ax.max is not None else f">= {ax.min}"
+            return f"axes.{name}", f"value {value} is outside {bound}"
+    if w.dtype not in spec.dtypes:
+        return "dtype", f"{w.dtype.value} is not among the spec's dtypes {[d.value for d in spec.dtypes]}"
+    return None
+
+
 def load_workloads(path: str | Path, spec: OpSpec) -> list[Workload]:
     """Load `[[workload]]` entries and check them against the spec's axes and dtypes."""
     path = Path(path)
@@ -209,16 +227,9 @@ def load_workloads(path: str | Path, spec: OpSpec) -> list[Workload]:
         except ValidationError as e:
             err = _first_error(path, e)
             raise SpecError(path, f"{where}.{err.field}", err.message) from None
-        if set(w.axes) != set(spec.axes):
-            raise SpecError(path, f"{where}.axes", f"axes {sorted(w.axes)} differ from the spec's {sorted(spec.axes)}")
-        for name, value in w.axes.items():
-            ax = spec.axes[name]
-            if value < ax.min or (ax.max is not None and value > ax.max):
-                bound = f"[{ax.min}, {ax.max}]" if ax.max is not None else f">= {ax.min}"
-                raise SpecError(path, f"{where}.axes.{name}", f"value {value} is outside {bound}")
-        if w.dtype not in spec.dtypes:
-            raise SpecError(path, f"{where}.dtype", f"{w.dtype.value} is not among the spec's dtypes "
-                            f"{[d.value for d in spec.dtypes]}")
+        misfit = workload_misfit(w, spec)
+        if misfit is not None:
+            raise SpecError(path, f"{where}.{misfit[0]}", misfit[1])
         out.append(w)
     ids = [w.id for w in out]
     if len(set(ids)) != len(ids):
