@@ -60,7 +60,7 @@ def test_precision_as_json(gated_run):
     (p,) = json.loads(out.stdout)
     assert (p["run_id"], p["gate"], p["decisions"], p["passed"], p["rejected"]) == ("r", "audit", 3, 2, 1)
     assert p["passed_then_failed"] == {"RUNTIME_ERROR": 1} and p["pass_precision"] == 0.5
-    assert (p["rejected_and_ran"], p["rejected_would_run"], p["reject_precision"]) == (1, 1, 0.0)
+    assert (p["rejected_and_ran"], p["rejected_yet_passed"], p["reject_precision"]) == (1, 1, 0.0)
     assert p["rejections_by_check"] == {"resources": 1}
 
 
@@ -134,3 +134,19 @@ def test_check_records_only_under_a_run_of_the_candidates_op(broken_candidate, t
     assert ok.exit_code == 1 and "not built: rejected before the build" in ok.output and "None" not in ok.output
     with Archive(tmp_path / "archive.sqlite", readonly=True) as a:
         assert [len(decisions(a, r)) for r in ("g", "n", "r-nope")] == [1, 0, 0]
+
+
+def test_precision_says_why_a_run_has_no_decision(tmp_path):
+    env = Environment(device="cpu", gpu="", driver="", cuda="", torch="2.13", triton="3.9.0", python="3.11", host="h",
+                      properties={})
+    with Archive(tmp_path / "archive.sqlite") as a:
+        spec = load_op(ops_dir() / "rmsnorm").spec
+        a.create_run("i", spec, {}, "m", env, {"gate": "on", "device": "interpret"})
+        a.create_run("o", spec, {}, "m", env, {"gate": "off", "device": "cuda"})
+        a.create_run("old", spec, {}, "m", env, {"device": "cuda"})
+    lines = run(app, ["gate", "precision", str(tmp_path)], terminal_width=300).output.splitlines()
+    said = dict(zip(lines[::2], lines[1::2]))                 # each run's line, then why it has no decision
+    assert "the gate was on, but in the interpreter only candidates lowered from a schedule are decided" in \
+        said["i (gate on): 0 decision(s), 0 passed, 0 rejected"]
+    assert said["o (gate off): 0 decision(s), 0 passed, 0 rejected"].endswith("the gate was off")
+    assert "record no gate mode" in said["old (gate not recorded): 0 decision(s), 0 passed, 0 rejected"]

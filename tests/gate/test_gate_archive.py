@@ -35,5 +35,5 @@ def test_precision_from_archived_decisions_and_trials(tmp_path):
         p = precision(a, "r")
     assert (p.decisions, p.passed, p.rejected, p.passed_and_ran) == (5, 2, 3, 2)
     assert p.passed_then_failed == {"RUNTIME_ERROR": 1} and p.pass_precision == 0.5
-    assert (p.rejected_and_ran, p.rejected_would_run, p.reject_precision) == (2, 1, 0.5)
+    assert (p.rejected_and_ran, p.rejected_yet_passed, p.reject_precision) == (2, 1, 0.5)
     assert p.rejections_by_check == {"protocol": 3}

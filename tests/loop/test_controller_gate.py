@@ -92,7 +92,7 @@ def test_in_audit_mode_a_rejected_schedule_is_recorded_and_runs(run):
     assert sent == [REUSE.id, SOUND.id]                             # both ran
     assert trials[REUSE.id].verdict.status is Status.RUNTIME_ERROR and trials[REUSE.id].device == "interpret"
     assert (p.decisions, p.passed, p.rejected, p.passed_and_ran) == (3, 1, 2, 1)
-    assert p.passed_then_failed == {"RUNTIME_ERROR": 1} and (p.rejected_and_ran, p.rejected_would_run) == (1, 0)
+    assert p.passed_then_failed == {"RUNTIME_ERROR": 1} and (p.rejected_and_ran, p.rejected_yet_passed) == (1, 0)
     assert p.rejections_by_check == {"protocol": 2}
 
 

@@ -98,6 +98,19 @@ def check(
     raise typer.Exit(common.OK if decision.passed else common.FAILED)
 
 
+def _undecided(options: dict) -> str:
+    """Why a run archived no gate decision, from its stored options (docs/schedules.md, the gate in a run)."""
+    mode, device = options.get("gate"), options.get("device")
+    if mode is None:
+        return "the run's options record no gate mode (archived before the gate, which decided nothing)"
+    if mode == "off":
+        return "the gate was off"
+    if device == "interpret":
+        return (f"the gate was {mode}, but in the interpreter only candidates lowered from a schedule are decided "
+                "(no sm_90 build) and this run had none")
+    return f"the gate was {mode}, but no candidate reached it with a schedule or an sm_90 build to decide on"
+
+
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.0f} %"
 
@@ -115,25 +128,24 @@ def precision_cmd(
     path = common.archive_path(run, console)
     try:
         with Archive(path, readonly=True) as archive:
-            rows = [(r["id"], (r.get("options") or {}).get("gate"), precision(archive, r["id"]))
-                    for r in archive.runs()]
+            rows = [(r["id"], r.get("options") or {}, precision(archive, r["id"])) for r in archive.runs()]
     except ArchiveError as e:
-        console.print(f"[red]cannot read {path}:[/red] {e}")
+        console.print(f"[red]cannot read {escape(str(path))}:[/red] {escape(str(e))}")
         raise typer.Exit(common.STOPPED)
     if as_json:
-        print(json.dumps([{"run_id": rid, "gate": mode, **p.model_dump(mode="json")} for rid, mode, p in rows],
-                         indent=2))
+        print(json.dumps([{"run_id": rid, "gate": options.get("gate"), **p.model_dump(mode="json")}
+                          for rid, options, p in rows], indent=2))
         return
-    for rid, mode, p in rows:
-        console.print(f"[bold]{rid}[/bold] (gate {mode or 'not recorded'}): {p.decisions} decision(s), "
+    for rid, options, p in rows:
+        console.print(f"[bold]{escape(rid)}[/bold] (gate {options.get('gate') or 'not recorded'}): {p.decisions} decision(s), "
                       f"{p.passed} passed, {p.rejected} rejected")
         if not p.decisions:
-            console.print("  no gate decision archived (the gate was off, or it had no candidate to decide on)")
+            console.print(f"  no gate decision archived: {_undecided(options)}")
             continue
         failed = ", ".join(f"{k} {v}" for k, v in sorted(p.passed_then_failed.items())) or "none"
         console.print(f"  passed and ran {p.passed_and_ran}; then failed: {failed}; "
                       f"pass precision {_pct(p.pass_precision)}")
-        console.print(f"  rejected and ran (audit) {p.rejected_and_ran}; yet PASSED {p.rejected_would_run}; "
+        console.print(f"  rejected and ran (audit) {p.rejected_and_ran}; yet PASSED {p.rejected_yet_passed}; "
                       f"reject precision {_pct(p.reject_precision)}")
         by_check = ", ".join(f"{k} {v}" for k, v in sorted(p.rejections_by_check.items())) or "none"
         console.print(f"  rejections by check: {by_check}")

@@ -36,7 +36,7 @@ class GatePrecision(Record):
     passed_then_failed: dict[str, int] = Field(default_factory=dict,
                                                description="Passed, then a GPU verdict other than PASSED (by status).")
     rejected_and_ran: int = Field(0, description="Rejected in audit mode, with a GPU trial.")
-    rejected_would_run: int = Field(0, description="Rejected in audit mode, yet PASSED on the GPU.")
+    rejected_yet_passed: int = Field(0, description="Rejected in audit mode, yet PASSED on the GPU.")
     rejections_by_check: dict[str, int] = Field(default_factory=dict)
 
     @computed_field
@@ -53,7 +53,7 @@ class GatePrecision(Record):
         """Of the rejected candidates that ran (audit), the fraction that failed on the GPU."""
         if not self.rejected_and_ran:
             return None
-        return 1 - self.rejected_would_run / self.rejected_and_ran
+        return 1 - self.rejected_yet_passed / self.rejected_and_ran
 
 
 def precision(archive, run_id: str) -> GatePrecision:
@@ -63,7 +63,7 @@ def precision(archive, run_id: str) -> GatePrecision:
     verdicts = {(t.candidate_id, t.workload_id): t.verdict.status.value for t in archive.trials(run_id)}
     failed: Counter = Counter()
     by_check: Counter = Counter()
-    ran_ok = ran_rej = would = 0
+    ran_ok = ran_rej = yet_passed = 0
     for d in ds:
         v = verdicts.get((d.candidate_id, d.workload_id))
         if d.passed:
@@ -75,10 +75,10 @@ def precision(archive, run_id: str) -> GatePrecision:
             by_check[d.first.check] += 1
             if v is not None and not d.enforced:
                 ran_rej += 1
-                would += v == "PASSED"
+                yet_passed += v == "PASSED"
     return GatePrecision(decisions=len(ds), passed=sum(d.passed for d in ds), rejected=sum(not d.passed for d in ds),
                          passed_and_ran=ran_ok, passed_then_failed=dict(failed), rejected_and_ran=ran_rej,
-                         rejected_would_run=would, rejections_by_check=dict(by_check))
+                         rejected_yet_passed=yet_passed, rejections_by_check=dict(by_check))
 
 
 __all__ = ["GatePrecision", "KIND", "decisions", "precision", "record_decision"]
