@@ -150,3 +150,8 @@ def test_precision_says_why_a_run_has_no_decision(tmp_path):
         said["i (gate on): 0 decision(s), 0 passed, 0 rejected"]
     assert said["o (gate off): 0 decision(s), 0 passed, 0 rejected"].endswith("the gate was off")
     assert "record no gate mode" in said["old (gate not recorded): 0 decision(s), 0 passed, 0 rejected"]
+
+
+def test_messages_are_printed_verbatim(tmp_path):
+    out = run(app, ["gate", "check", str(tmp_path / "[a] :factory:.json"), "--workload", "M=1"], terminal_width=300)
+    assert out.exit_code == 2 and "[a] :factory:.json" in out.output, out.output

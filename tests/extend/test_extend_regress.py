@@ -94,3 +94,11 @@ def test_ledger_defaults_to_the_repository_and_refuses_a_corrupt_one(tmp_path, m
     monkeypatch.setattr(extend, "repository_ledger", lambda: None)   # a package installed outside any clone
     lost = CliRunner().invoke(app, ["extend", "ledger"])
     assert lost.exit_code == 2 and "--ledger" in lost.output
+
+
+def test_extend_messages_are_printed_verbatim(tmp_path):
+    (tmp_path / "base.json").write_text("[]")
+    out = CliRunner().invoke(app, ["extend", "check", "--name", "n", "--kind", "[a] :factory:", "--description", "d",
+                                   "--baseline", str(tmp_path / "base.json"), "--ledger", str(tmp_path / "l.jsonl")],
+                             terminal_width=300)
+    assert out.exit_code == 2 and "'[a] :factory:'" in out.output, out.output

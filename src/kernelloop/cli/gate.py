@@ -45,7 +45,7 @@ def _resources(decision) -> str:
         return "not built: rejected before the build" if not decision.passed else "not built"
     known = [f"{v} {unit}" for v, unit in ((r.registers, "registers"), (r.shared_bytes, "bytes"),
                                           (r.ctas_per_sm, "program(s) an SM")) if v is not None]
-    return ", ".join(known) or f"no resources read from the build ({decision.build_status or 'no status'})"
+    return ", ".join(known) or f"no resources read from the build ({escape(decision.build_status) or 'no status'})"
 
 
 @gate_app.command("check")
@@ -137,8 +137,8 @@ def precision_cmd(
                           for rid, options, p in rows], indent=2))
         return
     for rid, options, p in rows:
-        console.print(f"[bold]{escape(rid)}[/bold] (gate {options.get('gate') or 'not recorded'}): {p.decisions} decision(s), "
-                      f"{p.passed} passed, {p.rejected} rejected")
+        console.print(f"[bold]{escape(rid)}[/bold] (gate {options.get('gate') or 'not recorded'}): "
+                      f"{p.decisions} decision(s), {p.passed} passed, {p.rejected} rejected")
         if not p.decisions:
             console.print(f"  no gate decision archived: {_undecided(options)}")
             continue
@@ -147,7 +147,7 @@ def precision_cmd(
                       f"pass precision {_pct(p.pass_precision)}")
         console.print(f"  rejected and ran (audit) {p.rejected_and_ran}; yet PASSED {p.rejected_yet_passed}; "
                       f"reject precision {_pct(p.reject_precision)}")
-        by_check = ", ".join(f"{k} {v}" for k, v in sorted(p.rejections_by_check.items())) or "none"
+        by_check = ", ".join(f"{escape(k)} {v}" for k, v in sorted(p.rejections_by_check.items())) or "none"
         console.print(f"  rejections by check: {by_check}")
 
 

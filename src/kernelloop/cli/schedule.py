@@ -96,7 +96,7 @@ def lower_cmd(name: Name, config: Config = None,
         print(text, end="")
     else:
         out.write_text(text)
-        console.print(f"wrote {out}")
+        console.print(f"wrote {escape(str(out))}")
 
 
 @schedule_app.command("write")
@@ -172,8 +172,9 @@ def compare_cmd(jobs: Annotated[int, typer.Option(help="Build processes.")] = 2,
         if not as_json:
             state = ("[green]identical SASS[/green]" if m.identical
                      else f"[red]differs[/red] {escape(m.first_difference)}")
-            console.print(f"{m.original} vs {m.generated} {m.config}: {state} ({m.instructions} instructions, "
-                          f"registers {m.registers}, shared {m.shared_bytes}) {escape(m.error)}")
+            console.print(f"{escape(m.original)} vs {escape(m.generated)} {escape(str(m.config))}: {state} "
+                          f"({m.instructions} instructions, registers {m.registers}, shared {m.shared_bytes}) "
+                          f"{escape(m.error)}")
     raise typer.Exit(common.OK if all(m.identical for m in found) else common.FAILED)
 
 
