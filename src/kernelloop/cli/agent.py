@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import common
+from .common import esc
 from .llm_options import (LlmBaseUrlOpt, LlmConfigOpt, LlmKeyEnvOpt, LlmModelOpt, LlmProviderOpt, LlmReplayOpt,
                           llm_config)
 
@@ -36,15 +37,15 @@ def init(
     try:
         ws = init_workspace(op, target, workloads_file=common.resolve_path(workloads), run=run, device=device, checks=checks)
     except (SpecError, ValueError) as e:
-        console.print(f"[red]bad input:[/red] {e}")
+        console.print(f"[red]bad input:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)
     except WorkspaceError as e:
-        console.print(f"[red]{e}[/red]")
+        console.print(f"[red]{esc(e)}[/red]")
         raise typer.Exit(common.BAD_INPUT)
     if as_json:
         print(json.dumps({"workspace": str(ws.root), **ws.data}, indent=2))
     else:
-        console.print(f"workspace {ws.root} for {ws.data['op']} on {ws.device}: read {ws.root / 'README.md'}")
+        console.print(f"workspace {esc(ws.root)} for {esc(ws.data['op'])} on {esc(ws.device)}: read {ws.root / 'README.md'}")
 
 
 @agent_app.command("status")
@@ -60,7 +61,7 @@ def status(
     try:
         print(json.dumps(workspace_status(workspace, device), indent=2))
     except WorkspaceError as e:
-        common.console(stderr=True).print(f"[red]{e}[/red]")
+        common.console(stderr=True).print(f"[red]{esc(e)}[/red]")
         raise typer.Exit(common.BAD_INPUT)
 
 
@@ -104,7 +105,7 @@ def llm(
         cfg = llm_config(config, provider, model, base_url, api_key_env)
         api.check_gate(gate)
     except (SpecError, LLMConfigError, api.UsageError) as e:
-        console.print(f"[red]bad input:[/red] {e}")
+        console.print(f"[red]bad input:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)
     run_dir = out or Path("runs") / f"{bundle.spec.name}-llm-{time.strftime('%Y%m%d-%H%M%S')}"
     opts = RunOptions(device=dev, budget_evals=None, checks=checks, confirm=not no_confirm,
@@ -113,10 +114,10 @@ def llm(
         run_llm(bundle, wls, opts, run_dir, cfg, mode="replay" if replay else "record", cassette_dir=replay,
                 prompts_version=prompts, budget=LLMBudget(candidates=budget, calls=calls), resume=resume)
     except (FileExistsError, ManifestChanged, ArchiveError, ReplayMiss, LLMConfigError, RuntimeError) as e:
-        console.print(f"[red]run stopped:[/red] {e}")
+        console.print(f"[red]run stopped:[/red] {esc(e)}")
         raise typer.Exit(common.STOPPED)
     except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted; continue with --resume --out {run_dir}[/yellow]")
+        console.print(f"[yellow]interrupted; continue with --resume --out {esc(run_dir)}[/yellow]")
         raise typer.Exit(common.INTERRUPTED)
     with Archive(run_dir / "archive.sqlite") as archive:
         summary = api.summarize(archive, run_dir=run_dir)   # the record kernelloop.Run.load(run_dir) holds

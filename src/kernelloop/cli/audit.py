@@ -26,6 +26,7 @@ from ..search.encoding import config_key
 from ..spec.prune_audit import audit, outcomes_of, top_share
 from ..spec.space import expand
 from . import common
+from .common import esc
 
 
 def audit_pruning(
@@ -60,7 +61,7 @@ def audit_pruning(
         bundle = load_op(common.resolve_op(spec))
         wls = load_workloads(common.resolve_path(workloads) or bundle.folder / "workloads.toml", bundle.spec)
     except SpecError as e:
-        console.print(f"[red]spec error:[/red] {e}")
+        console.print(f"[red]spec error:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)
     common.require_templates(bundle, template, console)
     earlier = {}
@@ -73,14 +74,14 @@ def audit_pruning(
                 raise ValueError(f"its builds are for sm_{prev.get('arch')}, not sm_{arch}")
             earlier = {w["workload_id"]: outcomes_of(w["rows"]) for w in prev["workloads"]}
         except (OSError, ValueError, KeyError, TypeError) as e:
-            console.print(f"[red]bad input:[/red] --builds {builds}: {e}")
+            console.print(f"[red]bad input:[/red] --builds {esc(builds)}: {esc(e)}")
             raise typer.Exit(common.BAD_INPUT)
     space_doc = None
     if timed is not None:
         try:
             space_doc = read_space_document(timed)
         except (ValueError, OSError) as e:
-            console.print(f"[red]bad input:[/red] --timed: {timed} is not a space file: {e}")
+            console.print(f"[red]bad input:[/red] --timed: {esc(timed)} is not a space file: {esc(e)}")
             raise typer.Exit(common.BAD_INPUT)
     screen_doc = None
     if screen is not None:
@@ -92,7 +93,7 @@ def audit_pruning(
                 raise ValueError(f"it screens {screen_doc.get('op')!r}, not {bundle.spec.name!r}")
             screen_doc["workloads"].items()
         except (OSError, ValueError, KeyError, AttributeError) as e:
-            console.print(f"[red]bad input:[/red] --screen {screen}: {e}")
+            console.print(f"[red]bad input:[/red] --screen {esc(screen)}: {esc(e)}")
             raise typer.Exit(common.BAD_INPUT)
     import triton
     local = device_properties("cuda") if cuda_available() else None
@@ -101,7 +102,7 @@ def audit_pruning(
     elif arch == 90:  # the limits of the target a CUDA run would prune for (not the interpreter's view of the space)
         props = {**VIRTUAL_HOPPER, "virtual": False, "name": "sm_90 limits (ahead-of-time audit, no sm_90 GPU here)"}
     else:
-        console.print(f"[red]bad argument:[/red] --arch {arch}: its device limits are known here only for 90 "
+        console.print(f"[red]bad argument:[/red] --arch {esc(arch)}: its device limits are known here only for 90 "
                       f"(or on a host with that GPU)")
         raise typer.Exit(common.BAD_INPUT)
     templates = {t.name: t for t in bundle.spec.templates if not template or t.name in template}
@@ -120,20 +121,20 @@ def audit_pruning(
         out.write_text(json.dumps(doc, indent=1, default=str))
 
     for w in wls:
-        console.print(f"{w.label}: {'auditing the builds of' if builds else 'building'} {len(configs)} "
-                      f"configurations for sm_{arch} ({len(templates)} template(s))")
+        console.print(f"{esc(w.label)}: {'auditing the builds of' if builds else 'building'} {len(configs)} "
+                      f"configurations for sm_{esc(arch)} ({len(templates)} template(s))")
         done = [0]
 
         def progress(n: int, secs: float) -> None:
             done[0] += n
-            console.print(f"  {done[0]}/{len(configs)} built ({secs:.0f} s for the last {n})")
+            console.print(f"  {esc(done[0])}/{len(configs)} built ({secs:.0f} s for the last {n})")
 
         if builds is not None:
             have = {config_key({"template": o.template, **o.config}): o for o in earlier.get(w.id, [])}
             missing = [c for c in configs if config_key(c) not in have]
             if missing:
-                console.print(f"[red]bad input:[/red] --builds {builds}: {len(missing)} configuration(s) of "
-                              f"{w.label} are not in it (e.g. {missing[0]})")
+                console.print(f"[red]bad input:[/red] --builds {esc(builds)}: {len(missing)} configuration(s) of "
+                              f"{esc(w.label)} are not in it (e.g. {esc(missing[0])})")
                 raise typer.Exit(common.BAD_INPUT)
             outcomes = [have[config_key(c)] for c in configs]
         else:
@@ -173,4 +174,4 @@ def audit_pruning(
                                          "top_share": r.get("top_share")} for r in reports]}, indent=2, default=str))
         return
     console.print(table)
-    console.print(f"wrote {out}" + (f" and {configs_out}" if configs_out else ""))
+    console.print(f"wrote {esc(out)}" + (f" and {esc(configs_out)}" if configs_out else ""))

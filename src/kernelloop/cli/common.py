@@ -8,6 +8,7 @@ from typing import NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 # Exit codes (documented in README.md):
 OK = 0              # the command did what was asked
@@ -28,11 +29,18 @@ WIDE = 200  # columns of output that is not a terminal (a pipe, a file, a captur
 
 def console(*, stderr: bool = False, **options) -> Console:
     """The commands' rich Console: a terminal's own width; piped or redirected output at $COLUMNS, else WIDE
-    columns, so tables are not squeezed into 80 (`--json` is the format for programs)."""
+    columns, so tables are not squeezed into 80 (`--json` is the format for programs). Emoji codes are off: text
+    such as `module:factory:` prints as written; interpolate user and exception text through `esc`."""
+    options.setdefault("emoji", False)
     c = Console(stderr=stderr, **options)
     if not c.is_terminal and "COLUMNS" not in os.environ:
         c = Console(stderr=stderr, width=WIDE, **options)
     return c
+
+
+def esc(value: object) -> str:
+    """`value` as text that rich prints verbatim (its `[...]` parts are not taken for markup)."""
+    return escape(str(value))
 
 
 def resolve_op(spec: str) -> Path:
@@ -52,7 +60,7 @@ def archive_path(run: Path, console) -> Path:
     """The archive of a run folder (or the file itself); exits with BAD_INPUT, saying so, when there is none."""
     path = run / "archive.sqlite" if run.is_dir() else run
     if not path.is_file():
-        console.print(f"[red]no archive at {path}[/red]")
+        console.print(f"[red]no archive at {esc(path)}[/red]")
         raise typer.Exit(BAD_INPUT)
     return path
 
@@ -68,8 +76,8 @@ def fixed_parameters(text: str | None, bundle, templates: list[str] | None) -> d
 
 
 def bad_argument(console, msg: str) -> NoReturn:
-    """Say that an argument is bad (the message names it) and exit with BAD_INPUT."""
-    console.print(f"[red]bad argument:[/red] {msg}")
+    """Say that an argument is bad (the message names it; printed verbatim) and exit with BAD_INPUT."""
+    console.print(f"[red]bad argument:[/red] {esc(msg)}")
     raise typer.Exit(BAD_INPUT)
 
 

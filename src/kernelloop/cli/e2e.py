@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import common
+from .common import esc
 
 
 def e2e(
@@ -59,12 +60,12 @@ def e2e(
     try:
         net, inputs = load_model(model, device=dev, dtype=dtype, seed=seed, batch=batch, seq=seq)
     except ModelError as e:
-        console.print(f"[red]bad model:[/red] {e}")
+        console.print(f"[red]bad model:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)
     try:
         pkg = load_package(package)
     except PackageError as e:
-        console.print(f"[red]package refused:[/red] {e}")
+        console.print(f"[red]package refused:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)
     example = inputs if isinstance(inputs, tuple) else (inputs,)
     report = run_e2e(net, pkg, example, seeds=tuple(range(seeds)),
@@ -77,18 +78,18 @@ def e2e(
         print(json.dumps(report.model_dump(mode="json"), indent=1))
     else:
         _render(report, console)
-        console.print(f"report: {where}")
+        console.print(f"report: {esc(where)}")
     if not report.outputs_ok or report.delivered is False:
         raise typer.Exit(common.FAILED)
 
 
 def _render(report, console: Console) -> None:
     sites = report.sites
-    console.print(f"[bold]{report.model}[/bold] with {report.package} on {report.device}: "
-                  f"{sites['replaced']} call sites replaced, {sites['left']} left alone")
+    console.print(f"[bold]{esc(report.model)}[/bold] with {esc(report.package)} on {esc(report.device)}: "
+                  f"{esc(sites['replaced'])} call sites replaced, {esc(sites['left'])} left alone")
     left = [s for s in sites["sites"] if not s["replaced"]]
     for s in left:
-        console.print(f"  left: {s['path']} ({s['kind']}): {s['reason']}")
+        console.print(f"  left: {esc(s['path'])} ({esc(s['kind'])}): {esc(s['reason'])}")
     t = Table(title="outputs, patched vs original")
     for col in ("seed", "max |diff|", "cosine", "top-1 agreement", "decisive (ties)", "ok"):
         t.add_column(col)
@@ -105,13 +106,13 @@ def _render(report, console: Console) -> None:
             t.add_row(v.variant, f"{v.ms.median_us:.3f} [{v.ms.ci_low_us:.3f}, {v.ms.ci_high_us:.3f}]")
         console.print(t)
         for r in report.speedup:
-            console.print(f"speed-up over {r.baseline}: {r.speedup:.3f}x [{r.ci_low:.3f}, {r.ci_high:.3f}] "
-                          f"{r.verdict.value}")
+            console.print(f"speed-up over {esc(r.baseline)}: {r.speedup:.3f}x [{r.ci_low:.3f}, {r.ci_high:.3f}] "
+                          f"{esc(r.verdict.value)}")
     else:
-        console.print(f"speed: {report.speed_note}")
+        console.print(f"speed: {esc(report.speed_note)}")
     for op, c in report.counts.get("ops", {}).items():
-        console.print(f"  {op}: entry hits {c['entries']}, reference fallbacks {c['fallbacks'] or 'none'}")
+        console.print(f"  {esc(op)}: entry hits {esc(c['entries'])}, reference fallbacks {c['fallbacks'] or 'none'}")
     verdict = ("delivered" if report.delivered else "NOT delivered") if report.delivered is not None else \
         ("outputs within tolerance; speed not measured, so not called delivered" if report.outputs_ok
          else "outputs out of tolerance")
-    console.print(f"[bold]{verdict}[/bold]")
+    console.print(f"[bold]{esc(verdict)}[/bold]")

@@ -13,6 +13,7 @@ from ..archive import ArchiveError
 from ..package.build import ExportError
 from ..package.guards import describe
 from . import common
+from .common import esc
 
 
 def export(
@@ -53,15 +54,15 @@ def export(
                          interior=interior, seed=seed, keep_slower=keep_slower,
                          against=list(against or []), sanitize=sanitize)
     try:
-        result = export_package(runs, opts, on_note=lambda t: console.print(f"[dim]{t}[/dim]"))
+        result = export_package(runs, opts, on_note=lambda t: console.print(f"[dim]{esc(t)}[/dim]"))
     except ExportError as e:
-        console.print(f"[red]cannot export:[/red] {e}")
+        console.print(f"[red]cannot export:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)
     except ArchiveError as e:
-        console.print(f"[red]cannot read the archive:[/red] {e}")
+        console.print(f"[red]cannot read the archive:[/red] {esc(e)}")
         raise typer.Exit(common.STOPPED)
     except RuntimeError as e:   # the verification worker could not start
-        console.print(f"[red]export stopped:[/red] {e}")
+        console.print(f"[red]export stopped:[/red] {esc(e)}")
         raise typer.Exit(common.STOPPED)
     if as_json:
         print(json.dumps({"path": str(result.path), "manifest": result.manifest.model_dump(mode="json"),
@@ -78,9 +79,9 @@ def export(
             t.add_row(e.id, describe(e.guard, b.table.axes), e.template, str(timed), str(len(e.shapes) - timed))
         console.print(t)
         for why in b.left_out:
-            console.print(f"[yellow]left out:[/yellow] {why}")
+            console.print(f"[yellow]left out:[/yellow] {esc(why)}")
         failed = [n for n in b.notes if n.status != "PASSED"]
         for n in failed:
-            console.print(f"[yellow]range {n.entry_range} shrank to exact guards:[/yellow] {n.status} at "
-                          f"{n.axes}: {n.message}")
-    console.print(f"package: {result.path}")
+            console.print(f"[yellow]range {esc(n.entry_range)} shrank to exact guards:[/yellow] {esc(n.status)} at "
+                          f"{esc(n.axes)}: {esc(n.message)}")
+    console.print(f"package: {esc(result.path)}")

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from rich.table import Table
 
 from . import common
+from .common import esc
 
 
 class OpEntry(BaseModel):
@@ -53,7 +54,7 @@ def ops(
     console = common.console(stderr=as_json)
     root = folder if folder is not None else ops_dir()
     if not root.is_dir():
-        console.print(f"[red]bad argument:[/red] {root}: no such folder")
+        console.print(f"[red]bad argument:[/red] {esc(root)}: no such folder")
         raise typer.Exit(common.BAD_INPUT)
     entries = list_ops(root)
     if as_json:

@@ -19,6 +19,7 @@ from ..report.terminal import INTERPRETER_BANNER, render
 from ..spec import SpecError, load_op
 from ..spec.start import StartError
 from . import common
+from .common import esc
 
 
 def optimize(
@@ -120,17 +121,17 @@ def optimize(
             if b not in known:
                 raise typer.BadParameter(f"--baseline {b!r}: choose from {', '.join(known)}")
     except SpecError as e:
-        console.print(f"[red]spec error:[/red] {e}")
+        console.print(f"[red]spec error:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)
     except (typer.BadParameter, StartError, api.UsageError) as e:
-        console.print(f"[red]bad argument:[/red] {e}")
+        console.print(f"[red]bad argument:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)
     if resume and out is None:
         console.print("[red]bad argument:[/red] --resume needs --out RUN_DIR")
         raise typer.Exit(common.BAD_INPUT)
     run_dir = out or api.default_run_dir(bundle.spec.name)
     if not Device.of(dev).is_cuda:
-        console.print(f"[yellow]{INTERPRETER_BANNER}[/yellow]")
+        console.print(f"[yellow]{esc(INTERPRETER_BANNER)}[/yellow]")
     opts = RunOptions(device=dev, budget_evals=evals, budget_seconds=seconds, budget_gpu_seconds=gpu_budget,
                       screen_samples=screen, strategy=strategy, seed=seed, checks=checks, confirm=not no_confirm, sanitize=sanitize,
                       start=start_config,
@@ -151,10 +152,10 @@ def optimize(
         try:
             result = Controller(bundle, wls, opts, run_dir, on_progress).run(resume=resume)
         except (FileExistsError, ManifestChanged, ArchiveError, RuntimeError) as e:
-            console.print(f"[red]run stopped:[/red] {e}")
+            console.print(f"[red]run stopped:[/red] {esc(e)}")
             raise typer.Exit(common.STOPPED)
         except KeyboardInterrupt:
-            console.print(f"[yellow]interrupted; continue with --resume --out {run_dir}[/yellow]")
+            console.print(f"[yellow]interrupted; continue with --resume --out {esc(run_dir)}[/yellow]")
             raise typer.Exit(common.INTERRUPTED)
     with Archive(run_dir / "archive.sqlite") as archive:
         summary = api.summarize(archive, run_dir=run_dir)   # the record kernelloop.optimize's Run holds
@@ -162,9 +163,9 @@ def optimize(
         print(summary.model_dump_json(indent=2))
     else:
         render(summary.model_dump(mode="json"), console)
-        console.print(f"stopped: {result.stop_reason} ({result.evaluated} trials evaluated, {result.replayed} "
+        console.print(f"stopped: {esc(result.stop_reason)} ({result.evaluated} trials evaluated, {result.replayed} "
                       f"replayed from the archive)")
-        console.print(f"run folder: {run_dir}  (kernelloop show {run_dir})")
+        console.print(f"run folder: {esc(run_dir)}  (kernelloop show {esc(run_dir)})")
     if any(w.best is None for w in summary.workloads):
         raise typer.Exit(common.FAILED)
 

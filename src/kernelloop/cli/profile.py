@@ -36,6 +36,7 @@ from ..profile.explain import (BUILTIN_BASELINES, NO_BASELINE_PROFILE, NO_PROFIL
                                profile_summary, recorded_baselines, trial_record)
 from ..profile.on_demand import NcuUnavailable, ncu_problems, run_ncu_profiles
 from . import common
+from .common import esc
 
 
 def _fmt(v: Any) -> str:
@@ -54,7 +55,7 @@ def _render_profile(t: dict, console: Console) -> None:
     if c is None:
         console.print("class: [dim]unknown (needs an Nsight Compute profile)[/dim]")
     else:
-        console.print(f"class: [bold]{c['bottleneck']}[/bold]  ({c['reason']})")
+        console.print(f"class: [bold]{esc(c['bottleneck'])}[/bold]  ({esc(c['reason'])})")
         table = Table(show_header=True, header_style="bold", box=None)
         for col in ("evidence", "value", "unit", "what it says"):
             table.add_column(col)
@@ -65,12 +66,12 @@ def _render_profile(t: dict, console: Console) -> None:
             console.print(f"[dim]not in the profile: {', '.join(c['missing'])}[/dim]")
         for r in c["rules"]:
             sp = f" (est. {r['speedup_pct']:g} %)" if r["speedup_pct"] is not None else ""
-            console.print(f"[dim]ncu {r['name']}{sp}: {r['message'][:160]}[/dim]")
+            console.print(f"[dim]ncu {esc(r['name'])}{esc(sp)}: {esc(r['message'][:160])}[/dim]")
     agg = t.get("aggregate")
     if agg is not None and agg["launches"] > 1:
         dur = f"{agg['duration_ns'] / 1e3:.2f} us" if agg["duration_ns"] is not None else "unknown time"
         dram = f"{agg['dram_bytes'] / 1e6:.2f} MB DRAM" if agg["dram_bytes"] is not None else "DRAM bytes unknown"
-        console.print(f"launches: {agg['launches']} in the profiled call, {dur}, {dram} (sums); class of the longest")
+        console.print(f"launches: {esc(agg['launches'])} in the profiled call, {esc(dur)}, {esc(dram)} (sums); class of the longest")
         table = Table(show_header=True, header_style="bold", box=None)
         for col in ("launch", "kernel", "us", "share", "DRAM MB", "class"):
             table.add_column(col)
@@ -92,11 +93,11 @@ def _render_profile(t: dict, console: Console) -> None:
                 "the memory roof (no compute roof known)" if r["peak_tflops"] is None else "the roof")
             line += f"; {r['fraction']:.1%} of {which} ({r['roof_us']:.2f} us)"
         console.print(line)
-        console.print(f"[dim]roofs: {r['ceiling_source']}; DRAM check: {r['dram_check']} ({r['dram_note']})[/dim]")
+        console.print(f"[dim]roofs: {esc(r['ceiling_source'])}; DRAM check: {esc(r['dram_check'])} ({esc(r['dram_note'])})[/dim]")
     a = t.get("agreement")
     if a is not None:
         if a["difference"] is None:
-            console.print(f"bandwidth-roof fraction: [dim]{a['note']}[/dim]")
+            console.print(f"bandwidth-roof fraction: [dim]{esc(a['note'])}[/dim]")
         else:
             ok = "[green]yes[/green]" if a["agrees"] else "[red]no[/red]"
             console.print(
@@ -104,12 +105,12 @@ def _render_profile(t: dict, console: Console) -> None:
                 f"/ {a['profile_us']:.2f} us ncu) vs timing {a['timing_fraction']:.3f} ({a['timing_bytes'] / 1e6:.2f} "
                 f"MB formula / {a['timing_us']:.2f} us timed) of {a['bandwidth_gbps']:.0f} GB/s: differ by "
                 f"{a['difference']:.1%} (<= {a['tolerance']:.0%}: {ok})")
-            console.print(f"[dim]{a['note']}; timing: {a['timing_source']}[/dim]")
+            console.print(f"[dim]{esc(a['note'])}; timing: {esc(a['timing_source'])}[/dim]")
 
 
 def render(summary: dict, console: Console) -> None:
     """Terminal rendering of `profile_summary`."""
-    console.print(f"[bold]{summary['op']}[/bold] run {summary['run']} on {summary['gpu'] or summary['device']}")
+    console.print(f"[bold]{esc(summary['op'])}[/bold] run {esc(summary['run'])} on {summary['gpu'] or summary['device']}")
     if summary["interpreter"]:
         console.print("[yellow]interpreter run: timings are CPU-interpreter wall clock, not kernel performance[/]")
     for n in summary.get("notes", []):
@@ -120,20 +121,20 @@ def render(summary: dict, console: Console) -> None:
         cfg = ", ".join(f"{k}={v}" for k, v in sorted(t["config"].items()))
         kt = f"{t['kernel_us']:.2f} us" if t["kernel_us"] is not None else "not timed"
         console.rule(f"{t['workload']}  trial {t['index']} ({t['trial']})")
-        console.print(f"{cfg}  [dim]{t['status']}, {kt}, proposer {t['proposer']}[/dim]")
+        console.print(f"{esc(cfg)}  [dim]{esc(t['status'])}, {esc(kt)}, proposer {esc(t['proposer'])}[/dim]")
         _render_profile(t, console)
         b = t["build"]
         if b is not None:
             parts = [f"{k} {b[k]}" for k in ("registers", "spills", "shared_bytes", "local_loads") if b[k] is not None]
             if b.get("ldg128_fraction") is not None:
                 parts.append(f"128-bit loads {b['ldg128_fraction']:.0%}")
-            console.print(f"build: {', '.join(parts) or 'nothing recorded'}  [dim]({b['source']})[/dim]")
+            console.print(f"build: {', '.join(parts) or 'nothing recorded'}  [dim]({esc(b['source'])})[/dim]")
         if t["hypotheses"]:
-            console.print(f"hypotheses: {t['hypothesis_text']}")
+            console.print(f"hypotheses: {esc(t['hypothesis_text'])}")
             for o in t["outcomes"]:
                 h = o["hypothesis"]
                 ch = f"{o['change']:+.1%}" if o["change"] is not None else "n/a"
-                console.print(f"  {h['metric']} {h['direction']}: [bold]{o['status']}[/bold] ({ch}; {o['note']})")
+                console.print(f"  {esc(h['metric'])} {esc(h['direction'])}: [bold]{esc(o['status'])}[/bold] ({esc(ch)}; {esc(o['note'])})")
         if t["cites"]:
             console.print(f"cites: {', '.join(t['cites'])}")
         for n in t["notes"]:
@@ -141,7 +142,7 @@ def render(summary: dict, console: Console) -> None:
     for b in summary.get("baselines", []):
         kt = f"{b['kernel_us']:.2f} us" if b["kernel_us"] is not None else "not timed"
         console.rule(f"{b['workload']}  baseline {b['baseline']}")
-        console.print(f"[dim]{kt} (the run's timing)[/dim]")
+        console.print(f"[dim]{esc(kt)} (the run's timing)[/dim]")
         _render_profile(b, console)
         for n in b["notes"]:
             console.print(f"[yellow]{n}[/yellow]")
@@ -176,7 +177,7 @@ def profile(
         with Archive(path, readonly=not ncu) as archive:  # only --ncu writes (the reports it archives)
             if ncu:
                 done = run_ncu_profiles(archive, path.parent, trial, baselines, op_dir=op, timeout_s=timeout,
-                                        say=lambda m: console.print(f"[dim]{m}[/dim]"))
+                                        say=lambda m: console.print(f"[dim]{esc(m)}[/dim]"))
             else:
                 run_ = first_run(archive)
                 known = set(BUILTIN_BASELINES) | set(recorded_baselines(archive, run_))
@@ -185,13 +186,13 @@ def profile(
                     raise LookupError(f"unknown baseline(s) {unknown}; this run knows {sorted(known)}")
             summary = profile_summary(archive, trial, baselines)
     except NcuUnavailable as e:
-        console.print(f"[red]--ncu cannot run here:[/red] {e}")
+        console.print(f"[red]--ncu cannot run here:[/red] {esc(e)}")
         raise typer.Exit(common.STOPPED)
     except LookupError as e:
-        console.print(f"[red]{e}[/red]")
+        console.print(f"[red]{esc(e)}[/red]")
         raise typer.Exit(common.BAD_INPUT)
     except ArchiveError as e:
-        console.print(f"[red]cannot read or write {path}:[/red] {e}")
+        console.print(f"[red]cannot read or write {esc(path)}:[/red] {esc(e)}")
         raise typer.Exit(common.STOPPED)
     summary["notes"] = done["notes"]
     summary["ncu"] = {"ran": ncu, "failed": done["failed"]}

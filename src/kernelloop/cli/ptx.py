@@ -17,6 +17,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import common
+from .common import esc
 from .llm_options import (LlmBaseUrlOpt, LlmConfigOpt, LlmKeyEnvOpt, LlmModelOpt, LlmProviderOpt, LlmReplayOpt,
                           llm_config)
 
@@ -40,7 +41,7 @@ def recover(
     from ..records import Candidate, Workload
     console = common.console(stderr=as_json, soft_wrap=True)
     if not path.exists():
-        console.print(f"[red]bad argument:[/red] {path} does not exist")
+        console.print(f"[red]bad argument:[/red] {esc(path)} does not exist")
         raise typer.Exit(common.BAD_INPUT)
     w = None
     if workload:
@@ -49,7 +50,7 @@ def recover(
     try:
         result = run(path, workload=w, arch=arch)
     except (ValueError, OSError) as e:
-        console.print(f"[red]cannot recover:[/red] {e}")
+        console.print(f"[red]cannot recover:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)
     if as_json:
         data = result.model_dump(mode="json", exclude={"kernels": {"__all__": {"kernel": {"ptx", "cubin_b64",
@@ -57,25 +58,25 @@ def recover(
         data["round_trip_ok"] = result.round_trip_ok
         print(common_json(data))
     else:
-        console.print(f"{result.source} ({result.origin}): "
-                      + ("recoverable" if result.recoverable else f"[red]not recoverable[/red]: {result.reason}"))
+        console.print(f"{esc(result.source)} ({esc(result.origin)}): "
+                      + ("recoverable" if result.recoverable else f"[red]not recoverable[/red]: {esc(result.reason)}"))
         for rep in result.kernels:
             k, rt = rep.kernel, rep.round_trip
             console.print(f"  {k.name or '?'}: target {k.target or '?'}, PTX {k.ptx_version or '-'}, "
-                          f"warps {k.num_warps}, threads {k.threads}, shared {k.shared_bytes}, registers {k.registers}")
+                          f"warps {esc(k.num_warps)}, threads {esc(k.threads)}, shared {esc(k.shared_bytes)}, registers {esc(k.registers)}")
             if not k.recoverable:
-                console.print(f"    not recoverable: {k.reason}")
+                console.print(f"    not recoverable: {esc(k.reason)}")
             elif rt is None:
                 console.print("    round trip: not run (no ptxas/cuobjdump)")
             elif not rt.assembled:
-                console.print(f"    round trip: [red]ptxas refused it[/red]\n{rt.error}")
+                console.print(f"    round trip: [red]ptxas refused it[/red]\n{esc(rt.error)}")
             else:
                 same = "byte-identical cubin" if rt.identical_cubin else (
                     "no original cubin to compare" if not rt.compared_to_cubin else "cubin bytes differ")
-                console.print(f"    round trip: {'[green]ok[/green]' if rt.ok else '[red]differs[/red]'} ({same}; "
-                              f"{rt.sass_instructions} SASS instructions, {rt.registers} registers)")
+                console.print(f"    round trip: {'[green]ok[/green]' if rt.ok else '[red]differs[/red]'} ({esc(same)}; "
+                              f"{esc(rt.sass_instructions)} SASS instructions, {esc(rt.registers)} registers)")
                 for d in rt.differences:
-                    console.print(f"      {d.kind}: {d.what}: {d.original} -> {d.reassembled}")
+                    console.print(f"      {esc(d.kind)}: {esc(d.what)}: {esc(d.original)} -> {esc(d.reassembled)}")
     raise typer.Exit(common.OK if result.recoverable and result.round_trip_ok else common.FAILED)
 
 
@@ -145,7 +146,7 @@ def _llm_proposer(args: LlmArgs, path: Path, out: Path | None, console):
         mode = "replay" if args.replay is not None else "record"
         client = LLMClient(cfg, Cassette(folder, mode), make_provider(cfg) if mode == "record" else None)
     except (LLMConfigError, FileNotFoundError) as e:
-        console.print(f"[red]bad argument:[/red] {e}")
+        console.print(f"[red]bad argument:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)
     return LlmPtxProposer(client, prompts, windows=args.windows)
 
@@ -159,7 +160,7 @@ def _stages(path: Path, workload: str | None, dtype: str, rules: str | None, out
     from ..records import Workload
     console = common.console(stderr=as_json, soft_wrap=True)
     if not path.exists():
-        console.print(f"[red]bad argument:[/red] {path} does not exist")
+        console.print(f"[red]bad argument:[/red] {esc(path)} does not exist")
         raise typer.Exit(common.BAD_INPUT)
     if prove and executor == "gpu":
         import torch
@@ -176,7 +177,7 @@ def _stages(path: Path, workload: str | None, dtype: str, rules: str | None, out
             from ..profile.source_page import read_source_csv
             opts.profile, opts.profile_from = read_source_csv(profile), str(profile)
     except (PtxError, ValueError, OSError) as e:   # NcuParseError is a ValueError
-        console.print(f"[red]bad argument:[/red] {e}")
+        console.print(f"[red]bad argument:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)
     opts.llm = _llm_proposer(llm, path, out, console) if llm is not None else None
     reports, passed = [], 0
@@ -184,10 +185,10 @@ def _stages(path: Path, workload: str | None, dtype: str, rules: str | None, out
         try:
             report, accepted = work(t, opts)
         except ReplayMiss as e:
-            console.print(f"[red]replay stopped:[/red] {e}")
+            console.print(f"[red]replay stopped:[/red] {esc(e)}")
             raise typer.Exit(common.STOPPED)
         except ValueError as e:   # an unknown rule
-            console.print(f"[red]bad argument:[/red] {e}")
+            console.print(f"[red]bad argument:[/red] {esc(e)}")
             raise typer.Exit(common.BAD_INPUT)
         if t.run_dir is not None and accepted:
             from ..ptx.archive import put_candidate
@@ -213,7 +214,7 @@ def _stages(path: Path, workload: str | None, dtype: str, rules: str | None, out
     if as_json:
         print(common_json({"targets": [r.model_dump(mode="json") for r in reports], "passed": passed}))
     if profile is not None and not any(w.source == "profile" for r in reports for k in r.kernels for w in k.windows):
-        console.print(f"[red]bad argument:[/red] --profile {profile}: no kernel's windows could be weighed by it "
+        console.print(f"[red]bad argument:[/red] --profile {esc(profile)}: no kernel's windows could be weighed by it "
                       f"(the notes say why)")
         raise typer.Exit(common.BAD_INPUT)
     raise typer.Exit(common.OK if passed else common.FAILED)
@@ -221,14 +222,14 @@ def _stages(path: Path, workload: str | None, dtype: str, rules: str | None, out
 
 def _print_target(console, report, edits, proofs) -> None:
     from rich.markup import escape
-    console.print(f"[bold]{report.op} {report.template}[/bold] {report.config} on {report.workload} "
-                  f"(parent {report.parent_candidate_id})")
+    console.print(f"[bold]{esc(report.op)} {esc(report.template)}[/bold] {esc(report.config)} on {esc(report.workload)} "
+                  f"(parent {esc(report.parent_candidate_id)})")
     if report.error:
         console.print(f"  [red]{escape(report.error)}[/red]")
     for k in report.kernels:
         rt = k.round_trip
-        console.print(f"  {k.name}: " + ("not recoverable: " + k.reason if not k.recoverable else
-                                         f"round trip {'ok' if rt and rt.ok else 'differs: ' + k.reason}"))
+        console.print(f"  {esc(k.name)}: " + ("not recoverable: " + esc(k.reason) if not k.recoverable else
+                                         f"round trip {'ok' if rt and rt.ok else 'differs: ' + esc(k.reason)}"))
         for n in k.notes:
             console.print(f"    [dim]{escape(n)}[/dim]")
         for w in k.windows[:3]:
@@ -238,7 +239,7 @@ def _print_target(console, report, edits, proofs) -> None:
             state = ("[green]accepted[/green]" if e.accepted else "[red]refused[/red]: " +
                      escape("; ".join(f"{v.rule}: {v.message[:200]}" for v in e.violations)))
             same = " (ptxas made the same SASS)" if e.sass_changed is False else ""
-            console.print(f"    {e.candidate.id} {e.candidate.rule}: {state}{same}")
+            console.print(f"    {esc(e.candidate.id)} {esc(e.candidate.rule)}: {state}{esc(same)}")
     for p in proofs:
         t = p.timing
         timing = (f"; {t.speedup:.3f}x [{t.ci_low:.3f}, {t.ci_high:.3f}] {t.verdict} ({t.policy})" if t else "")
@@ -307,7 +308,7 @@ def show(run: Annotated[Path, typer.Argument(help="A run folder.")], as_json: Js
     console = common.console(stderr=as_json, soft_wrap=True)
     path = run / "archive.sqlite"
     if not path.is_file():
-        console.print(f"[red]bad argument:[/red] {run}: no archive.sqlite (is it a run folder?)")
+        console.print(f"[red]bad argument:[/red] {esc(run)}: no archive.sqlite (is it a run folder?)")
         raise typer.Exit(common.BAD_INPUT)
     with Archive(path, readonly=True) as archive:
         runs = archive.runs()
@@ -321,11 +322,11 @@ def show(run: Annotated[Path, typer.Argument(help="A run folder.")], as_json: Js
         raise typer.Exit(common.OK)
     for c in cands:
         n = sum(1 for ln in diffs[c.id].splitlines() if ln[:1] in "+-" and ln[:3] not in ("+++", "---"))
-        console.print(f"{c.id} {c.rule} of {c.kernel} (parent {c.parent_candidate_id}): {n} changed lines; "
-                      f"{c.hypothesis[:160]}")
+        console.print(f"{esc(c.id)} {esc(c.rule)} of {esc(c.kernel)} (parent {esc(c.parent_candidate_id)}): {n} changed lines; "
+                      f"{esc(c.hypothesis[:160])}")
     for w, p in done:
-        console.print(f"proof {p.candidate_id} on {w}: {p.verdict} ({p.stage})"
-                      + (f", {p.timing.speedup:.3f}x {p.timing.verdict}" if p.timing else ""))
+        console.print(f"proof {esc(p.candidate_id)} on {esc(w)}: {esc(p.verdict)} ({esc(p.stage)})"
+                      + (f", {p.timing.speedup:.3f}x {esc(p.timing.verdict)}" if p.timing else ""))
     if not cands:
         console.print("no PTX-level edits archived in this run")
     raise typer.Exit(common.OK)

@@ -23,6 +23,7 @@ from ..search.encoding import config_key
 from ..spec import SpecError, load_op, load_workloads
 from ..spec.space import selected_space
 from . import common
+from .common import esc
 
 
 def record(
@@ -66,13 +67,13 @@ def record(
         wl_file = common.resolve_path(workloads) or bundle.folder / ("workloads.toml" if Device.of(device).is_cuda else "workloads-interpret.toml")
         wls = load_workloads(wl_file, bundle.spec)
     except SpecError as e:
-        console.print(f"[red]spec error:[/red] {e}")
+        console.print(f"[red]spec error:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)
     common.require_templates(bundle, template, console)
     try:
         fixed = common.fixed_parameters(fix, bundle, template)
     except typer.BadParameter as e:
-        console.print(f"[red]bad argument:[/red] {e}")
+        console.print(f"[red]bad argument:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)
     part = None
     if shard is not None:
@@ -94,7 +95,7 @@ def record(
         try:
             listed = _listed_configs(configs_file, bundle, wls)
         except ValueError as e:
-            console.print(f"[red]bad input:[/red] --configs {configs_file}: {e}")
+            console.print(f"[red]bad input:[/red] --configs {esc(configs_file)}: {esc(e)}")
             raise typer.Exit(common.BAD_INPUT)
         for w in wls:
             valid[w.id] = set()
@@ -108,7 +109,7 @@ def record(
                 configs.setdefault(config_key(cfg), cfg)
                 valid[w.id].add(config_key(cfg))
     if not configs:
-        console.print(f"[red]bad input:[/red] no configuration of {bundle.spec.name}'s templates survives pruning"
+        console.print(f"[red]bad input:[/red] no configuration of {esc(bundle.spec.name)}'s templates survives pruning"
                       f"{' with --fix ' + fix if fix else ''} on "
                       f"{', '.join(w.label for w in wls)}: nothing to record")
         raise typer.Exit(common.BAD_INPUT)
@@ -130,16 +131,16 @@ def record(
         try:
             old = read_space_document(out)
         except (ValueError, OSError) as e:
-            console.print(f"[red]bad input:[/red] --resume: {out} is not a space file: {e}")
+            console.print(f"[red]bad input:[/red] --resume: {esc(out)} is not a space file: {esc(e)}")
             raise typer.Exit(common.BAD_INPUT)
         for field in ("op", "device", "timing_policy", "workloads", "shard", "templates", "fixed", "configs_file"):
             if old.get(field) != doc.get(field):
-                console.print(f"[red]bad input:[/red] --resume: {out} differs in {field!r} from this recording; "
+                console.print(f"[red]bad input:[/red] --resume: {esc(out)} differs in {field!r} from this recording; "
                               f"record into another file")
                 raise typer.Exit(common.BAD_INPUT)
         records = [r for r in old["records"] if config_key(r["config"]) in set(keys)]
         done = {config_key(r["config"]) for r in records}
-        console.print(f"resuming {out}: {len(done)} of {len(keys)} configurations already recorded")
+        console.print(f"resuming {esc(out)}: {len(done)} of {len(keys)} configurations already recorded")
         keys = [k for k in keys if k not in done]
     work = out.parent / f".record-{int(time.time())}"
     work.mkdir(parents=True, exist_ok=True)  # the worker's log lives here; the worker opens it at start
@@ -163,12 +164,12 @@ def record(
                                  "ci": [m.kernel.ci_low_us, m.kernel.ci_high_us] if ok else None}
             records.append({"config": cfg, "results": results})
             write_space_file(out, {**doc, "records": records})  # a cut recording keeps what it measured
-            console.print(f"[{i + 1}/{len(keys)}] {key}: " + ", ".join(
+            console.print(f"[{i + 1}/{len(keys)}] {esc(key)}: " + ", ".join(
                 f"{r['value']:.2f}µs" if r["value"] else r["status"] for r in results.values()))
     finally:
         worker.close()
     write_space_file(out, {**doc, "records": records, "complete": True})
-    console.print(f"wrote {out}: {len(records)} configurations x {len(wls)} workloads")
+    console.print(f"wrote {esc(out)}: {len(records)} configurations x {len(wls)} workloads")
     if as_json:
         print(json.dumps(recorded_summary(out, bundle.spec.name, device, wls, records), indent=2))
 

@@ -20,6 +20,7 @@ from ..replay import load_space, replay as replay_run
 from ..replay.metrics import evals_to_within, fraction_of_optimum, methodology_score
 from ..search import DEFAULT_STRATEGY, STRATEGIES
 from . import common
+from .common import esc
 
 CHECKPOINTS = (10, 25, 50, 100, 200, 400, 1000)
 
@@ -55,13 +56,13 @@ def replay(
     try:
         rec = load_space(space, workload=workload, min_speedup=min_speedup)
     except (OSError, ValueError) as e:
-        console.print(f"[red]cannot read {space}:[/red] {e}")
+        console.print(f"[red]cannot read {esc(space)}:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)
     results = []
     for name in names:
         sp = rec.valid_only() if (valid_only or name.startswith("kt:")) else rec
         if not any(v is not None for v in sp.values):
-            console.print(f"[red]{space}: no configuration in the recording succeeded[/red]")
+            console.print(f"[red]{esc(space)}: no configuration in the recording succeeded[/red]")
             raise typer.Exit(common.FAILED)
         vals = sp.valid_values
         opt = float(vals[0])
@@ -73,7 +74,7 @@ def replay(
                     with plain_cache(space) as plain:
                         traj = kernel_tuner_run(plain, sp, name[3:], seed, budget)
                 except ImportError as e:
-                    console.print(f"[red]{name}: Kernel Tuner is not installed ({e})[/red]")
+                    console.print(f"[red]{esc(name)}: Kernel Tuner is not installed ({esc(e)})[/red]")
                     raise typer.Exit(common.BAD_INPUT)
             else:
                 traj = replay_run(sp, name, seed, budget)
@@ -102,8 +103,8 @@ def replay(
 
 def _render(results: list[dict], console: Console) -> None:
     r0 = results[0]
-    console.print(f"[bold]{r0['space']}[/bold]: {r0['configurations']} configurations "
-                  f"({r0['failed']} failed), optimum {r0['optimum']:.4g}; budget {r0['budget']}, {r0['seeds']} seeds")
+    console.print(f"[bold]{esc(r0['space'])}[/bold]: {esc(r0['configurations'])} configurations "
+                  f"({esc(r0['failed'])} failed), optimum {r0['optimum']:.4g}; budget {esc(r0['budget'])}, {esc(r0['seeds'])} seeds")
     t = Table("strategy", "median evals to 5 %", "reached", "P@50", "P@100", "score", "ms/proposal")
     for r in results:
         med = r["median_evals_to_5pct"]
@@ -125,17 +126,17 @@ def _shapes(space: Path, as_json: bool, console: Console) -> None:
         doc = read_space_document(space)
         rep = shape_robustness(doc)
     except (OSError, ValueError, KeyError) as e:
-        console.print(f"[red]cannot report shapes of {space}:[/red] {e}")
+        console.print(f"[red]cannot report shapes of {esc(space)}:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)
     if as_json:
         print(json.dumps(rep, indent=1))
         return
     cfg = lambda c: ",".join(f"{k}={v}" for k, v in c.items())  # noqa: E731
-    console.print(f"[bold]{rep['space']}[/bold]: {rep['configurations']} configurations on {len(rep['workloads'])} "
-                  f"shapes; speed-ups over {rep['baseline_source']}")
+    console.print(f"[bold]{esc(rep['space'])}[/bold]: {esc(rep['configurations'])} configurations on {len(rep['workloads'])} "
+                  f"shapes; speed-ups over {esc(rep['baseline_source'])}")
     b = rep["best_single"]
     console.print(f"best single configuration: {cfg(b['config'])}: geomean speed-up {b['geomean_speedup']:.3f}, "
-                  f"worst {b['worst_speedup']:.3f} on {b['worst_shape']}")
+                  f"worst {b['worst_speedup']:.3f} on {esc(b['worst_shape'])}")
     t = Table("shape", "own best", "time", "best single / own best", "shape's winner: largest loss elsewhere")
     for label, own in rep["best_per_shape"].items():
         w = rep["overfitting"][label]

@@ -10,6 +10,7 @@ import typer
 
 from ..archive import ArchiveError
 from . import common
+from .common import esc
 
 
 def report(
@@ -27,7 +28,7 @@ def report(
     try:
         from ..report.html import write_report
     except ImportError as e:   # matplotlib or jinja2 missing
-        console.print(f"[red]kernelloop report needs matplotlib and jinja2:[/red] {e}. "
+        console.print(f"[red]kernelloop report needs matplotlib and jinja2:[/red] {esc(e)}. "
                       "Install them with: python3 -m pip install 'kernelloop[report]'")
         raise typer.Exit(common.BAD_INPUT)
     if out is None:
@@ -35,9 +36,9 @@ def report(
     try:
         written = write_report(path, out, run_id)
     except (ArchiveError, LookupError) as e:
-        console.print(f"[red]cannot read {path}:[/red] {e}")
+        console.print(f"[red]cannot read {esc(path)}:[/red] {esc(e)}")
         raise typer.Exit(common.STOPPED)
     except OSError as e:
-        console.print(f"[red]cannot write {out}:[/red] {e}")
+        console.print(f"[red]cannot write {esc(out)}:[/red] {esc(e)}")
         raise typer.Exit(common.STOPPED)
     print(json.dumps({"report": str(written)}) if as_json else written)

@@ -14,6 +14,7 @@ from ..select.reproduce import ReproduceError, reproduce as run_reproduce
 from ..spec import load_op
 from ..spec.loader import SpecError
 from . import common
+from .common import esc
 
 
 def reproduce(
@@ -35,10 +36,10 @@ def reproduce(
         with Archive(path, readonly=True) as archive:   # reading never changes the file
             results = run_reproduce(archive, bundle_of, trial)
     except (ReproduceError, SpecError, FileNotFoundError) as e:
-        console.print(f"[red]cannot reproduce:[/red] {e}")
+        console.print(f"[red]cannot reproduce:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)
     except ArchiveError as e:
-        console.print(f"[red]cannot read {path}:[/red] {e}")
+        console.print(f"[red]cannot read {esc(path)}:[/red] {esc(e)}")
         raise typer.Exit(common.STOPPED)
     if as_json:
         print(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
@@ -47,8 +48,8 @@ def reproduce(
             lo, hi = r.interval_us
             word = "[green]REPRODUCED[/green]" if r.reproduced else "[red]NOT REPRODUCED[/red]"
             mlo, mhi = r.measured_ci_us
-            console.print(f"{word} {r.workload} trial {r.trial}: measured {r.measured_us:.2f} µs "
+            console.print(f"{esc(word)} {esc(r.workload)} trial {r.trial}: measured {r.measured_us:.2f} µs "
                           f"[{mlo:.2f}, {mhi:.2f}] now, recorded {r.recorded_us:.2f} µs with stated interval [{lo:.2f}, {hi:.2f}] µs "
-                          f"({r.source}; {r.policy} on {r.device})")
+                          f"({esc(r.source)}; {esc(r.policy)} on {esc(r.device)})")
     if not all(r.reproduced for r in results):
         raise typer.Exit(common.FAILED)

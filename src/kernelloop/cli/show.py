@@ -12,6 +12,7 @@ from .. import api
 from ..archive import Archive, ArchiveError
 from ..report.terminal import render
 from . import common
+from .common import esc
 
 
 def show(
@@ -25,7 +26,7 @@ def show(
         with Archive(path, readonly=True) as archive:  # reading never changes the file
             summary = api.summarize(archive)   # the record kernelloop.Run.load(RUN).summary() returns
     except (ArchiveError, LookupError) as e:
-        console.print(f"[red]cannot read {path}:[/red] {e}")
+        console.print(f"[red]cannot read {esc(path)}:[/red] {esc(e)}")
         raise typer.Exit(common.STOPPED)
     if as_json:
         print(summary.model_dump_json(indent=2))

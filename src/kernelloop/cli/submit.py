@@ -16,6 +16,7 @@ import typer
 
 from ..api import DEVICES
 from . import common
+from .common import esc
 
 
 def submit(
@@ -55,7 +56,7 @@ def submit(
             if not isinstance(value, dict):
                 raise ValueError("not a JSON object")
         except (json.JSONDecodeError, ValueError) as e:
-            err.print(f"[red]bad argument:[/red] {name}: {e}")
+            err.print(f"[red]bad argument:[/red] {esc(name)}: {esc(e)}")
             raise typer.Exit(common.BAD_INPUT)
         parsed[name] = value
     cfg, spc = parsed["--config"], parsed["--space"] or None

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import common
+from .common import esc
 
 trace_app = typer.Typer(add_completion=False, no_args_is_help=True,
                         help="FlashInfer-Trace: export runs as datasets, import Definitions as op folders.")
@@ -36,10 +37,10 @@ def export(
             report = export_run(archive, out, op_dir=op, op_type=op_type, author=author,
                                 destination_passing_style=not value_returning)
     except InteropError as e:
-        console.print(f"[red]cannot export:[/red] {e}")
+        console.print(f"[red]cannot export:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)
     except (ArchiveError, LookupError) as e:
-        console.print(f"[red]cannot read {path}:[/red] {e}")
+        console.print(f"[red]cannot read {esc(path)}:[/red] {esc(e)}")
         raise typer.Exit(common.STOPPED)
     summary = {"out": str(out), "definitions": report.definitions, "workloads": report.workloads,
                "solutions": report.solutions, "traces": report.traces, "skipped": report.skipped,
@@ -47,10 +48,10 @@ def export(
     if as_json:
         print(json.dumps(summary, indent=2))
         return
-    console.print(f"{out}: {report.definitions} definitions, {report.workloads} workloads, "
-                  f"{report.solutions} solutions, {report.traces} traces")
+    console.print(f"{esc(out)}: {report.definitions} definitions, {report.workloads} workloads, "
+                  f"{esc(report.solutions)} solutions, {esc(report.traces)} traces")
     for s in report.skipped:
-        console.print(f"[yellow]skipped[/yellow] {s}")
+        console.print(f"[yellow]skipped[/yellow] {esc(s)}")
 
 
 def _read_workloads(path: Path) -> list:
@@ -145,13 +146,13 @@ def import_(
             wls = _read_workloads(workloads)
         bundle, notes = import_definition(d, ops, workloads=wls, solution=sol, name=name, overwrite=force)
     except InteropError as e:
-        console.print(f"[red]cannot import:[/red] {e}")
+        console.print(f"[red]cannot import:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)
     folder = bundle.folder
     files = sorted(str(p) for p in folder.iterdir() if p.is_file())   # what import wrote (not a bytecode cache)
     if as_json:
         print(json.dumps({"op": bundle.spec.name, "folder": str(folder), "files": files, "notes": notes}, indent=2))
         return
-    console.print(f"wrote {folder}: {', '.join(Path(f).name for f in files)}")
+    console.print(f"wrote {esc(folder)}: {', '.join(Path(f).name for f in files)}")
     for n in notes:
         console.print(f"[yellow]note[/yellow] {n}")

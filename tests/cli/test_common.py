@@ -1,0 +1,27 @@
+"""cli/common: user and exception text prints verbatim (no rich markup, no emoji codes) in `bad_argument` and the
+commands' messages."""
+
+from typer.testing import CliRunner
+
+from kernelloop.cli import common
+from kernelloop.cli.app import app
+
+runner = CliRunner()
+
+
+def test_bad_argument_prints_markup_and_emoji_codes_verbatim(capsys):
+    import pytest
+    with pytest.raises(common.typer.Exit) as stop:
+        common.bad_argument(common.console(stderr=True), "m[a].py:factory: raised KeyError: '[b]' at x[/c]")
+    assert stop.value.exit_code == common.BAD_INPUT
+    assert "bad argument: m[a].py:factory: raised KeyError: '[b]' at x[/c]" in capsys.readouterr().err
+
+
+def test_a_factory_error_prints_verbatim(tmp_path):
+    (tmp_path / "m.py").write_text("def boom():\n    raise ValueError('bad [a] shape :boom:')\n")
+    res = runner.invoke(app, ["fuse", "discover", f"{tmp_path / 'm.py'}:boom"])
+    assert res.exit_code == common.BAD_INPUT, res.output
+    assert "m.py:boom: the factory raised ValueError: bad [a] shape :boom:" in res.output
+    res = runner.invoke(app, ["fuse", "discover", "nosuchmod.sub:factory"])
+    assert res.exit_code == common.BAD_INPUT, res.output
+    assert "nosuchmod.sub:factory: cannot import 'nosuchmod.sub'" in res.output
