@@ -67,6 +67,15 @@ def not_a_pair():
     return nn.Linear(4, 4)
 
 
+def several_examples():
+    """A list of examples (as `kernelloop.fuse` takes) where one call's arguments belong."""
+    return nn.Linear(4, 4), [(torch.randn(2, 4),), (torch.randn(3, 4),)]
+
+
+def no_tensor():
+    return nn.Linear(4, 4), "x"
+
+
 class Boom(nn.Module):
     def forward(self, x):
         raise RuntimeError("boom inside")

@@ -68,6 +68,10 @@ def test_model_that_raises_exits_3(monkeypatch):
 @pytest.mark.parametrize("args, message", [
     (["no-such-model"], "unknown model 'no-such-model'"),
     (["capture_tiny_models:not_a_pair"], "not a pair (model, example_inputs)"),
+    (["capture_tiny_models:several_examples"], "example_inputs is a list of 2 tuples, as if several examples; the "
+                                               "factory returns (model, example_inputs), example_inputs being one "
+                                               "call's arguments"),
+    (["capture_tiny_models:no_tensor"], "example_inputs (a str) holds no tensor"),
     (["capture_tiny_models:missing"], "has no attribute 'missing'"),
     (["no_such_module_xyz:build"], "cannot import 'no_such_module_xyz'"),
     (["capture_tiny_models:build", "--device", "tpu"], "--device 'tpu'"),

@@ -133,3 +133,26 @@ def test_cli_bad_input_is_exit_2(work):
         assert res.exit_code == 2 and "bad argument" in res.output, (args, res.output)
     res = CliRunner().invoke(app, ["fuse", "no-such-model", "--out", str(work / "bad")])
     assert res.exit_code == 2 and "unknown model" in res.output
+
+
+def test_cli_refuses_a_bad_family_strategy_or_table_before_any_work(work, tmp_path, monkeypatch):
+    from kernelloop.cli import fuse as cli_fuse
+    from kernelloop.cli.app import app
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model was built before the arguments were checked")
+    monkeypatch.setattr(cli_fuse, "load_model", no_model)
+    corrupt = tmp_path / "corrupt.json"
+    corrupt.write_text('{"not": "a database"}' * 100)
+    for args, said in ((["--family", "bogus"], "--family 'bogus': the realisable families are residual_add_norm, "
+                                               "gemm_gate, gemm_epilogue, rotary"),
+                       (["--strategy", "bogus"], "strategy 'bogus': choose from"),
+                       (["--table", str(corrupt)], "not a pattern table (an SQLite file)"),
+                       (["--table", str(tmp_path)], "a folder, not a pattern table")):
+        res = CliRunner().invoke(app, ["fuse", "llama-tiny", "--device", "interpret", "--out", str(tmp_path / "o"),
+                                       *args])
+        assert res.exit_code == 2, (args, res.output)
+        assert said in " ".join(res.output.split()), (args, res.output)
+    from kernelloop.api import UsageError
+    with pytest.raises(UsageError, match="not a pattern table"):
+        fuse(torch.nn.Linear(2, 2), [(torch.ones(1, 2),)], out=tmp_path / "o", table=corrupt)

@@ -5,12 +5,14 @@ Runs a model once and prints its operator cards (module class, how many paths, c
 axes or the reason there is none) and the to-do list (the ATen overloads outside mapped cards, by device time when
 profiled, else by count). MODEL is a built-in tiny model (kernelloop.capture.models.MODELS: llama-tiny, qwen2-tiny,
 gpt2-tiny; they need the `models` extra) or `module.path:factory` / `path/to/file.py:factory`, a callable returning
-(model, example_inputs); it is called with those of device (a string), dtype (a torch.dtype), seed, batch and seq
+(model, example_inputs), example_inputs being ONE call's arguments: a tensor (the model is called as model(x)), a
+tuple of positional arguments (model(*example_inputs)) or a dict of keyword arguments (capture only; `fuse` exports
+positional arguments) -- not a list of examples (several shapes: --batch/--seq, `fuse --shapes`); it is called with those of device (a string), dtype (a torch.dtype), seed, batch and seq
 that it declares as parameters, and when it declares no `device` the model and the input tensors are moved to
 --device after it returns. --out writes the CaptureReport as JSON, --workloads-dir one workload file per mapped op.
 Exit codes: 0 captured; 2 bad input (unknown model, a factory that cannot be imported, raises or does not return a
-pair, a device or dtype that is not one of the choices, no CUDA for --device cuda); 3 the model raised under
-capture (the message names the module path) or the files could not be written.
+pair (model, one call's arguments), a device or dtype that is not one of the choices, no CUDA for --device cuda); 3
+the model raised under capture (the message names the module path) or the files could not be written.
 """
 
 from __future__ import annotations
@@ -27,16 +29,20 @@ import torch
 import typer
 from rich.console import Console
 from rich.table import Table
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_leaves, tree_map
 
 from ..capture import CaptureError, CaptureReport, write_workloads
 from ..capture import capture as run_capture
 from ..capture.mapping import default_ops_root
 from ..records.spec import DType
 from . import common
+from .common import esc
 from .model_args import BatchOpt, DtypeOpt, JsonOpt, ModelArg, SeedOpt, SeqOpt, require_dtype
 
 DEVICES = ("cpu", "cuda")
+INPUTS_CONTRACT = ("(model, example_inputs), example_inputs being one call's arguments: a tensor (model(x)), a tuple "
+                   "of positional arguments (model(*example_inputs)) or, for capture, a dict of keyword arguments; "
+                   "not a list of examples")
 TODO_ROWS = 15
 
 
@@ -99,10 +105,22 @@ def load_model(spec: str, *, device: str, dtype: str, seed: int, batch: int, seq
     model, inputs = result
     if not isinstance(model, torch.nn.Module):
         raise ModelError(f"{spec}: the pair's first item is a {type(model).__name__}, not a torch.nn.Module")
+    _check_inputs(spec, inputs)
     if "device" not in kwargs and device != "cpu":
         model = model.to(device)
         inputs = tree_map(lambda v: v.to(device) if isinstance(v, torch.Tensor) else v, inputs)
     return model, inputs
+
+
+def _check_inputs(spec: str, inputs: Any) -> None:
+    """ModelError unless `inputs` is one call's arguments (INPUTS_CONTRACT) holding a tensor."""
+    if isinstance(inputs, (tuple, list)) and inputs and all(isinstance(a, (tuple, list)) for a in inputs):
+        raise ModelError(f"{spec}: example_inputs is a {type(inputs).__name__} of {len(inputs)} tuples, as if several "
+                         f"examples; the factory returns {INPUTS_CONTRACT} (several shapes: --batch/--seq, or "
+                         f"`fuse --shapes`)")
+    if not any(isinstance(v, torch.Tensor) for v in tree_leaves(inputs)):
+        raise ModelError(f"{spec}: example_inputs (a {type(inputs).__name__}) holds no tensor; the factory returns "
+                         f"{INPUTS_CONTRACT}")
 
 
 def _mapping_text(card) -> str:
@@ -120,8 +138,8 @@ def render(report: CaptureReport, console: Console) -> None:
     """The cards table and the to-do list."""
     timed = f", device time {report.device_time_us:.1f} us" if report.device_time_us is not None else ""
     shapes = ", ".join(f"{k}: {v.label()}" for k, v in report.inputs.items())
-    console.print(f"[bold]{report.model_class}[/bold] on {report.device} (torch {report.torch_version}): "
-                  f"{report.aten_calls} ATen calls{timed}; inputs {shapes}")
+    console.print(f"[bold]{esc(report.model_class)}[/bold] on {esc(report.device)} (torch {esc(report.torch_version)}): "
+                  f"{esc(report.aten_calls)} ATen calls{esc(timed)}; inputs {esc(shapes)}")
     table = Table(title=f"operator cards: {len(report.mapped)} mapped, {len(report.unmapped)} unmapped")
     for col in ("#", "module class", "paths", "calls", "op / reason"):
         table.add_column(col, justify="right" if col in ("#", "paths", "calls") else "left")
@@ -182,7 +200,7 @@ def capture(
     try:
         report = run_capture(net, inputs, profile=profile, ops_root=ops_root)
     except CaptureError as e:
-        err.print(f"[red]capture failed:[/red] {e}")
+        err.print(f"[red]capture failed:[/red] {esc(e)}")
         raise typer.Exit(common.STOPPED)
     written = {}
     try:
@@ -191,13 +209,13 @@ def capture(
         if workloads_dir is not None:
             written = write_workloads(report, workloads_dir, ops_root)
     except (OSError, ValueError) as e:
-        err.print(f"[red]cannot write:[/red] {e}")
+        err.print(f"[red]cannot write:[/red] {esc(e)}")
         raise typer.Exit(common.STOPPED)
     if as_json:
         sys.stdout.write(json.dumps(report.model_dump(mode="json"), indent=2) + "\n")
     else:
         render(report, console)
     if out is not None:
-        (err if as_json else console).print(f"report: {out}")
+        (err if as_json else console).print(f"report: {esc(out)}")
     for op, path in written.items():
-        (err if as_json else console).print(f"workloads for {op}: {path}")
+        (err if as_json else console).print(f"workloads for {esc(op)}: {esc(path)}")

@@ -21,6 +21,7 @@ from typer.core import TyperGroup
 from ..capture.records import CaptureReport
 from ..records.device import Device
 from . import common
+from .common import esc
 from .capture import ModelError, load_model
 from .model_args import BatchOpt, DtypeOpt, JsonOpt, ModelArg, SeedOpt, SeqOpt, require_dtype
 
@@ -74,7 +75,7 @@ def discover(
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(report.to_json())
         except OSError as e:
-            err.print(f"[red]cannot write:[/red] {e}")
+            err.print(f"[red]cannot write:[/red] {esc(e)}")
             raise typer.Exit(common.STOPPED)
     if as_json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
@@ -89,10 +90,10 @@ def discover(
                       str(c.saved_bytes_total), *([f"{100 * (c.share or 0):.1f}%"] * report.weighted))
         console.print(t)
     if report.error is not None:
-        err.print(f"[red]discovery failed ({report.error.stage}):[/red] {report.error.message}")
+        err.print(f"[red]discovery failed ({esc(report.error.stage)}):[/red] {esc(report.error.message)}")
         raise typer.Exit(common.STOPPED)
     if out is not None:
-        (err if as_json else console).print(f"report: {out}")
+        (err if as_json else console).print(f"report: {esc(out)}")
 
 
 def _shapes(text: str | None, batch: int, seq: int) -> list[tuple[int, int]]:
@@ -109,8 +110,7 @@ def _shapes(text: str | None, batch: int, seq: int) -> list[tuple[int, int]]:
 
 @fuse_app.command()
 def run(
-    model: Annotated[str, typer.Argument(help="Built-in model (llama-tiny, qwen2-tiny, gpt2-tiny) or "
-                                              "module.path:factory / file.py:factory returning (model, inputs).")],
+    model: ModelArg,
     out: Annotated[Path, typer.Option("--out", help="Folder for ops/, runs/, package/, report.json.")] = Path("fused"),
     budget: Annotated[str, typer.Option("--budget", help="The loop's evaluations per workload of each pattern's "
                                                          "op (N), or a duration (90s).")] = "2",
@@ -145,16 +145,16 @@ def run(
     import os
     import sys as _sys
     console, err = common.console(stderr=as_json), common.console(stderr=True)
-    from ..api import UsageError, parse_budget, resolve_device
+    from ..api import UsageError, check_strategy, parse_budget, resolve_device
 
     def bad(msg: str) -> None:
-        err.print(f"[red]bad argument:[/red] {msg}")
-        raise typer.Exit(common.BAD_INPUT)
+        common.bad_argument(err, msg)
 
     require_dtype(err, dtype)
     try:
         dev = resolve_device(device)
         parse_budget(int(budget) if budget.isdigit() else budget, dev)
+        check_strategy(strategy)
         dims = _shapes(shapes, batch, seq)
     except (UsageError, ValueError) as e:
         bad(str(e))
@@ -168,6 +168,17 @@ def run(
         if not sep or kind not in kinds or "=" not in assign:
             bad(f"--fix {f!r}: use KIND:NAME=V[,NAME=V], KIND one of {', '.join(kinds)}")
         pins[kind] = assign
+    from ..fuse.plans import check_families
+    from ..fuse.table import PatternTable
+    try:
+        check_families(family)
+    except ValueError as e:
+        bad(f"--{e}")
+    if table is not None and table.exists():
+        try:
+            PatternTable(table).close()
+        except ValueError as e:   # TableError
+            bad(f"--table {e}")
     if not Device.of(dev).is_cuda:
         if "triton" in _sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
             bad("Triton was imported before the interpreter could be chosen")
@@ -186,9 +197,9 @@ def run(
         result = fuse(net, examples, out=out, budget=int(budget) if budget.isdigit() else budget, device=dev,
                       strategy=strategy, table=table, families=family or None, seed=seed, confirm=confirm,
                       sanitize=sanitize, jobs=jobs, fix=pins or None,
-                      on_note=lambda text: err.print(f"[dim]{text}[/dim]"))
+                      on_note=lambda text: err.print(f"[dim]{esc(text)}[/dim]"))
     except FuseError as e:
-        err.print(f"[red]cannot fuse:[/red] {e}")
+        err.print(f"[red]cannot fuse:[/red] {esc(e)}")
         raise typer.Exit(common.STOPPED)
     except UsageError as e:
         bad(str(e))
@@ -208,10 +219,10 @@ def run(
         for e in r.e2e:
             cos = min(c.cosine for c in e.checks)
             times = ", ".join(f"{v.variant} {v.ms.median_us:.2f} ms" for v in e.times) or e.speed_note
-            console.print(f"{e.shape}: outputs {'within' if e.outputs_ok else 'OUTSIDE'} tolerance (min cosine "
-                          f"{cos:.6f}); {times}")
+            said = f"outputs {'within' if e.outputs_ok else 'OUTSIDE'} tolerance (min cosine {cos:.6f})"
+            console.print(esc(f"{e.shape}: " + "; ".join(part for part in (said, times) if part)))
         for x in r.refused:
-            console.print(f"[dim]not realised: {x.family}: {x.reason}[/dim]")
-        console.print(f"{r.verdict}; report {out / 'report.json'}")
+            console.print(f"[dim]not realised: {esc(x.family)}: {esc(x.reason)}[/dim]")
+        console.print(f"{esc(r.verdict)}; report {out / 'report.json'}")
     if not r.kept:
         raise typer.Exit(common.FAILED)

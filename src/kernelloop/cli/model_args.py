@@ -12,8 +12,11 @@ from .common import bad_argument
 
 DTYPES = ("bf16", "fp16", "fp32")
 
-ModelArg = Annotated[str, typer.Argument(help="Built-in model (llama-tiny, qwen2-tiny, gpt2-tiny) or "
-                                              "module.path:factory / file.py:factory returning (model, inputs).")]
+ModelArg = Annotated[str, typer.Argument(help=(
+    "Built-in model (llama-tiny, qwen2-tiny, gpt2-tiny) or module.path:factory / file.py:factory: a callable "
+    "returning (model, example_inputs), example_inputs being one call's arguments: a tensor (model(x)) or a tuple "
+    "of positional arguments (model(*example_inputs)), not a list of examples. The factory gets those of device, "
+    "dtype, seed, batch and seq it declares."))]
 DtypeOpt = Annotated[str, typer.Option("--dtype", help="bf16, fp16 or fp32: the model's dtype.")]
 BatchOpt = Annotated[int, typer.Option("--batch", min=1, help="Batch of the example input_ids.")]
 SeqOpt = Annotated[int, typer.Option("--seq", min=1, help="Sequence length of the example input_ids.")]

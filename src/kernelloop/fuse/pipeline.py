@@ -39,7 +39,7 @@ from .discover import discover_graph
 from .endtoend import EndToEnd, end_to_end
 from .evidence import Realisation, WorkloadEvidence
 from .masks import MaskRewrite
-from .plans import Refusal, plan_candidate
+from .plans import Refusal, check_families, plan_candidate
 from .records import DiscoveryReport
 from .table import PatternTable, pattern_key
 
@@ -139,7 +139,8 @@ def fuse(model: torch.nn.Module, examples, *, out: str | Path, budget: int | str
          on_note: Callable[[str], None] | None = None) -> FuseResult:
     """Fuse `model` on the example input tuples `examples` (several shapes allowed, positional arguments); everything
     is written under `out` (ops/, runs/, package/, report.json, and the pattern table unless `table` names another
-    file; an `out` that already holds runs is refused: UsageError).
+    file; an `out` that already holds runs, an unknown family or a `table` that is not a pattern table is refused
+    before any work: UsageError).
     `budget`: the loop's evaluations per workload (or a duration); `families`: only these discovery families;
     `confirm`: confirm winners beside the baselines (default: on a GPU); `jobs`: loop runs at once (default 2 in
     the interpreter, 1 on a GPU, where runs must not share it); `fix`: per kernel family ('add_norm', 'dual_gemm',
@@ -149,6 +150,11 @@ def fuse(model: torch.nn.Module, examples, *, out: str | Path, budget: int | str
     note = on_note or (lambda text: None)
     dev = resolve_device(device)
     check_strategy(strategy)
+    try:
+        check_families(families)
+        PatternTable(table if table is not None else Path(out) / "patterns.sqlite").close()
+    except (ValueError, OSError) as e:   # TableError is a ValueError
+        raise UsageError(str(e)) from None
     out = Path(out)
     if (out / "runs").exists() and any((out / "runs").iterdir()):
         raise UsageError(f"{out} already holds loop runs: choose a new out folder (the pattern table can be shared: "

@@ -340,6 +340,13 @@ BUILDERS = {"residual_add_norm": add_norm, "gemm_gate": gemm_gate, "gemm_epilogu
             "rotary": rotary}
 
 
+def check_families(families: list[str] | None) -> None:
+    """ValueError naming the choices when a family is not one this module realises (BUILDERS)."""
+    for f in families or ():
+        if f not in BUILDERS:
+            raise ValueError(f"family {f!r}: the realisable families are {', '.join(BUILDERS)}")
+
+
 def plan_candidate(c: Candidate) -> tuple[list[OpPlan], list[Refusal]]:
     """The ops realising candidate `c`, or why none does."""
     builder = BUILDERS.get(c.family)

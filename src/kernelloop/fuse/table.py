@@ -123,15 +123,26 @@ class PatternEntry(Record):
         return self.status in ("admitted", "unmeasured")
 
 
+class TableError(ValueError):
+    """The file is not a pattern table (not SQLite, or a folder)."""
+
+
 class PatternTable:
-    """The SQLite file of patterns; each method is one transaction."""
+    """The SQLite file of patterns (created when missing); each method is one transaction. TableError when the
+    file exists and is not a pattern table."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        if self.path.is_dir():
+            raise TableError(f"{self.path}: a folder, not a pattern table (an SQLite file)")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(self.path, timeout=30.0)
-        self._conn.executescript(SCHEMA)
-        self._conn.commit()
+        try:
+            self._conn.executescript(SCHEMA)
+            self._conn.commit()
+        except sqlite3.DatabaseError as e:
+            self._conn.close()
+            raise TableError(f"{self.path}: not a pattern table (an SQLite file): {e}") from None
 
     def close(self) -> None:
         self._conn.close()
