@@ -220,10 +220,16 @@ def test_propose_asks_the_llm(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     (kw,) = json.loads(res.stdout)["targets"][0]["kernels"]
     assert [e["diff"] for e in kw["edits"] if e["candidate"]["rule"] == "llm"] == [edit["diff"]]
+    # ... with no provider or model configured: the recording names them
+    res = runner.invoke(app, ["ptx", "propose", str(path), "--workload", "M=64,N=1024", "--rules", "cache_hint",
+                              "--llm", "--json", "--replay", str(tmp_path / "out" / "llm")])
+    assert res.exit_code == 0, res.output
+    (kw,) = json.loads(res.stdout)["targets"][0]["kernels"]
+    assert [e["diff"] for e in kw["edits"] if e["candidate"]["rule"] == "llm"] == [edit["diff"]]
     # bad settings: no model; no folder to record in; a model that keeps answering nonsense
     res = runner.invoke(app, ["ptx", "propose", str(path), "--llm", "--provider", "openai", "--out",
                               str(tmp_path / "o2")])
-    assert res.exit_code == 2 and "llm.model" in res.output
+    assert res.exit_code == 2 and "no LLM model is configured" in res.output
     res = runner.invoke(app, args)
     assert res.exit_code == 2 and "--replay DIR" in res.output
     with ScriptedLLMServer([{"content": "no"}] * 3) as server:
@@ -231,3 +237,36 @@ def test_propose_asks_the_llm(tmp_path, monkeypatch):
     (kw,) = json.loads(res.stdout)["targets"][0]["kernels"]
     assert not [e for e in kw["edits"] if e["candidate"]["rule"] == "llm"]
     assert any(n.startswith("llm:m:") and "no edit for entry block" in n for n in kw["notes"])
+
+
+def test_bad_input_is_refused_before_any_build(tmp_path, monkeypatch):
+    """A --workload without an axis of the op (or with one it lacks), a .ptx that is not PTX, a .cubin that is not
+    a cubin, --llm with no model configured or an empty --replay: exit 2, saying what was expected."""
+    for var in ("KERNELLOOP_LLM_CONFIG", "KERNELLOOP_LLM_PROVIDER", "KERNELLOOP_LLM_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    cand = Candidate(op="rmsnorm", template="rowwise", source=(ops_dir() / "rmsnorm" / "kernel.py").read_text(),
+                     config={"BLOCK_N": 1024, "ROWS": 1, "num_warps": 4, "EVICT_FIRST": 0, "STREAM_STORE": 0})
+    path = tmp_path / "cand.json"
+    path.write_text(cand.to_json())
+    (tmp_path / "g.ptx").write_text("this is not PTX\n")
+    (tmp_path / "g.cubin").write_bytes(b"not an ELF")
+    (tmp_path / "empty").mkdir()
+    for args, said in (
+            (["recover", str(path), "--workload", "M=256"], "--workload 'M=256': missing N (rmsnorm's axes: M, N)"),
+            (["propose", str(path), "--workload", "M=256,N=64,K=3"], "--workload 'M=256,N=64,K=3': K not an axis of "
+                                                                     "rmsnorm"),
+            (["recover", str(path), "--workload", "M=x"], "'M=x' is not NAME=INTEGER"),
+            (["recover", str(tmp_path / "g.ptx")], "not PTX (expected the text of a PTX module"),
+            (["recover", str(tmp_path / "g.cubin")], "not a cubin (expected an ELF cubin or a CUDA fatbinary)"),
+            (["propose", str(path), "--llm", "--out", str(tmp_path / "o")], "no LLM model is configured: give "
+                                                                            "--provider and --model"),
+            (["propose", str(path), "--llm", "--replay", str(tmp_path / "empty")], "no recording at")):
+        res = runner.invoke(app, ["ptx", *args])
+        assert res.exit_code == 2, (args, res.output)
+        assert said in " ".join(res.output.split()), (args, res.output)
+        assert "None" not in res.output and "Traceback" not in res.output
+
+
+def test_replay_help_names_the_ptx_recording():
+    res = runner.invoke(app, ["ptx", "propose", "--help"], env={"COLUMNS": "200"})
+    assert "llm-ptx/" in res.output and "a run's llm/ folder" not in res.output

@@ -102,7 +102,7 @@ def llm(
         dev = api.resolve_device(device)
         wl = common.resolve_path(workloads) or api.default_workloads(bundle.folder, dev)
         wls = load_workloads(wl, bundle.spec)
-        cfg = llm_config(config, provider, model, base_url, api_key_env)
+        cfg = llm_config(config, provider, model, base_url, api_key_env, replay=replay)
         api.check_gate(gate)
     except (SpecError, LLMConfigError, api.UsageError) as e:
         console.print(f"[red]bad input:[/red] {esc(e)}")

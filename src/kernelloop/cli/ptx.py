@@ -18,8 +18,7 @@ import typer
 
 from . import common
 from .common import esc
-from .llm_options import (LlmBaseUrlOpt, LlmConfigOpt, LlmKeyEnvOpt, LlmModelOpt, LlmProviderOpt, LlmReplayOpt,
-                          llm_config)
+from .llm_options import LlmBaseUrlOpt, LlmConfigOpt, LlmKeyEnvOpt, LlmModelOpt, LlmProviderOpt, llm_config
 
 ptx_app = typer.Typer(add_completion=False, no_args_is_help=True,
                       help="Compiled kernels at the PTX level: recovery, round trip, edits proposed, "
@@ -36,17 +35,11 @@ def recover(
     as_json: Annotated[bool, typer.Option("--json", help="Print the Recovery record as JSON (without PTX/cubin).")] = False,
 ) -> None:
     """Recover the PTX and metadata of every kernel PATH holds, re-assemble it with Triton's ptxas and compare."""
-    from ..ptx.recover import parse_axes
     from ..ptx.recover import recover as run
-    from ..records import Candidate, Workload
     console = common.console(stderr=as_json, soft_wrap=True)
     if not path.exists():
-        console.print(f"[red]bad argument:[/red] {esc(path)} does not exist")
-        raise typer.Exit(common.BAD_INPUT)
-    w = None
-    if workload:
-        op = Candidate.from_json(path.read_text()).op if path.is_file() and path.suffix == ".json" else ""
-        w = Workload(op=op, axes=parse_axes(workload), dtype=dtype)
+        common.bad_argument(console, f"{path} does not exist")
+    w = _workload(path, workload, dtype, console)
     try:
         result = run(path, workload=w, arch=arch)
     except (ValueError, OSError) as e:
@@ -62,8 +55,9 @@ def recover(
                       + ("recoverable" if result.recoverable else f"[red]not recoverable[/red]: {esc(result.reason)}"))
         for rep in result.kernels:
             k, rt = rep.kernel, rep.round_trip
-            console.print(f"  {k.name or '?'}: target {k.target or '?'}, PTX {k.ptx_version or '-'}, "
-                          f"warps {esc(k.num_warps)}, threads {esc(k.threads)}, shared {esc(k.shared_bytes)}, registers {esc(k.registers)}")
+            known = {"warps": k.num_warps, "threads": k.threads, "shared": k.shared_bytes, "registers": k.registers}
+            console.print(esc(f"  {k.name or '?'}: target {k.target or '?'}, PTX {k.ptx_version or '-'}"
+                              + "".join(f", {what} {v}" for what, v in known.items() if v is not None)))
             if not k.recoverable:
                 console.print(f"    not recoverable: {esc(k.reason)}")
             elif rt is None:
@@ -78,6 +72,21 @@ def recover(
                 for d in rt.differences:
                     console.print(f"      {esc(d.kind)}: {esc(d.what)}: {esc(d.original)} -> {esc(d.reassembled)}")
     raise typer.Exit(common.OK if result.recoverable and result.round_trip_ok else common.FAILED)
+
+
+def _workload(path: Path, text: str | None, dtype: str, console):
+    """--workload of a candidate JSON, checked against its op's axes and dtypes (exits BAD_INPUT naming what is
+    missing or unknown); for other targets its axes as given; None without --workload."""
+    from ..ptx.recover import parse_axes, parse_workload
+    from ..records import Candidate, Workload
+    if not text:
+        return None
+    try:
+        if path.is_file() and path.suffix == ".json":
+            return parse_workload(text, Candidate.from_json(path.read_text()).op, dtype)
+        return Workload(op="", axes=parse_axes(text), dtype=dtype)
+    except (ValueError, OSError) as e:   # a SpecError or a ValidationError is a ValueError
+        common.bad_argument(console, f"--{e}" if str(e).startswith(("workload ", "dtype ")) else str(e))
 
 
 def common_json(data: dict) -> str:
@@ -106,6 +115,10 @@ LlmOpt = Annotated[bool, typer.Option(
                   "refusals go back to it verbatim for repair. Calls are recorded in RUN/llm-ptx (a run) or "
                   "OUT/llm (propose --out); calls already recorded there, or in --replay DIR, are answered from "
                   "the recording.")]
+PtxReplayOpt = Annotated[Optional[Path], typer.Option(
+    "--replay", help="Replay the PTX calls recorded in this folder (a run's llm-ptx/ folder, or the llm/ folder of "
+                     "`propose --out`): no network. The provider and model come from the recording unless "
+                     "--provider/--model name them.")]
 LlmWindowsOpt = Annotated[int, typer.Option("--llm-windows", min=1, help="Windows the LLM rewrites, hottest first.")]
 PtxPromptsOpt = Annotated[str, typer.Option("--prompts", help="PTX prompt set version (a folder of the built-in "
                                                               "prompts/ptx).")]
@@ -141,7 +154,7 @@ def _llm_proposer(args: LlmArgs, path: Path, out: Path | None, console):
                                  "DIR`; give a run, --out DIR, or --replay DIR (a recording)")
         if args.replay is not None and not args.replay.is_dir():
             raise LLMConfigError(f"--replay {args.replay}: no such folder")
-        cfg = llm_config(args.config, args.provider, args.model, args.base_url, args.api_key_env)
+        cfg = llm_config(args.config, args.provider, args.model, args.base_url, args.api_key_env, replay=args.replay)
         prompts = load_ptx_prompts(args.prompts)
         mode = "replay" if args.replay is not None else "record"
         client = LLMClient(cfg, Cassette(folder, mode), make_provider(cfg) if mode == "record" else None)
@@ -156,8 +169,6 @@ def _stages(path: Path, workload: str | None, dtype: str, rules: str | None, out
             seed: int = 0, profile: Path | None = None, llm: LlmArgs | None = None) -> None:
     from ..propose.llm import ReplayMiss
     from ..ptx.pipeline import Options, PtxError, prove_target, targets, work
-    from ..ptx.recover import parse_axes
-    from ..records import Workload
     console = common.console(stderr=as_json, soft_wrap=True)
     if not path.exists():
         console.print(f"[red]bad argument:[/red] {esc(path)} does not exist")
@@ -170,8 +181,8 @@ def _stages(path: Path, workload: str | None, dtype: str, rules: str | None, out
             raise typer.Exit(common.STOPPED)
     opts = Options(rules=[r for r in rules.split(",") if r] if rules else None, prove=prove, executor=executor,
                    checks=checks, time_it=time_it, max_proofs=max_proofs, seed=seed)
+    w = _workload(path, workload, dtype, console)
     try:
-        w = Workload(op="", axes=parse_axes(workload), dtype=dtype) if workload else None
         found = targets(path, w)
         if profile is not None:
             from ..profile.source_page import read_source_csv
@@ -254,7 +265,7 @@ def propose(path: Target, workload: WorkloadOpt = None, dtype: Annotated[str, ty
             out: Annotated[Optional[Path], typer.Option(help="Write each edit (<id>.json) and its diff here.")] = None,
             profile: ProfileOpt = None, llm: LlmOpt = False, config: LlmConfigOpt = None,
             provider: LlmProviderOpt = None, model: LlmModelOpt = None, base_url: LlmBaseUrlOpt = None,
-            api_key_env: LlmKeyEnvOpt = None, replay: LlmReplayOpt = None, llm_windows: LlmWindowsOpt = 1,
+            api_key_env: LlmKeyEnvOpt = None, replay: PtxReplayOpt = None, llm_windows: LlmWindowsOpt = 1,
             prompts: PtxPromptsOpt = "v1", as_json: JsonOpt = False) -> None:
     """Recover, round-trip, find the hot windows, propose rule-based edits (and with --llm the LLM's) and check
     them statically (no GPU). A run's edits are archived with their parent and diff. Exit 0 when some edit passed
@@ -275,7 +286,7 @@ def prove(path: Target, workload: WorkloadOpt = None, dtype: Annotated[str, type
           rules: RulesOpt = None, executor: ExecutorOpt = "gpu", checks: ChecksOpt = 8, max_proofs: MaxOpt = None,
           profile: ProfileOpt = None, llm: LlmOpt = False, config: LlmConfigOpt = None,
           provider: LlmProviderOpt = None, model: LlmModelOpt = None, base_url: LlmBaseUrlOpt = None,
-          api_key_env: LlmKeyEnvOpt = None, replay: LlmReplayOpt = None, llm_windows: LlmWindowsOpt = 1,
+          api_key_env: LlmKeyEnvOpt = None, replay: PtxReplayOpt = None, llm_windows: LlmWindowsOpt = 1,
           prompts: PtxPromptsOpt = "v1", as_json: JsonOpt = False) -> None:
     """Everything `propose` does, then the differential proof of each accepted edit whose SASS changed (beside the
     original on the same seeded inputs and held-out shapes, bit for bit) and the ordinary verifier. Exit 0 when
@@ -291,7 +302,7 @@ def time_(path: Target, workload: WorkloadOpt = None, dtype: Annotated[str, type
           seed: Annotated[int, typer.Option(help="Seed of the interleaving and the bootstrap.")] = 0,
           profile: ProfileOpt = None, llm: LlmOpt = False, config: LlmConfigOpt = None,
           provider: LlmProviderOpt = None, model: LlmModelOpt = None, base_url: LlmBaseUrlOpt = None,
-          api_key_env: LlmKeyEnvOpt = None, replay: LlmReplayOpt = None, llm_windows: LlmWindowsOpt = 1,
+          api_key_env: LlmKeyEnvOpt = None, replay: PtxReplayOpt = None, llm_windows: LlmWindowsOpt = 1,
           prompts: PtxPromptsOpt = "v1", as_json: JsonOpt = False) -> None:
     """`prove`, then each proved edit timed against the original in the same process (interleaved rounds, cold L2,
     the bootstrap interval and the 2 % band). A run's edits and proofs are archived. Exit 0 when some edit passed."""

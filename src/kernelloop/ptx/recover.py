@@ -33,6 +33,9 @@ def _registers(cubin: bytes, name: str) -> int | None:
     return row.get("REG")
 
 
+CUBIN_MAGIC = (b"\x7fELF", b"\x50\xed\x55\xba")   # an ELF cubin, a fatbinary
+
+
 def from_ptx(ptx: str, *, origin: Origin, path: str = "", metadata: dict | None = None,
              cubin: bytes | None = None) -> RecoveredKernel:
     """The kernel a PTX text declares (its first `.entry`), with Triton's metadata and the cubin when known."""
@@ -90,12 +93,32 @@ def from_cache_dir(folder: Path) -> list[RecoveredKernel]:
 
 
 def parse_axes(text: str) -> dict[str, int]:
-    """'M=4096,N=4096' -> {'M': 4096, 'N': 4096}."""
+    """'M=4096,N=4096' -> {'M': 4096, 'N': 4096}; ValueError naming the part that is not NAME=INT."""
     out = {}
     for part in filter(None, re.split(r"[,\s]+", text)):
         k, _, v = part.partition("=")
+        if not k.strip() or not v.strip().lstrip("-").isdigit():
+            raise ValueError(f"workload {text!r}: {part!r} is not NAME=INTEGER (e.g. 'M=4096,N=4096')")
         out[k.strip()] = int(v)
     return out
+
+
+def parse_workload(text: str, op: str, dtype: str) -> Workload:
+    """The workload of built-in or local op `op` that `text` ('M=4096,N=4096,K=512') names: ValueError (a SpecError
+    for an op that cannot be loaded) naming every axis of the op it lacks and every axis the op does not have."""
+    from ..builtin import resolve_op
+    from ..spec import load_op
+    axes = parse_axes(text)
+    spec = load_op(resolve_op(op)).spec
+    missing = [a for a in spec.axes if a not in axes]
+    unknown = [a for a in axes if a not in spec.axes]
+    if missing or unknown:
+        said = "; ".join(filter(None, (missing and f"missing {', '.join(missing)}",
+                                       unknown and f"{', '.join(unknown)} not an axis of {op}")))
+        raise ValueError(f"workload {text!r}: {said} ({op}'s axes: {', '.join(spec.axes)})")
+    if dtype not in [d.value for d in spec.dtypes]:
+        raise ValueError(f"dtype {dtype!r}: {op} takes {', '.join(d.value for d in spec.dtypes)}")
+    return Workload(op=op, axes=axes, dtype=dtype)
 
 
 def from_candidate(candidate: Candidate, workload: Workload | None = None, arch: int = 90,
@@ -131,7 +154,7 @@ def from_candidate(candidate: Candidate, workload: Workload | None = None, arch:
 
 def recover(path: Path, *, workload: Workload | None = None, arch: int = 90, check: bool = True) -> Recovery:
     """Recover every kernel `path` holds (candidate JSON, cache folder, .ptx, .cubin) and, with `check`, round-trip
-    each recovered PTX through Triton's ptxas."""
+    each recovered PTX through Triton's ptxas. ValueError when a .ptx is not PTX or a .cubin not a cubin."""
     path = Path(path)
     reason = ""
     if path.is_dir():
@@ -139,9 +162,15 @@ def recover(path: Path, *, workload: Workload | None = None, arch: int = 90, che
         kernels = from_cache_dir(path)
         reason = "" if kernels else "no Triton metadata (<name>.json) with a .ptx or .cubin in the folder"
     elif path.suffix == ".ptx":
-        origin, kernels = "ptx", [from_ptx(path.read_text(), origin="ptx", path=str(path))]
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        if ".version" not in text and ".entry" not in text:
+            raise ValueError(f"{path}: not PTX (expected the text of a PTX module: .version, .target, an .entry)")
+        origin, kernels = "ptx", [from_ptx(text, origin="ptx", path=str(path))]
     elif path.suffix in (".cubin", ".fatbin", ".o"):
-        origin, kernels = "cubin", [from_cubin(path.read_bytes(), str(path))]
+        data = path.read_bytes()
+        if not data.startswith(CUBIN_MAGIC):
+            raise ValueError(f"{path}: not a cubin (expected an ELF cubin or a CUDA fatbinary)")
+        origin, kernels = "cubin", [from_cubin(data, str(path))]
     else:
         origin = "candidate"
         kernels, reason = from_candidate(Candidate.from_json(path.read_text()), workload, arch)
