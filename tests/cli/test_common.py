@@ -25,3 +25,19 @@ def test_a_factory_error_prints_verbatim(tmp_path):
     res = runner.invoke(app, ["fuse", "discover", "nosuchmod.sub:factory"])
     assert res.exit_code == common.BAD_INPUT, res.output
     assert "nosuchmod.sub:factory: cannot import 'nosuchmod.sub'" in res.output
+
+
+def test_an_op_name_not_found_points_at_the_list_of_ops():
+    res = runner.invoke(app, ["optimize", "nosuchop"])
+    assert res.exit_code == common.BAD_INPUT
+    assert "spec error: nosuchop: file not found (`kernelloop ops` lists the built-in ops)" in res.output
+
+
+def test_a_fuse_shape_line_has_no_empty_parts():
+    from types import SimpleNamespace as NS
+
+    from kernelloop.cli.fuse import e2e_line
+    e = NS(shape="2x8", outputs_ok=True, checks=[NS(cosine=0.9999991)], times=[], speed_note="")
+    assert e2e_line(e) == "2x8: outputs within tolerance (min cosine 0.999999)"
+    e = NS(shape="2x8", outputs_ok=False, checks=[], times=[], speed_note="not timed in the interpreter")
+    assert e2e_line(e) == "2x8: outputs OUTSIDE tolerance; not timed in the interpreter"

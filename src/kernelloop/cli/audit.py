@@ -61,8 +61,7 @@ def audit_pruning(
         bundle = load_op(common.resolve_op(spec))
         wls = load_workloads(common.resolve_path(workloads) or bundle.folder / "workloads.toml", bundle.spec)
     except SpecError as e:
-        console.print(f"[red]spec error:[/red] {esc(e)}")
-        raise typer.Exit(common.BAD_INPUT)
+        common.spec_error(console, e, spec)
     common.require_templates(bundle, template, console)
     earlier = {}
     if builds is not None:

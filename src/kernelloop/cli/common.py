@@ -81,6 +81,14 @@ def bad_argument(console, msg: str) -> NoReturn:
     raise typer.Exit(BAD_INPUT)
 
 
+def spec_error(console, e, spec: str) -> NoReturn:
+    """Say that the op or a workload file is bad (a SpecError) and exit with BAD_INPUT; when SPEC itself is not
+    found, point at the list of built-in ops."""
+    hint = " (`kernelloop ops` lists the built-in ops)" if e.message == "file not found" and e.file == spec else ""
+    console.print(f"[red]spec error:[/red] {esc(e)}{esc(hint)}")
+    raise typer.Exit(BAD_INPUT)
+
+
 def require_templates(bundle, templates: list[str] | None, console) -> None:
     """Exit with BAD_INPUT, naming the spec's templates, when a --template is not one of them."""
     names = [t.name for t in bundle.spec.templates]

@@ -96,6 +96,15 @@ def discover(
         (err if as_json else console).print(f"report: {esc(out)}")
 
 
+def e2e_line(e) -> str:
+    """One shape's end-to-end check: its outputs against eager, then its times (or why none), no empty parts."""
+    said = f"outputs {'within' if e.outputs_ok else 'OUTSIDE'} tolerance"
+    if e.checks:
+        said += f" (min cosine {min(c.cosine for c in e.checks):.6f})"
+    times = ", ".join(f"{v.variant} {v.ms.median_us:.2f} ms" for v in e.times) or e.speed_note
+    return f"{e.shape}: " + "; ".join(part for part in (said, times) if part)
+
+
 def _shapes(text: str | None, batch: int, seq: int) -> list[tuple[int, int]]:
     if not text:
         return [(batch, seq)]
@@ -217,10 +226,7 @@ def run(
                       (p.table or "")[:60], local, e2e)
         console.print(t)
         for e in r.e2e:
-            cos = min(c.cosine for c in e.checks)
-            times = ", ".join(f"{v.variant} {v.ms.median_us:.2f} ms" for v in e.times) or e.speed_note
-            said = f"outputs {'within' if e.outputs_ok else 'OUTSIDE'} tolerance (min cosine {cos:.6f})"
-            console.print(esc(f"{e.shape}: " + "; ".join(part for part in (said, times) if part)))
+            console.print(esc(e2e_line(e)))
         for x in r.refused:
             console.print(f"[dim]not realised: {esc(x.family)}: {esc(x.reason)}[/dim]")
         console.print(f"{esc(r.verdict)}; report {out / 'report.json'}")

@@ -121,8 +121,7 @@ def optimize(
             if b not in known:
                 raise typer.BadParameter(f"--baseline {b!r}: choose from {', '.join(known)}")
     except SpecError as e:
-        console.print(f"[red]spec error:[/red] {esc(e)}")
-        raise typer.Exit(common.BAD_INPUT)
+        common.spec_error(console, e, spec)
     except (typer.BadParameter, StartError, api.UsageError) as e:
         console.print(f"[red]bad argument:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)

@@ -67,8 +67,7 @@ def record(
         wl_file = common.resolve_path(workloads) or bundle.folder / ("workloads.toml" if Device.of(device).is_cuda else "workloads-interpret.toml")
         wls = load_workloads(wl_file, bundle.spec)
     except SpecError as e:
-        console.print(f"[red]spec error:[/red] {esc(e)}")
-        raise typer.Exit(common.BAD_INPUT)
+        common.spec_error(console, e, spec)
     common.require_templates(bundle, template, console)
     try:
         fixed = common.fixed_parameters(fix, bundle, template)
