@@ -57,7 +57,7 @@ def test_llm_command_needs_a_config(tmp_path, monkeypatch):
     for var in ("KERNELLOOP_LLM_CONFIG", "KERNELLOOP_LLM_PROVIDER", "KERNELLOOP_LLM_MODEL"):
         monkeypatch.delenv(var, raising=False)
     r = runner.invoke(app, ["agent", "llm", str(OP), "--device", "interpret", "--out", str(tmp_path / "r")])
-    assert r.exit_code == common.BAD_INPUT and "llm.provider" in r.output
+    assert r.exit_code == common.BAD_INPUT and "no LLM model is configured" in r.output
     (tmp_path / "bad.toml").write_text('[llm]\nprovider = "nope"\nmodel = "m"\n')
     r = runner.invoke(app, ["agent", "llm", str(OP), "--config", str(tmp_path / "bad.toml"), "--device", "interpret"])
     assert r.exit_code == common.BAD_INPUT and "bad.toml" in r.output
