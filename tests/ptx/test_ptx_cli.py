@@ -252,9 +252,9 @@ def test_bad_input_is_refused_before_any_build(tmp_path, monkeypatch):
     (tmp_path / "g.cubin").write_bytes(b"not an ELF")
     (tmp_path / "empty").mkdir()
     for args, said in (
-            (["recover", str(path), "--workload", "M=256"], "--workload 'M=256': missing N (rmsnorm's axes: M, N)"),
-            (["propose", str(path), "--workload", "M=256,N=64,K=3"], "--workload 'M=256,N=64,K=3': K not an axis of "
-                                                                     "rmsnorm"),
+            (["recover", str(path), "--workload", "M=256"], "--workload 'M=256' for rmsnorm: axes: axes ['M'] "
+                                                            "differ from the spec's ['M', 'N'] (missing N)"),
+            (["propose", str(path), "--workload", "M=256,N=64,K=3"], "(unknown K)"),
             (["recover", str(path), "--workload", "M=x"], "'M=x' is not NAME=INTEGER"),
             (["recover", str(tmp_path / "g.ptx")], "not PTX (expected the text of a PTX module"),
             (["recover", str(tmp_path / "g.cubin")], "not a cubin (expected an ELF cubin or a CUDA fatbinary)"),

@@ -86,7 +86,7 @@ def _workload(path: Path, text: str | None, dtype: str, console):
             return parse_workload(text, Candidate.from_json(path.read_text()).op, dtype)
         return Workload(op="", axes=parse_axes(text), dtype=dtype)
     except (ValueError, OSError) as e:   # a SpecError or a ValidationError is a ValueError
-        common.bad_argument(console, f"--{e}" if str(e).startswith(("workload ", "dtype ")) else str(e))
+        common.bad_argument(console, f"--{e}" if str(e).startswith("workload ") else str(e))
 
 
 def common_json(data: dict) -> str:

@@ -105,20 +105,17 @@ def parse_axes(text: str) -> dict[str, int]:
 
 def parse_workload(text: str, op: str, dtype: str) -> Workload:
     """The workload of built-in or local op `op` that `text` ('M=4096,N=4096,K=512') names: ValueError (a SpecError
-    for an op that cannot be loaded) naming every axis of the op it lacks and every axis the op does not have."""
+    for an op that cannot be loaded) naming an axis of the op it lacks, one the op does not have, a value outside
+    its axis's bounds or a dtype the op does not take (`spec.loader.workload_misfit`)."""
     from ..builtin import resolve_op
     from ..spec import load_op
-    axes = parse_axes(text)
+    from ..spec.loader import workload_misfit
     spec = load_op(resolve_op(op)).spec
-    missing = [a for a in spec.axes if a not in axes]
-    unknown = [a for a in axes if a not in spec.axes]
-    if missing or unknown:
-        said = "; ".join(filter(None, (missing and f"missing {', '.join(missing)}",
-                                       unknown and f"{', '.join(unknown)} not an axis of {op}")))
-        raise ValueError(f"workload {text!r}: {said} ({op}'s axes: {', '.join(spec.axes)})")
-    if dtype not in [d.value for d in spec.dtypes]:
-        raise ValueError(f"dtype {dtype!r}: {op} takes {', '.join(d.value for d in spec.dtypes)}")
-    return Workload(op=op, axes=axes, dtype=dtype)
+    w = Workload(op=op, axes=parse_axes(text), dtype=dtype)
+    misfit = workload_misfit(w, spec)
+    if misfit is not None:
+        raise ValueError(f"workload {text!r} for {op}: {misfit[0]}: {misfit[1]}")
+    return w
 
 
 def from_candidate(candidate: Candidate, workload: Workload | None = None, arch: int = 90,
