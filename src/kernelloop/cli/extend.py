@@ -72,7 +72,7 @@ def check(name: Annotated[str, typer.Option(help="The extension's name.")],
         ext = Extension(name=name, kind=kind, description=description)
         old = [TaskVerdict.model_validate(v) for v in json.loads(before.read_text())]
     except (OSError, ValueError) as e:
-        common.bad_argument(console, escape(str(e)))
+        common.bad_argument(console, str(e))
     result = check_extension(ext, old, _verdicts(subset, op, jobs))
     record(ledger, result)
     if as_json:
@@ -96,7 +96,7 @@ def show_ledger(ledger: Ledger = None, as_json: Annotated[bool, typer.Option("--
     try:
         entries = ledger_entries(ledger)
     except (OSError, ValueError) as e:
-        common.bad_argument(console, escape(str(e)))
+        common.bad_argument(console, str(e))
     if as_json:
         print(json.dumps([r.model_dump(mode="json") for r in entries], indent=1))
         return

@@ -28,13 +28,13 @@ def _target_run(archive_file: Path, run_id: str | None, op: str, console) -> str
         console.print(f"[red]cannot read {escape(str(archive_file))}:[/red] {escape(str(e))}")
         raise typer.Exit(common.STOPPED)
     if not runs:
-        common.bad_argument(console, escape(f"--archive {archive_file}: it holds no run to record the decision under"))
+        common.bad_argument(console, f"--archive {archive_file}: it holds no run to record the decision under")
     run = runs[-1] if run_id is None else next((r for r in runs if r["id"] == run_id), None)
     if run is None:
-        common.bad_argument(console, escape(f"--run-id {run_id!r} is not a run of {archive_file}; its runs: "
-                                            f"{', '.join(r['id'] for r in runs)}"))
+        common.bad_argument(console, f"--run-id {run_id!r} is not a run of {archive_file}; its runs: "
+                                            f"{', '.join(r['id'] for r in runs)}")
     if run["op"] != op:
-        common.bad_argument(console, escape(f"run {run['id']!r} optimizes {run['op']!r}; the candidate is for {op!r}"))
+        common.bad_argument(console, f"run {run['id']!r} optimizes {run['op']!r}; the candidate is for {op!r}")
     return run["id"]
 
 
@@ -74,10 +74,10 @@ def check(
         bundle = load_op(resolve_op(cand.op))
         w = Workload(op=cand.op, axes=parse_axes(workload), dtype=dtype)
     except (OSError, ValueError) as e:
-        common.bad_argument(console, escape(str(e)))
+        common.bad_argument(console, str(e))
     misfit = workload_misfit(w, bundle.spec)
     if misfit is not None:
-        common.bad_argument(console, escape(f"--workload {workload!r} for {cand.op}: {misfit[0]}: {misfit[1]}"))
+        common.bad_argument(console, f"--workload {workload!r} for {cand.op}: {misfit[0]}: {misfit[1]}")
     if run_id is not None and archive is None:
         common.bad_argument(console, "--run-id names a run of --archive; give the archive")
     if archive is not None:
