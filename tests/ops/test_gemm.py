@@ -80,11 +80,13 @@ def test_spec_workloads_and_static_rules(op):
     assert spec.name == op and set(spec.dtypes) == {DType.fp16, DType.bf16}
     # gemm alone has the split-K template for 16-bit outputs, stream-K (both use the workspace) and the
     # warp-specialized persistent one, all in the one kernel file; gemm and gemm_nt also have the Gluon kernel (its
-    # own file); gemm also the three generated from their schedules (each its own file)
+    # own file); gemm also the three generated from their schedules (each its own file), which the bias ops list
+    # too with their EPILOGUE pinned (the schedules lower fused epilogues)
+    schedules = ["schedule_ws", "schedule_subtiled", "schedule_pingpong"]
     assert [t.name for t in spec.templates] == {"gemm": ["tiled", "splitk", "streamk", "persistent_ws", "gluon_ws",
-                                                         "gluon_subtiled", "gluon_pingpong", "schedule_ws",
-                                                         "schedule_subtiled", "schedule_pingpong"],
-                                                "gemm_nt": ["tiled", "gluon_ws"]}.get(op, ["tiled"])
+                                                         "gluon_subtiled", "gluon_pingpong", *schedules],
+                                                "gemm_nt": ["tiled", "gluon_ws"],
+                                                "gemm_f32out": ["tiled"]}.get(op, ["tiled", *schedules])
     assert {t.file for t in spec.templates if not t.name.startswith(("gluon", "schedule"))} == {spec.templates[0].file}
     assert (spec.scratch is not None) == (op == "gemm")
     t = spec.templates[0]
