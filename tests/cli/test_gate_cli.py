@@ -78,7 +78,7 @@ def test_gate_option_reaches_the_run_options(monkeypatch):
     seen = []
 
     class Stop(RuntimeError):
-        pass
+        """Ends the command once the options are seen."""
 
     class Fake:
         def __init__(self, bundle, wls, opts, run_dir, on_progress):

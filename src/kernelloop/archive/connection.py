@@ -9,6 +9,7 @@ candidates, workloads, trials) and `results.py` (baselines, finals, confirmation
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import shutil
 import sqlite3
@@ -142,10 +143,8 @@ class ArchiveConnection:
             except BaseException as e:
                 # SQLite may already have rolled back by itself (e.g. after SQLITE_FULL).
                 if conn.in_transaction:
-                    try:
+                    with contextlib.suppress(sqlite3.Error):   # the failed statement may have ended it already
                         conn.execute("ROLLBACK")
-                    except sqlite3.Error:
-                        pass
                 if isinstance(e, sqlite3.Error):
                     raise ArchiveError(f"{what}: {e}") from e
                 raise

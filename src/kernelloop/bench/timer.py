@@ -8,6 +8,7 @@ fresh random order; a round takes, per subject:
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from typing import Callable
@@ -191,10 +192,8 @@ def nvml_handle(pynvml):
     texts = [uuid] if uuid.startswith(("GPU-", "MIG-")) else [f"GPU-{uuid}", f"MIG-{uuid}"] if uuid else []
     for text in texts:
         for arg in (text, text.encode()):   # older bindings take bytes
-            try:
+            with contextlib.suppress(Exception):   # not this form of the UUID: try the next
                 return pynvml.nvmlDeviceGetHandleByUUID(arg)
-            except Exception:  # noqa: BLE001
-                pass
     if pynvml.nvmlDeviceGetCount() == 1:
         return pynvml.nvmlDeviceGetHandleByIndex(0)
     raise RuntimeError(f"NVML has no GPU of this process's UUID {uuid!r} among {pynvml.nvmlDeviceGetCount()}")

@@ -13,6 +13,7 @@ fresh process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -61,11 +62,9 @@ class BuildServer:
 
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            try:
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):   # killed below when it does not end
                 self.proc.stdin.close()
                 self.proc.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
         self.kill()
 
     def _usage(self) -> tuple[float, int]:

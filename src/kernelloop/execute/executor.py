@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import queue
+from abc import ABC, abstractmethod
 import threading
 import time
 from concurrent.futures import Future
@@ -65,8 +66,8 @@ class EvalDone:
     finished: float
 
 
-class Executor:
-    """Runs evaluation jobs on its devices, one job per device at a time."""
+class Executor(ABC):
+    """Runs evaluation jobs on its devices, one job per device at a time (LocalExecutor, ray_executor.RayExecutor)."""
 
     devices: list[Device]
 
@@ -74,12 +75,13 @@ class Executor:
     def slots(self) -> int:
         return len(self.devices)
 
+    @abstractmethod
     def submit(self, job: EvalJob, halving=None) -> "Future[EvalDone]":
         """Run `job` on a free device; `halving`: screened timing (kernelloop.search.budget), local executors only."""
-        raise NotImplementedError
 
+    @abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """End the workers; jobs not yet started are not run."""
 
     def waited_for_builds_s(self) -> float:
         """Seconds a device sat idle while jobs were still in the build stage."""

@@ -16,6 +16,7 @@ Devices of one run are of one model: an actor on another model is refused (`chec
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import tempfile
@@ -176,10 +177,8 @@ class RayExecutor(Executor):
         while (item := self._next(block=False)) is not None:
             item[1].cancel()
         for actor in self.actors:
-            try:
+            with contextlib.suppress(Exception):   # busy with an abandoned job, or already gone
                 self.ray.get(actor.close.remote(), timeout=5)
-            except Exception:  # noqa: BLE001 - busy with an abandoned job, or already gone
-                pass
             self.ray.kill(actor)
         self._thread.join(timeout=120)
         for _, fut in self._retry:

@@ -26,6 +26,7 @@ asked again after an open failed -- has them released (`SharedTensor.release`: o
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 from pathlib import Path
@@ -96,12 +97,9 @@ class SharedTensor(Record):
             self.read("cuda", gpu)
             return
         except Exception:  # noqa: BLE001 - a handle this process cannot open: lower its count without it
-            pass
-        try:
             import torch
+        with contextlib.suppress(Exception):   # the worker keeps the buffer; one that runs out of memory is replaced
             torch.UntypedStorage._release_ipc_counter(self.ipc[7], self.ipc[8], device=self.ipc[3])
-        except Exception:  # noqa: BLE001 - the worker keeps the buffer; one that runs out of memory is replaced
-            pass
 
 
 def _extent(shape, stride) -> int:
