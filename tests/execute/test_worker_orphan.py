@@ -51,3 +51,17 @@ def test_the_watch_leaves_a_process_whose_parent_lives_alone():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert out.returncode == 0 and out.stdout.strip() == "alive True True", out
+
+
+def test_the_worker_program_starts_the_watch_after_its_view_and_before_its_first_request(monkeypatch):
+    """child.main: the read-only view first (it needs a process of one thread), then the watch, then the loop."""
+    import kernelloop.execute.child as child
+    import kernelloop.execute.confine as confine
+    import kernelloop.execute.worker as worker
+    calls = []
+    monkeypatch.setattr(confine, "confine_from_env", lambda: calls.append("view") or "the view")
+    monkeypatch.setattr(child, "exit_with_parent", lambda: calls.append("watch"))
+    monkeypatch.setattr(worker, "worker_main", lambda conn, device, log, root, view: calls.append(("loop", view)))
+    monkeypatch.setattr(child, "Connection", lambda fd: fd)
+    child.main(["7", "interpret", "log", "jobs"])
+    assert calls == ["view", "watch", ("loop", "the view")]
