@@ -41,6 +41,7 @@ introspection, dynamic-code, disallowed-import) and `state` (global-state).
 from __future__ import annotations
 
 import ast
+import threading
 from typing import Iterable
 
 from ...records import DType, OpSpec, StaticRuleHit
@@ -57,6 +58,9 @@ __all__ = ["ALIAS", "ALLOWED_IMPORT_ROOTS", "DYN", "FILE", "GLOBAL", "HOT", "IMP
            "StaticRuleHit", "check_source", "rule"]
 
 
+_PARSE = threading.Lock()
+
+
 def check_source(source: str, spec: OpSpec, *, dtypes: Iterable[DType | str] | None = None) -> list[StaticRuleHit]:
     """Every static rule the source breaks, one hit per rule and line, in source order.
 
@@ -64,7 +68,8 @@ def check_source(source: str, spec: OpSpec, *, dtypes: Iterable[DType | str] | N
     as a precision downcast. A source that does not parse has no hits (its import fails in the worker).
     """
     try:
-        tree = ast.parse(source)
+        with _PARSE:   # CPython 3.11 builds ASTs with per-interpreter state: concurrent parses from the build stage's
+            tree = ast.parse(source)   # threads can fail with "AST constructor recursion depth mismatch"
     except (SyntaxError, ValueError):
         return []
     try:
