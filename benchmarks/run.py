@@ -75,6 +75,8 @@ def gpu_tests(name: str, timeout_s: int, *paths: str, k: str | None = None) -> S
 
 W = "benchmarks/workloads"
 R = RESULTS
+ATTENTION_GLUON = ("--template", "gluon_fa", "--strategy", "exhaustive", "--budget", "12,200s", "--baseline", "sdpa-cudnn", "--baseline", "sdpa-flash",
+                   "--baseline", "sdpa-efficient", "--baseline", "sdpa-math")
 ATTENTION_BACKENDS = ("--baseline", "sdpa-cudnn", "--baseline", "sdpa-flash", "--baseline", "sdpa-efficient",
                       "--baseline", "sdpa-math")
 DELIVERY_OPS = ("rmsnorm", "gemm_nt", "attention_causal")
@@ -128,6 +130,13 @@ SUITES = {s.name: s for s in (
                        "--prior", f"{R}/2026-12-01-h200-attention/attention-suite-first-warm-start.sqlite.gz"),
               optimize("attention_causal-suite", "attention_causal", 420, "--budget", "1,200s", *ATTENTION_BACKENDS,
                        "--prior", f"{R}/2026-12-01-h200-attention/attention_causal-suite.sqlite.gz"))),
+    Suite("attention-gluon", "the warp-specialized Gluon flash-attention template (loader warp, K/V ring, two "
+          "ping-pong consumer warpgroups): its whole pruned space on the seed shape b8 h8 s4096 d128 fp16, non-causal "
+          "and causal (12 configurations each), beside all four SDPA backends", (
+              optimize("attention-gluon", "attention", 280, *ATTENTION_GLUON, "--workloads",
+                       f"{W}/attention-seed.toml"),
+              optimize("attention_causal-gluon", "attention_causal", 280, *ATTENTION_GLUON, "--workloads",
+                       f"{W}/attention_causal-seed.toml"))),
     Suite("aa", "the A/A experiment: kernels from 7 µs to 2 ms timed against themselves under the default policy "
           "(how often the verdict calls a difference that is not there)", (
               script("aa", 480, "benchmarks/aa_experiment.py", "--device", "cuda", "--comparisons", "200",

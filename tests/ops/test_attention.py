@@ -45,6 +45,10 @@ def _module(path: Path, name: str):
 KERNEL = _module(ops_dir() / "attention" / "kernel.py", "_test_attention_kernel")
 
 
+def _flash(bundle):
+    return next(t for t in bundle.spec.templates if t.name == "flash")
+
+
 def _workload(op, B, H, HKV, S, D, dtype):
     return Workload(op=op, axes={"B": B, "H": H, "HKV": HKV, "S": S, "D": D}, dtype=dtype)
 
@@ -67,11 +71,13 @@ def test_spec_loads_with_its_workloads_and_passes_static_rules(op):
     interp = load_workloads(b.folder / "workloads-interpret.toml", b.spec)
     assert all(w.axes["B"] <= 2 and w.axes["H"] <= 4 and w.axes["S"] <= 100 for w in interp)
     assert any(w.axes["S"] % 2 for w in interp)
-    (template,) = b.spec.templates
-    causal = {p.name: p.values for p in template.params}["CAUSAL"]
-    assert causal == [1 if op == "attention_causal" else 0]
-    assert check_source(b.template_sources[template.name], b.spec) == []
-    assert len(expand(template)) <= 1000
+    # the Triton flash template and the Gluon warp-specialized one (tests/ops/test_attention_gluon.py)
+    assert [t.name for t in b.spec.templates] == ["flash", "gluon_fa"]
+    for template in b.spec.templates:
+        causal = {p.name: p.values for p in template.params}["CAUSAL"]
+        assert causal == [1 if op == "attention_causal" else 0]
+        assert check_source(b.template_sources[template.name], b.spec) == []
+        assert len(expand(template)) <= 1000
 
 
 def test_both_ops_share_one_template_source():
@@ -87,7 +93,7 @@ def test_both_ops_share_one_template_source():
 @pytest.mark.parametrize("op", OPS)
 def test_pruning_keeps_a_space_for_every_workload(op):
     b = BUNDLES[op]
-    (template,) = b.spec.templates
+    template = _flash(b)
     for f, props in (("workloads.toml", H200), ("workloads-interpret.toml", VIRTUAL_HOPPER)):
         for w in load_workloads(b.folder / f, b.spec):
             kept, report = prune(template, w, props)

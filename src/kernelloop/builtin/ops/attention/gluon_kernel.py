@@ -1,0 +1,279 @@
+"""Attention forward as a warp-specialized Hopper kernel written in Gluon (sm_90 only; Gluon has no interpreter):
+the FlashAttention-3 structure, for MHA and GQA, causal or not, head dims 64 and 128.
+
+A program owns 2 * BLOCK_M query rows of one (batch, q head) and three partitions of warps:
+- the loader, one warp: TMA-copies the two BLOCK_M-row q tiles once, then the head's K and V blocks (BLOCK_N keys
+  each) into a ring of `num_stages` shared-memory slots. K and V of a slot have "ready" barriers of their own (the
+  scores can start before V has landed); a slot's "empty" barrier completes when both consumers have released it.
+- two consumer warpgroups of 4 warps, each with BLOCK_M of the rows (one warpgroup MMA is 64 rows): for KV block j
+  it issues the scores s_j = q k_j^T and, behind them, o += p_{j-1} v_{j-1} (the probabilities of the block before,
+  kept in registers as the MMA's left operand), then runs the online softmax of s_j while that product is still
+  on the tensor cores (the overlap inside a warpgroup). Then it waits for it, releases block j-1's slot and
+  rescales o. The running max is kept scaled, so each score costs one multiply-subtract (an FMA) before exp2.
+- PINGPONG=1: the two consumers take turns issuing their MMAs (an mbarrier pair, strict alternation), so one's
+  softmax runs while the other's products occupy the tensor cores, instead of both competing for them at once.
+  PINGPONG=0 lets them run free (kept to measure what the turns are worth).
+
+Causal (CAUSAL=1): a program reads the KV blocks up to its last row only (block skipping), masks the keys above
+each row in the blocks that cross the diagonal, and programs are handed out heaviest (last rows) first. Every row
+has key 0 in its first block, so its running max is finite from then on and fully masked blocks add exp2(-inf) = 0.
+
+Loads go through 2D TMA descriptors over [B * heads * S, D]: the rows a block takes past its head's S (from the
+next head, or zero fill at the end of the tensor) are masked in the scores like keys past S, and query rows past S
+are computed but never stored: the output is a masked store from registers (a 2D TMA store of the last tile would
+write into the next head's rows).
+
+Registers: 12 warps (two consumer warpgroups and the loader's) built at maxnreg 168; the loader gives back down to
+LOADER_REGS and each consumer thread gets what is left (232 at 40). A consumer holds o (BLOCK_M x D fp32), the
+scores (BLOCK_M x BLOCK_N fp32) and the previous block's probabilities (BLOCK_M x BLOCK_N, 16-bit).
+"""
+
+import math
+
+import torch
+import triton
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+
+LOG2E = 1.4426950408889634
+_TORCH_TO_GL = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
+# a barrier over the warps of the calling partition: `thread_barrier` in Triton 3.6, `barrier` in 3.9
+_sync_warps = getattr(gl, "thread_barrier", None) or gl.barrier
+# TMA loads: `async_copy_global_to_shared` in 3.6, `async_load` in 3.9 (same positional arguments)
+_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+
+CONSUMERS = 2
+CONSUMER_WARPS = 4
+LOADER_WARPS = 1
+REGISTERS = 65536  # per SM on sm_90
+
+
+@gluon.constexpr_function
+def _mma_layout(n):
+    """A warpgroup-MMA accumulator of 64 rows (4 warps stacked along M, 16 rows each) and n columns."""
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, n, 16])
+
+
+@gluon.jit
+def _loader(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, k_ready, v_ready, empty,
+            q_row0, kv_row0, n_blocks, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+            Q_BYTES: gl.constexpr, KV_BYTES: gl.constexpr):
+    for c in gl.static_range(2):
+        mbarrier.expect(q_ready.index(c), Q_BYTES)
+        _tma_load(q_desc, [q_row0 + c * BLOCK_M, 0], q_ready.index(c), q_smem.index(c))
+    for j in range(n_blocks):
+        s = j % STAGES
+        # a fresh barrier counts as having completed the phase before phase 0: the first lap does not wait
+        mbarrier.wait(empty.index(s), ((j // STAGES) & 1) ^ 1)
+        mbarrier.expect(k_ready.index(s), KV_BYTES)
+        _tma_load(k_desc, [kv_row0 + j * BLOCK_N, 0], k_ready.index(s), k_bufs.index(s))
+        mbarrier.expect(v_ready.index(s), KV_BYTES)
+        _tma_load(v_desc, [kv_row0 + j * BLOCK_N, 0], v_ready.index(s), v_bufs.index(s))
+
+
+@gluon.jit
+def _take_turn(turn, t, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):
+    """Wait for this consumer's t-th turn at the tensor cores: consumer 0's first wait passes on the fresh barrier,
+    consumer 1's t-th needs consumer 0's t-th hand-over, consumer 0's t-th (t > 0) consumer 1's (t-1)-th. The
+    turns alternate strictly, so a barrier's phase parity never stands for a turn two away."""
+    if PINGPONG:
+        if CONSUMER == 0:
+            mbarrier.wait(turn.index(0), (t & 1) ^ 1)
+        else:
+            mbarrier.wait(turn.index(1), t & 1)
+
+
+@gluon.jit
+def _hand_over(turn, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):
+    """This consumer's MMAs are issued: the other's turn (every warp past its issue first, then one arrive)."""
+    if PINGPONG:
+        _sync_warps()
+        mbarrier.arrive(turn.index(1 - CONSUMER), count=1)
+
+
+@gluon.jit
+def _softmax(qk, m_i, l_i, rows, cols, start_n, unmasked_end, S, qk_scale, CAUSAL: gl.constexpr,
+             BLOCK_N: gl.constexpr):
+    """The online-softmax step of one block of scores: masks (only in blocks that cross the diagonal or S), the new
+    running max (scaled), the probabilities (one FMA and an exp2 a score), the rescale factor and the row sums."""
+    if start_n + BLOCK_N > unmasked_end:
+        keys = start_n + cols
+        keep = keys[None, :] < S
+        if CAUSAL:
+            keep = keep & (keys[None, :] <= rows[:, None])
+        qk = gl.where(keep, qk, float("-inf"))
+    m_new = gl.maximum(m_i, gl.max(qk, axis=1) * qk_scale)
+    probs = gl.exp2(qk * qk_scale - m_new[:, None])
+    alpha = gl.exp2(m_i - m_new)
+    l_i = l_i * alpha + gl.sum(probs, axis=1)
+    return probs, alpha, m_new, l_i
+
+
+@gluon.jit
+def _consumer(q_smem, k_bufs, v_bufs, q_ready, k_ready, v_ready, empty, turn, O, stride_os, o_row0,
+              rows_left, first_row, n_blocks, S, qk_scale,
+              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
+              CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER: gl.constexpr):
+    s_layout: gl.constexpr = _mma_layout(BLOCK_N)
+    o_layout: gl.constexpr = _mma_layout(HEAD_DIM)
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    dtype: gl.constexpr = q_smem.dtype
+    # this consumer's query rows, as positions in the sequence
+    rows = first_row + CONSUMER * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
+    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    # keys before `unmasked_end` are visible to every row of this consumer (and inside the sequence)
+    if CAUSAL:
+        unmasked_end = gl.minimum(first_row + CONSUMER * BLOCK_M + 1, S)
+    else:
+        unmasked_end = S
+    q = q_smem.index(CONSUMER)
+    zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
+    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=gl.SliceLayout(1, s_layout))
+    l_i = gl.zeros([BLOCK_M], gl.float32, layout=gl.SliceLayout(1, s_layout))
+    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
+    mbarrier.wait(q_ready.index(CONSUMER), 0)
+
+    # block 0: its scores alone (no product of a block before it)
+    _take_turn(turn, 0, CONSUMER, PINGPONG)
+    mbarrier.wait(k_ready.index(0), 0)
+    qk = warpgroup_mma(q, k_bufs.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+    _hand_over(turn, CONSUMER, PINGPONG)
+    qk = warpgroup_mma_wait(0, deps=(qk,))
+    probs, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols, 0, unmasked_end, S, qk_scale, CAUSAL, BLOCK_N)
+    p = gl.convert_layout(probs.to(dtype), p_layout)
+    for j in range(1, n_blocks):
+        slot = j % STAGES
+        prev = (j - 1) % STAGES
+        _take_turn(turn, j, CONSUMER, PINGPONG)
+        mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
+        qk = warpgroup_mma(q, k_bufs.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
+        acc = warpgroup_mma(p, v_bufs.index(prev), acc, is_async=True)
+        _hand_over(turn, CONSUMER, PINGPONG)
+        # the scores are the older MMA: at most the product p.v still in flight
+        qk = warpgroup_mma_wait(1, deps=(qk,))
+        probs, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols, j * BLOCK_N, unmasked_end, S, qk_scale,
+                                          CAUSAL, BLOCK_N)
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+        # block j - 1 is done with: both consumers' arrivals free its slot
+        _sync_warps()
+        mbarrier.arrive(empty.index(prev), count=1)
+        acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+        p = gl.convert_layout(probs.to(dtype), p_layout)
+    # the last block's product, in a turn of its own
+    last = n_blocks - 1
+    _take_turn(turn, n_blocks, CONSUMER, PINGPONG)
+    mbarrier.wait(v_ready.index(last % STAGES), (last // STAGES) & 1)
+    acc = warpgroup_mma(p, v_bufs.index(last % STAGES), acc, is_async=True)
+    _hand_over(turn, CONSUMER, PINGPONG)
+    acc = warpgroup_mma_wait(0, deps=(acc,))
+    _sync_warps()
+    mbarrier.arrive(empty.index(last % STAGES), count=1)
+
+    out = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
+    offs_m = CONSUMER * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, o_layout))
+    offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+    ptrs = O + (o_row0 + offs_m.to(gl.int64))[:, None] * stride_os + offs_d[None, :]
+    gl.store(ptrs, out.to(dtype), mask=offs_m[:, None] < rows_left)
+
+
+@gluon.jit
+def _attn_fwd_ws(q_desc, k_desc, v_desc, O, stride_os, H, HKV, S, qk_scale,
+                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
+                 CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                 LOADER_REGS: gl.constexpr):
+    num_tiles = gl.num_programs(0)
+    tile = gl.program_id(0)
+    if CAUSAL:
+        tile = num_tiles - 1 - tile  # heaviest tiles first
+    bh = gl.program_id(1)
+    b = bh // H
+    h = bh % H
+    kvh = h // (H // HKV)
+    first_row = tile * (2 * BLOCK_M)
+    q_row0 = bh * S + first_row
+    kv_row0 = (b * HKV + kvh) * S
+    if CAUSAL:
+        n_blocks = gl.cdiv(gl.minimum(first_row + 2 * BLOCK_M, S), BLOCK_N)
+    else:
+        n_blocks = gl.cdiv(S, BLOCK_N)
+    dtype: gl.constexpr = q_desc.dtype
+    q_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, HEAD_DIM], q_desc.layout)
+    k_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
+    v_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
+    q_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(q_ready.index(i), count=1)
+        mbarrier.init(turn.index(i), count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=2)  # one arrival from each consumer
+    Q_BYTES: gl.constexpr = BLOCK_M * HEAD_DIM * (dtype.primitive_bitwidth // 8)
+    KV_BYTES: gl.constexpr = BLOCK_N * HEAD_DIM * (dtype.primitive_bitwidth // 8)
+    o_row0 = bh.to(gl.int64) * S + first_row
+    rows_left = S - first_row
+    gl.warp_specialize([
+        (_consumer, (q_smem, k_bufs, v_bufs, q_ready, k_ready, v_ready, empty, turn, O, stride_os, o_row0,
+                     rows_left, first_row, n_blocks, S, qk_scale, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL,
+                     PINGPONG, 0)),
+        (_consumer, (q_smem, k_bufs, v_bufs, q_ready, k_ready, v_ready, empty, turn, O, stride_os, o_row0,
+                     rows_left, first_row, n_blocks, S, qk_scale, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL,
+                     PINGPONG, 1)),
+        (_loader, (q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, k_ready, v_ready, empty,
+                   q_row0, kv_row0, n_blocks, BLOCK_M, BLOCK_N, STAGES, Q_BYTES, KV_BYTES)),
+    ], [4, 1], [CONSUMER_REGS, LOADER_REGS])  # consumer 1: a warpgroup; the loader: one warp
+
+
+def max_registers() -> int:
+    """The `maxnreg` every thread is built with: the register file over the 12 warps (two consumer warpgroups and
+    the loader's warpgroup: registers are allocated per 4 warps), rounded down to a multiple of 8."""
+    threads = (CONSUMERS * CONSUMER_WARPS + 4) * 32
+    return min(255, REGISTERS // threads) // 8 * 8
+
+
+def consumer_registers(loader_regs: int = 40) -> int:
+    """Registers a consumer thread gets: the register file at maxnreg less what the loader's warpgroup keeps, shared
+    by the two consumer warpgroups, rounded down to 8."""
+    left = max_registers() * 12 * 32 - loader_regs * 4 * 32
+    return min(248, left // (CONSUMERS * CONSUMER_WARPS * 32) // 8 * 8)
+
+
+def launch(q, k, v, o, *, BLOCK_M=64, BLOCK_N, num_warps=8, num_stages=2, CAUSAL=0, PINGPONG=1, LOADER_REGS=40):
+    """q [B, H, S, D], k and v [B, HKV, S, D] (H % HKV == 0), o [B, H, S, D], all contiguous, fp16 or bf16.
+    BLOCK_M is the rows of each consumer warpgroup (64: one warpgroup MMA); a program owns 2 * BLOCK_M rows.
+    num_warps counts both consumer warpgroups (8); the loader's warp comes on top."""
+    if not q.is_cuda:
+        raise RuntimeError("the gluon_fa template runs on sm_90 GPUs only (Gluon has no interpreter)")
+    if BLOCK_M != 64 or num_warps != CONSUMERS * CONSUMER_WARPS:
+        raise ValueError(f"gluon_fa: BLOCK_M=64 rows per consumer warpgroup and num_warps=8 (two warpgroups); got "
+                         f"BLOCK_M={BLOCK_M}, num_warps={num_warps}")
+    if PINGPONG not in (0, 1) or CAUSAL not in (0, 1):
+        raise ValueError(f"gluon_fa: PINGPONG and CAUSAL are 0 or 1 (got {PINGPONG}, {CAUSAL})")
+    if q.dtype not in _TORCH_TO_GL or k.dtype != q.dtype or v.dtype != q.dtype or o.dtype != q.dtype:
+        raise ValueError(f"gluon_fa needs fp16/bf16 q, k, v and o of one dtype (got {q.dtype}, {k.dtype}, "
+                         f"{v.dtype}, {o.dtype})")
+    if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous() and o.is_contiguous()):
+        raise ValueError("gluon_fa needs contiguous q, k, v and o (2D TMA views over [B * heads * S, D])")
+    B, H, S, D = q.shape
+    HKV = k.shape[1]
+    if D not in (64, 128) or H % HKV:
+        raise ValueError(f"gluon_fa: head dim 64 or 128 and kv heads dividing q heads (got D={D}, H={H}, HKV={HKV})")
+    dt = _TORCH_TO_GL[q.dtype]
+    q_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M, D], dt)
+    kv_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_N, D], dt)
+    q_desc = TensorDescriptor.from_tensor(q.view(B * H * S, D), [BLOCK_M, D], q_layout)
+    k_desc = TensorDescriptor.from_tensor(k.view(B * HKV * S, D), [BLOCK_N, D], kv_layout)
+    v_desc = TensorDescriptor.from_tensor(v.view(B * HKV * S, D), [BLOCK_N, D], kv_layout)
+    grid = (triton.cdiv(S, 2 * BLOCK_M), B * H)
+    _attn_fwd_ws[grid](q_desc, k_desc, v_desc, o, o.stride(2), H, HKV, S, LOG2E / math.sqrt(D),
+                       BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=D, STAGES=num_stages, CAUSAL=CAUSAL,
+                       PINGPONG=PINGPONG, CONSUMER_REGS=consumer_registers(LOADER_REGS), LOADER_REGS=LOADER_REGS,
+                       num_warps=CONSUMER_WARPS, maxnreg=max_registers())
