@@ -137,6 +137,11 @@ SUITES = {s.name: s for s in (
                        f"{W}/attention-seed.toml"),
               optimize("attention_causal-gluon", "attention_causal", 280, *ATTENTION_GLUON, "--workloads",
                        f"{W}/attention_causal-seed.toml"))),
+    Suite("attention-agent", "the Gluon flash-attention template found through the agent path: a workspace per op "
+          "on the seed shape, rounds of `kernelloop submit` with parents and hypotheses (the flash winner, free-running "
+          "consumers, ping-pong turns, a deeper ring), the last confirmed beside the SDPA backends",
+          tuple(script(f"{op}-agent", 290, "benchmarks/attention_agent.py", "--op", op, "--out", "{out}/agent")
+                for op in ("attention", "attention_causal"))),
     Suite("aa", "the A/A experiment: kernels from 7 µs to 2 ms timed against themselves under the default policy "
           "(how often the verdict calls a difference that is not there)", (
               script("aa", 480, "benchmarks/aa_experiment.py", "--device", "cuda", "--comparisons", "200",
