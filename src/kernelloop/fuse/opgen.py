@@ -26,6 +26,7 @@ from ..records import DType, OpSpec, Workload
 from . import emit
 from . import graph as G
 from .plans import OpPlan
+from .. import pyast
 
 TOLERANCE = {   # (atol, rtol, atol_scale) per kernel family and dtype, before calibration
     "row": {DType.fp16: (1e-2, 1e-2, None), DType.bf16: (4e-2, 2e-2, None), DType.fp32: (1e-4, 1e-4, None)},
@@ -66,7 +67,7 @@ def _gemm_helpers() -> str:
     """`_tile_of` and `_mma` of the built-in GEMM template (ops/gemm/kernel.py), as source."""
     from ..builtin import ops_dir
     src = (ops_dir() / "gemm" / "kernel.py").read_text(encoding="utf-8")
-    tree = ast.parse(src)
+    tree = pyast.parse(src)
     lines = src.splitlines()
     out = []
     for node in tree.body:

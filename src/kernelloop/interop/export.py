@@ -36,6 +36,7 @@ from ..spec import OpBundle
 from . import flashinfer_trace as fi
 from .errors import InteropError
 from .solution_code import check_identifier, solution_source
+from .. import pyast
 
 FI_DTYPE = {DType.fp16: fi.DType.FLOAT16, DType.bf16: fi.DType.BFLOAT16, DType.fp32: fi.DType.FLOAT32}
 
@@ -74,7 +75,7 @@ def definition_name(spec: OpSpec, dtype: DType | str | None = None) -> str:
 
 
 def _reference_source(source: str, spec: OpSpec) -> str:
-    tree = ast.parse(source)
+    tree = pyast.parse(source)
     if any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "run" for n in tree.body):
         raise InteropError("reference", "the reference file already defines `run`, the FlashInfer entry point")
     tensors = [check_identifier(t.name, f"inputs.{t.name}") for t in spec.inputs]

@@ -23,6 +23,7 @@ from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+from .. import pyast
 
 FLASHINFER_BENCH_COMMIT = "40e6ca7844b514eb4b1c7edba6d6a7377df57870"
 """The flashinfer-bench commit whose schema these records follow."""
@@ -109,7 +110,7 @@ class Definition(_Model):
     @model_validator(mode="after")
     def _checks(self) -> "Definition":
         try:
-            mod = ast.parse(self.reference, mode="exec")
+            mod = pyast.parse(self.reference, mode="exec")
         except SyntaxError as e:
             raise ValueError(f"reference must be valid Python code: {e}") from e
         if not any(isinstance(n, ast.FunctionDef) and n.name == "run" for n in mod.body):
@@ -119,7 +120,7 @@ class Definition(_Model):
             raise ValueError(f"input and output names must not overlap: {sorted(both)}")
         for c in self.constraints:
             try:
-                ast.parse(c, mode="eval")
+                pyast.parse(c, mode="eval")
             except SyntaxError as e:
                 raise ValueError(f"constraint {c!r} is not a Python expression: {e}") from e
         for kind, tensors in (("input", self.inputs), ("output", self.outputs)):

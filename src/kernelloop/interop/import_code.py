@@ -20,6 +20,7 @@ import ast
 
 from . import flashinfer_trace as fi
 from .errors import InteropError
+from .. import pyast
 
 ADAPTER_PARAM = "SOLUTION"
 
@@ -101,7 +102,7 @@ def check_solution(sol: fi.Solution, d: fi.Definition) -> tuple[str, ast.Module]
         raise InteropError("solution.spec.entry_point", f"{sol.entry_file!r} is not a Python file")
     src = sol.entry_source().content
     try:
-        tree = ast.parse(src)
+        tree = pyast.parse(src)
     except SyntaxError as e:
         raise InteropError("solution.sources.0.content", f"not valid Python: {e}") from None
     fns = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}

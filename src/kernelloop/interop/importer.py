@@ -44,6 +44,7 @@ from . import toml_out as T
 from .errors import InteropError, first_error, parse, read_json
 from .import_code import ADAPTER_PARAM, check_solution, reference_source, template_source
 from .solution_code import check_identifier
+from .. import pyast
 
 KL_DTYPE = {fi.DType.FLOAT16: DType.fp16, fi.DType.BFLOAT16: DType.bf16, fi.DType.FLOAT32: DType.fp32}
 DEFAULT_TOLERANCE = 1e-2
@@ -82,7 +83,7 @@ def _bounds(d: fi.Definition) -> tuple[dict[str, list[int | None]], list[str]]:
 
 
 def _run_defaults(d: fi.Definition) -> dict[str, float]:
-    tree = ast.parse(d.reference)
+    tree = pyast.parse(d.reference)
     run = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "run")
     args = run.args.posonlyargs + run.args.args
     out = {}

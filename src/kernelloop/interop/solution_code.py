@@ -14,6 +14,7 @@ import keyword
 
 from ..records import Candidate, DType, OpSpec, check_expression, sha256_hex
 from .errors import InteropError
+from .. import pyast
 
 _FUNCS = {"min": "min", "max": "max", "cdiv": "_kl_cdiv", "sqrt_": "_kl_sqrt", "next_pow2": "_kl_next_pow2"}
 _TORCH = {DType.fp16: "float16", DType.bf16: "bfloat16", DType.fp32: "float32"}
@@ -76,7 +77,7 @@ def solution_source(candidate: Candidate, spec: OpSpec, dtype: DType, *, destina
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise InteropError("inputs", f"names {dup} are used twice among inputs, scalars and outputs")
-    tree = ast.parse(candidate.source)
+    tree = pyast.parse(candidate.source)
     defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))} | {
         t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
     if "launch" not in defined:

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..records import Direction, Hypothesis, check_expression
 from ..records.spec import _FORMULA_FUNCS
 from ..profile.metrics import BY_KEY
+from .. import pyast
 
 SCHEMA_VERSION = 1
 
@@ -129,7 +130,7 @@ class Experience(_Model):
     @model_validator(mode="after")
     def _names(self) -> "Experience":
         import ast
-        names = {n.id for n in ast.walk(ast.parse(self.when, mode="eval")) if isinstance(n, ast.Name)}
+        names = {n.id for n in ast.walk(pyast.parse(self.when, mode="eval")) if isinstance(n, ast.Name)}
         unknown = names - EVIDENCE_NAMES - set(self.requires) - set(_FORMULA_FUNCS)
         if unknown:
             raise ValueError(f"condition uses unknown name(s) {sorted(unknown)}; declare config parameters and "
@@ -143,7 +144,7 @@ class Experience(_Model):
             raise ValueError("moves must change at least one parameter (up, down, max, min or other)")
         if self.prefer is not None:
             check_expression(self.prefer)
-            names = {n.id for n in ast.walk(ast.parse(self.prefer, mode="eval")) if isinstance(n, ast.Name)}
+            names = {n.id for n in ast.walk(pyast.parse(self.prefer, mode="eval")) if isinstance(n, ast.Name)}
             unknown = names - set(self.requires) - set(_FORMULA_FUNCS) - {"elem"}
             if unknown:
                 raise ValueError(f"'prefer' uses name(s) {sorted(unknown)} that are not in 'requires' (config "

@@ -15,6 +15,7 @@ from ..select.pareto import best_per_workload, front_for_workload
 from ..select.sanitize import (SANITIZE_EVENT, SANITIZE_TRIES, Sanitizer, default_sanitizer, event_payload, off,
                                rejected, sanitize_candidate, without_rejected)
 from ..spec import OpBundle
+from .. import pyast
 
 CUDA_BASELINES = ["eager", "torch.compile", "copy"]  # plus the names in the op's baselines.py
 INTERPRET_BASELINES = ["eager", "copy"]
@@ -26,7 +27,7 @@ def op_baseline_names(bundle: OpBundle) -> list[str]:
     path = bundle.folder / "baselines.py"
     if not path.is_file():
         return []
-    for node in ast.parse(path.read_text()).body:
+    for node in pyast.parse(path.read_text()).body:
         target = node.target if isinstance(node, ast.AnnAssign) else (node.targets[0] if isinstance(node, ast.Assign) else None)
         if isinstance(target, ast.Name) and target.id == "BASELINES" and isinstance(node.value, ast.Dict):
             return [k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]

@@ -30,6 +30,7 @@ from ..records import (BuildArtifact, BuildResources, Candidate, Hypothesis, Ker
                        Workload)
 from .hypothesis import Observation, observations
 from .report import make_report
+from .. import pyast
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ def kernel_regex(candidate: Candidate, trial: Trial) -> str | None:
         names = [n for n in trial.build.kernel_names if n]
     if not names:
         try:
-            tree = ast.parse(candidate.source)
+            tree = pyast.parse(candidate.source)
         except SyntaxError:
             tree = None
         for node in (tree.body if tree is not None else []):

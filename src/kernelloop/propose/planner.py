@@ -29,6 +29,7 @@ from ..knowledge import Experience, KnowledgeBase, load_knowledge
 from ..records import BuildResources, canonical_json, evaluate_expression
 from ..schedule.records import Schedule
 from .base import Evidence, Proposal, flatten_evidence
+from .. import pyast
 
 
 def _key(config: dict) -> str:
@@ -68,13 +69,13 @@ class ScheduleProposal:
 # -- conditions ---------------------------------------------------------------------------------------------
 
 def _names(expr: str) -> set[str]:
-    return {n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)}
+    return {n.id for n in ast.walk(pyast.parse(expr, mode="eval")) if isinstance(n, ast.Name)}
 
 
 def condition_holds(expr: str, env: Mapping[str, Any]) -> tuple[bool, str]:
     """(holds, why not). A top-level `or` holds when any evaluable branch holds; a branch naming something
     the environment lacks is not evaluable (missing evidence never makes a rule fire)."""
-    tree = ast.parse(expr, mode="eval").body
+    tree = pyast.parse(expr, mode="eval").body
     branches = tree.values if isinstance(tree, ast.BoolOp) and isinstance(tree.op, ast.Or) else [tree]
     missing: set[str] = set()
     for b in branches:

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..profile.hypothesis import LATENCY, format_hypotheses
 from ..records import Candidate, Direction, Hypothesis, OpSpec
 from ..schedule.patch import ScheduleEdit
+from .. import pyast
 
 Scalar = int | float | str | bool
 MAX_CONFIGS = 16
@@ -263,7 +264,7 @@ def check_interface(source: str, spec: OpSpec, config_keys: set[str]) -> None:
     the op declares one) the workspace `scratch` by keyword, with every required argument supplied. ProposalInvalid
     otherwise."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError as e:
         raise ProposalInvalid(f"the source does not parse: line {e.lineno}: {e.msg}") from None
     launch = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "launch"), None)

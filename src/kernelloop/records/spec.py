@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from .base import Record, content_hash
+from .. import pyast
 
 
 class DType(str, Enum):
@@ -43,7 +44,7 @@ def check_expression(expr: str) -> ast.Expression:
     """Parse a spec expression (formula or constraint); only arithmetic, comparisons and a few functions.
     Malformed text is a ValueError (which pydantic reports as a validation error), never a SyntaxError."""
     try:
-        tree = ast.parse(expr, mode="eval")
+        tree = pyast.parse(expr, mode="eval")
     except (SyntaxError, RecursionError) as e:
         raise ValueError(f"not a valid expression: {expr[:200]!r} ({getattr(e, 'msg', None) or e})") from None
     for node in ast.walk(tree):

@@ -33,6 +33,7 @@ import json
 import jinja2
 
 from .records import Arrive, Load, Mma, MmaWait, Role, Schedule, Sync, Wait
+from .. import pyast
 
 
 class NotLowerable(ValueError):
@@ -302,7 +303,7 @@ def _helpers(accumulators: int) -> str:
     accumulators)."""
     from ..builtin import ops_dir
     text = (ops_dir() / "gemm" / "gluon_kernel.py").read_text()
-    tree = ast.parse(text)
+    tree = pyast.parse(text)
     lines = text.splitlines()
     out = []
     for node in tree.body:
@@ -418,7 +419,7 @@ def lower(schedule: Schedule) -> str:
         c_call="" if alternate else "c, c.stride(0), ", kernel=f"_gemm_{s.name}_kernel",
         worker_warps=", ".join("num_warps" if r.kind == "math" else str(r.warps) for r in workers),
         worker_regs=", ".join(str(r.registers) for r in workers), loader_warps=s.loader.warps)
-    ast.parse(text)   # the lowering's own bug would show here, not in a build process
+    pyast.parse(text)   # the lowering's own bug would show here, not in a build process
     return text
 
 
@@ -437,7 +438,7 @@ def describe(s: Schedule) -> str:
 def schedule_of(source: str) -> Schedule | None:
     """The schedule a generated module was lowered from (its `SCHEDULE`), None for any other source."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError:
         return None
     for node in tree.body:

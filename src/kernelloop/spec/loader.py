@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ..records import DType, OpSpec, Workload, sha256_hex
+from .. import pyast
 
 
 class SpecError(ValueError):
@@ -73,7 +74,7 @@ def _first_error(path: Path, err: ValidationError) -> SpecError:
 
 
 def _defines(source: str, name: str) -> bool:
-    tree = ast.parse(source)
+    tree = pyast.parse(source)
     return any(isinstance(n, (ast.FunctionDef, ast.Assign)) and
                (getattr(n, "name", None) == name or any(getattr(t, "id", None) == name for t in getattr(n, "targets", [])))
                for n in tree.body)
@@ -133,7 +134,7 @@ def domain_constraints(spec: OpSpec) -> list[str]:
     for t in spec.templates:
         exprs = set()
         for c in t.constraints:
-            used = {n.id for n in ast.walk(ast.parse(c.expr, mode="eval")) if isinstance(n, ast.Name)}
+            used = {n.id for n in ast.walk(pyast.parse(c.expr, mode="eval")) if isinstance(n, ast.Name)}
             if used and used <= names | {"min", "max", "cdiv", "sqrt_", "next_pow2"} and used & set(spec.axes):
                 exprs.add(c.expr)
         common = exprs if common is None else common & exprs

@@ -40,10 +40,9 @@ introspection, dynamic-code, disallowed-import) and `state` (global-state).
 
 from __future__ import annotations
 
-import ast
-import threading
 from typing import Iterable
 
+from ... import pyast
 from ...records import DType, OpSpec, StaticRuleHit
 from . import compute, output, process, reflection, state, timing  # noqa: F401 - each registers its rules
 from .registry import (ALIAS, DYN, FILE, GLOBAL, HOT, IMPORT, INTRO, LIB, MONKEY, PREC, PRIORITY, PROC, RULES, STREAM,
@@ -58,9 +57,6 @@ __all__ = ["ALIAS", "ALLOWED_IMPORT_ROOTS", "DYN", "FILE", "GLOBAL", "HOT", "IMP
            "StaticRuleHit", "check_source", "rule"]
 
 
-_PARSE = threading.Lock()
-
-
 def check_source(source: str, spec: OpSpec, *, dtypes: Iterable[DType | str] | None = None) -> list[StaticRuleHit]:
     """Every static rule the source breaks, one hit per rule and line, in source order.
 
@@ -68,8 +64,7 @@ def check_source(source: str, spec: OpSpec, *, dtypes: Iterable[DType | str] | N
     as a precision downcast. A source that does not parse has no hits (its import fails in the worker).
     """
     try:
-        with _PARSE:   # CPython 3.11 builds ASTs with per-interpreter state: concurrent parses from the build stage's
-            tree = ast.parse(source)   # threads can fail with "AST constructor recursion depth mismatch"
+        tree = pyast.parse(source)   # one parse at a time (kernelloop.pyast): the build stage checks from threads
     except (SyntaxError, ValueError):
         return []
     try:
