@@ -11,7 +11,9 @@ Rounds (each picks its parent from the answers before it, by measured kernel tim
      with the previous block's product under the softmax against the flash winner
   2  the better block width of round 1 with ping-pong turns (PINGPONG=1)
   3  the best so far with one more stage of the ring where it fits (d128: 3 stages of 128-key blocks), confirmed
-The hypotheses name the expected move; the answers say whether it happened (`speedup over the parent`).
+The hypotheses name the expected move; the answers say whether it happened (`speedup over the parent`). Kept in
+--out: every answer (`<op>-round<k>.json`), the workspace status, the run's archive (`<op>-archive.sqlite.gz`) and
+its offline HTML report with the lineage and hypotheses (`<op>-report.html`).
 Without a GPU, `--device interpret` runs the same steps in the interpreter, where the Gluon candidates fail to
 build (no interpreter for Gluon): the plumbing, not the figures.
 """
@@ -19,7 +21,9 @@ build (no interpreter for Gluon): the plumbing, not the figures.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -109,6 +113,12 @@ def run_op(op: str, out: Path, device: str, workloads: Path) -> dict:
                     hypothesis="kernel_us down 1-3%: a third ring slot hides more of the TMA latency (3 x 64 KB of "
                                "K/V at d128 still fits beside the q tiles)")
     status = _kl("agent", "status", "--workspace", str(ws), out=out / f"{op}-status.json")
+    # the workspace's run archive, gzipped beside the answers, and its offline report (lineage, hypotheses, verdicts)
+    for archive in sorted(ws.glob(".kernelloop/run-*/archive.sqlite")):
+        with open(archive, "rb") as src, gzip.open(out / f"{op}-archive.sqlite.gz", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        _kl("report", str(archive.parent), "--out", str(out / f"{op}-report.html"), "--json",
+            out=out / f"{op}-report.json")
     rounds = [r0, r1, r2, r3]
     return {"op": op, "workspace": str(ws),
             "rounds": [{"exit": r["exit"], "passed": passed(r), **({"skipped": r["skipped"]} if "skipped" in r else {})}
