@@ -175,6 +175,8 @@ def test_code_without_a_file_like_a_notebook_cell(how, tmp_path):
      r"prior is only used by strategy .*staged"),
     ({"op": "layernorm", "prior": ["no-such-recording.json"]}, api.UsageError, r"prior no-such-recording.json"),
     ({"op": "layernorm", "profile_timeout_s": 0}, api.UsageError, r"profile_timeout_s 0"),
+    ({"op": "attention", "templates": ["gluon_fa"]}, api.UsageError,
+     r"nothing to try on interpret: .*gluon_fa: .*no interpreter \(\d+ of \d+\)"),
 ])
 def test_bad_arguments_raise_clear_errors(kwargs, error, match, tmp_path):
     kwargs = {"device": "interpret", "out": tmp_path / "never", **kwargs}
@@ -183,6 +185,19 @@ def test_bad_arguments_raise_clear_errors(kwargs, error, match, tmp_path):
     with pytest.raises(error, match=match):
         kernelloop.optimize(**kwargs)
     assert not (tmp_path / "never").exists()   # nothing started
+
+
+def test_check_space_names_the_workloads_left_with_nothing_and_why():
+    """A workload whose selected space prunes to nothing is named with the pruning reasons; the others are not."""
+    bundle = api.load_bundle("attention")
+    seed = Workload(op="attention", axes={"B": 1, "H": 2, "HKV": 2, "S": 4096, "D": 128}, dtype="fp16")
+    short = Workload(op="attention", axes={"B": 1, "H": 2, "HKV": 2, "S": 40, "D": 128}, dtype="fp16")
+    empty = api.check_space(bundle, [seed, short], "interpret", ["flash"], {"BLOCK_N": "128"})
+    assert list(empty) == [short.label]
+    assert "flash: " in empty[short.label] and "kv block wider" in empty[short.label]
+    assert api.check_space(bundle, [seed, short], "interpret", ["flash"], None) == {}
+    with pytest.raises(api.UsageError, match="every configuration of every workload is pruned"):
+        api.check_space(bundle, [short], "interpret", ["flash"], {"BLOCK_N": "128"})
 
 
 def test_pinned_parameters_hold_for_every_trial(tmp_path):

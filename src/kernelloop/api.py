@@ -213,6 +213,29 @@ def check_start(start: str | dict | None, strategy: str, bundle, workloads: Sequ
     return config
 
 
+def check_space(bundle, workloads: Sequence[Workload], device: str, templates: Sequence[str] | None = None,
+                fixed: dict[str, str] | None = None) -> dict[str, str]:
+    """Each workload left with nothing to try on this device once the (selected, pinned) templates are pruned,
+    with why: {workload label: the most common pruning reasons}. UsageError when that is every workload (the run
+    would evaluate nothing); the caller reports the rest."""
+    from .device import device_properties
+    from .spec.space import selected_space
+    props = device_properties(device)
+    empty = {}
+    for w in workloads:
+        parts = selected_space(bundle.spec.templates, w, props, list(templates) if templates else None, fixed)
+        if not any(kept for _, kept, _ in parts):
+            why = [f"{t.name}: " + "; ".join(f"{reason} ({n} of {report.total})"
+                                             for reason, n in report.reasons.most_common(2))
+                   if report.reasons else f"{t.name}: no configuration has the pinned values"
+                   for t, _, report in parts] or ["no selected template has every pinned parameter"]
+            empty[w.label] = " | ".join(why)
+    if empty and len(empty) == len(workloads):
+        first = next(iter(empty.values()))
+        raise UsageError(f"nothing to try on {device}: every configuration of every workload is pruned ({first})")
+    return empty
+
+
 def check_prior(paths: Sequence[str | Path] | str | Path | None, strategy: str, bundle,
                 flag: str = "prior") -> dict | None:
     """What the run archives about its warm start (files with their sha256, configurations), read from the
@@ -382,6 +405,7 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
         if b not in known:
             raise UsageError(f"baseline {b!r}: choose from {', '.join(known)}")
     fixed = check_fixed(fix, bundle, templates)
+    check_space(bundle, wls, dev, templates, fixed)
     start_config = check_start(start, strategy, bundle, wls, dev)
     prior_used = check_prior(prior, strategy, bundle)
     if not profile_timeout_s > 0:
@@ -407,5 +431,5 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
     return run
 
 
-__all__ = ["DEVICES", "Run", "UsageError", "archive_file", "check_executor", "check_fixed", "check_gate", "check_prior", "check_start", "check_strategy", "default_run_dir", "default_workloads",
+__all__ = ["DEVICES", "Run", "UsageError", "archive_file", "check_executor", "check_fixed", "check_gate", "check_prior", "check_space", "check_start", "check_strategy", "default_run_dir", "default_workloads",
            "load_bundle", "load_workloads", "optimize", "parse_budget", "parse_devices", "resolve_device", "summarize"]

@@ -41,3 +41,14 @@ def test_a_fuse_shape_line_has_no_empty_parts():
     assert e2e_line(e) == "2x8: outputs within tolerance (min cosine 0.999999)"
     e = NS(shape="2x8", outputs_ok=False, checks=[], times=[], speed_note="not timed in the interpreter")
     assert e2e_line(e) == "2x8: outputs OUTSIDE tolerance; not timed in the interpreter"
+
+
+def test_optimize_refuses_a_space_with_nothing_to_try_and_says_why(tmp_path):
+    """Gluon's template has no interpreter: asked for alone there, the run is refused before it starts (exit 2),
+    with the template's pruning reason; nothing is written."""
+    res = runner.invoke(app, ["optimize", "attention", "--device", "interpret", "--template", "gluon_fa",
+                              "--out", str(tmp_path / "run")])
+    assert res.exit_code == common.BAD_INPUT, res.output
+    out = " ".join(res.output.split())
+    assert "nothing to try on interpret" in out and "gluon_fa:" in out and "no interpreter" in out
+    assert not (tmp_path / "run").exists()

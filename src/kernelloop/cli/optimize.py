@@ -116,6 +116,7 @@ def optimize(
             if t not in names:
                 raise typer.BadParameter(f"--template {t!r}: {bundle.spec.name} has {', '.join(names)}")
         fixed = common.fixed_parameters(fix, bundle, template)
+        empty = api.check_space(bundle, wls, dev, template, fixed)
         known = [*BUILTIN_BASELINES, *op_baseline_names(bundle)]
         for b in baseline or ():
             if b not in known:
@@ -131,6 +132,8 @@ def optimize(
     run_dir = out or api.default_run_dir(bundle.spec.name)
     if not Device.of(dev).is_cuda:
         console.print(f"[yellow]{esc(INTERPRETER_BANNER)}[/yellow]")
+    for label, why in empty.items():
+        console.print(f"[yellow]nothing to try on {esc(label)}:[/yellow] {esc(why)}")
     opts = RunOptions(device=dev, budget_evals=evals, budget_seconds=seconds, budget_gpu_seconds=gpu_budget,
                       screen_samples=screen, strategy=strategy, seed=seed, checks=checks, confirm=not no_confirm, sanitize=sanitize,
                       start=start_config,
