@@ -9,7 +9,8 @@ Rounds (each picks its parent from the answers before it, by measured kernel tim
   0  the recorded Triton flash winner of the seed shape (benchmarks/results/2026-12-01-h200-attention), the parent
   1  gluon_fa, free-running consumers (PINGPONG=0), 64- and 128-key blocks, 2 stages: a loader warp and a K/V ring
      with the previous block's product under the softmax against the flash winner
-  2  the better block width of round 1 with ping-pong turns (PINGPONG=1)
+  2  the better block width of round 1 with ping-pong turns (PINGPONG=1), with and without the overlap inside a
+     warpgroup (OVERLAP=1/0)
   3  the best so far with one more stage of the ring where it fits (d128: 3 stages of 128-key blocks), confirmed
 The hypotheses name the expected move; the answers say whether it happened (`speedup over the parent`). Kept in
 --out: every answer (`<op>-round<k>.json`), the workspace status, the run's archive (`<op>-archive.sqlite.gz`) and
@@ -38,7 +39,7 @@ FLASH_WINNER = {
     "attention_causal": dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=2, KV_ORDER=2, USE_TMA=1, WARP_SPEC=0,
                              CAUSAL=1, CAUSAL_SKIP=1),
 }
-GLUON = dict(BLOCK_M=64, num_warps=8)
+GLUON = dict(BLOCK_M=64, num_warps=8, OVERLAP=1)
 
 
 def _kl(*args: str, out: Path | None = None, timeout: float = 900) -> dict:
@@ -101,10 +102,12 @@ def run_op(op: str, out: Path, device: str, workloads: Path) -> dict:
                            "consumer warpgroups, and each block's softmax runs under the previous block's P.V")
     parent = best(r1) or parent
     bn = (parent or {}).get("config", {}).get("BLOCK_N", 128)
-    r2 = submit(ws, gluon, out / f"{op}-round2.json", config={**GLUON, "BLOCK_N": bn, "num_stages": 2,
-                                                              "PINGPONG": 1, "CAUSAL": causal}, parent=parent,
+    r2 = submit(ws, gluon, out / f"{op}-round2.json", config={"BLOCK_M": 64, "num_warps": 8, "BLOCK_N": bn,
+                                                              "num_stages": 2, "PINGPONG": 1, "CAUSAL": causal},
+                space={"OVERLAP": [1, 0]}, parent=parent,
                 hypothesis="kernel_us down >= 5% vs free-running consumers: ping-pong turns put one warpgroup's "
-                           "softmax under the other's MMAs (tensor pipe active share up)")
+                           "softmax under the other's MMAs (tensor pipe active share up); without the overlap inside "
+                           "a warpgroup (OVERLAP=0) kernel_us up >= 5%")
     gluon_best = best(r1, r2)
     r3 = {"exit": None, "skipped": "no Gluon candidate passed in rounds 1-2"}
     if gluon_best:

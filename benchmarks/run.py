@@ -75,7 +75,7 @@ def gpu_tests(name: str, timeout_s: int, *paths: str, k: str | None = None) -> S
 
 W = "benchmarks/workloads"
 R = RESULTS
-ATTENTION_GLUON = ("--template", "gluon_fa", "--strategy", "exhaustive", "--budget", "12,200s", "--baseline", "sdpa-cudnn", "--baseline", "sdpa-flash",
+ATTENTION_GLUON = ("--template", "gluon_fa", "--strategy", "exhaustive", "--fix", "OVERLAP=1", "--budget", "12,200s", "--baseline", "sdpa-cudnn", "--baseline", "sdpa-flash",
                    "--baseline", "sdpa-efficient", "--baseline", "sdpa-math")
 ATTENTION_BACKENDS = ("--baseline", "sdpa-cudnn", "--baseline", "sdpa-flash", "--baseline", "sdpa-efficient",
                       "--baseline", "sdpa-math")
@@ -137,6 +137,11 @@ SUITES = {s.name: s for s in (
                        f"{W}/attention-seed.toml"),
               optimize("attention_causal-gluon", "attention_causal", 280, *ATTENTION_GLUON, "--workloads",
                        f"{W}/attention_causal-seed.toml"))),
+    Suite("attention-gluon-suites", "the Gluon flash-attention template on both 9-workload attention suites "
+          "(128-key blocks, ping-pong turns, the first two ring depths), beside all four SDPA backends", tuple(
+              optimize(f"{op}-gluon-suite", op, 290, "--template", "gluon_fa", "--strategy", "exhaustive", "--fix",
+                       "BLOCK_N=128", "--fix", "PINGPONG=1", "--budget", "2,240s", *ATTENTION_BACKENDS)
+              for op in ("attention", "attention_causal"))),
     Suite("attention-agent", "the Gluon flash-attention template found through the agent path: a workspace per op "
           "on the seed shape, rounds of `kernelloop submit` with parents and hypotheses (the flash winner, free-running "
           "consumers, ping-pong turns, a deeper ring), the last confirmed beside the SDPA backends",

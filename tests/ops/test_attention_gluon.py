@@ -46,8 +46,8 @@ def _w(op, B, H, HKV, S, D, dtype="fp16"):
     return Workload(op=op, axes={"B": B, "H": H, "HKV": HKV, "S": S, "D": D}, dtype=dtype)
 
 
-def _cfg(op, bn=128, stages=2, pingpong=1):
-    return dict(BLOCK_M=64, BLOCK_N=bn, num_warps=8, num_stages=stages, PINGPONG=pingpong,
+def _cfg(op, bn=128, stages=2, pingpong=1, overlap=1):
+    return dict(BLOCK_M=64, BLOCK_N=bn, num_warps=8, num_stages=stages, PINGPONG=pingpong, OVERLAP=overlap,
                 CAUSAL=int(op == "attention_causal"))
 
 
@@ -59,7 +59,7 @@ def test_space_is_sm90_only_and_fits_shared_memory(op):
         kept, _ = prune(t, w, HOPPER)
         assert kept, w.axes
         assert {c["CAUSAL"] for c in kept} == {int(op == "attention_causal")}
-        assert {c["PINGPONG"] for c in kept} == {0, 1}
+        assert {c["PINGPONG"] for c in kept} == {c["OVERLAP"] for c in kept} == {0, 1}
         # d128 fits 3 stages of 128-key blocks (229,720 bytes built), d64 all 5
         stages = {c["num_stages"] for c in kept if c["BLOCK_N"] == 128}
         assert stages == ({2, 3} if w.axes["D"] == 128 else {2, 3, 4, 5}), (w.axes, stages)
@@ -103,6 +103,8 @@ def test_launch_says_why_it_cannot_run():
         mod.launch(qc, qc, qc, oc, BLOCK_N=128, num_warps=4)
     with pytest.raises(ValueError, match="PINGPONG"):
         mod.launch(qc, qc, qc, oc, BLOCK_N=128, PINGPONG=2)
+    with pytest.raises(ValueError, match="OVERLAP"):
+        mod.launch(qc, qc, qc, oc, BLOCK_N=128, OVERLAP=2)
     with pytest.raises(ValueError, match="dtype"):
         mod.launch(qc.float(), qc, qc, oc, BLOCK_N=128)
     with pytest.raises(ValueError, match="contiguous"):
@@ -127,16 +129,19 @@ def _build(op, w, configs, keep_asm=False):
     ("attention_causal", _w("attention_causal", 2, 32, 8, 1000, 64, "bf16")),
 ], ids=["mha-d128-fp16", "causal-gqa-d64-bf16"])
 def test_pruned_space_builds_for_sm90_within_the_estimates(op, w):
-    """Every kept configuration of the seed shape (d128: 12) and a subset of the d64 causal GQA one builds for
-    sm_90 with this host's Triton: no spills, 384 threads at maxnreg 168, shared memory at most 512 bytes under the
-    estimate and within sm_90's opt-in limit."""
+    """Every kept configuration of the seed shape with the overlap inside a warpgroup (d128: 12) and two without
+    it, and a subset of the d64 causal GQA space, builds for sm_90 with this host's Triton: no spills, 384 threads at
+    maxnreg 168, shared memory at most 512 bytes under the estimate and within sm_90's opt-in limit."""
     from kernelloop.spec.aot import BUILT
     from kernelloop.spec.prune_audit import _estimate
     t = _template(op)
     kept, _ = prune(t, w, HOPPER)
+    serial = [c for c in kept if not c["OVERLAP"] and c["num_stages"] == 2 and c["PINGPONG"]]
+    kept = [c for c in kept if c["OVERLAP"]]
     if w.axes["D"] == 64:
         kept = [c for c in kept if c["num_stages"] in (2, 5)]
-    assert len(kept) == (12 if w.axes["D"] == 128 else 8)
+    assert len(kept) == (12 if w.axes["D"] == 128 else 8) and len(serial) == 2
+    kept += serial
     outs = _build(op, w, kept)
     names = workload_names(w, HOPPER)
     for cfg, o in zip(kept, outs):
@@ -217,9 +222,10 @@ for op in ("attention", "attention_causal"):
 print(json.dumps({"rows": rows}))
 """
 
-GPU_CONFIGS = [dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=2, PINGPONG=1),
-               dict(BLOCK_M=64, BLOCK_N=64, num_warps=8, num_stages=3, PINGPONG=0),
-               dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3, PINGPONG=1)]
+GPU_CONFIGS = [dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=2, PINGPONG=1, OVERLAP=1),
+               dict(BLOCK_M=64, BLOCK_N=64, num_warps=8, num_stages=3, PINGPONG=0, OVERLAP=1),
+               dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3, PINGPONG=1, OVERLAP=1),
+               dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=2, PINGPONG=1, OVERLAP=0)]
 
 
 @pytest.mark.gpu

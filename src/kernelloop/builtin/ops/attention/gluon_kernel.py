@@ -13,6 +13,8 @@ A program owns 2 * BLOCK_M query rows of one (batch, q head) and three partition
 - PINGPONG=1: the two consumers take turns issuing their MMAs (an mbarrier pair, strict alternation), so one's
   softmax runs while the other's products occupy the tensor cores, instead of both competing for them at once.
   PINGPONG=0 lets them run free (kept to measure what the turns are worth).
+- OVERLAP=0 takes one block at a time (scores, softmax, rescale, product, each waited for): the same partitions
+  without the overlap inside a warpgroup, kept to measure that overlap and as the simplest order to compare with.
 
 Causal (CAUSAL=1): a program reads the KV blocks up to its last row only (block skipping), masks the keys above
 each row in the blocks that cross the diagonal, and programs are handed out heaviest (last rows) first. Every row
@@ -116,7 +118,7 @@ def _softmax(qk, m_i, l_i, rows, cols, start_n, unmasked_end, S, qk_scale, CAUSA
 def _consumer(q_smem, k_bufs, v_bufs, q_ready, k_ready, v_ready, empty, turn, O, stride_os, o_row0,
               rows_left, first_row, n_blocks, S, qk_scale,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
-              CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER: gl.constexpr):
+              CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, OVERLAP: gl.constexpr, CONSUMER: gl.constexpr):
     s_layout: gl.constexpr = _mma_layout(BLOCK_N)
     o_layout: gl.constexpr = _mma_layout(HEAD_DIM)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -136,42 +138,62 @@ def _consumer(q_smem, k_bufs, v_bufs, q_ready, k_ready, v_ready, empty, turn, O,
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
     mbarrier.wait(q_ready.index(CONSUMER), 0)
 
-    # block 0: its scores alone (no product of a block before it)
-    _take_turn(turn, 0, CONSUMER, PINGPONG)
-    mbarrier.wait(k_ready.index(0), 0)
-    qk = warpgroup_mma(q, k_bufs.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-    _hand_over(turn, CONSUMER, PINGPONG)
-    qk = warpgroup_mma_wait(0, deps=(qk,))
-    probs, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols, 0, unmasked_end, S, qk_scale, CAUSAL, BLOCK_N)
-    p = gl.convert_layout(probs.to(dtype), p_layout)
-    for j in range(1, n_blocks):
-        slot = j % STAGES
-        prev = (j - 1) % STAGES
-        _take_turn(turn, j, CONSUMER, PINGPONG)
-        mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
-        qk = warpgroup_mma(q, k_bufs.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-        mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
-        acc = warpgroup_mma(p, v_bufs.index(prev), acc, is_async=True)
+    if OVERLAP:
+        # block 0: its scores alone (no product of a block before it)
+        _take_turn(turn, 0, CONSUMER, PINGPONG)
+        mbarrier.wait(k_ready.index(0), 0)
+        qk = warpgroup_mma(q, k_bufs.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
         _hand_over(turn, CONSUMER, PINGPONG)
-        # the scores are the older MMA: at most the product p.v still in flight
-        qk = warpgroup_mma_wait(1, deps=(qk,))
-        probs, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols, j * BLOCK_N, unmasked_end, S, qk_scale,
-                                          CAUSAL, BLOCK_N)
-        acc = warpgroup_mma_wait(0, deps=(acc,))
-        # block j - 1 is done with: both consumers' arrivals free its slot
-        _sync_warps()
-        mbarrier.arrive(empty.index(prev), count=1)
-        acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+        qk = warpgroup_mma_wait(0, deps=(qk,))
+        probs, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols, 0, unmasked_end, S, qk_scale, CAUSAL, BLOCK_N)
         p = gl.convert_layout(probs.to(dtype), p_layout)
-    # the last block's product, in a turn of its own
-    last = n_blocks - 1
-    _take_turn(turn, n_blocks, CONSUMER, PINGPONG)
-    mbarrier.wait(v_ready.index(last % STAGES), (last // STAGES) & 1)
-    acc = warpgroup_mma(p, v_bufs.index(last % STAGES), acc, is_async=True)
-    _hand_over(turn, CONSUMER, PINGPONG)
-    acc = warpgroup_mma_wait(0, deps=(acc,))
-    _sync_warps()
-    mbarrier.arrive(empty.index(last % STAGES), count=1)
+        for j in range(1, n_blocks):
+            slot = j % STAGES
+            prev = (j - 1) % STAGES
+            _take_turn(turn, j, CONSUMER, PINGPONG)
+            mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
+            qk = warpgroup_mma(q, k_bufs.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+            mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
+            acc = warpgroup_mma(p, v_bufs.index(prev), acc, is_async=True)
+            _hand_over(turn, CONSUMER, PINGPONG)
+            # the scores are the older MMA: at most the product p.v still in flight
+            qk = warpgroup_mma_wait(1, deps=(qk,))
+            probs, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols, j * BLOCK_N, unmasked_end, S, qk_scale,
+                                              CAUSAL, BLOCK_N)
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+            # block j - 1 is done with: both consumers' arrivals free its slot
+            _sync_warps()
+            mbarrier.arrive(empty.index(prev), count=1)
+            acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+            p = gl.convert_layout(probs.to(dtype), p_layout)
+        # the last block's product, in a turn of its own
+        last = n_blocks - 1
+        _take_turn(turn, n_blocks, CONSUMER, PINGPONG)
+        mbarrier.wait(v_ready.index(last % STAGES), (last // STAGES) & 1)
+        acc = warpgroup_mma(p, v_bufs.index(last % STAGES), acc, is_async=True)
+        _hand_over(turn, CONSUMER, PINGPONG)
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+        _sync_warps()
+        mbarrier.arrive(empty.index(last % STAGES), count=1)
+    else:
+        # one block at a time: scores, softmax, rescale, product, each waited for before the next
+        for j in range(n_blocks):
+            slot = j % STAGES
+            phase = (j // STAGES) & 1
+            _take_turn(turn, j, CONSUMER, PINGPONG)
+            mbarrier.wait(k_ready.index(slot), phase)
+            qk = warpgroup_mma(q, k_bufs.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+            _hand_over(turn, CONSUMER, PINGPONG)
+            qk = warpgroup_mma_wait(0, deps=(qk,))
+            probs, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols, j * BLOCK_N, unmasked_end, S, qk_scale,
+                                              CAUSAL, BLOCK_N)
+            acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+            p = gl.convert_layout(probs.to(dtype), p_layout)
+            mbarrier.wait(v_ready.index(slot), phase)
+            acc = warpgroup_mma(p, v_bufs.index(slot), acc, is_async=True)
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+            _sync_warps()
+            mbarrier.arrive(empty.index(slot), count=1)
 
     out = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
     offs_m = CONSUMER * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, o_layout))
@@ -183,7 +205,7 @@ def _consumer(q_smem, k_bufs, v_bufs, q_ready, k_ready, v_ready, empty, turn, O,
 @gluon.jit
 def _attn_fwd_ws(q_desc, k_desc, v_desc, O, stride_os, H, HKV, S, qk_scale,
                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
-                 CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                 CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, OVERLAP: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                  LOADER_REGS: gl.constexpr):
     num_tiles = gl.num_programs(0)
     tile = gl.program_id(0)
@@ -223,10 +245,10 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, O, stride_os, H, HKV, S, qk_scale,
     gl.warp_specialize([
         (_consumer, (q_smem, k_bufs, v_bufs, q_ready, k_ready, v_ready, empty, turn, O, stride_os, o_row0,
                      rows_left, first_row, n_blocks, S, qk_scale, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL,
-                     PINGPONG, 0)),
+                     PINGPONG, OVERLAP, 0)),
         (_consumer, (q_smem, k_bufs, v_bufs, q_ready, k_ready, v_ready, empty, turn, O, stride_os, o_row0,
                      rows_left, first_row, n_blocks, S, qk_scale, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL,
-                     PINGPONG, 1)),
+                     PINGPONG, OVERLAP, 1)),
         (_loader, (q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, k_ready, v_ready, empty,
                    q_row0, kv_row0, n_blocks, BLOCK_M, BLOCK_N, STAGES, Q_BYTES, KV_BYTES)),
     ], [4, 1], [CONSUMER_REGS, LOADER_REGS])  # consumer 1: a warpgroup; the loader: one warp
@@ -246,7 +268,8 @@ def consumer_registers(loader_regs: int = 40) -> int:
     return min(248, left // (CONSUMERS * CONSUMER_WARPS * 32) // 8 * 8)
 
 
-def launch(q, k, v, o, *, BLOCK_M=64, BLOCK_N, num_warps=8, num_stages=2, CAUSAL=0, PINGPONG=1, LOADER_REGS=40):
+def launch(q, k, v, o, *, BLOCK_M=64, BLOCK_N, num_warps=8, num_stages=2, CAUSAL=0, PINGPONG=1, OVERLAP=1,
+           LOADER_REGS=40):
     """q [B, H, S, D], k and v [B, HKV, S, D] (H % HKV == 0), o [B, H, S, D], all contiguous, fp16 or bf16.
     BLOCK_M is the rows of each consumer warpgroup (64: one warpgroup MMA); a program owns 2 * BLOCK_M rows.
     num_warps counts both consumer warpgroups (8); the loader's warp comes on top."""
@@ -255,8 +278,8 @@ def launch(q, k, v, o, *, BLOCK_M=64, BLOCK_N, num_warps=8, num_stages=2, CAUSAL
     if BLOCK_M != 64 or num_warps != CONSUMERS * CONSUMER_WARPS:
         raise ValueError(f"gluon_fa: BLOCK_M=64 rows per consumer warpgroup and num_warps=8 (two warpgroups); got "
                          f"BLOCK_M={BLOCK_M}, num_warps={num_warps}")
-    if PINGPONG not in (0, 1) or CAUSAL not in (0, 1):
-        raise ValueError(f"gluon_fa: PINGPONG and CAUSAL are 0 or 1 (got {PINGPONG}, {CAUSAL})")
+    if PINGPONG not in (0, 1) or CAUSAL not in (0, 1) or OVERLAP not in (0, 1):
+        raise ValueError(f"gluon_fa: PINGPONG, OVERLAP and CAUSAL are 0 or 1 (got {PINGPONG}, {OVERLAP}, {CAUSAL})")
     if q.dtype not in _TORCH_TO_GL or k.dtype != q.dtype or v.dtype != q.dtype or o.dtype != q.dtype:
         raise ValueError(f"gluon_fa needs fp16/bf16 q, k, v and o of one dtype (got {q.dtype}, {k.dtype}, "
                          f"{v.dtype}, {o.dtype})")
@@ -275,5 +298,5 @@ def launch(q, k, v, o, *, BLOCK_M=64, BLOCK_N, num_warps=8, num_stages=2, CAUSAL
     grid = (triton.cdiv(S, 2 * BLOCK_M), B * H)
     _attn_fwd_ws[grid](q_desc, k_desc, v_desc, o, o.stride(2), H, HKV, S, LOG2E / math.sqrt(D),
                        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=D, STAGES=num_stages, CAUSAL=CAUSAL,
-                       PINGPONG=PINGPONG, CONSUMER_REGS=consumer_registers(LOADER_REGS), LOADER_REGS=LOADER_REGS,
+                       PINGPONG=PINGPONG, OVERLAP=OVERLAP, CONSUMER_REGS=consumer_registers(LOADER_REGS), LOADER_REGS=LOADER_REGS,
                        num_warps=CONSUMER_WARPS, maxnreg=max_registers())
