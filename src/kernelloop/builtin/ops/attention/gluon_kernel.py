@@ -160,7 +160,7 @@ def _consumer(q_smem, k_bufs, v_bufs, q_ready, k_ready, v_ready, empty, turn, O,
             qk = warpgroup_mma_wait(1, deps=(qk,))
             probs, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols, j * BLOCK_N, unmasked_end, S, qk_scale,
                                               CAUSAL, BLOCK_N)
-            acc = warpgroup_mma_wait(0, deps=(acc,))
+            acc, p = warpgroup_mma_wait(0, deps=(acc, p))  # p: the product's register operand, kept alive
             # block j - 1 is done with: both consumers' arrivals free its slot
             _sync_warps()
             mbarrier.arrive(empty.index(prev), count=1)
@@ -172,7 +172,7 @@ def _consumer(q_smem, k_bufs, v_bufs, q_ready, k_ready, v_ready, empty, turn, O,
         mbarrier.wait(v_ready.index(last % STAGES), (last // STAGES) & 1)
         acc = warpgroup_mma(p, v_bufs.index(last % STAGES), acc, is_async=True)
         _hand_over(turn, CONSUMER, PINGPONG)
-        acc = warpgroup_mma_wait(0, deps=(acc,))
+        acc, p = warpgroup_mma_wait(0, deps=(acc, p))  # p: the product's register operand, kept alive
         _sync_warps()
         mbarrier.arrive(empty.index(last % STAGES), count=1)
     else:
@@ -191,7 +191,7 @@ def _consumer(q_smem, k_bufs, v_bufs, q_ready, k_ready, v_ready, empty, turn, O,
             p = gl.convert_layout(probs.to(dtype), p_layout)
             mbarrier.wait(v_ready.index(slot), phase)
             acc = warpgroup_mma(p, v_bufs.index(slot), acc, is_async=True)
-            acc = warpgroup_mma_wait(0, deps=(acc,))
+            acc, p = warpgroup_mma_wait(0, deps=(acc, p))  # p: the product's register operand, kept alive
             _sync_warps()
             mbarrier.arrive(empty.index(slot), count=1)
 
