@@ -158,7 +158,10 @@ def test_pruned_space_builds_for_sm90_within_the_estimates(op, w):
 
 def test_build_issues_warpgroup_mmas_and_hands_registers_over():
     """The PTX of one build: the scores as m64n{BLOCK_N} and the product as m64n{D} warpgroup MMAs (D / 16 and
-    BLOCK_N / 16 of them a block), the loader down to 40 registers and the consumers up to 232; exp2 a score."""
+    BLOCK_N / 16 of them a block), the loader down to 40 registers and the consumers up to 232; exp2 a score. Its
+    SASS: ptxas added no warpgroup waits of its own (one per `warpgroup_mma_wait` of the source, 4 a consumer), so
+    the product of block j - 1 is still in flight during the softmax of block j."""
+    from kernelloop.profile.sass import disassemble
     from kernelloop.spec.aot import BUILT
     w = _w("attention", 1, 8, 8, 4096, 128)
     (o,) = _build("attention", w, [_cfg("attention", bn=64)], keep_asm=True)
@@ -172,8 +175,9 @@ def test_build_issues_warpgroup_mmas_and_hands_registers_over():
     regs = [int(r) for r in re.findall(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+(\d+)", ptx)]
     assert 40 in regs and 232 in [int(r) for r in re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)", ptx)]
     assert "ex2.approx" in ptx
-    cubin = base64.b64decode(o.kernels[0]["asm"]["cubin_b64"])
-    assert len(cubin) > 0
+    sass = disassemble(base64.b64decode(o.kernels[0]["asm"]["cubin_b64"]))
+    assert len(re.findall(r"WARPGROUP\.DEPBAR", sass)) == 2 * 4
+    assert len(re.findall(r"\bHGMMA\.64x(?:64|128)x16\.F32", sass)) == sum(mmas.values())
 
 
 # ---- GPU tier --------------------------------------------------------------------------------------------------
