@@ -11,7 +11,8 @@ Rounds (each picks its parent from the answers before it, by measured kernel tim
      with the previous block's product under the softmax against the flash winner
   2  the better block width of round 1 with ping-pong turns (PINGPONG=1), with and without the overlap inside a
      warpgroup (OVERLAP=1/0)
-  3  the best so far with one more stage of the ring where it fits (d128: 3 stages of 128-key blocks), confirmed
+  3  the best so far with one more stage of the ring where it fits (d128: 3 stages of 128-key blocks) and with a
+     persistent grid (PERSISTENT=1), confirmed
 The hypotheses name the expected move; the answers say whether it happened (`speedup over the parent`). Kept in
 --out: every answer (`<op>-round<k>.json`), the workspace status, the run's archive (`<op>-archive.sqlite.gz`) and
 its offline HTML report with the lineage and hypotheses (`<op>-report.html`).
@@ -111,10 +112,13 @@ def run_op(op: str, out: Path, device: str, workloads: Path) -> dict:
     gluon_best = best(r1, r2)
     r3 = {"exit": None, "skipped": "no Gluon candidate passed in rounds 1-2"}
     if gluon_best:
-        cfg = {**gluon_best["config"], "num_stages": 3}
+        cfg = {k: v for k, v in gluon_best["config"].items() if k not in ("num_stages", "PERSISTENT")}
         r3 = submit(ws, gluon, out / f"{op}-round3.json", config=cfg, parent=gluon_best, confirm=True,
+                    space={"num_stages": [2, 3], "PERSISTENT": [0, 1]},
                     hypothesis="kernel_us down 1-3%: a third ring slot hides more of the TMA latency (3 x 64 KB of "
-                               "K/V at d128 still fits beside the q tiles)")
+                               "K/V at d128 still fits beside the q tiles); one program an SM walking the tiles "
+                               "(PERSISTENT=1): down 1-3% more (no per-tile set-up, the next tile's loads under "
+                               "the last product)")
     status = _kl("agent", "status", "--workspace", str(ws), out=out / f"{op}-status.json")
     # the workspace's run archive, gzipped beside the answers, and its offline report (lineage, hypotheses, verdicts)
     for archive in sorted(ws.glob(".kernelloop/run-*/archive.sqlite")):

@@ -75,7 +75,7 @@ def gpu_tests(name: str, timeout_s: int, *paths: str, k: str | None = None) -> S
 
 W = "benchmarks/workloads"
 R = RESULTS
-ATTENTION_GLUON = ("--template", "gluon_fa", "--strategy", "exhaustive", "--fix", "OVERLAP=1", "--budget", "12,200s", "--baseline", "sdpa-cudnn", "--baseline", "sdpa-flash",
+ATTENTION_GLUON = ("--template", "gluon_fa", "--strategy", "exhaustive", "--fix", "OVERLAP=1", "--budget", "24,250s", "--baseline", "sdpa-cudnn", "--baseline", "sdpa-flash",
                    "--baseline", "sdpa-efficient", "--baseline", "sdpa-math")
 ATTENTION_BACKENDS = ("--baseline", "sdpa-cudnn", "--baseline", "sdpa-flash", "--baseline", "sdpa-efficient",
                       "--baseline", "sdpa-math")
@@ -132,10 +132,10 @@ SUITES = {s.name: s for s in (
                        "--prior", f"{R}/2026-12-01-h200-attention/attention_causal-suite.sqlite.gz"))),
     Suite("attention-gluon", "the warp-specialized Gluon flash-attention template (loader warp, K/V ring, two "
           "ping-pong consumer warpgroups): its whole pruned space on the seed shape b8 h8 s4096 d128 fp16, non-causal "
-          "and causal (12 configurations each), beside all four SDPA backends", (
-              optimize("attention-gluon", "attention", 280, *ATTENTION_GLUON, "--workloads",
+          "and causal (24 configurations each), beside all four SDPA backends", (
+              optimize("attention-gluon", "attention", 290, *ATTENTION_GLUON, "--workloads",
                        f"{W}/attention-seed.toml"),
-              optimize("attention_causal-gluon", "attention_causal", 280, *ATTENTION_GLUON, "--workloads",
+              optimize("attention_causal-gluon", "attention_causal", 290, *ATTENTION_GLUON, "--workloads",
                        f"{W}/attention_causal-seed.toml"))),
     Suite("attention-gluon-suites", "the Gluon flash-attention template on both 9-workload attention suites "
           "(128-key blocks, ping-pong turns, the first two ring depths), beside all four SDPA backends", tuple(

@@ -110,6 +110,7 @@ def test_every_optimize_step_passes_the_commands_checks(bench, monkeypatch, tmp_
             raise Checked("arguments checked")
 
     monkeypatch.setattr(kernelloop.device, "cuda_available", lambda: True)
+    monkeypatch.setattr(kernelloop.device, "device_properties", lambda device: dict(h200))  # the pre-run space check
     monkeypatch.setattr(optimize_cli, "Controller", FakeController)
     monkeypatch.chdir(ROOT)
     steps = [st for s in bench.SUITES.values() for st in s.steps if st.optimize and "{out}" not in " ".join(st.argv)]

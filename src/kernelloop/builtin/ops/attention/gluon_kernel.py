@@ -1,9 +1,11 @@
 """Attention forward as a warp-specialized Hopper kernel written in Gluon (sm_90 only; Gluon has no interpreter):
 the FlashAttention-3 structure, for MHA and GQA, causal or not, head dims 64 and 128.
 
-A program owns 2 * BLOCK_M query rows of one (batch, q head) and three partitions of warps:
-- the loader, one warp: TMA-copies the two BLOCK_M-row q tiles once, then the head's K and V blocks (BLOCK_N keys
-  each) into a ring of `num_stages` shared-memory slots. K and V of a slot have "ready" barriers of their own (the
+A tile is 2 * BLOCK_M query rows of one (batch, q head). A program takes one tile, or with PERSISTENT=1 (one
+program a streaming multiprocessor) walks every programs-th tile, so the ring, the barriers and the registers are set
+up once and the next tile's loads start under the last one's product and store. It has three partitions of warps:
+- the loader, one warp: TMA-copies the tile's two BLOCK_M-row q tiles (once both consumers have every score of the
+  tile before), then the head's K and V blocks (BLOCK_N keys each) into a ring of `num_stages` shared-memory slots. K and V of a slot have "ready" barriers of their own (the
   scores can start before V has landed); a slot's "empty" barrier completes when both consumers have released it.
 - two consumer warpgroups of 4 warps, each with BLOCK_M of the rows (one warpgroup MMA is 64 rows): for KV block j
   it issues the scores s_j = q k_j^T and, behind them, o += p_{j-1} v_{j-1} (the probabilities of the block before,
@@ -17,7 +19,7 @@ A program owns 2 * BLOCK_M query rows of one (batch, q head) and three partition
   without the overlap inside a warpgroup, kept to measure that overlap and as the simplest order to compare with.
 
 Causal (CAUSAL=1): a program reads the KV blocks up to its last row only (block skipping), masks the keys above
-each row in the blocks that cross the diagonal, and programs are handed out heaviest (last rows) first. Every row
+each row in the blocks that cross the diagonal, and tiles are handed out heaviest (last rows) first, across heads. Every row
 has key 0 in its first block, so its running max is finite from then on and fully masked blocks add exp2(-inf) = 0.
 
 Loads go through 2D TMA descriptors over [B * heads * S, D]: the rows a block takes past its head's S (from the
@@ -60,20 +62,62 @@ def _mma_layout(n):
 
 
 @gluon.jit
-def _loader(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, k_ready, v_ready, empty,
-            q_row0, kv_row0, n_blocks, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-            Q_BYTES: gl.constexpr, KV_BYTES: gl.constexpr):
+def _tile(t, num_m, BH, H, HKV, S, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """Tile t of the walk over (q tile, batch * q head): its first query row, its batch * q head, the first row of
+    its kv head and its number of KV blocks. Non-causal: q tiles fastest, so programs side by side read one head's
+    K and V; causal: heads fastest over the q tiles from the last (heaviest) down, so the longest tiles start first."""
+    if CAUSAL:
+        bh = t % BH
+        first_row = (num_m - 1 - t // BH) * (2 * BLOCK_M)
+        n_blocks = gl.cdiv(gl.minimum(first_row + 2 * BLOCK_M, S), BLOCK_N)
+    else:
+        bh = t // num_m
+        first_row = (t % num_m) * (2 * BLOCK_M)
+        n_blocks = gl.cdiv(S, BLOCK_N)
+    kv_row0 = ((bh // H) * HKV + (bh % H) // (H // HKV)) * S
+    return first_row, bh, kv_row0, n_blocks
+
+
+@gluon.jit
+def _loader_tile(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, q_empty, k_ready, v_ready, empty,
+                 t, it, tc, num_m, BH, H, HKV, S, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                 STAGES: gl.constexpr, CAUSAL: gl.constexpr, Q_BYTES: gl.constexpr, KV_BYTES: gl.constexpr):
+    """The loads of tile t, from ring position `it`, as this program's tc-th tile; returns (it, tc) after it."""
+    first_row, bh, kv_row0, n_blocks = _tile(t, num_m, BH, H, HKV, S, BLOCK_M, BLOCK_N, CAUSAL)
+    # the q tiles are free once both consumers have every score of the tile before (the first wait passes on the
+    # fresh barrier)
+    mbarrier.wait(q_empty, (tc & 1) ^ 1)
     for c in gl.static_range(2):
         mbarrier.expect(q_ready.index(c), Q_BYTES)
-        _tma_load(q_desc, [q_row0 + c * BLOCK_M, 0], q_ready.index(c), q_smem.index(c))
+        _tma_load(q_desc, [bh * S + first_row + c * BLOCK_M, 0], q_ready.index(c), q_smem.index(c))
     for j in range(n_blocks):
-        s = j % STAGES
+        s = it % STAGES
         # a fresh barrier counts as having completed the phase before phase 0: the first lap does not wait
-        mbarrier.wait(empty.index(s), ((j // STAGES) & 1) ^ 1)
+        mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
         mbarrier.expect(k_ready.index(s), KV_BYTES)
         _tma_load(k_desc, [kv_row0 + j * BLOCK_N, 0], k_ready.index(s), k_bufs.index(s))
         mbarrier.expect(v_ready.index(s), KV_BYTES)
         _tma_load(v_desc, [kv_row0 + j * BLOCK_N, 0], v_ready.index(s), v_bufs.index(s))
+        it += 1
+    return it, tc + 1
+
+
+@gluon.jit
+def _loader(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, q_empty, k_ready, v_ready, empty,
+            num_m, BH, H, HKV, S, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+            CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr, Q_BYTES: gl.constexpr, KV_BYTES: gl.constexpr):
+    if PERSISTENT:
+        it = 0   # ring position of the next K/V block, over every tile of this program
+        tc = 0   # tiles of this program so far
+        for t in range(gl.program_id(0), num_m * BH, gl.num_programs(0)):
+            it, tc = _loader_tile(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, q_empty, k_ready, v_ready,
+                                  empty, t, it, tc, num_m, BH, H, HKV, S, BLOCK_M, BLOCK_N, STAGES, CAUSAL, Q_BYTES,
+                                  KV_BYTES)
+    else:
+        # ring position 0 as a run-time value: the block loop carries it (a constexpr would change type there)
+        _loader_tile(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, q_empty, k_ready, v_ready, empty,
+                     gl.program_id(0), gl.to_tensor(0), 0, num_m, BH, H, HKV, S, BLOCK_M, BLOCK_N, STAGES, CAUSAL, Q_BYTES,
+                     KV_BYTES)
 
 
 @gluon.jit
@@ -115,45 +159,56 @@ def _softmax(qk, m_i, l_i, rows, cols, start_n, unmasked_end, S, qk_scale, CAUSA
 
 
 @gluon.jit
-def _consumer(q_smem, k_bufs, v_bufs, q_ready, k_ready, v_ready, empty, turn, O, stride_os, o_row0,
-              rows_left, first_row, n_blocks, S, qk_scale,
-              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
-              CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, OVERLAP: gl.constexpr, CONSUMER: gl.constexpr):
+def _release(bar):
+    """One arrival on `bar` for this partition, once every warp of it is past what came before."""
+    _sync_warps()
+    mbarrier.arrive(bar, count=1)
+
+
+@gluon.jit
+def _consumer_tile(q_smem, k_bufs, v_bufs, q_ready, q_empty, k_ready, v_ready, empty, turn, O, stride_os,
+                   t, it, turns, tc, num_m, BH, H, HKV, S, qk_scale,
+                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
+                   CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, OVERLAP: gl.constexpr, CONSUMER: gl.constexpr):
+    """This consumer's rows of tile t: its first K/V block at ring position `it`, its first turn `turns`, the
+    program's tc-th tile; returns (it, turns, tc) after it."""
     s_layout: gl.constexpr = _mma_layout(BLOCK_N)
     o_layout: gl.constexpr = _mma_layout(HEAD_DIM)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     dtype: gl.constexpr = q_smem.dtype
+    q = q_smem.index(CONSUMER)
+    zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
+    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    first_row, bh, kv_row0, n_blocks = _tile(t, num_m, BH, H, HKV, S, BLOCK_M, BLOCK_N, CAUSAL)
     # this consumer's query rows, as positions in the sequence
     rows = first_row + CONSUMER * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
-    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     # keys before `unmasked_end` are visible to every row of this consumer (and inside the sequence)
     if CAUSAL:
         unmasked_end = gl.minimum(first_row + CONSUMER * BLOCK_M + 1, S)
     else:
         unmasked_end = S
-    q = q_smem.index(CONSUMER)
-    zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=gl.SliceLayout(1, s_layout))
     l_i = gl.zeros([BLOCK_M], gl.float32, layout=gl.SliceLayout(1, s_layout))
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
-    mbarrier.wait(q_ready.index(CONSUMER), 0)
-
+    mbarrier.wait(q_ready.index(CONSUMER), tc & 1)
     if OVERLAP:
         # block 0: its scores alone (no product of a block before it)
-        _take_turn(turn, 0, CONSUMER, PINGPONG)
-        mbarrier.wait(k_ready.index(0), 0)
-        qk = warpgroup_mma(q, k_bufs.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        _take_turn(turn, turns, CONSUMER, PINGPONG)
+        mbarrier.wait(k_ready.index(it % STAGES), (it // STAGES) & 1)
+        qk = warpgroup_mma(q, k_bufs.index(it % STAGES).permute((1, 0)), zero_s, use_acc=False, is_async=True)
         _hand_over(turn, CONSUMER, PINGPONG)
         qk = warpgroup_mma_wait(0, deps=(qk,))
-        probs, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols, 0, unmasked_end, S, qk_scale, CAUSAL, BLOCK_N)
+        probs, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols, 0, unmasked_end, S, qk_scale, CAUSAL,
+                                          BLOCK_N)
         p = gl.convert_layout(probs.to(dtype), p_layout)
         for j in range(1, n_blocks):
-            slot = j % STAGES
-            prev = (j - 1) % STAGES
-            _take_turn(turn, j, CONSUMER, PINGPONG)
-            mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
+            pos = it + j
+            slot = pos % STAGES
+            prev = (pos - 1) % STAGES
+            _take_turn(turn, turns + j, CONSUMER, PINGPONG)
+            mbarrier.wait(k_ready.index(slot), (pos // STAGES) & 1)
             qk = warpgroup_mma(q, k_bufs.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-            mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
+            mbarrier.wait(v_ready.index(prev), ((pos - 1) // STAGES) & 1)
             acc = warpgroup_mma(p, v_bufs.index(prev), acc, is_async=True)
             _hand_over(turn, CONSUMER, PINGPONG)
             # the scores are the older MMA: at most the product p.v still in flight
@@ -162,25 +217,27 @@ def _consumer(q_smem, k_bufs, v_bufs, q_ready, k_ready, v_ready, empty, turn, O,
                                               CAUSAL, BLOCK_N)
             acc, p = warpgroup_mma_wait(0, deps=(acc, p))  # p: the product's register operand, kept alive
             # block j - 1 is done with: both consumers' arrivals free its slot
-            _sync_warps()
-            mbarrier.arrive(empty.index(prev), count=1)
+            _release(empty.index(prev))
             acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
             p = gl.convert_layout(probs.to(dtype), p_layout)
+        # every score of the tile is complete: the q tiles may be refilled for the next one
+        _release(q_empty)
         # the last block's product, in a turn of its own
-        last = n_blocks - 1
-        _take_turn(turn, n_blocks, CONSUMER, PINGPONG)
+        last = it + n_blocks - 1
+        _take_turn(turn, turns + n_blocks, CONSUMER, PINGPONG)
         mbarrier.wait(v_ready.index(last % STAGES), (last // STAGES) & 1)
         acc = warpgroup_mma(p, v_bufs.index(last % STAGES), acc, is_async=True)
         _hand_over(turn, CONSUMER, PINGPONG)
         acc, p = warpgroup_mma_wait(0, deps=(acc, p))  # p: the product's register operand, kept alive
-        _sync_warps()
-        mbarrier.arrive(empty.index(last % STAGES), count=1)
+        _release(empty.index(last % STAGES))
+        turns += n_blocks + 1
     else:
         # one block at a time: scores, softmax, rescale, product, each waited for before the next
         for j in range(n_blocks):
-            slot = j % STAGES
-            phase = (j // STAGES) & 1
-            _take_turn(turn, j, CONSUMER, PINGPONG)
+            pos = it + j
+            slot = pos % STAGES
+            phase = (pos // STAGES) & 1
+            _take_turn(turn, turns + j, CONSUMER, PINGPONG)
             mbarrier.wait(k_ready.index(slot), phase)
             qk = warpgroup_mma(q, k_bufs.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
             _hand_over(turn, CONSUMER, PINGPONG)
@@ -192,45 +249,57 @@ def _consumer(q_smem, k_bufs, v_bufs, q_ready, k_ready, v_ready, empty, turn, O,
             mbarrier.wait(v_ready.index(slot), phase)
             acc = warpgroup_mma(p, v_bufs.index(slot), acc, is_async=True)
             acc, p = warpgroup_mma_wait(0, deps=(acc, p))  # p: the product's register operand, kept alive
-            _sync_warps()
-            mbarrier.arrive(empty.index(slot), count=1)
-
+            _release(empty.index(slot))
+        _release(q_empty)
+        turns += n_blocks
     out = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
     offs_m = CONSUMER * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, o_layout))
     offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+    o_row0 = bh.to(gl.int64) * S + first_row
     ptrs = O + (o_row0 + offs_m.to(gl.int64))[:, None] * stride_os + offs_d[None, :]
-    gl.store(ptrs, out.to(dtype), mask=offs_m[:, None] < rows_left)
+    gl.store(ptrs, out.to(dtype), mask=offs_m[:, None] < S - first_row)
+    return it + n_blocks, turns, tc + 1
 
 
 @gluon.jit
-def _attn_fwd_ws(q_desc, k_desc, v_desc, O, stride_os, H, HKV, S, qk_scale,
-                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
-                 CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, OVERLAP: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                 LOADER_REGS: gl.constexpr):
-    num_tiles = gl.num_programs(0)
-    tile = gl.program_id(0)
-    if CAUSAL:
-        tile = num_tiles - 1 - tile  # heaviest tiles first
-    bh = gl.program_id(1)
-    b = bh // H
-    h = bh % H
-    kvh = h // (H // HKV)
-    first_row = tile * (2 * BLOCK_M)
-    q_row0 = bh * S + first_row
-    kv_row0 = (b * HKV + kvh) * S
-    if CAUSAL:
-        n_blocks = gl.cdiv(gl.minimum(first_row + 2 * BLOCK_M, S), BLOCK_N)
+def _consumer(q_smem, k_bufs, v_bufs, q_ready, q_empty, k_ready, v_ready, empty, turn, O, stride_os,
+              num_m, BH, H, HKV, S, qk_scale,
+              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
+              CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, OVERLAP: gl.constexpr, PERSISTENT: gl.constexpr,
+              CONSUMER: gl.constexpr):
+    if PERSISTENT:
+        it = 0       # ring position of the tile's first K/V block (the loader's order)
+        turns = 0    # this consumer's turns at the tensor cores so far
+        tc = 0       # tiles of this program so far
+        for t in range(gl.program_id(0), num_m * BH, gl.num_programs(0)):
+            it, turns, tc = _consumer_tile(q_smem, k_bufs, v_bufs, q_ready, q_empty, k_ready, v_ready, empty, turn, O,
+                                           stride_os, t, it, turns, tc, num_m, BH, H, HKV, S, qk_scale, BLOCK_M,
+                                           BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PINGPONG, OVERLAP, CONSUMER)
     else:
-        n_blocks = gl.cdiv(S, BLOCK_N)
+        _consumer_tile(q_smem, k_bufs, v_bufs, q_ready, q_empty, k_ready, v_ready, empty, turn, O, stride_os,
+                       gl.program_id(0), 0, 0, 0, num_m, BH, H, HKV, S, qk_scale, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
+                       CAUSAL, PINGPONG, OVERLAP, CONSUMER)
+
+
+@gluon.jit
+def _attn_fwd_ws(q_desc, k_desc, v_desc, O, stride_os, BH, H, HKV, S, qk_scale,
+                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
+                 CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, OVERLAP: gl.constexpr, PERSISTENT: gl.constexpr,
+                 CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr):
+    """One tile a program; PERSISTENT: one program a streaming multiprocessor, walking tiles program_id,
+    program_id + programs, ..."""
+    num_m = gl.cdiv(S, 2 * BLOCK_M)
     dtype: gl.constexpr = q_desc.dtype
     q_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, HEAD_DIM], q_desc.layout)
     k_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
     v_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
     q_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_empty, count=2)  # one arrival from each consumer
     for i in gl.static_range(2):
         mbarrier.init(q_ready.index(i), count=1)
         mbarrier.init(turn.index(i), count=1)
@@ -240,17 +309,15 @@ def _attn_fwd_ws(q_desc, k_desc, v_desc, O, stride_os, H, HKV, S, qk_scale,
         mbarrier.init(empty.index(i), count=2)  # one arrival from each consumer
     Q_BYTES: gl.constexpr = BLOCK_M * HEAD_DIM * (dtype.primitive_bitwidth // 8)
     KV_BYTES: gl.constexpr = BLOCK_N * HEAD_DIM * (dtype.primitive_bitwidth // 8)
-    o_row0 = bh.to(gl.int64) * S + first_row
-    rows_left = S - first_row
     gl.warp_specialize([
-        (_consumer, (q_smem, k_bufs, v_bufs, q_ready, k_ready, v_ready, empty, turn, O, stride_os, o_row0,
-                     rows_left, first_row, n_blocks, S, qk_scale, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL,
-                     PINGPONG, OVERLAP, 0)),
-        (_consumer, (q_smem, k_bufs, v_bufs, q_ready, k_ready, v_ready, empty, turn, O, stride_os, o_row0,
-                     rows_left, first_row, n_blocks, S, qk_scale, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL,
-                     PINGPONG, OVERLAP, 1)),
-        (_loader, (q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, k_ready, v_ready, empty,
-                   q_row0, kv_row0, n_blocks, BLOCK_M, BLOCK_N, STAGES, Q_BYTES, KV_BYTES)),
+        (_consumer, (q_smem, k_bufs, v_bufs, q_ready, q_empty, k_ready, v_ready, empty, turn, O, stride_os,
+                     num_m, BH, H, HKV, S, qk_scale, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PINGPONG, OVERLAP,
+                     PERSISTENT, 0)),
+        (_consumer, (q_smem, k_bufs, v_bufs, q_ready, q_empty, k_ready, v_ready, empty, turn, O, stride_os,
+                     num_m, BH, H, HKV, S, qk_scale, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, PINGPONG, OVERLAP,
+                     PERSISTENT, 1)),
+        (_loader, (q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, q_empty, k_ready, v_ready, empty,
+                   num_m, BH, H, HKV, S, BLOCK_M, BLOCK_N, STAGES, CAUSAL, PERSISTENT, Q_BYTES, KV_BYTES)),
     ], [4, 1], [CONSUMER_REGS, LOADER_REGS])  # consumer 1: a warpgroup; the loader: one warp
 
 
@@ -269,7 +336,7 @@ def consumer_registers(loader_regs: int = 40) -> int:
 
 
 def launch(q, k, v, o, *, BLOCK_M=64, BLOCK_N, num_warps=8, num_stages=2, CAUSAL=0, PINGPONG=1, OVERLAP=1,
-           LOADER_REGS=40):
+           PERSISTENT=0, LOADER_REGS=40):
     """q [B, H, S, D], k and v [B, HKV, S, D] (H % HKV == 0), o [B, H, S, D], all contiguous, fp16 or bf16.
     BLOCK_M is the rows of each consumer warpgroup (64: one warpgroup MMA); a program owns 2 * BLOCK_M rows.
     num_warps counts both consumer warpgroups (8); the loader's warp comes on top."""
@@ -278,8 +345,9 @@ def launch(q, k, v, o, *, BLOCK_M=64, BLOCK_N, num_warps=8, num_stages=2, CAUSAL
     if BLOCK_M != 64 or num_warps != CONSUMERS * CONSUMER_WARPS:
         raise ValueError(f"gluon_fa: BLOCK_M=64 rows per consumer warpgroup and num_warps=8 (two warpgroups); got "
                          f"BLOCK_M={BLOCK_M}, num_warps={num_warps}")
-    if PINGPONG not in (0, 1) or CAUSAL not in (0, 1) or OVERLAP not in (0, 1):
-        raise ValueError(f"gluon_fa: PINGPONG, OVERLAP and CAUSAL are 0 or 1 (got {PINGPONG}, {OVERLAP}, {CAUSAL})")
+    flags = dict(PINGPONG=PINGPONG, OVERLAP=OVERLAP, PERSISTENT=PERSISTENT, CAUSAL=CAUSAL)
+    if any(v not in (0, 1) for v in flags.values()):
+        raise ValueError(f"gluon_fa: {', '.join(flags)} are 0 or 1 (got {flags})")
     if q.dtype not in _TORCH_TO_GL or k.dtype != q.dtype or v.dtype != q.dtype or o.dtype != q.dtype:
         raise ValueError(f"gluon_fa needs fp16/bf16 q, k, v and o of one dtype (got {q.dtype}, {k.dtype}, "
                          f"{v.dtype}, {o.dtype})")
@@ -295,8 +363,10 @@ def launch(q, k, v, o, *, BLOCK_M=64, BLOCK_N, num_warps=8, num_stages=2, CAUSAL
     q_desc = TensorDescriptor.from_tensor(q.view(B * H * S, D), [BLOCK_M, D], q_layout)
     k_desc = TensorDescriptor.from_tensor(k.view(B * HKV * S, D), [BLOCK_N, D], kv_layout)
     v_desc = TensorDescriptor.from_tensor(v.view(B * HKV * S, D), [BLOCK_N, D], kv_layout)
-    grid = (triton.cdiv(S, 2 * BLOCK_M), B * H)
-    _attn_fwd_ws[grid](q_desc, k_desc, v_desc, o, o.stride(2), H, HKV, S, LOG2E / math.sqrt(D),
+    tiles = triton.cdiv(S, 2 * BLOCK_M) * B * H
+    if PERSISTENT:
+        tiles = min(tiles, torch.cuda.get_device_properties(q.device).multi_processor_count)
+    _attn_fwd_ws[(tiles,)](q_desc, k_desc, v_desc, o, o.stride(2), B * H, H, HKV, S, LOG2E / math.sqrt(D),
                        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=D, STAGES=num_stages, CAUSAL=CAUSAL,
-                       PINGPONG=PINGPONG, OVERLAP=OVERLAP, CONSUMER_REGS=consumer_registers(LOADER_REGS), LOADER_REGS=LOADER_REGS,
+                       PINGPONG=PINGPONG, OVERLAP=OVERLAP, PERSISTENT=PERSISTENT, CONSUMER_REGS=consumer_registers(LOADER_REGS), LOADER_REGS=LOADER_REGS,
                        num_warps=CONSUMER_WARPS, maxnreg=max_registers())
