@@ -338,8 +338,9 @@ def consumer_registers(loader_regs: int = 40) -> int:
 def launch(q, k, v, o, *, BLOCK_M=64, BLOCK_N, num_warps=8, num_stages=2, CAUSAL=0, PINGPONG=1, OVERLAP=1,
            PERSISTENT=0, LOADER_REGS=40):
     """q [B, H, S, D], k and v [B, HKV, S, D] (H % HKV == 0), o [B, H, S, D], all contiguous, fp16 or bf16.
-    BLOCK_M is the rows of each consumer warpgroup (64: one warpgroup MMA); a program owns 2 * BLOCK_M rows.
-    num_warps counts both consumer warpgroups (8); the loader's warp comes on top."""
+    BLOCK_M is the rows of each consumer warpgroup (64: one warpgroup MMA); a tile is 2 * BLOCK_M rows of one head.
+    num_warps counts both consumer warpgroups (8); the loader's warp comes on top. PERSISTENT=1: one program a
+    streaming multiprocessor, walking the tiles; otherwise one program a tile."""
     if not q.is_cuda:
         raise RuntimeError("the gluon_fa template runs on sm_90 GPUs only (Gluon has no interpreter)")
     if BLOCK_M != 64 or num_warps != CONSUMERS * CONSUMER_WARPS:
@@ -363,10 +364,11 @@ def launch(q, k, v, o, *, BLOCK_M=64, BLOCK_N, num_warps=8, num_stages=2, CAUSAL
     q_desc = TensorDescriptor.from_tensor(q.view(B * H * S, D), [BLOCK_M, D], q_layout)
     k_desc = TensorDescriptor.from_tensor(k.view(B * HKV * S, D), [BLOCK_N, D], kv_layout)
     v_desc = TensorDescriptor.from_tensor(v.view(B * HKV * S, D), [BLOCK_N, D], kv_layout)
-    tiles = triton.cdiv(S, 2 * BLOCK_M) * B * H
+    programs = triton.cdiv(S, 2 * BLOCK_M) * B * H
     if PERSISTENT:
-        tiles = min(tiles, torch.cuda.get_device_properties(q.device).multi_processor_count)
-    _attn_fwd_ws[(tiles,)](q_desc, k_desc, v_desc, o, o.stride(2), B * H, H, HKV, S, LOG2E / math.sqrt(D),
-                       BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=D, STAGES=num_stages, CAUSAL=CAUSAL,
-                       PINGPONG=PINGPONG, OVERLAP=OVERLAP, PERSISTENT=PERSISTENT, CONSUMER_REGS=consumer_registers(LOADER_REGS), LOADER_REGS=LOADER_REGS,
-                       num_warps=CONSUMER_WARPS, maxnreg=max_registers())
+        programs = min(programs, torch.cuda.get_device_properties(q.device).multi_processor_count)
+    _attn_fwd_ws[(programs,)](q_desc, k_desc, v_desc, o, o.stride(2), B * H, H, HKV, S, LOG2E / math.sqrt(D),
+                              BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=D, STAGES=num_stages, CAUSAL=CAUSAL,
+                              PINGPONG=PINGPONG, OVERLAP=OVERLAP, PERSISTENT=PERSISTENT,
+                              CONSUMER_REGS=consumer_registers(LOADER_REGS), LOADER_REGS=LOADER_REGS,
+                              num_warps=CONSUMER_WARPS, maxnreg=max_registers())
