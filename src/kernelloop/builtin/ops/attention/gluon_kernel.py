@@ -5,8 +5,9 @@ A tile is 2 * BLOCK_M query rows of one (batch, q head). A program takes one til
 program a streaming multiprocessor) walks every programs-th tile, so the ring, the barriers and the registers are set
 up once and the next tile's loads start under the last one's product and store. It has three partitions of warps:
 - the loader, one warp: TMA-copies the tile's two BLOCK_M-row q tiles (once both consumers have every score of the
-  tile before), then the head's K and V blocks (BLOCK_N keys each) into a ring of `num_stages` shared-memory slots. K and V of a slot have "ready" barriers of their own (the
-  scores can start before V has landed); a slot's "empty" barrier completes when both consumers have released it.
+  tile before), then the head's K and V blocks (BLOCK_N keys each) into a ring of `num_stages` shared-memory
+  slots. K and V of a slot have "ready" barriers of their own (the scores can start before V has landed); a slot's
+  "empty" barrier completes when both consumers have released it.
 - two consumer warpgroups of 4 warps, each with BLOCK_M of the rows (one warpgroup MMA is 64 rows): for KV block j
   it issues the scores s_j = q k_j^T and, behind them, o += p_{j-1} v_{j-1} (the probabilities of the block before,
   kept in registers as the MMA's left operand), then runs the online softmax of s_j while that product is still
@@ -18,9 +19,10 @@ up once and the next tile's loads start under the last one's product and store. 
 - OVERLAP=0 takes one block at a time (scores, softmax, rescale, product, each waited for): the same partitions
   without the overlap inside a warpgroup, kept to measure that overlap and as the simplest order to compare with.
 
-Causal (CAUSAL=1): a program reads the KV blocks up to its last row only (block skipping), masks the keys above
-each row in the blocks that cross the diagonal, and tiles are handed out heaviest (last rows) first, across heads. Every row
-has key 0 in its first block, so its running max is finite from then on and fully masked blocks add exp2(-inf) = 0.
+Causal (CAUSAL=1): a tile reads the KV blocks up to its last row only (block skipping), masks the keys above each
+row in the blocks that cross the diagonal, and tiles are handed out heaviest (last rows) first, across heads. Every
+row has key 0 in its first block, so its running max is finite from then on and fully masked blocks add
+exp2(-inf) = 0.
 
 Loads go through 2D TMA descriptors over [B * heads * S, D]: the rows a block takes past its head's S (from the
 next head, or zero fill at the end of the tensor) are masked in the scores like keys past S, and query rows past S
@@ -116,8 +118,15 @@ def _loader(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, q_empty, k_
     else:
         # ring position 0 as a run-time value: the block loop carries it (a constexpr would change type there)
         _loader_tile(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_ready, q_empty, k_ready, v_ready, empty,
-                     gl.program_id(0), gl.to_tensor(0), 0, num_m, BH, H, HKV, S, BLOCK_M, BLOCK_N, STAGES, CAUSAL, Q_BYTES,
-                     KV_BYTES)
+                     gl.program_id(0), gl.to_tensor(0), 0, num_m, BH, H, HKV, S, BLOCK_M, BLOCK_N, STAGES, CAUSAL,
+                     Q_BYTES, KV_BYTES)
+
+
+@gluon.jit
+def _release(bar):
+    """One arrival on `bar` for this partition, once every warp of it is past what came before."""
+    _sync_warps()
+    mbarrier.arrive(bar, count=1)
 
 
 @gluon.jit
@@ -136,8 +145,7 @@ def _take_turn(turn, t, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):
 def _hand_over(turn, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):
     """This consumer's MMAs are issued: the other's turn (every warp past its issue first, then one arrive)."""
     if PINGPONG:
-        _sync_warps()
-        mbarrier.arrive(turn.index(1 - CONSUMER), count=1)
+        _release(turn.index(1 - CONSUMER))
 
 
 @gluon.jit
@@ -156,13 +164,6 @@ def _softmax(qk, m_i, l_i, rows, cols, start_n, unmasked_end, S, qk_scale, CAUSA
     alpha = gl.exp2(m_i - m_new)
     l_i = l_i * alpha + gl.sum(probs, axis=1)
     return probs, alpha, m_new, l_i
-
-
-@gluon.jit
-def _release(bar):
-    """One arrival on `bar` for this partition, once every warp of it is past what came before."""
-    _sync_warps()
-    mbarrier.arrive(bar, count=1)
 
 
 @gluon.jit
