@@ -77,6 +77,7 @@ W = "benchmarks/workloads"
 R = RESULTS
 ATTENTION_GLUON = ("--template", "gluon_fa", "--strategy", "exhaustive", "--fix", "OVERLAP=1", "--budget", "24,250s", "--baseline", "sdpa-cudnn", "--baseline", "sdpa-flash",
                    "--baseline", "sdpa-efficient", "--baseline", "sdpa-math")
+DECODE = "ops/gemm/workloads-decode.toml"
 ATTENTION_BACKENDS = ("--baseline", "sdpa-cudnn", "--baseline", "sdpa-flash", "--baseline", "sdpa-efficient",
                       "--baseline", "sdpa-math")
 DELIVERY_OPS = ("rmsnorm", "gemm_nt", "attention_causal")
@@ -118,11 +119,15 @@ SUITES = {s.name: s for s in (
                        "gluon_ws", "--template", "gluon_subtiled", "--budget", "3,330s", "--baseline", "cublas",
                        "--workloads", "ops/gemm/workloads-prefill.toml",
                        "--prior", f"{R}/2026-12-01-h200-gemm/gemm-prefill.sqlite.gz"),)),
-    Suite("gemm-decode", "the 32 Llama-3 decode GEMMs (M = 1…128, bf16), split-K in the space, warm-started from the "
-          "recorded decode run, beside cuBLAS", (
-              optimize("gemm-decode", "gemm", 400, "--budget", "2,240s", "--baseline", "cublas",
-                       "--workloads", "ops/gemm/workloads-decode.toml",
-                       "--prior", f"{R}/2026-12-01-h200-gemm-decode/gemm-decode.sqlite.gz"),)),
+    Suite("gemm-decode", "the 32 Llama-3 decode GEMMs (M = 1…128, bf16): the swap-AB template searched first (no "
+          "confirmation), then every template warm-started from that search and the recorded decode run, the "
+          "winners confirmed beside cuBLAS", (
+              optimize("gemm-decode-swapab", "gemm", 240, "--template", "swapab", "--budget", "8,150s",
+                       "--in-flight", "8", "--no-confirm", "--workloads", DECODE),
+              optimize("gemm-decode", "gemm", 330, "--budget", "2,120s", "--baseline", "cublas",
+                       "--workloads", DECODE,
+                       "--prior", f"{R}/2026-12-01-h200-gemm-decode/gemm-decode.sqlite.gz",
+                       "--prior", "{runs}/gemm-decode-swapab"))),
     Suite("attention", "flash-attention forward, both 9-workload suites (non-causal and causal, MHA and GQA), "
           "warm-started from the recorded runs, beside all four SDPA backends", (
               optimize("attention-suite", "attention", 420, "--budget", "1,200s", *ATTENTION_BACKENDS,

@@ -80,15 +80,17 @@ def test_spec_workloads_and_static_rules(op):
     assert spec.name == op and set(spec.dtypes) == {DType.fp16, DType.bf16}
     # gemm alone has the split-K template for 16-bit outputs, stream-K (both use the workspace) and the
     # warp-specialized persistent one, all in the one kernel file; gemm and gemm_nt also have the Gluon kernel (its
-    # own file); gemm also the three generated from their schedules (each its own file), which the bias ops list
-    # too with their EPILOGUE pinned (the schedules lower fused epilogues)
+    # own file) and the swap-AB decode template (its own file; a workspace for its split-K); gemm also the three
+    # generated from their schedules (each its own file), which the bias ops list too with their EPILOGUE pinned (the
+    # schedules lower fused epilogues)
     schedules = ["schedule_ws", "schedule_subtiled", "schedule_pingpong"]
-    assert [t.name for t in spec.templates] == {"gemm": ["tiled", "splitk", "streamk", "persistent_ws", "gluon_ws",
-                                                         "gluon_subtiled", "gluon_pingpong", *schedules],
-                                                "gemm_nt": ["tiled", "gluon_ws"],
+    assert [t.name for t in spec.templates] == {"gemm": ["tiled", "splitk", "streamk", "swapab", "persistent_ws",
+                                                         "gluon_ws", "gluon_subtiled", "gluon_pingpong", *schedules],
+                                                "gemm_nt": ["tiled", "gluon_ws", "swapab"],
                                                 "gemm_f32out": ["tiled"]}.get(op, ["tiled", *schedules])
-    assert {t.file for t in spec.templates if not t.name.startswith(("gluon", "schedule"))} == {spec.templates[0].file}
-    assert (spec.scratch is not None) == (op == "gemm")
+    assert {t.file for t in spec.templates if not t.name.startswith(("gluon", "schedule", "swapab"))} \
+        == {spec.templates[0].file}
+    assert (spec.scratch is not None) == (op in ("gemm", "gemm_nt"))
     t = spec.templates[0]
     # every variant runs the one shared template, pinned by single-valued parameters
     assert (b.folder / t.file).resolve() == (OPS / "gemm" / "kernel.py").resolve()
@@ -428,7 +430,8 @@ configs = [dict(c) for c in (CONFIGS if op in ("gemm", "gemm_f32out") else CONFI
 if "SPLIT_K" in params:
     configs += [dict(c, SPLIT_K=2) for c in CONFIGS[1:4]]
 FEW = {"M": 512, "N": 1024, "K": 4096}  # 32 tiles of 128x128 on 132 SMs: where split-K pays
-if spec.scratch is not None:  # gemm's splitk template: a 16-bit c summed from fp32 partials in the workspace
+SPLITK = any(t.name == "splitk" for t in spec.templates)
+if SPLITK:  # gemm's splitk template: a 16-bit c summed from fp32 partials in the workspace
     configs += [dict(c, SPLIT_K=k, PERSISTENT=0, GROUP_M=8) for c, k in ((CONFIGS[1], 2), (CONFIGS[3], 3),
                                                                            (CONFIGS[4], 4), (CONFIGS[0], 8))]
 rows, worst, skipped = [], {}, []
@@ -439,7 +442,7 @@ for i, cfg in enumerate(configs):
     smem = evaluate_expression(spec.templates[0].resources.shared_bytes, {**BIG, "elem": 2, **cfg})
     if smem > 232448:  # pruning never keeps it (e.g. the persistent TMA 128x256 tile with an fp32 c staged)
         skipped.append(cfg); continue
-    partials = spec.scratch is not None and cfg.get("SPLIT_K", 1) > 1
+    partials = SPLITK and cfg.get("SPLIT_K", 1) > 1
     for axes in SHAPES + ([FEW] if partials else [BIG] if i == 0 or cfg.get("SPLIT_K", 1) > 1 else []):
         for dtype in ("fp16", "bf16"):
             w = Workload(op=op, axes=axes, dtype=dtype)

@@ -5,10 +5,6 @@ no multiple of a tile, deterministic, nothing written past c).
 """
 
 import importlib.util
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +15,8 @@ from kernelloop.device import VIRTUAL_HOPPER
 from kernelloop.records import Workload, evaluate_expression
 from kernelloop.spec import load_op, load_workloads
 from kernelloop.spec.space import prune, why_pruned, workload_names
+
+import template_check
 
 ROOT = Path(__file__).resolve().parents[2]
 GEMM = ops_dir() / "gemm"
@@ -197,64 +195,19 @@ def test_pruned_four_stage_128x256_does_not_fit():
 
 # ---- GPU tier --------------------------------------------------------------------------------------------------
 
-GPU_CHECK = r"""
-import importlib.util, json, sys, torch
-from pathlib import Path
-from kernelloop.records import Workload
-from kernelloop.reference.inputs import is_poison, make_inputs, poison_
-from kernelloop.reference.truth import truth
-from kernelloop.spec import load_op
-from kernelloop.verify.compare import check_outputs, error_metrics
-gemm = Path(sys.argv[1])
-s = importlib.util.spec_from_file_location("gluon_gpu", gemm / "gluon_kernel.py")
-kernel = importlib.util.module_from_spec(s); s.loader.exec_module(kernel)
-spec = load_op(gemm).spec
-SHAPES = [{"M": 1000, "N": 1000, "K": 4000}, {"M": 333, "N": 520, "K": 200}, {"M": 4096, "N": 4096, "K": 4096},
-          {"M": 1, "N": 1024, "K": 8192}]
-CONFIGS = [dict(BLOCK_M=128, BLOCK_N=256, num_warps=8, num_stages=3), dict(BLOCK_M=128, BLOCK_N=128, num_warps=4,
-           num_stages=6), dict(BLOCK_M=64, BLOCK_N=256, num_warps=4, num_stages=4),
-           dict(BLOCK_M=64, BLOCK_N=128, num_warps=4, num_stages=3), dict(BLOCK_M=128, BLOCK_N=128, num_warps=8,
-           num_stages=5)]
-if len(sys.argv) > 2:
-    CONFIGS = json.loads(sys.argv[2])
-rows = []
-for cfg in CONFIGS:
-    cfg = dict(cfg, BLOCK_K=64, GROUP_M=8)
-    for axes in SHAPES:
-        for dtype in ("fp16", "bf16"):
-            for trans_b in (0, 1):
-                w = Workload(op="gemm", axes=axes, dtype=dtype)
-                a, b = make_inputs(spec, w, 11, "cuda", "normal")
-                refs = truth(spec, gemm / spec.reference, [a, b])
-                if trans_b:
-                    b = b.t().contiguous()
-                runs = []
-                for _ in range(2):
-                    buf = poison_(torch.empty(axes["M"] + 1, axes["N"], dtype=a.dtype, device="cuda"))
-                    kernel.launch(a, b, buf[:axes["M"]], TRANS_B=trans_b, **cfg)
-                    torch.cuda.synchronize()
-                    assert bool(is_poison(buf[axes["M"]]).all()), "wrote past the output"
-                    runs.append(buf[:axes["M"]].clone())
-                v = check_outputs(spec, w, [runs[0]], refs, [a, b], [a, b], "gpu")
-                det = torch.equal(runs[0].view(torch.uint8), runs[1].view(torch.uint8))
-                zeros_fail = error_metrics("c", torch.zeros_like(runs[0]), refs[0], spec.tolerance_for(w)).mismatched > 0
-                rows.append(dict(cfg=cfg, axes=axes, dtype=dtype, trans_b=trans_b, status=v.status.value,
-                                 message=v.message[:300], deterministic=det, zeros_fail=zeros_fail,
-                                 ratio=v.metrics[0].error_cap_ratio if v.metrics else None))
-print(json.dumps({"rows": rows}))
-"""
+GPU_SHAPES = [{"M": 1000, "N": 1000, "K": 4000}, {"M": 333, "N": 520, "K": 200}, {"M": 4096, "N": 4096, "K": 4096},
+              {"M": 1, "N": 1024, "K": 8192}]
+GPU_CONFIGS = [dict(BLOCK_M=128, BLOCK_N=256, num_warps=8, num_stages=3),
+               dict(BLOCK_M=128, BLOCK_N=128, num_warps=4, num_stages=6),
+               dict(BLOCK_M=64, BLOCK_N=256, num_warps=4, num_stages=4),
+               dict(BLOCK_M=64, BLOCK_N=128, num_warps=4, num_stages=3),
+               dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=5)]
 
 
 def _gpu_check(name: str, configs: list | None = None) -> list[dict]:
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
-    args = [sys.executable, "-c", GPU_CHECK, str(GEMM)] + ([json.dumps(configs)] if configs else [])
-    p = subprocess.run(args, env=env, text=True, capture_output=True, timeout=380)
-    assert p.returncode == 0, p.stderr[-3000:]
-    rows = json.loads(p.stdout.strip().splitlines()[-1])["rows"]
-    if os.environ.get("OUT"):
-        (Path(os.environ["OUT"]) / f"{name}.json").write_text(json.dumps(rows, indent=1))
-    failed = [r for r in rows if r["status"] != "PASSED" or not r["deterministic"] or not r["zeros_fail"]]
+    rows = template_check.check("gluon_kernel.py", [dict(c, BLOCK_K=64, GROUP_M=8) for c in configs or GPU_CONFIGS],
+                                GPU_SHAPES, calls=2, out_name=name)
+    failed = template_check.failures(rows)
     assert not failed, failed[:5]
     return rows
 

@@ -13,10 +13,6 @@ if os.environ.get("KERNELLOOP_GPU_TIER") != "1":  # the GPU tier (pytest -m gpu)
     os.environ["TRITON_INTERPRET"] = "1"
 
 import importlib.util  # noqa: E402
-import json  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -31,9 +27,9 @@ from kernelloop.spec.space import prune, why_pruned, workload_names  # noqa: E40
 from kernelloop.verify.compare import check_outputs, error_metrics  # noqa: E402
 from kernelloop.verify.rules import check_source  # noqa: E402
 
+import template_check  # noqa: E402
 from battery import assert_battery_passes  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
 GEMM = ops_dir() / "gemm"
 HOPPER = {**VIRTUAL_HOPPER, "virtual": False}
 pytestmark = pytest.mark.timeout(300)
@@ -226,52 +222,11 @@ def test_stream_k_passes_the_evaluator_battery_through_the_harness_workspace(tmp
 
 # ---- GPU tier --------------------------------------------------------------------------------------------------
 
-GPU_CHECK = r"""
-import importlib.util, json, sys, torch
-from pathlib import Path
-from kernelloop.records import Workload
-from kernelloop.reference.inputs import is_poison, make_inputs, poison_
-from kernelloop.reference.truth import truth
-from kernelloop.spec import load_op
-from kernelloop.verify.compare import check_outputs, error_metrics
-gemm = Path(sys.argv[1])
-s = importlib.util.spec_from_file_location("sk_gpu", gemm / "kernel.py")
-kernel = importlib.util.module_from_spec(s); s.loader.exec_module(kernel)
-spec = load_op(gemm).spec
-SHAPES = [{"M": 512, "N": 14336, "K": 4096}, {"M": 1000, "N": 1000, "K": 4000}, {"M": 333, "N": 520, "K": 200},
-          {"M": 4096, "N": 4096, "K": 4096}, {"M": 1, "N": 1024, "K": 8192}, {"M": 512, "N": 1024, "K": 4096}]
-CONFIGS = [dict(BLOCK_M=128, BLOCK_N=256, num_warps=8, num_stages=4, TMA=2),
-           dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=4, TMA=1),
-           dict(BLOCK_M=64, BLOCK_N=256, num_warps=8, num_stages=3, TMA=0)]
-rows = []
-for cfg in CONFIGS:
-    cfg = dict(cfg, BLOCK_K=64, GROUP_M=8, SK=1)
-    for axes in SHAPES:
-        numel = spec.scratch_numel(axes)
-        for dtype in ("fp16", "bf16"):
-            for trans_b in (0, 1):
-                w = Workload(op="gemm", axes=axes, dtype=dtype)
-                a, b = make_inputs(spec, w, 11, "cuda", "normal")
-                refs = truth(spec, gemm / spec.reference, [a, b])
-                if trans_b:
-                    b = b.t().contiguous()
-                runs = []
-                for _ in range(3):
-                    buf = poison_(torch.empty(axes["M"] + 1, axes["N"], dtype=a.dtype, device="cuda"))
-                    ws = poison_(torch.empty(numel + 64, device="cuda"))
-                    kernel.launch(a, b, buf[:axes["M"]], TRANS_B=trans_b, scratch=ws[:numel], **cfg)
-                    torch.cuda.synchronize()
-                    assert bool(is_poison(buf[axes["M"]]).all()), "wrote past the output"
-                    assert bool(is_poison(ws[numel:]).all()), "wrote past the workspace"
-                    runs.append(buf[:axes["M"]].clone())
-                v = check_outputs(spec, w, [runs[0]], refs, [a, b], [a, b], "gpu")
-                det = all(torch.equal(runs[0].view(torch.uint8), r.view(torch.uint8)) for r in runs[1:])
-                zeros_fail = error_metrics("c", torch.zeros_like(runs[0]), refs[0], spec.tolerance_for(w)).mismatched > 0
-                rows.append(dict(cfg=cfg, axes=axes, dtype=dtype, trans_b=trans_b, status=v.status.value,
-                                 message=v.message[:300], deterministic=det, zeros_fail=zeros_fail,
-                                 ratio=v.metrics[0].error_cap_ratio if v.metrics else None))
-print(json.dumps({"rows": rows}))
-"""
+GPU_SHAPES = [{"M": 512, "N": 14336, "K": 4096}, {"M": 1000, "N": 1000, "K": 4000}, {"M": 333, "N": 520, "K": 200},
+              {"M": 4096, "N": 4096, "K": 4096}, {"M": 1, "N": 1024, "K": 8192}, {"M": 512, "N": 1024, "K": 4096}]
+GPU_CONFIGS = [dict(BLOCK_M=128, BLOCK_N=256, num_warps=8, num_stages=4, TMA=2),
+               dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=4, TMA=1),
+               dict(BLOCK_M=64, BLOCK_N=256, num_warps=8, num_stages=3, TMA=0)]
 
 
 @pytest.mark.gpu
@@ -280,14 +235,8 @@ def test_gpu_stream_k_passes_the_verifier():
     """On the GPU the programs run at once: a program finishing a tile spins on the flags of the lower programs
     holding its other pieces. Three configurations x six shapes (ragged waves, fewer tiles than SMs, whole waves,
     one row, shapes no multiple of a tile) x fp16/bf16 x b row-major/transposed; three calls each, bitwise equal."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
-    p = subprocess.run([sys.executable, "-c", GPU_CHECK, str(GEMM)], env=env, text=True, capture_output=True,
-                       timeout=380)
-    assert p.returncode == 0, p.stderr[-3000:]
-    rows = json.loads(p.stdout.strip().splitlines()[-1])["rows"]
-    if os.environ.get("OUT"):
-        (Path(os.environ["OUT"]) / "gemm-streamk-gpu.json").write_text(json.dumps(rows, indent=1))
+    rows = template_check.check("kernel.py", [dict(c, BLOCK_K=64, GROUP_M=8, SK=1) for c in GPU_CONFIGS], GPU_SHAPES,
+                                calls=3, workspace="spec", out_name="gemm-streamk-gpu")
     assert len(rows) == 3 * 6 * 2 * 2
-    failed = [r for r in rows if r["status"] != "PASSED" or not r["deterministic"] or not r["zeros_fail"]]
+    failed = template_check.failures(rows)
     assert not failed, failed[:5]
