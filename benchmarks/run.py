@@ -124,7 +124,7 @@ SUITES = {s.name: s for s in (
           "winners confirmed beside cuBLAS", (
               optimize("gemm-decode-swapab", "gemm", 240, "--template", "swapab", "--budget", "8,150s",
                        "--in-flight", "8", "--no-confirm", "--workloads", DECODE),
-              optimize("gemm-decode", "gemm", 330, "--budget", "2,120s", "--baseline", "cublas",
+              optimize("gemm-decode", "gemm", 300, "--budget", "2,100s", "--in-flight", "8", "--baseline", "cublas",
                        "--workloads", DECODE,
                        "--prior", f"{R}/2026-12-01-h200-gemm-decode/gemm-decode.sqlite.gz",
                        "--prior", "{runs}/gemm-decode-swapab"))),

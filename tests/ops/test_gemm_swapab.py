@@ -112,7 +112,7 @@ def test_swapab_passes_the_verifier_deterministically(label, axes, over, trans_b
     v, c, ref, ws = _run(axes, dtype, cfg)
     assert v.status is Status.PASSED, v.message
     assert v.metrics[0].error_cap_ratio < 1.0
-    # a second call on the workspace the first one left (its counters hold the first call's tag): the same bits
+    # a second call on the workspace as the first one left it (its partial planes, its cleared counters): the same bits
     v2, again, _, _ = _run(axes, dtype, cfg, scratch=ws)
     assert v2.status is Status.PASSED, v2.message
     assert torch.equal(c.view(torch.uint8), again.view(torch.uint8)), "bitwise deterministic"
