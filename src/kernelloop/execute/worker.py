@@ -243,7 +243,11 @@ def worker_main(conn, device: str, log_path: str, job_root: str, view: str = "")
         except Exception:  # noqa: BLE001 - a malformed request is answered, not fatal
             msg = None
         if isinstance(msg, P.ExitRequest):
-            return
+            # Every reply has been sent and nothing else of the worker is kept: it ends at once, as a killed worker
+            # does, rather than spending most of a second tearing torch down while the controller waits for it.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
         try:
             reply = HANDLERS[msg.op](state, msg) if msg is not None else \
                 P.Failed(stage="protocol", log=f"bad request {data!r}"[:20000], error="bad request")
