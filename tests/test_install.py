@@ -1,8 +1,10 @@
 """A non-editable install works from any directory: build the wheel from a copy of the source tree, install it into
 a fresh virtual environment (`--system-site-packages`, so torch, triton and pydantic are reused and nothing is
 downloaded), and from a folder outside the clone run `kernelloop ops` and
-`kernelloop optimize layernorm --device interpret --budget 1` — the built-in op found by name in the installed
-package's data. About 75 s on two cores (the optimize run is most of it)."""
+`kernelloop optimize layernorm --device interpret --budget 1 --no-confirm` — the built-in op and its interpreter
+workloads found by name in the installed package's data, a worker started from the installed package. The
+confirmation (two more fresh workers per workload, nothing of the install's own) is left to the tests of the
+confirmation and the README's quickstart run. About 35 s on two cores."""
 
 import json
 import os
@@ -74,7 +76,8 @@ def test_ops_and_optimize_from_outside_the_clone(installed, tmp_path):
     listing = json.loads(_run([str(installed / "kernelloop"), "ops", "--json"], cwd=walk).stdout)
     assert [o["name"] for o in listing["ops"]] == builtin_ops()
     assert all(installed.parent in Path(o["folder"]).parents and o["error"] is None for o in listing["ops"])
-    _run([str(installed / "kernelloop"), "optimize", "layernorm", "--device", "interpret", "--budget", "1"], cwd=walk)
+    _run([str(installed / "kernelloop"), "optimize", "layernorm", "--device", "interpret", "--budget", "1",
+          "--no-confirm"], cwd=walk)
     runs = list((walk / "runs").iterdir())
     assert len(runs) == 1 and runs[0].name.startswith("layernorm-")
     summary = json.loads(_run([str(installed / "kernelloop"), "show", str(runs[0]), "--json"], cwd=walk).stdout)

@@ -12,8 +12,8 @@ Run for real, in a fresh folder outside the clone, in the Triton interpreter:
 
 Parsed only (every argument and option through the command's own parser, nothing run):
 - the two set-up commands: the pip part is checked against pyproject.toml's extras; `kernelloop optimize
-  layernorm` runs for real in tests/test_install.py (from a wheel, outside the clone, `--budget 1`); the second
-  command is this test suite itself;
+  layernorm` runs for real in tests/test_install.py (from a wheel, outside the clone, `--budget 1 --no-confirm`);
+  the second command is this test suite itself;
 - the ML engineer's path (capture, optimize, export, e2e): run for real by tests/test_walkthrough.py; here each
   command parses and the Python snippet's names exist;
 - the GPU-only commands in the kernel-engineer text (`--budget 24` on CUDA, `profile --ncu`) and `mcp` (a stdio
