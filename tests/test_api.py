@@ -142,19 +142,52 @@ def _result(proc: subprocess.CompletedProcess) -> dict:
     return json.loads(lines[0].removeprefix("RESULT "))
 
 
-def test_a_script_without_a_main_guard(tmp_path):
-    script = tmp_path / "no_guard.py"
+@pytest.fixture(scope="module")
+def callers(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
+    """CALLER run as a script without a main guard, through `python -c` and from standard input: three independent
+    processes (each its own folder and run), started side by side; each test below reads its own."""
+    base = tmp_path_factory.mktemp("callers")
+    script = base / "no_guard.py"
     script.write_text(CALLER)
-    out = _result(subprocess.run([sys.executable, str(script), str(tmp_path / "run")], capture_output=True,
-                                 text=True, timeout=600, cwd=tmp_path))
+    argvs = {"script": ([sys.executable, str(script)], None), "-c": ([sys.executable, "-c", CALLER], None),
+             "stdin": ([sys.executable, "-"], CALLER)}
+    procs, done = {}, {}
+    try:
+        for how, (argv, given) in argvs.items():
+            folder = base / how
+            folder.mkdir()
+            # output to files, not pipes: a process started beside others never blocks on a pipe nobody reads yet
+            outs = open(folder / "stdout", "w+"), open(folder / "stderr", "w+")
+            procs[how] = (subprocess.Popen([*argv, str(folder / "run")], cwd=folder, text=True, stdout=outs[0],
+                                           stderr=outs[1], stdin=subprocess.PIPE if given else None), outs)
+            if given:
+                procs[how][0].stdin.write(given)
+                procs[how][0].stdin.close()
+        for how, (proc, outs) in procs.items():
+            proc.wait(timeout=600)
+            texts = []
+            for f in outs:
+                f.seek(0)
+                texts.append(f.read())
+            done[how] = subprocess.CompletedProcess(proc.args, proc.returncode, *texts)
+    finally:
+        for proc, outs in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for f in outs:
+                f.close()
+    return done
+
+
+def test_a_script_without_a_main_guard(callers):
+    out = _result(callers["script"])
     assert out["passed"] == 1 and out["best"]
 
 
 @pytest.mark.parametrize("how", ["-c", "stdin"])
-def test_code_without_a_file_like_a_notebook_cell(how, tmp_path):
-    argv, given = ([sys.executable, "-c", CALLER], None) if how == "-c" else ([sys.executable, "-"], CALLER)
-    out = _result(subprocess.run([*argv, str(tmp_path / "run")], input=given, capture_output=True, text=True,
-                                 timeout=600, cwd=tmp_path))
+def test_code_without_a_file_like_a_notebook_cell(how, callers):
+    out = _result(callers[how])
     assert out["passed"] == 1 and out["best"]
 
 
