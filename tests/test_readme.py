@@ -1,6 +1,7 @@
 """The README's set-up and quickstart commands, read from README.md itself (its code blocks), each checked:
 
-Run for real, in a fresh folder outside the clone, in the Triton interpreter:
+Run for real, each in a fresh folder outside the clone, in the Triton interpreter (the three are independent: they run
+side by side, each one's commands one after another):
 - kernel engineer: `optimize rmsnorm --device interpret --budget 2 --out runs/rmsnorm`, `show`, `report` — as
   written;
 - coding-agent user: `agent init layernorm ...`, `submit my_kernel.py ...`, `agent status` — as written; the test
@@ -95,13 +96,64 @@ def parse(words: list[str]) -> None:
     cmd.make_context(" ".join(path), rest)
 
 
-def run(words: list[str], cwd: Path, ok=(0,), timeout: int = 600) -> subprocess.CompletedProcess:
+def spawn(words: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
     cmd = ([sys.executable, "-m", "kernelloop.cli.app", *words[1:]] if words[0] == "kernelloop"
            else [sys.executable, *words[1:]] if words[0] == "python3" else words)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert p.returncode in ok, f"{shlex.join(words)} exited {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def ran(words: list[str], p: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert p.returncode == 0, f"{shlex.join(words)} exited {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
     return p
+
+
+def quickstart(title: str) -> list[list[str]]:
+    """The commands of a quickstart's one code block."""
+    (cmds,) = [commands(b) for b in code_blocks(section(title))]
+    return cmds
+
+
+def _researcher_steps(folder: Path) -> list[list[str]]:
+    """As written, `benchmarks/...` made absolute into the clone; strategies.py at 2 seeds and budget 20 (as written
+    it runs 20 seeds at budget 400 on nine spaces), its cache in the flow's `folder`."""
+    absolute = [[str(ROOT / w) if w.startswith("benchmarks/") else w for w in c]
+                for c in quickstart("Quickstart: researcher")]
+    return [absolute[0], absolute[1] + ["--seeds", "2", "--budget", "20", "--cache", str(folder / "cache")]]
+
+
+@pytest.fixture(scope="module")
+def walked(tmp_path_factory) -> dict[str, tuple[Path, list[subprocess.CompletedProcess]]]:
+    """The three quickstarts that run for real, each in a fresh folder of its own outside the clone: independent
+    flows (own folders, own runs and workspaces), so the three run side by side, each flow's commands one after
+    another as a user types them (a flow stops at its first failing command). {flow: (folder, completed)}."""
+    from concurrent.futures import ThreadPoolExecutor
+    folders = {name: tmp_path_factory.mktemp(name.split()[0].replace("-", ""))
+               for name in ("kernel engineer", "coding-agent user", "researcher")}
+    flows = {"kernel engineer": quickstart("Quickstart: kernel engineer"),
+             "coding-agent user": quickstart("Quickstart: coding-agent user")[:3],   # the fourth (mcp): parsed only
+             "researcher": _researcher_steps(folders["researcher"])}
+    (folders["coding-agent user"] / "my_kernel.py").write_text(MY_KERNEL)
+
+    def walk(name: str) -> list[subprocess.CompletedProcess]:
+        done = []
+        for words in flows[name]:
+            done.append(spawn(words, folders[name]))
+            if done[-1].returncode != 0:
+                break
+        return done
+    with ThreadPoolExecutor(max_workers=len(flows)) as pool:
+        results = dict(zip(flows, pool.map(walk, flows)))
+    return {name: (folders[name], results[name]) for name in flows}
+
+
+def _walked(walked, name: str, steps: list[list[str]]) -> tuple[Path, list[subprocess.CompletedProcess]]:
+    """A flow's folder and its commands' results, each asserted to have exited 0."""
+    folder, done = walked[name]
+    for words, p in zip(steps, done):
+        ran(words, p)
+    assert len(done) == len(steps)
+    return folder, done
 
 
 def test_the_two_setup_commands():
@@ -121,13 +173,12 @@ def test_the_two_setup_commands():
             assert rest[:3] == ["python3", "-m", "pytest"]          # this suite
 
 
-def test_kernel_engineer_quickstart_runs(tmp_path):
+def test_kernel_engineer_quickstart_runs(walked):
     text = section("Quickstart: kernel engineer")
-    (cmds,) = [commands(b) for b in code_blocks(text)]
+    cmds = quickstart("Quickstart: kernel engineer")
     assert [c[:2] for c in cmds] == [["kernelloop", "optimize"], ["kernelloop", "show"], ["kernelloop", "report"]]
     assert "--device" in cmds[0] and cmds[0][cmds[0].index("--device") + 1] == "interpret"
-    for words in cmds:
-        run(words, tmp_path)
+    tmp_path, _ = _walked(walked, "kernel engineer", cmds)
     assert (tmp_path / "runs" / "rmsnorm" / "archive.sqlite").is_file()
     assert (tmp_path / "report.html").read_text().startswith("<!DOCTYPE html>")
     gpu = inline_commands(text)
@@ -153,27 +204,24 @@ def test_ml_engineer_quickstart_parses():
         assert re.search(rf'kl(_start)?\("{sub}"', walk), sub
 
 
-def test_coding_agent_quickstart_runs(tmp_path):
+def test_coding_agent_quickstart_runs(walked):
     text = section("Quickstart: coding-agent user")
     (cmds,) = [commands(b) for b in code_blocks(text)]
     assert [c[1] for c in cmds] == ["agent", "submit", "agent", "mcp"]
-    (tmp_path / "my_kernel.py").write_text(MY_KERNEL)
-    run(cmds[0], tmp_path)
-    answer = json.loads(run(cmds[1], tmp_path).stdout)
+    _, (_, submitted, status) = _walked(walked, "coding-agent user", cmds[:3])
+    answer = json.loads(submitted.stdout)
     assert answer["verdict"] == "PASSED" and len(answer["results"]) >= 2
-    status = json.loads(run(cmds[2], tmp_path).stdout)
+    status = json.loads(status.stdout)
     assert status["counts"] == {"PASSED": len(answer["results"])}
     parse(cmds[3])   # a stdio MCP server: parsed, not started (tests/agent/test_agent_mcp.py serves it)
 
 
-def test_researcher_quickstart_runs(tmp_path):
+def test_researcher_quickstart_runs(walked):
     text = section("Quickstart: researcher")
     (cmds,) = [commands(b) for b in code_blocks(text)]
     assert [c[:2] for c in cmds] == [["kernelloop", "replay"], ["python3", "benchmarks/strategies.py"]]
-    absolute = [[str(ROOT / w) if w.startswith("benchmarks/") else w for w in c] for c in cmds]
-    out = run(absolute[0], tmp_path).stdout
-    assert "staged" in out and "median evals to 5 %" in out
-    run(absolute[1] + ["--seeds", "2", "--budget", "20", "--cache", str(tmp_path / "cache")], tmp_path)
+    tmp_path, (replayed, _) = _walked(walked, "researcher", _researcher_steps(walked["researcher"][0]))
+    assert "staged" in replayed.stdout and "median evals to 5 %" in replayed.stdout
     assert list((tmp_path / "results").glob("strategies-*.json"))
 
 
