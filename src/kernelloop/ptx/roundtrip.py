@@ -10,6 +10,7 @@ against what the PTX declares: its parameter layout and its `.reqntid`/`.maxntid
 from __future__ import annotations
 
 import base64
+import functools
 
 from ..profile.sass import parse_resource_usage
 from . import parse
@@ -21,10 +22,18 @@ _RESOURCES = ("REG", "STACK", "SHARED", "LOCAL")
 
 def sass(cubin: bytes) -> list[str]:
     """The normalised SASS of a cubin (cuobjdump, else nvdisasm)."""
+    return list(_sass(bytes(cubin)))
+
+
+@functools.lru_cache(maxsize=64)
+def _sass(cubin: bytes) -> tuple[str, ...]:
+    """sass() once per distinct cubin in a process: the disassembler takes most of a second a cubin, and a round trip,
+    the edits' checks and the proof each ask for the original's again."""
     try:
-        return parse.normalise_sass(run_tool("cuobjdump", ["-sass"], cubin))
+        return tuple(parse.normalise_sass(run_tool("cuobjdump", ["-sass"], cubin)))
     except FileNotFoundError:
-        return [ln for ln in parse.normalise_sass(run_tool("nvdisasm", ["-c"], cubin)) if not ln.startswith("Function")]
+        return tuple(ln for ln in parse.normalise_sass(run_tool("nvdisasm", ["-c"], cubin))
+                     if not ln.startswith("Function"))
 
 
 def _describe(cubin: bytes) -> dict:

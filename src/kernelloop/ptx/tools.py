@@ -14,7 +14,7 @@ import inspect
 import re
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..profile.sass import find_tool
@@ -93,13 +93,20 @@ def assemble(ptx: str, arch: int = 90, metadata: dict | None = None, timeout_s: 
     tool = ptxas_path(arch)
     if tool is None or not tool.is_file():
         raise FileNotFoundError("no ptxas (Triton's wheel ships one under triton/backends/nvidia/bin)")
-    flags = ptxas_flags(arch, metadata)
+    done = _assembled(str(tool), tuple(ptxas_flags(arch, metadata)), ptx, timeout_s)
+    return replace(done, command=list(done.command))
+
+
+@functools.lru_cache(maxsize=128)
+def _assembled(tool: str, flags: tuple[str, ...], ptx: str, timeout_s: float) -> Assembly:
+    """One ptxas run per distinct PTX and flags in a process (its output depends on nothing else): a PTX's round
+    trip, its static checks and its SASS comparison each assemble it."""
     with tempfile.TemporaryDirectory(prefix="kernelloop-ptxas-") as d:
         src, out = Path(d) / "kernel.ptx", Path(d) / "kernel.cubin"
         src.write_text(ptx)
-        res = subprocess.run([str(tool), *flags, str(src), "-o", str(out)], capture_output=True, text=True,
+        res = subprocess.run([tool, *flags, str(src), "-o", str(out)], capture_output=True, text=True,
                              timeout=timeout_s)
-        command = [tool.name, *flags, "kernel.ptx", "-o", "kernel.cubin"]
+        command = [Path(tool).name, *flags, "kernel.ptx", "-o", "kernel.cubin"]
         if res.returncode != 0 or not out.is_file():
             return Assembly(ok=False, log=res.stderr, error=res.stderr.replace(str(src), "kernel.ptx").strip()
                             or f"ptxas exited with code {res.returncode}", command=command)
