@@ -61,7 +61,13 @@ async def _session(tmp_path: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory):
-    return anyio.run(_session, tmp_path_factory.mktemp("mcp"))
+    folder = tmp_path_factory.mktemp("mcp")
+    try:
+        return anyio.run(_session, folder)
+    except Exception as e:   # the server's own account of why the session ended (it was seen to close once)
+        log = folder / "server.stderr"
+        tail = log.read_text(errors="replace")[-4000:] if log.is_file() else "(no server log)"
+        raise RuntimeError(f"the MCP session failed: {e!r}\nserver stderr:\n{tail}") from e
 
 
 def test_tools_are_listed(session):
