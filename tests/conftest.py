@@ -1,4 +1,6 @@
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -6,6 +8,7 @@ from kernelloop.builtin import ops_dir
 
 OPS = ops_dir()
 FIXTURES = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def has_cuda() -> bool:
@@ -145,3 +148,60 @@ def pytest_runtest_makereport(item, call):
                 lines.append(f"{db}: unreadable ({e})")
     if lines:
         rep.sections.append(("trials that did not pass", "\n".join(lines[:40])))
+
+
+def optimize_side_by_side(jobs: list[tuple[str, Path, Path, list[str]]], logs: Path) -> None:
+    """Run `kernelloop optimize OP --workloads W --budget 1 --no-confirm --out OUT *EXTRA` for every
+    (OP, W, OUT, EXTRA) at once (each has its own workloads and run folder); each must exit 0, its log's tail in the
+    failure; none is left running."""
+    procs = []
+    try:
+        for i, (op, workloads, out, extra) in enumerate(jobs):
+            log = open(logs / f"{i}-{op}.log", "w+")
+            procs.append((op, log, subprocess.Popen(
+                [sys.executable, "-m", "kernelloop.cli.app", "optimize", op, "--workloads", str(workloads),
+                 "--budget", "1", "--no-confirm", "--out", str(out), *extra], cwd=ROOT, stdout=log,
+                stderr=subprocess.STDOUT)))
+        for op, log, proc in procs:
+            rc = proc.wait(timeout=600)
+            log.seek(0)
+            assert rc == 0, f"optimize {op} exited {rc}:\n{log.read()[-3000:]}"
+    finally:
+        for _, log, proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            log.close()
+
+
+@pytest.fixture(scope="session")
+def side_by_side():
+    """optimize_side_by_side: independent interpreter optimize runs started side by side."""
+    return optimize_side_by_side
+
+
+# rmsnorm's persistent template at one pinned configuration, fp16: the run each of these modules exports a package
+# from, on its own workloads (M, N)
+PERSISTENT_RMSNORM = ["--template", "persistent", "--fix", "PROGRAMS_PER_SM=1,num_warps=4,PREFETCH=0"]
+PERSISTENT_RMSNORM_RUNS = {
+    "tests/package/test_export_runtime.py": ((5, 256), (23, 256)),
+    "tests/package/test_export_sanitize.py": ((5, 256), (23, 512)),
+    "tests/verify/test_cheat_gallery2.py": ((5, 256),),
+}
+
+
+@pytest.fixture(scope="session")
+def persistent_rmsnorm_runs(request, tmp_path_factory, side_by_side) -> dict[str, Path]:
+    """{module's path from the repository root: run folder} for the modules of PERSISTENT_RMSNORM_RUNS this session
+    runs: interpreter runs (budget 1, no confirmation), independent, made side by side when the first is asked for."""
+    wanted = sorted({item.nodeid.split("::")[0] for item in request.session.items} & set(PERSISTENT_RMSNORM_RUNS))
+    base = tmp_path_factory.mktemp("persistent-rmsnorm")
+    jobs, runs = [], {}
+    for i, module in enumerate(wanted):
+        wl = base / f"{i}.toml"
+        wl.write_text('op = "rmsnorm"\n' + "".join(f'[[workload]]\naxes = {{ M = {m}, N = {n} }}\ndtype = "fp16"\n'
+                                                   for m, n in PERSISTENT_RMSNORM_RUNS[module]))
+        runs[module] = base / f"run-{i}"
+        jobs.append(("rmsnorm", wl, runs[module], PERSISTENT_RMSNORM))
+    side_by_side(jobs, base)
+    return runs

@@ -34,11 +34,11 @@ RUNS = {
 def package_dir(tmp_path_factory, side_by_side) -> Path:
     base = tmp_path_factory.mktemp("apply")
     runs = [base / op for op in RUNS]
-    jobs = {}
+    jobs = []
     for op, (axes, extra) in RUNS.items():   # independent runs (own workloads, own run folders): side by side
         wl = base / f"{op}.toml"
         wl.write_text(f'op = "{op}"\n[[workload]]\naxes = {{ {axes} }}\ndtype = "fp16"\n')
-        jobs[op] = (wl, base / op, extra)
+        jobs.append((op, wl, base / op, extra))
     side_by_side(jobs, base)
     kernelloop.export(runs, base / "pkg", ops_root=ops_dir(), extend=["M=1:16"], interior=1)
     return base / "pkg"

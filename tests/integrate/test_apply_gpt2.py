@@ -29,7 +29,7 @@ def test_gpt2_conv1d_and_layernorm_run_from_the_package(tmp_path, side_by_side):
     files = kernelloop.capture.write_workloads(report, tmp_path / "cards", ops_dir())
     assert {"layernorm", "gemm_bias"} <= set(files)
     runs = [tmp_path / op for op in ("layernorm", "gemm_bias")]
-    side_by_side({op: (files[op], tmp_path / op, []) for op in ("layernorm", "gemm_bias")}, tmp_path)
+    side_by_side([(op, files[op], tmp_path / op, []) for op in ("layernorm", "gemm_bias")], tmp_path)
     kernelloop.export(runs, tmp_path / "pkg", ops_root=ops_dir(), ranges=False)
     pkg = kernelloop.load_package(tmp_path / "pkg")
     result = kernelloop.e2e(model, pkg, inputs, seeds=(0, 1))

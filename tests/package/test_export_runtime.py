@@ -28,14 +28,6 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(os.environ.get("KERNELLOOP_GPU_TIER") == "1", reason="interpreter tests")
 
 
-def _optimize(out: Path, workloads: str, *extra: str) -> None:
-    wl = out.parent / f"{out.name}.toml"
-    wl.write_text(workloads)
-    subprocess.run([sys.executable, "-m", "kernelloop.cli.app", "optimize", "rmsnorm", "--workloads", str(wl),
-                    "--budget", "1", "--no-confirm", "--out", str(out), *extra], cwd=ROOT, check=True,
-                   capture_output=True, timeout=600)
-
-
 RMS = """op = "rmsnorm"
 [[workload]]
 axes = { M = 5, N = 256 }
@@ -47,10 +39,10 @@ dtype = "fp16"
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("runs") / "rms"
-    _optimize(out, RMS, "--template", "persistent", "--fix", "PROGRAMS_PER_SM=1,num_warps=4,PREFETCH=0")
-    return out
+def run_dir(persistent_rmsnorm_runs) -> Path:
+    """rmsnorm's persistent template pinned to PROGRAMS_PER_SM=1,num_warps=4,PREFETCH=0 on M 5 and M 23 at N 256, fp16
+    (budget 1, no confirmation; tests/conftest.py runs it beside the other modules' runs)."""
+    return persistent_rmsnorm_runs["tests/package/test_export_runtime.py"]
 
 
 @pytest.fixture(scope="module")

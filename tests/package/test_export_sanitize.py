@@ -13,8 +13,6 @@ import os
 if os.environ.get("KERNELLOOP_GPU_TIER") != "1":
     os.environ["TRITON_INTERPRET"] = "1"
 
-import subprocess  # noqa: E402
-import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -30,26 +28,11 @@ FIX = ROOT / "tests" / "fixtures" / "sanitizer"
 ON_A_DEVICE = functools.partial(sanitize, cuda_available=True, warm=False)
 pytestmark = pytest.mark.skipif(os.environ.get("KERNELLOOP_GPU_TIER") == "1", reason="interpreter tests")
 
-RMS = """op = "rmsnorm"
-[[workload]]
-axes = { M = 5, N = 256 }
-dtype = "fp16"
-[[workload]]
-axes = { M = 23, N = 512 }
-dtype = "fp16"
-"""
-
-
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("runs") / "rms"
-    wl = out.parent / "rms.toml"
-    wl.write_text(RMS)
-    subprocess.run([sys.executable, "-m", "kernelloop.cli.app", "optimize", "rmsnorm", "--workloads", str(wl),
-                    "--budget", "1", "--no-confirm", "--out", str(out), "--template", "persistent",
-                    "--fix", "PROGRAMS_PER_SM=1,num_warps=4,PREFETCH=0"], cwd=ROOT, check=True,
-                   capture_output=True, timeout=600)
-    return out
+def run_dir(persistent_rmsnorm_runs) -> Path:
+    """rmsnorm's persistent template pinned to PROGRAMS_PER_SM=1,num_warps=4,PREFETCH=0 on M 5 at N 256 and M 23 at
+    N 512, fp16 (budget 1, no confirmation; tests/conftest.py runs it beside the other modules' runs)."""
+    return persistent_rmsnorm_runs["tests/package/test_export_sanitize.py"]
 
 
 def tool(folder: Path, report: str, code: int) -> str:

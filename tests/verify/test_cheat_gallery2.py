@@ -171,20 +171,13 @@ def launch(*args, **kwargs):
 
 
 @pytest.fixture(scope="module")
-def package_dir(tmp_path_factory):
-    import subprocess
-    import sys
+def package_dir(tmp_path_factory, persistent_rmsnorm_runs):
+    """A package exported from rmsnorm's persistent template pinned to PROGRAMS_PER_SM=1,num_warps=4,PREFETCH=0 on
+    M 5 at N 256, fp16 (budget 1, no confirmation; tests/conftest.py runs it beside the other modules' runs)."""
     from kernelloop.package.export import ExportOptions, export_package
-    base = tmp_path_factory.mktemp("pkg2")
-    wl = base / "rms.toml"
-    wl.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 5, N = 256 }\ndtype = "fp16"\n')
-    run = base / "run"
-    subprocess.run([sys.executable, "-m", "kernelloop.cli.app", "optimize", "rmsnorm", "--workloads", str(wl),
-                    "--budget", "1", "--no-confirm", "--out", str(run), "--template", "persistent", "--fix",
-                    "PROGRAMS_PER_SM=1,num_warps=4,PREFETCH=0"], check=True, capture_output=True, timeout=600,
-                   cwd=Path(__file__).resolve().parents[2])
-    out = base / "p"
-    export_package([run], ExportOptions(out=out, ops_root=ops_dir(), extend=["M=1:8"], interior=1))
+    out = tmp_path_factory.mktemp("pkg2") / "p"
+    export_package([persistent_rmsnorm_runs["tests/verify/test_cheat_gallery2.py"]],
+                   ExportOptions(out=out, ops_root=ops_dir(), extend=["M=1:8"], interior=1))
     return out
 
 
