@@ -90,11 +90,31 @@ def test_cpu_inputs_never_call_torchs_transcendental_math(monkeypatch):
     assert float(rows.max() / rows.min()) > 100          # row scales spread over orders of magnitude
 
 
-@pytest.mark.parametrize("threads,touch", [(1, "touch"), (2, "fresh"), (3, "touch")])
-def test_inputs_are_bit_identical_across_processes_and_thread_counts(threads, touch):
+PROCESSES = [(1, "touch"), (2, "fresh"), (3, "touch")]
+
+
+@pytest.fixture(scope="module")
+def digests() -> dict[tuple[int, str], subprocess.CompletedProcess]:
+    """DIGEST in a fresh process per (threads, touch) of PROCESSES, the processes started side by side."""
     code = DIGEST.format(src=str(ROOT / "src"), shapes=SHAPES, folders={op: str(_op_folder(op)) for op in SHAPES})
-    out = subprocess.run([sys.executable, "-c", code, str(threads), touch], capture_output=True, text=True,
-                         timeout=120)
+    procs = {key: subprocess.Popen([sys.executable, "-c", code, str(key[0]), key[1]], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True) for key in PROCESSES}
+    try:
+        done = {}
+        for key, p in procs.items():   # a digest and a short log each: no pipe fills while another is read
+            out, err = p.communicate(timeout=120)
+            done[key] = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+        return done
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+@pytest.mark.parametrize("threads,touch", PROCESSES)
+def test_inputs_are_bit_identical_across_processes_and_thread_counts(digests, threads, touch):
+    out = digests[threads, touch]
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == _digest_here()
 
