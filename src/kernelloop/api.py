@@ -118,18 +118,23 @@ def parse_budget(budget: int | str | None, device: str) -> tuple[int | None, flo
         return budget, None, None
     evals, seconds, gpu = None, None, None
     grammar = "use N evaluations per workload, a duration like 90s/10m/1h, GPU time like gpu:300s, or several: 40,10m"
+    given: set[str] = set()
     for part in filter(None, (p.strip() for p in str(budget).split(","))):
         m = re.fullmatch(r"(gpu:)?(\d+(?:\.\d+)?)([smh])", part)
         if m and float(m.group(2)) > 0:
             value = float(m.group(2)) * {"s": 1, "m": 60, "h": 3600}[m.group(3)]
+            kind = "GPU time" if m.group(1) else "wall time"
             if m.group(1):
                 gpu = value
             else:
                 seconds = value
         elif part.isdigit() and int(part) > 0:
-            evals = int(part)
+            evals, kind = int(part), "evaluations"
         else:
             raise UsageError(f"budget {part!r}: {grammar}")
+        if kind in given:   # the last one silently won: '1,2' ran 2 evaluations
+            raise UsageError(f"budget {budget!r}: {kind} given twice; give each kind of budget once")
+        given.add(kind)
     if evals is None and seconds is None and gpu is None:
         raise UsageError(f"budget {budget!r}: {grammar}")
     return evals, seconds, gpu
