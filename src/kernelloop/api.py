@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
+from pydantic import ValidationError
+
 from .records import Status, Trial, Workload
 from .records.device import Device
 from .records.run import RunResult, Throughput
@@ -67,12 +69,15 @@ def parse_devices(devices: int | str | Sequence[str] | None, device: str) -> lis
     items = devices.split(",") if isinstance(devices, str) else list(devices)
     try:
         out = [Device.of(d.strip() if isinstance(d, str) else d) for d in items if not isinstance(d, str) or d.strip()]
+    except ValidationError as e:   # the parser's own message, not pydantic's report around it
+        first = e.errors()[0]
+        raise UsageError(f"devices {devices!r}: {first.get('ctx', {}).get('error') or first['msg']}") from None
     except ValueError as e:
         raise UsageError(f"devices {devices!r}: {e}") from None
     wrong = [str(d) for d in out if d.kind != kind]
     if wrong or not out:
-        raise UsageError(f"devices {devices!r}: a {kind} run needs {kind} devices" + (f", not {', '.join(wrong)}"
-                                                                                     if wrong else ""))
+        raise UsageError(f"devices {devices!r}: a run on {kind} needs {kind} devices"
+                         + (f", not {', '.join(wrong)}" if wrong else ""))
     return out
 
 
