@@ -255,7 +255,7 @@ def test_budget_grammar():
     assert api.parse_budget("gpu:90s", "cuda") == (None, None, 90.0)
     assert api.parse_budget(3, "interpret") == (3, None, None)
     assert api.parse_budget(None, "cuda") == (24, None, None) and api.parse_budget(None, "interpret") == (8, None, None)
-    for bad in ("", "ten", "-3", "10d", "gpu:", "gpu:0s", "gpu:5"):
+    for bad in ("", "ten", "-3", "10d", "gpu:", "gpu:0s", "gpu:5", "1,2", "5s,1m", "gpu:5s,40,gpu:1m"):
         with pytest.raises(api.UsageError):
             api.parse_budget(bad, "cuda")
 

@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
+from pydantic import ValidationError
+
 from .records import Status, Trial, Workload
 from .records.device import Device
 from .records.run import RunResult, Throughput
@@ -67,12 +69,15 @@ def parse_devices(devices: int | str | Sequence[str] | None, device: str) -> lis
     items = devices.split(",") if isinstance(devices, str) else list(devices)
     try:
         out = [Device.of(d.strip() if isinstance(d, str) else d) for d in items if not isinstance(d, str) or d.strip()]
+    except ValidationError as e:   # the parser's own message, not pydantic's report around it
+        first = e.errors()[0]
+        raise UsageError(f"devices {devices!r}: {first.get('ctx', {}).get('error') or first['msg']}") from None
     except ValueError as e:
         raise UsageError(f"devices {devices!r}: {e}") from None
     wrong = [str(d) for d in out if d.kind != kind]
     if wrong or not out:
-        raise UsageError(f"devices {devices!r}: a {kind} run needs {kind} devices" + (f", not {', '.join(wrong)}"
-                                                                                     if wrong else ""))
+        raise UsageError(f"devices {devices!r}: a run on {kind} needs {kind} devices"
+                         + (f", not {', '.join(wrong)}" if wrong else ""))
     return out
 
 
@@ -118,18 +123,23 @@ def parse_budget(budget: int | str | None, device: str) -> tuple[int | None, flo
         return budget, None, None
     evals, seconds, gpu = None, None, None
     grammar = "use N evaluations per workload, a duration like 90s/10m/1h, GPU time like gpu:300s, or several: 40,10m"
+    given: set[str] = set()
     for part in filter(None, (p.strip() for p in str(budget).split(","))):
         m = re.fullmatch(r"(gpu:)?(\d+(?:\.\d+)?)([smh])", part)
         if m and float(m.group(2)) > 0:
             value = float(m.group(2)) * {"s": 1, "m": 60, "h": 3600}[m.group(3)]
+            kind = "GPU time" if m.group(1) else "wall time"
             if m.group(1):
                 gpu = value
             else:
                 seconds = value
         elif part.isdigit() and int(part) > 0:
-            evals = int(part)
+            evals, kind = int(part), "evaluations"
         else:
             raise UsageError(f"budget {part!r}: {grammar}")
+        if kind in given:   # the last one silently won: '1,2' ran 2 evaluations
+            raise UsageError(f"budget {budget!r}: {kind} given twice; give each kind of budget once")
+        given.add(kind)
     if evals is None and seconds is None and gpu is None:
         raise UsageError(f"budget {budget!r}: {grammar}")
     return evals, seconds, gpu

@@ -100,6 +100,12 @@ def test_audit_pruning_bad_input(tmp_path):
     r = runner.invoke(app, ["audit-pruning", "rmsnorm", "--timed", str(good_space), "--screen", str(screen),
                             "--out", str(tmp_path / "a.json")])
     assert r.exit_code == common.BAD_INPUT and "screens 'softmax', not 'rmsnorm'" in " ".join(r.output.split())
+    other_op = tmp_path / "softmax-space.json"   # another op's recording (it was read, and matched nothing)
+    write_space_file(other_op, {"format": "kernelloop-space/1", "name": "t", "op": "softmax", "objective": "kernel_us",
+                                "params": [], "workloads": [{"id": "w"}], "records": [], "complete": True})
+    r = runner.invoke(app, ["audit-pruning", "rmsnorm", "--timed", str(other_op), "--template", "persistent",
+                            "--limit", "1", "--out", str(tmp_path / "a.json")])
+    assert r.exit_code == common.BAD_INPUT and "records 'softmax', not 'rmsnorm'" in " ".join(r.output.split())
     screen.write_text("not json")
     r = runner.invoke(app, ["audit-pruning", "rmsnorm", "--timed", str(good_space), "--screen", str(screen),
                             "--out", str(tmp_path / "a.json")])

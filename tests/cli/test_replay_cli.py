@@ -50,6 +50,22 @@ def test_replay_table_and_bad_input(tmp_path):
     assert missing.exit_code == common.BAD_INPUT
 
 
+def test_p_at_k_beyond_the_budget_is_not_measured(tmp_path):
+    """P@50 after 5 evaluations of a 20-configuration space is not P@50 (it printed the best after 5 under that
+    name); once a run has tried the whole space, P@k of any larger k is what it found."""
+    r = runner.invoke(app, ["replay", str(cache(tmp_path)), "--strategy", "random", "--seeds", "2", "--budget", "5",
+                            "--json"])
+    (o,) = json.loads(r.stdout[r.stdout.index("["):])
+    assert o["p50"] is None and o["p100"] is None and all(x["p50"] is None for x in o["runs"])
+    table = runner.invoke(app, ["replay", str(cache(tmp_path)), "--strategy", "random", "--seeds", "2",
+                                "--budget", "5"])
+    assert table.exit_code == 0 and "—" in table.output
+    r = runner.invoke(app, ["replay", str(cache(tmp_path)), "--strategy", "random", "--seeds", "2", "--budget", "30",
+                            "--json"])
+    (o,) = json.loads(r.stdout[r.stdout.index("["):])
+    assert o["p50"] == o["p100"] == 1.0
+
+
 @pytest.mark.gpu
 def test_record_then_replay_on_a_gpu(tmp_path):
     out = tmp_path / "rmsnorm.json.gz"

@@ -85,6 +85,7 @@ def test_the_verdict_is_the_interval_and_a_passed_trial_reproduces_against_its_o
     monkeypatch.setattr(reproduce_mod, "_measure", _fake((lo + hi) / 2))
     res = runner.invoke(app, ["reproduce", str(confirmed)], env={"COLUMNS": "300"})
     assert res.exit_code == 0 and "REPRODUCED" in res.stdout and "NOT REPRODUCED" not in res.stdout
+    assert "[green]" not in res.stdout   # the verdict's colour is markup, not text
     monkeypatch.setattr(reproduce_mod, "_measure", _fake(hi * 1.5))
     res = runner.invoke(app, ["reproduce", str(confirmed)], env={"COLUMNS": "300"})
     assert res.exit_code == 1 and "NOT REPRODUCED" in res.stdout and f"{hi * 1.5:.2f}" in res.stdout

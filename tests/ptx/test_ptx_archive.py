@@ -8,18 +8,18 @@ from pathlib import Path
 
 from kernelloop.archive import Archive
 from kernelloop.ptx.archive import best_winner, candidates, diff, proofs, put_candidate, put_proof, source
-from kernelloop.ptx.prove import ProofReport, TimingComparison
+from kernelloop.ptx.prove import ProofReport, StandInExecutor, TimingComparison
 from kernelloop.ptx.rules import propose
 
 OLD = Path(__file__).parents[1] / "fixtures" / "archives" / "h200-layernorm-planner.sqlite.gz"
 
 
-def _report(edit, verdict, speedup=None):
+def _report(edit, verdict, speedup=None, executor="written by the test"):
     t = None if speedup is None else TimingComparison(workload="w", original_us=10.0, edited_us=10.0 / speedup,
                                                       speedup=speedup, ci_low=speedup - 0.01, ci_high=speedup + 0.01,
                                                       verdict=verdict.upper(), samples=60, policy="p")
     return ProofReport(candidate_id=edit.id, parent_candidate_id=edit.parent_candidate_id, kernel=edit.kernel,
-                       rule=edit.rule, executor="written by the test", stage="done", verdict=verdict, timing=t)
+                       rule=edit.rule, executor=executor, stage="done", verdict=verdict, timing=t)
 
 
 def test_old_archives_open_and_edits_keep_lineage(tmp_path, scale_rows):
@@ -44,3 +44,16 @@ def test_old_archives_open_and_edits_keep_lineage(tmp_path, scale_rows):
         cand, report, original = best_winner(a, run_id, "c-parent")
         assert cand.id == a2.id and report.timing.speedup == 1.20 and original == scale_rows.ptx
         assert best_winner(a, run_id, "c-other") is None and len(proofs(a, run_id, "w1")) == 3
+
+
+def test_a_stand_in_proof_is_never_a_winner(tmp_path, scale_rows):
+    """The CPU stand-in runs no PTX and times the interpreter: its FASTER (noise) must not reach a package."""
+    edit, other = propose(scale_rows, parent="c-parent", rules=["cache_hint"])[:2]
+    with Archive(tmp_path / "archive.sqlite") as a:
+        run_id = "r-test"
+        for e in (edit, other):
+            put_candidate(a, e, scale_rows.ptx)
+        put_proof(a, run_id, "w1", _report(edit, "faster", 1.5, executor=StandInExecutor.name))
+        assert best_winner(a, run_id, "c-parent") is None
+        put_proof(a, run_id, "w1", _report(other, "faster", 1.1))
+        assert best_winner(a, run_id, "c-parent")[0].id == other.id

@@ -267,6 +267,21 @@ def test_bad_input_is_refused_before_any_build(tmp_path, monkeypatch):
         assert "None" not in res.output and "Traceback" not in res.output
 
 
+def test_the_executor_is_a_choice_and_the_stand_in_needs_the_interpreter(tmp_path, monkeypatch):
+    """--executor takes gpu or stand-in only (any other word ran the stand-in); the stand-in without
+    TRITON_INTERPRET=1 is bad input said plainly before any build (it was a traceback, exit 1, after the builds)."""
+    cand = Candidate(op="rmsnorm", template="rowwise", source=(ops_dir() / "rmsnorm" / "kernel.py").read_text(),
+                     config=SMALL)
+    path = tmp_path / "cand.json"
+    path.write_text(cand.to_json())
+    res = runner.invoke(app, ["ptx", "prove", str(path), "--workload", "M=64,N=1024", "--executor", "cpu"])
+    assert res.exit_code == 2 and "'cpu' is not one of 'gpu'," in res.output and "'stand-in'" in res.output
+    monkeypatch.delenv("TRITON_INTERPRET")
+    res = runner.invoke(app, ["ptx", "time", str(path), "--workload", "M=64,N=1024", "--executor", "stand-in"])
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert "run the command with TRITON_INTERPRET=1" in " ".join(res.output.split())
+
+
 def test_replay_help_names_the_ptx_recording():
     res = runner.invoke(app, ["ptx", "propose", "--help"], env={"COLUMNS": "200"})
     assert "llm-ptx/" in res.output and "a run's llm/ folder" not in res.output

@@ -56,6 +56,10 @@ def test_the_devices_option_takes_a_count_or_a_list_of_one_kind():
     for bad in ("cuda:0", "0", "tpu:1"):
         with pytest.raises(api.UsageError):
             api.parse_devices(bad, "interpret")
+    with pytest.raises(api.UsageError) as e:   # the parser's message alone, no pydantic report around it
+        api.parse_devices("abc", "interpret")
+    assert str(e.value) == ("devices 'abc': unknown device 'abc': expected cuda, cuda:N, cuda:MIG-..., interpret or "
+                            "interpret:N")
     with pytest.raises(api.UsageError, match="executor 'mpi'"):
         api.check_executor("mpi")
 

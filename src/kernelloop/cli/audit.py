@@ -82,6 +82,10 @@ def audit_pruning(
         except (ValueError, OSError) as e:
             console.print(f"[red]bad input:[/red] --timed: {esc(timed)} is not a space file: {esc(e)}")
             raise typer.Exit(common.BAD_INPUT)
+        if space_doc.get("op") not in (None, bundle.spec.name):
+            console.print(f"[red]bad input:[/red] --timed {esc(timed)}: it records {esc(space_doc.get('op'))!r}, "
+                          f"not {esc(bundle.spec.name)!r}")
+            raise typer.Exit(common.BAD_INPUT)
     screen_doc = None
     if screen is not None:
         try:

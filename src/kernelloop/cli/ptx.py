@@ -10,9 +10,10 @@ show RUN          the run's archived PTX-level edits and proofs
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
@@ -173,6 +174,10 @@ def _stages(path: Path, workload: str | None, dtype: str, rules: str | None, out
     if not path.exists():
         console.print(f"[red]bad argument:[/red] {esc(path)} does not exist")
         raise typer.Exit(common.BAD_INPUT)
+    if prove and executor == "stand-in" and os.environ.get("TRITON_INTERPRET") != "1":
+        console.print("[red]bad argument:[/red] --executor stand-in runs the template in Triton's interpreter: run "
+                      "the command with TRITON_INTERPRET=1 in its environment")
+        raise typer.Exit(common.BAD_INPUT)
     if prove and executor == "gpu":
         import torch
         if not torch.cuda.is_available():
@@ -274,7 +279,7 @@ def propose(path: Target, workload: WorkloadOpt = None, dtype: Annotated[str, ty
             llm=LlmArgs.given(llm, config, provider, model, base_url, api_key_env, replay, prompts, llm_windows))
 
 
-ExecutorOpt = Annotated[str, typer.Option(help="gpu: the kernels on CUDA with the edit substituted through Triton's "
+ExecutorOpt = Annotated[Literal["gpu", "stand-in"], typer.Option(help="gpu: the kernels on CUDA with the edit substituted through Triton's "
                                           "IR override; stand-in: the proof's logic in the interpreter (CPU, runs no "
                                           "PTX; needs TRITON_INTERPRET=1).")]
 ChecksOpt = Annotated[int, typer.Option(help="Seeded cases on the workload (held-out shapes come on top).")]
@@ -337,7 +342,8 @@ def show(run: Annotated[Path, typer.Argument(help="A run folder.")], as_json: Js
                       f"{esc(c.hypothesis[:160])}")
     for w, p in done:
         console.print(f"proof {esc(p.candidate_id)} on {esc(w)}: {esc(p.verdict)} ({esc(p.stage)})"
-                      + (f", {p.timing.speedup:.3f}x {esc(p.timing.verdict)}" if p.timing else ""))
+                      + (f", {p.timing.speedup:.3f}x {esc(p.timing.verdict)}" if p.timing else "")
+                      + esc(f" [{p.executor}]"))
     if not cands:
         console.print("no PTX-level edits archived in this run")
     raise typer.Exit(common.OK)

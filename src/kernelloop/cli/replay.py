@@ -81,7 +81,7 @@ def replay(
             c = traj.curve()
             curves.append(c)
             runs.append({"seed": seed, "evaluations": traj.evaluations, "evals_to_5pct": evals_to_within(c, opt),
-                         "p50": fraction_of_optimum(c, opt, 50), "p100": fraction_of_optimum(c, opt, 100),
+                         "p50": _p_at(c, opt, 50, len(sp)), "p100": _p_at(c, opt, 100, len(sp)),
                          "score": methodology_score(c, vals), "strategy_s": traj.strategy_seconds,
                          "events": len(traj.events)})
         mean_frac = np.mean([np.where(np.isfinite(c), opt / c, 0.0) for c in curves], axis=0)
@@ -91,7 +91,7 @@ def replay(
             "optimum": opt, "budget": budget, "seeds": seeds,
             "median_evals_to_5pct": float(np.median([r["evals_to_5pct"] or budget + 1 for r in runs])),
             "reached_5pct": len(reached) / len(runs),
-            "p50": float(np.mean([r["p50"] for r in runs])), "p100": float(np.mean([r["p100"] for r in runs])),
+            "p50": _mean_or_none([r["p50"] for r in runs]), "p100": _mean_or_none([r["p100"] for r in runs]),
             "score": float(np.mean([r["score"] for r in runs])),
             "ms_per_proposal": 1e3 * sum(r["strategy_s"] for r in runs) / max(1, sum(r["evaluations"] for r in runs)),
             "mean_fraction_of_optimum": mean_frac.tolist(), "runs": runs})
@@ -99,6 +99,20 @@ def replay(
         print(json.dumps(results, indent=1))
         return
     _render(results, console)
+
+
+def _p_at(curve, optimum: float, k: int, size: int) -> float | None:
+    """P@k of one run; None (not measured) when the run stopped before k evaluations with the space not exhausted
+    (a budget below k): the best after fewer evaluations is not P@k."""
+    return None if curve.size < min(k, size) else fraction_of_optimum(curve, optimum, k)
+
+
+def _mean_or_none(values: list[float | None]) -> float | None:
+    return None if any(v is None for v in values) else float(np.mean(values))
+
+
+def _cell(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
 
 
 def _render(results: list[dict], console: Console) -> None:
@@ -109,7 +123,7 @@ def _render(results: list[dict], console: Console) -> None:
     for r in results:
         med = r["median_evals_to_5pct"]
         t.add_row(r["strategy"], f"{med:.0f}" if med <= r["budget"] else f"> {r['budget']}",
-                  f"{r['reached_5pct']:.0%}", f"{r['p50']:.3f}", f"{r['p100']:.3f}", f"{r['score']:.3f}",
+                  f"{r['reached_5pct']:.0%}", _cell(r["p50"]), _cell(r["p100"]), f"{r['score']:.3f}",
                   f"{r['ms_per_proposal']:.2f}")
     console.print(t)
     c = Table("best-so-far (fraction of optimum, mean over seeds)", *[str(k) for k in CHECKPOINTS if k <= r0["budget"]])

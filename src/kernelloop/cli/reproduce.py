@@ -48,7 +48,7 @@ def reproduce(
             lo, hi = r.interval_us
             word = "[green]REPRODUCED[/green]" if r.reproduced else "[red]NOT REPRODUCED[/red]"
             mlo, mhi = r.measured_ci_us
-            console.print(f"{esc(word)} {esc(r.workload)} trial {r.trial}: measured {r.measured_us:.2f} µs "
+            console.print(f"{word} {esc(r.workload)} trial {r.trial}: measured {r.measured_us:.2f} µs "
                           f"[{mlo:.2f}, {mhi:.2f}] now, recorded {r.recorded_us:.2f} µs with stated interval [{lo:.2f}, {hi:.2f}] µs "
                           f"({esc(r.source)}; {esc(r.policy)} on {esc(r.device)})")
     if not all(r.reproduced for r in results):

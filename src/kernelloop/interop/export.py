@@ -163,22 +163,22 @@ def hardware_name(env: KlEnvironment | dict | None) -> str:
 def export_solution(candidate: Candidate, spec: OpSpec, dtype: DType | str | None = None, *, author: str = "kernelloop",
                     target_hardware: list[str] | None = None, destination_passing_style: bool = True) -> fi.Solution:
     """The candidate as a one-file Triton solution of `spec`'s Definition at `dtype`: its template source verbatim,
-    the configuration bound, and an entry point `main.py::run` that allocates the op's scratch (if any) and calls
-    `launch`. By default in destination passing style (the format's default, and how kernelloop timed it: the
+    the configuration bound, and an entry point `main.py::run` (`run2`, ... where the source has a `run`) that
+    allocates the op's scratch (if any) and calls `launch`. By default in destination passing style (the format's default, and how kernelloop timed it: the
     outputs come allocated, as its last arguments); with `destination_passing_style=False` it allocates and returns
     the outputs (flashinfer-bench then times the allocations too)."""
     if candidate.op != spec.name:
         raise InteropError("candidate.op", f"the candidate is for {candidate.op!r}, the spec is {spec.name!r}")
     d = _dtype(dtype, spec)
     dname = definition_name(spec, d)
-    src = solution_source(candidate, spec, d, destination_passing_style=destination_passing_style,
-                          definition_name=dname)
+    src, entry = solution_source(candidate, spec, d, destination_passing_style=destination_passing_style,
+                                 definition_name=dname)
     desc = (f"kernelloop template `{candidate.template}` at {candidate.config!r}; proposer {candidate.proposer}"
             + (f"; hypothesis: {candidate.hypothesis}" if candidate.hypothesis else ""))
     return fi.Solution(
         name=solution_name(candidate, dname), definition=dname, author=author, description=desc,
         spec=fi.BuildSpec(language=fi.SupportedLanguages.TRITON, target_hardware=target_hardware or ["cuda"],
-                          entry_point="main.py::run", dependencies=["torch", "triton"],
+                          entry_point=f"main.py::{entry}", dependencies=["torch", "triton"],
                           destination_passing_style=destination_passing_style),
         sources=[fi.SourceFile(path="main.py", content=src)])
 

@@ -25,7 +25,7 @@ from .. import pyast
 ADAPTER_PARAM = "SOLUTION"
 
 
-def _top_level_names(tree: ast.Module) -> set[str]:
+def top_level_names(tree: ast.Module) -> set[str]:
     names: set[str] = set()
     for n in tree.body:
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -109,14 +109,14 @@ def check_solution(sol: fi.Solution, d: fi.Definition) -> tuple[str, ast.Module]
     if sol.entry_symbol not in fns:
         raise InteropError("solution.spec.entry_point", f"{sol.entry_symbol!r} is not a top-level function of "
                                                         f"{sol.entry_file}")
-    if sol.entry_symbol == "launch" or ADAPTER_PARAM in _top_level_names(tree):
+    if sol.entry_symbol == "launch" or ADAPTER_PARAM in top_level_names(tree):
         raise InteropError("solution.spec.entry_point", f"the solution defines `{sol.entry_symbol}`/"
                                                         f"`{ADAPTER_PARAM}`, names the adapter needs")
     for kind, names in (("inputs", d.inputs), ("outputs", d.outputs)):
         for k in names:
             if k in (ADAPTER_PARAM, sol.entry_symbol):
                 raise InteropError(f"{kind}.{k}", f"is named like the adapter's `{k}`: rename it")
-    if "launch" in _top_level_names(tree) and _calls_global(tree, "launch"):
+    if "launch" in top_level_names(tree) and _calls_global(tree, "launch"):
         raise InteropError("solution.sources.0.content", "its functions call a global `launch`, which the kernelloop "
                                                          "adapter (named `launch`) would replace")
     return src, tree

@@ -10,13 +10,15 @@ calls the template's `launch(*inputs, *outputs, [scratch=...], **scalars, **conf
 from __future__ import annotations
 
 import ast
+import itertools
 import keyword
 
 from ..records import Candidate, DType, OpSpec, check_expression, sha256_hex
 from .errors import InteropError
+from .import_code import top_level_names
 from .. import pyast
 
-_FUNCS = {"min": "min", "max": "max", "cdiv": "_kl_cdiv", "sqrt_": "_kl_sqrt", "next_pow2": "_kl_next_pow2"}
+_FUNCS = {"min": "min", "max": "max", "cdiv": "cdiv", "sqrt_": "sqrt", "next_pow2": "next_pow2"}  # -> helper names
 _TORCH = {DType.fp16: "float16", DType.bf16: "bfloat16", DType.fp32: "float32"}
 _PREFIX = "_kl_"
 
@@ -46,8 +48,8 @@ def _axis_var(ax: str) -> str:
 class _Rename(ast.NodeTransformer):
     """Axis names -> the entry point's locals; kernelloop's formula functions -> the generated helpers."""
 
-    def __init__(self, axes: set[str], elem: int):
-        self.axes, self.elem = axes, elem
+    def __init__(self, axes: set[str], elem: int, prefix: str):
+        self.axes, self.elem, self.prefix = axes, elem, prefix
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
         if node.id == "elem" and node.id not in self.axes:
@@ -55,21 +57,33 @@ class _Rename(ast.NodeTransformer):
         if node.id in self.axes:
             return ast.copy_location(ast.Name(id=_axis_var(node.id), ctx=node.ctx), node)
         if node.id in _FUNCS:
-            return ast.copy_location(ast.Name(id=_FUNCS[node.id], ctx=node.ctx), node)
+            f = _FUNCS[node.id]
+            return ast.copy_location(ast.Name(id=f if f in ("min", "max") else self.prefix + f, ctx=node.ctx), node)
         return node
 
 
-def _expression(expr: str, spec: OpSpec, dtype: DType, field: str) -> str:
+def _expression(expr: str, spec: OpSpec, dtype: DType, field: str, prefix: str) -> str:
     tree = check_expression(expr)
     unknown = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - set(spec.axes) - set(_FUNCS) - {"elem"}
     if unknown:
         raise InteropError(field, f"{expr!r} uses {sorted(unknown)}, which the entry point cannot know")
-    return ast.unparse(_Rename(set(spec.axes), dtype.itemsize).visit(tree).body)
+    return ast.unparse(_Rename(set(spec.axes), dtype.itemsize, prefix).visit(tree).body)
+
+
+def _fresh(base: str, taken: set[str], clashes) -> str:
+    """`base`, or `base` numbered 2, 3, ... -- the first that `clashes` finds nowhere among `taken`."""
+    for k in itertools.count(1):
+        name = base.format("" if k == 1 else k)
+        if not any(clashes(name, t) for t in taken):
+            return name
+    raise AssertionError("unreachable")
 
 
 def solution_source(candidate: Candidate, spec: OpSpec, dtype: DType, *, destination_passing_style: bool,
-                    definition_name: str) -> str:
-    """The solution file: a comment header, the candidate's source verbatim, then the generated entry point."""
+                    definition_name: str) -> tuple[str, str]:
+    """The solution file and the name of its entry point: a comment header, the candidate's source verbatim, then
+    the generated entry point -- `run` and `_kl_` helpers, or numbered names (`run2`, `_kl2_`) where the source
+    already has those names (a solution imported from FlashInfer-Trace and exported again)."""
     tensors = [check_identifier(t.name, f"inputs.{t.name}") for t in spec.inputs]
     scalars = [check_identifier(s, f"scalars.{s}") for s in spec.scalars]
     outs = [check_identifier(t.name, f"outputs.{t.name}") for t in spec.outputs]
@@ -82,8 +96,10 @@ def solution_source(candidate: Candidate, spec: OpSpec, dtype: DType, *, destina
         t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
     if "launch" not in defined:
         raise InteropError("candidate.source", "defines no top-level `launch`")
-    if "run" in defined:
-        raise InteropError("candidate.source", "already defines `run`, the name of the FlashInfer entry point")
+    taken = top_level_names(tree) | set(names)
+    entry_name = _fresh("run{}", taken, str.__eq__)
+    g = _fresh("_kl{}_", taken, lambda prefix, name: name.lower().startswith(prefix))  # the helpers' prefix
+    config = g.upper() + "CONFIG"
 
     bound = axis_bindings(spec)
     needed = set() if destination_passing_style else {ax for t in spec.outputs for ax in t.shape}
@@ -109,17 +125,17 @@ def solution_source(candidate: Candidate, spec: OpSpec, dtype: DType, *, destina
         shape = ", ".join(_axis_var(ax) for ax in t.shape) + ("," if len(t.shape) == 1 else "")
         tdt = _TORCH[spec.tensor_dtype(t, dtype)]
         if not destination_passing_style:
-            body.append(f"{t.name} = _kl_torch.empty(({shape}), dtype=_kl_torch.{tdt}, device={tensors[0]}.device)")
+            body.append(f"{t.name} = {g}torch.empty(({shape}), dtype={g}torch.{tdt}, device={tensors[0]}.device)")
         out_args.append(t.name)
     extra = ""
     if spec.scratch is not None:
-        numel = _expression(spec.scratch.numel, spec, dtype, "scratch.numel")
+        numel = _expression(spec.scratch.numel, spec, dtype, "scratch.numel", g)
         sdt = _TORCH[DType(spec.scratch.dtype)]
         dev = f"{tensors[0]}.device"
-        body.append(f"_kl_scratch = _kl_torch.empty((int({numel}),), dtype=_kl_torch.{sdt}, device={dev})")
+        body.append(f"_kl_scratch = {g}torch.empty((int({numel}),), dtype={g}torch.{sdt}, device={dev})")
         extra = ", scratch=_kl_scratch"
     kw = "".join(f", {s}={s}" for s in scalars)
-    body.append(f"_kl_launch({', '.join(tensors + out_args)}{extra}{kw}, **_KL_CONFIG)")
+    body.append(f"{g}launch({', '.join(tensors + out_args)}{extra}{kw}, **{config})")
     if not destination_passing_style:
         body.append(f"return {', '.join(out_args)}")
     params = tensors + scalars + (out_args if destination_passing_style else [])
@@ -128,29 +144,29 @@ def solution_source(candidate: Candidate, spec: OpSpec, dtype: DType, *, destina
     header = (f"# FlashInfer-Trace solution for `{definition_name}`, exported by kernelloop.\n"
               f"# kernelloop candidate {candidate.id}: template `{candidate.template}` of op `{candidate.op}`, "
               f"proposer `{candidate.proposer}`,\n# configuration {candidate.config!r}.\n"
-              f"# Entry point `run` ({style}); the candidate's source follows verbatim, then the entry point.\n\n")
+              f"# Entry point `{entry_name}` ({style}); the candidate's source follows verbatim, then the entry point.\n\n")
     entry = f'''
 
 # ---- FlashInfer-Trace entry point (generated by kernelloop) -----------------------------------------------
-import torch as _kl_torch  # noqa: E402
+import torch as {g}torch  # noqa: E402
 
-_kl_launch = launch
-_KL_CONFIG = {candidate.config!r}
+{g}launch = launch
+{config} = {candidate.config!r}
 
 
-def _kl_cdiv(a, b):
+def {g}cdiv(a, b):
     return -(-a // b)
 
 
-def _kl_next_pow2(n):
+def {g}next_pow2(n):
     return 1 << max(0, int(n - 1).bit_length())
 
 
-def _kl_sqrt(x):
+def {g}sqrt(x):
     return x ** 0.5
 
 
-def run({", ".join(params)}):
+def {entry_name}({", ".join(params)}):
     """{spec.name} ({dtype.value}) with `{candidate.template}` at {candidate.config!r}."""
 ''' + "".join(f"    {line}\n" for line in body)
-    return header + candidate.source.rstrip("\n") + "\n" + entry
+    return header + candidate.source.rstrip("\n") + "\n" + entry, entry_name

@@ -8,7 +8,7 @@ import time
 from ..archive import Archive
 from ..records.base import sha256_hex
 from .patch import edited_ptx, unified
-from .prove import ProofReport
+from .prove import ProofReport, StandInExecutor
 from .records import PtxCandidate
 
 
@@ -66,10 +66,13 @@ def proofs(archive: Archive, run_id: str, workload_id: str | None = None) -> lis
 def best_winner(archive: Archive, run_id: str, candidate_id: str, workload_id: str | None = None
                 ) -> tuple[PtxCandidate, ProofReport, str] | None:
     """The fastest PTX edit of `candidate_id` proved FASTER than it in the run (on `workload_id`, or any), with
-    the PTX it edits; None when there is none."""
+    the PTX it edits; None when there is none. A stand-in's proof (`StandInExecutor`: it runs no PTX and times the
+    interpreter) never counts."""
     best = None
     for _, report in proofs(archive, run_id, workload_id):
         if report.parent_candidate_id != candidate_id or report.verdict != "faster" or report.timing is None:
+            continue
+        if report.executor == StandInExecutor.name:
             continue
         if best is None or report.timing.speedup > best.timing.speedup:
             best = report

@@ -67,16 +67,24 @@ def progress(series: list[dict]) -> str:
 
 
 def front(points: list[dict], front_ids: set[str], title: str) -> str:
-    """Every passing candidate of a workload by kernel time and registers; the Pareto front joined and marked."""
+    """Every passing candidate of a workload by kernel time and registers; the Pareto front joined and marked.
+    Where no build reported registers (the interpreter builds nothing), the candidates lie on one line of kernel
+    time and the axis says registers were not measured (they were drawn at 0 registers)."""
+    measured = any(p["registers"] is not None for p in points)
     with plt.rc_context(_STYLE):
         fig, ax = plt.subplots(figsize=(5, 3.4))
         other = [p for p in points if p["candidate"] not in front_ids]
         on = sorted((p for p in points if p["candidate"] in front_ids), key=lambda p: p["kernel_us"])
-        ax.scatter([p["kernel_us"] for p in other], [p["registers"] for p in other], s=14, c="#9aa7b8",
-                   label="passed")
-        ax.scatter([p["kernel_us"] for p in on], [p["registers"] for p in on], s=30, c="#c0392b", marker="D",
+
+        def ys(ps):
+            return [p["registers"] if measured else 0 for p in ps]
+        ax.scatter([p["kernel_us"] for p in other], ys(other), s=14, c="#9aa7b8", label="passed")
+        ax.scatter([p["kernel_us"] for p in on], ys(on), s=30, c="#c0392b", marker="D",
                    label="Pareto front (over time, registers, shared memory, compile s)")
-        ax.set(xlabel="kernel time (µs)", ylabel="registers per thread", title=title)
+        ax.set(xlabel="kernel time (µs)", title=title,
+               ylabel="registers per thread" if measured else "registers: not measured")
+        if not measured:
+            ax.set_yticks([])
         ax.legend(fontsize=7)
         fig.tight_layout()
         return to_svg(fig)

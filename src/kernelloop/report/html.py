@@ -141,7 +141,7 @@ def build_context(archive: Archive, run_id: str | None = None, *, source: str = 
                 roof_base.append({"ai": ai, "y": flops / (bm.kernel.median_us * 1e-6) / 1e12, "label": name})
         entries = archive.front(rid, w.id)
         if passed:
-            regs = {t.candidate_id: getattr(t.build, "registers", None) or 0 for t in passed}
+            regs = {t.candidate_id: getattr(t.build, "registers", None) for t in passed}
             pts = [{"candidate": t.candidate_id, "kernel_us": t.measurement.kernel.median_us,
                     "registers": regs[t.candidate_id]} for t in passed]
             svg = figures.front(pts, {c for c, _ in entries}, w.label) if len(fronts) < figures.MAX_PANELS else ""
