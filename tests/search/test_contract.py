@@ -48,6 +48,16 @@ def test_same_seed_same_trajectory_and_seed_matters(name, grid):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_takes_the_controllers_63_bit_seeds(name, grid):
+    """The loop seeds each workload's strategy with a 63-bit derive_seed; numpy's legacy generator under Optuna's
+    samplers takes 32 bits (every optuna-* strategy crashed `kernelloop optimize` before it asked anything)."""
+    big = (1 << 63) - 25
+    first = [config_key(c) for c in run(make_strategy(name, grid, seed=big), grid, grid_value, limit=5)]
+    assert len(first) == 5
+    assert first == [config_key(c) for c in run(make_strategy(name, grid, seed=big), grid, grid_value, limit=5)]
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_failed_configurations_are_survived(name, grid):
     def value(c):  # every 'row' configuration and every flag=0 one fails: 3/4 of the space
         return None if c["kind"] == "row" or c["flag"] == 0 else grid_value(c)

@@ -58,7 +58,7 @@ class OptunaStrategy(SearchStrategy):
 
         with warnings.catch_warnings():      # constraints_func is marked experimental
             warnings.simplefilter("ignore")
-            sampler = self._sampler(seed)
+            sampler = self._sampler(seed % 2**32)   # numpy's legacy generator under the samplers: 32 bits
         self.study = optuna.create_study(direction="minimize", sampler=sampler)
         self._names = self.enc.names
         if self.categorical:
