@@ -137,6 +137,25 @@ def test_cli_import_of_files(tmp_path):
     assert not (tmp_path / "ops2").exists()
 
 
+def test_cli_import_of_a_dataset_with_a_solution_file(tmp_path):
+    """PATH a dataset of two solutions and --solution one of its files (the help offers a .json file): that one
+    is imported (it said '2 importable solutions ...; name one')."""
+    ds = tmp_path / "ds"
+    (ds / "definitions" / "rmsnorm").mkdir(parents=True)
+    (ds / "definitions" / "rmsnorm" / "rmsnorm_h256.json").write_text(json.dumps(definition()))
+    (ds / "workloads" / "rmsnorm").mkdir(parents=True)
+    (ds / "workloads" / "rmsnorm" / "rmsnorm_h256.jsonl").write_text("\n".join(json.dumps(w) for w in workloads()))
+    sols = ds / "solutions" / "someone" / "rmsnorm" / "rmsnorm_h256"
+    sols.mkdir(parents=True)
+    for v in ("v1", "v2"):
+        (sols / f"{v}.json").write_text(json.dumps({**solution(), "name": f"rmsnorm_h256_triton_{v}"}))
+    r = CliRunner().invoke(trace_app, ["import", str(ds), "--ops", str(tmp_path / "ops"), "--solution",
+                                       str(sols / "v2.json")])
+    assert r.exit_code == 0, r.output
+    spec = (tmp_path / "ops" / "rmsnorm_h256" / "spec.toml").read_text()
+    assert "rmsnorm_h256_triton_v2" in spec and "rmsnorm_h256_triton_v1" not in spec
+
+
 def test_description_escapes_and_more_workloads(tmp_path):
     """Text with quotes, backslashes, newlines and non-ASCII survives spec.toml; import_workloads adds a file."""
     from kernelloop.interop import Definition, InteropError, import_workloads, parse

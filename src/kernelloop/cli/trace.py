@@ -75,7 +75,9 @@ def _read_workloads(path: Path) -> list:
     return out
 
 
-def _from_dataset(root: Path, definition: str | None, solution: str | None):
+def _from_dataset(root: Path, definition: str | None, solution: str | None, pick: bool = True):
+    """The Definition, its workloads and the Solution named (or the only importable one; none when not `pick`:
+    the solution came from a file)."""
     from ..interop import InteropError, load_dataset
     from ..interop.import_code import check_solution
     ds = load_dataset(root)
@@ -96,6 +98,8 @@ def _from_dataset(root: Path, definition: str | None, solution: str | None):
         if not chosen:
             raise InteropError("--solution", f"no solution {solution!r} of {definition} in the dataset", str(root))
         sol = chosen[0]
+    elif not pick:
+        sol = None
     else:
         usable = []
         for s in sols:
@@ -136,7 +140,8 @@ def import_(
         if solution is not None and (solution.endswith(".json") or Path(solution).is_file()):
             sol = read_json(fi.Solution, solution)
         if path.is_dir():
-            d, wls, ds_sol = _from_dataset(path, definition, None if sol is not None else solution)
+            d, wls, ds_sol = _from_dataset(path, definition, None if sol is not None else solution,
+                                           pick=sol is None)
             sol = sol or ds_sol
         else:
             if solution is not None and sol is None:
