@@ -52,3 +52,22 @@ def test_optimize_refuses_a_space_with_nothing_to_try_and_says_why(tmp_path):
     out = " ".join(res.output.split())
     assert "nothing to try on interpret" in out and "gluon_fa:" in out and "no interpreter" in out
     assert not (tmp_path / "run").exists()
+
+
+def test_a_validation_error_is_one_line_naming_the_model_and_field(tmp_path):
+    """`schedule` and `gate check` printed pydantic's multi-line report (with its errors.pydantic.dev links) for a
+    file that is not a schedule or a candidate; now one line: model, first field, reason, how many more."""
+    import pytest
+    from pydantic import ValidationError
+
+    from kernelloop.records.device import Device
+    with pytest.raises(ValidationError) as e:
+        Device.of("abc")
+    assert common.error_text(e.value) == ("Device: unknown device 'abc': expected cuda, cuda:N, cuda:MIG-..., "
+                                          "interpret or interpret:N")
+    assert common.error_text(ValueError("plain")) == "plain"
+    (tmp_path / "s.json").write_text('{"name": "x"}')
+    r = CliRunner().invoke(app, ["schedule", "check", str(tmp_path / "s.json")])
+    assert r.exit_code == 2 and r.output.strip() == "bad schedule: Schedule: tile: Field required (and 2 more)"
+    r = CliRunner().invoke(app, ["gate", "check", str(tmp_path / "s.json"), "--workload", "M=1,N=1,K=1"])
+    assert r.exit_code == 2 and "errors.pydantic.dev" not in r.output and len(r.output.strip().splitlines()) == 1

@@ -75,6 +75,24 @@ def fixed_parameters(text: str | None, bundle, templates: list[str] | None) -> d
         raise typer.BadParameter(str(e)) from None
 
 
+def error_text(e: Exception) -> str:
+    """An exception as one line for a message: a pydantic ValidationError as its model, first field, the value
+    given (when short) and the reason (and how many more), not pydantic's multi-line report with its links;
+    anything else as its text."""
+    from pydantic import ValidationError
+    if not isinstance(e, ValidationError):
+        return str(e)
+    errors = e.errors()
+    first = errors[0]
+    field = ".".join(str(p) for p in first["loc"])
+    reason = str(first["ctx"]["error"]) if first["type"] == "value_error" else first["msg"]   # not "Value error, "
+    value = first.get("input")
+    given = f"{value!r}: " if (isinstance(value, (str, int, float)) and len(repr(value)) <= 60
+                               and first["type"] != "value_error") else ""   # a validator's message names it
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{e.title}: {field + ': ' if field else ''}{given}{reason}{more}"
+
+
 def bad_argument(console, msg: str) -> NoReturn:
     """Say that an argument is bad (the message names it; printed verbatim) and exit with BAD_INPUT."""
     console.print(f"[red]bad argument:[/red] {esc(msg)}")

@@ -74,7 +74,7 @@ def check(
         bundle = load_op(resolve_op(cand.op))
         w = Workload(op=cand.op, axes=parse_axes(workload), dtype=dtype)
     except (OSError, ValueError) as e:
-        common.bad_argument(console, str(e))
+        common.bad_argument(console, common.error_text(e))
     misfit = workload_misfit(w, bundle.spec)
     if misfit is not None:
         common.bad_argument(console, f"--workload {workload!r} for {cand.op}: {misfit[0]}: {misfit[1]}")
