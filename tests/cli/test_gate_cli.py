@@ -155,3 +155,17 @@ def test_precision_says_why_a_run_has_no_decision(tmp_path):
 def test_messages_are_printed_verbatim(tmp_path):
     out = run(app, ["gate", "check", str(tmp_path / "[a] :factory:.json"), "--workload", "M=1"], terminal_width=300)
     assert out.exit_code == 2 and "[a] :factory:.json" in out.output, out.output
+
+
+def test_a_finding_without_a_field_prints_check_and_message(tmp_path, monkeypatch):
+    """A build finding names no schedule field: 'shared: ...', not 'shared : ...'."""
+    import kernelloop.gate as gate_mod
+    finding = GateFinding(check="shared", field="", message="_gemm_kernel: 1572864 bytes of shared memory > 232448")
+    monkeypatch.setattr(gate_mod, "gate_candidate", lambda cand, spec, w: GateDecision(
+        candidate_id=cand.id, workload_id=w.id, template=cand.template, passed=False, findings=[finding]))
+    cand = Candidate(op="gemm", template="tiled", source="# t", config={"BLOCK_M": 256})
+    path = tmp_path / "c.json"
+    path.write_text(cand.to_json())
+    out = run(app, ["gate", "check", str(path), "--workload", "M=256,N=256,K=256"], terminal_width=200)
+    assert out.exit_code == 1
+    assert "  shared: _gemm_kernel: 1572864 bytes" in out.output and "shared :" not in out.output

@@ -94,7 +94,7 @@ def check(
                       + ("[green]passed[/green]" if decision.passed else "[red]rejected[/red]")
                       + f" ({_resources(decision)})")
         for f in decision.findings:
-            console.print(f"  {escape(f.check)} {escape(f.field)}: {escape(f.message)}")
+            console.print(f"  {escape(' '.join(x for x in (f.check, f.field) if x))}: {escape(f.message)}")
     raise typer.Exit(common.OK if decision.passed else common.FAILED)
 
 
