@@ -44,6 +44,18 @@ def test_the_stated_interval_covers_a_3_percent_difference_between_processes_wit
     assert rec.speedups["eager"].verdict is Comparison.SAME
 
 
+def test_a_spread_over_100_percent_states_no_negative_time_or_speed_up():
+    """Interpreter timings moved 3x between processes: the stated intervals of a time and of a speed-up (both
+    positive quantities) were [-x, ...]; they stop at 0, with every process still inside and the verdict the same."""
+    rec = stated("w", "c", [_process(100.0, 50.0), _process(320.0, 50.0)], [1, 2], margin=POLICY.margin)
+    assert rec.half_width > 1.0
+    lo, hi = rec.interval_us
+    assert lo == 0.0 and hi >= 320.0
+    s = rec.speedups["eager"]
+    assert s.interval[0] >= 0.0 and s.interval[1] >= max(p.speedups["eager"] for p in rec.processes)
+    assert s.verdict is Comparison.SLOWER
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.floats(10.0, 1000.0), min_size=2, max_size=4), st.floats(0.0005, 0.05))
 def test_every_process_median_lies_inside_the_stated_interval(centers, jitter):

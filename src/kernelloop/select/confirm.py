@@ -8,7 +8,7 @@ interval is widened to cover what moved between them:
     within     = the widest relative half-width of the candidate's per-process bootstrap intervals
     spread     = (max - min) / median of the candidate's per-process medians
     half_width = max(within, spread)
-    interval   = median of the per-process medians x (1 - half_width, 1 + half_width)
+    interval   = median of the per-process medians x (1 - half_width, 1 + half_width), never below 0
 
 Every process's median lies inside it (each is within `spread` of the median of medians; the bounds are also
 stretched to the extreme medians, so rounding at the edge cannot leave one out). Speed-ups over each
@@ -79,13 +79,13 @@ def stated(workload_id: str, candidate_id: str, runs: list[dict[str, Measurement
             continue
         s_mid, _, _, s_half = _widen([p.speedups[b] for p in processes], [p.speedup_ci[b] for p in processes])
         per = [p.speedups[b] for p in processes]
-        lo, hi = min(s_mid * (1 - s_half), *per), max(s_mid * (1 + s_half), *per)
+        lo, hi = max(0.0, min(s_mid * (1 - s_half), *per)), max(s_mid * (1 + s_half), *per)
         speedups[b] = StatedSpeedup(speedup=s_mid, interval=(lo, hi), verdict=verdict_for(lo, hi, margin))
     return CrossProcessConfirmation(
         workload_id=workload_id, candidate_id=candidate_id, policy=runs[0]["candidate"].policy.name,
         processes=processes, spread={s: _spread([p.kernel_us[s] for p in processes]) for s in subjects},
         within=within, half_width=half, kernel_us=mid,
-        interval_us=(min(mid * (1 - half), *medians), max(mid * (1 + half), *medians)),
+        interval_us=(max(0.0, min(mid * (1 - half), *medians)), max(mid * (1 + half), *medians)),
         speedups=speedups)
 
 
