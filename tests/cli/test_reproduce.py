@@ -122,6 +122,16 @@ def test_refusals_name_what_is_wrong(confirmed, failed, tmp_path):
     con.close()
     res = runner.invoke(app, ["reproduce", str(other)], env={"COLUMNS": "300"})
     assert res.exit_code == 2 and "was measured on" in res.output and "NVIDIA Imaginary 9000" in res.output
+    # a run of an op that is neither built in nor under ./ops: the refusal points at --ops
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "archive.sqlite").write_bytes((confirmed / "archive.sqlite").read_bytes())
+    con = sqlite3.connect(mine / "archive.sqlite")
+    con.execute("UPDATE runs SET op = 'my_layernorm'")
+    con.commit()
+    con.close()
+    res = runner.invoke(app, ["reproduce", str(mine)], env={"COLUMNS": "300"})
+    assert res.exit_code == 2 and "my_layernorm: file not found" in res.output and "with --ops" in res.output
 
 
 def test_show_prints_the_confirmation_across_processes(confirmed):

@@ -36,7 +36,9 @@ def reproduce(
         with Archive(path, readonly=True) as archive:   # reading never changes the file
             results = run_reproduce(archive, bundle_of, trial)
     except (ReproduceError, SpecError, FileNotFoundError) as e:
-        console.print(f"[red]cannot reproduce:[/red] {esc(e)}")
+        hint = (" (the run's op is not a built-in op nor under ./ops: give the folder holding it with --ops)"
+                if isinstance(e, SpecError) and e.message == "file not found" and ops is None else "")
+        console.print(f"[red]cannot reproduce:[/red] {esc(e)}{esc(hint)}")
         raise typer.Exit(common.BAD_INPUT)
     except ArchiveError as e:
         console.print(f"[red]cannot read {esc(path)}:[/red] {esc(e)}")
