@@ -69,6 +69,18 @@ def test_space_file_round_trip_one_workload_and_geomean(tmp_path):
         load_space(path, workload="huge")
 
 
+def test_a_workload_nothing_was_measured_on_is_named_with_the_ones_to_replay(tmp_path):
+    """`record --limit N` can leave a workload with no measured configuration; replaying every workload is then
+    refused naming it by label (it gave its id only) and the workloads --workload can replay."""
+    d = doc()
+    for r in d["records"]:
+        r["results"]["w2"] = {"value": None, "status": "PRUNED"}
+    path = write_space_file(tmp_path / "s.json", d)
+    with pytest.raises(ValueError, match=r"workload large: no configuration .* measured on it; .* --workload small$"):
+        load_space(path)
+    assert load_space(path, workload="small").values == [10.0, 5.0, None]
+
+
 def test_space_file_validation_names_the_field(tmp_path):
     bad = doc()
     bad["records"][0]["results"]["w9"] = {"value": 1.0}

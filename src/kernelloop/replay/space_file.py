@@ -125,11 +125,19 @@ def space_baseline(doc: dict) -> dict[str, float]:
     of each workload over the space (so a speed-up of 1 means 'as fast as a typical configuration')."""
     if doc.get("baseline"):
         return {k: float(v) for k, v in doc["baseline"].items()}
-    out = {}
+    out, empty = {}, []
     for w in doc["workloads"]:
         vals = sorted(r["results"][w["id"]]["value"] for r in doc["records"]
                       if r["results"].get(w["id"], {}).get("value") is not None)
-        if not vals:
-            raise ValueError(f"workload {w['id']} has no measured configuration")
-        out[w["id"]] = vals[len(vals) // 2]
+        if vals:
+            out[w["id"]] = vals[len(vals) // 2]
+        else:
+            empty.append(w.get("label") or w["id"])
+    if empty:
+        measured = [w.get("label") or w["id"] for w in doc["workloads"] if w["id"] in out]
+        many = len(empty) > 1
+        raise ValueError(f"{'workloads' if many else 'workload'} {', '.join(empty)}: no configuration of the "
+                         f"recording was measured on {'them' if many else 'it'}"
+                         + (f"; one measured workload at a time: --workload {' | '.join(measured)}" if measured
+                            else ""))
     return out
