@@ -87,6 +87,24 @@ def test_best_front_and_trials_agree_with_show_json(run_dir, show_json):
     assert sum(len(run.trials(status=s)) for s in Status) == len(everything) == 4
 
 
+def test_a_resume_goes_on_with_the_runs_own_workloads(run_dir, tmp_path):
+    """Resumed without workloads, a run continued on the op's default workload file, whose trials the run's
+    summary, report and export never list (a run of 6 trials resumed to 40, 34 of them unseen); it now goes on with
+    the workloads it began with, and other workloads are refused."""
+    import shutil
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    again = kernelloop.optimize("layernorm", budget=2, device="interpret", out=copy, resume=True, confirm=False)
+    assert again.result.evaluated == 0 and again.result.replayed == 4
+    assert [w.label for w in again.summary().workloads] == SMALL and len(again.trials()) == 4
+    others = [w for w in load_workloads(LAYERNORM / "workloads-interpret.toml", load_op(LAYERNORM).spec)
+              if w.label not in SMALL][:1]
+    with pytest.raises(RuntimeError, match=r"cannot resume with other workloads: the run has layernorm\[64x256\]"):
+        kernelloop.optimize("layernorm", workloads=others, budget=2, device="interpret", out=copy, resume=True,
+                            confirm=False)
+    assert len(kernelloop.Run.load(copy).trials()) == 4
+
+
 def test_a_workload_must_be_named_when_there_are_several(run_dir):
     run = kernelloop.Run.load(run_dir)
     with pytest.raises(ValueError, match="name one of: layernorm"):

@@ -156,6 +156,19 @@ def load_bundle(op: str | Path):
     return load_op(path)
 
 
+def resumed_workloads(run_dir: str | Path | None) -> list[Workload] | None:
+    """The workloads of the run a `resume` continues (None: no run there, or one archived before workloads were
+    kept): what a resume without workloads goes on with, not the op's default file."""
+    path = Path(run_dir) / "archive.sqlite" if run_dir is not None else None
+    if path is None or not path.is_file():
+        return None
+    from .archive import Archive
+    from .loop.freeze import archived_workloads
+    with Archive(path, readonly=True) as a:
+        runs = a.runs()
+        return archived_workloads(a.get_run(runs[0]["id"])["options"].get("workloads")) if runs else None
+
+
 def default_workloads(folder: Path, device: str) -> Path:
     """The op's workloads-interpret.toml in the interpreter when it has one, else its workloads.toml."""
     interp = folder / "workloads-interpret.toml"
@@ -399,10 +412,11 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
     if gpu_budget is not None and gpu_seconds is not None:
         raise UsageError("the GPU budget is given twice (gpu_budget and a 'gpu:' part of budget): give it once")
     gpu_budget = gpu_budget if gpu_budget is not None else gpu_seconds
-    if workloads is None or isinstance(workloads, (str, Path)):
+    wls = resumed_workloads(out) if resume and workloads is None else None   # the run's own
+    if wls is None and (workloads is None or isinstance(workloads, (str, Path))):
         wls = load_workloads(workloads if workloads is not None else default_workloads(bundle.folder, dev),
                              bundle.spec)
-    else:
+    elif wls is None:
         wls = [w if isinstance(w, Workload) else Workload.model_validate(w) for w in workloads]
         if not wls:
             raise UsageError("workloads: the list is empty")

@@ -71,7 +71,8 @@ def optimize(
     seed: Annotated[int, typer.Option(help="Seed of the search.")] = 0,
     checks: Annotated[int, typer.Option(min=1, help="Verification runs (fresh seeded inputs) per trial.")] = 2,
     out: Annotated[Optional[Path], typer.Option(help="Run folder (default: runs/<op>-<time>).")] = None,
-    resume: Annotated[bool, typer.Option(help="Continue the run in --out without repeating finished trials.")] = False,
+    resume: Annotated[bool, typer.Option(help="Continue the run in --out without repeating finished trials, on "
+                                              "its own workloads (other --workloads are refused).")] = False,
     no_confirm: Annotated[bool, typer.Option("--no-confirm", help="Skip re-measuring winners beside baselines.")] = False,
     sanitize: Annotated[bool, typer.Option(
         "--sanitize/--no-sanitize", help="Before a winner is confirmed, run compute-sanitizer (memcheck, racecheck, "
@@ -100,8 +101,10 @@ def optimize(
         bundle = load_op(common.resolve_op(spec))
         dev = api.resolve_device(device)
         api.check_strategy(strategy)
-        wl_file = common.resolve_path(workloads) or api.default_workloads(bundle.folder, dev)
-        wls = api.load_workloads(wl_file, bundle.spec)
+        wls = api.resumed_workloads(out) if resume and workloads is None else None   # the run's own
+        if not wls:
+            wl_file = common.resolve_path(workloads) or api.default_workloads(bundle.folder, dev)
+            wls = api.load_workloads(wl_file, bundle.spec)
         evals, seconds, gpu_seconds = api.parse_budget(budget, dev)
         if gpu_budget is not None and gpu_seconds is not None:
             raise api.UsageError("the GPU budget is given twice (--gpu-budget and a 'gpu:' part of --budget)")

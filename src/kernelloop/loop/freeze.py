@@ -52,7 +52,9 @@ def freeze(archive: Archive, bundle: OpBundle, workloads: list[Workload], option
             diff = [k for k in manifest if manifest[k] != run["manifest"].get(k)]
             raise RuntimeError(f"cannot resume: the manifest changed ({', '.join(diff)}); "
                                f"results are only comparable within one manifest")
-        options = resumed_options(options, RunOptions.from_archived(archive.get_run(run["id"])["options"]))
+        stored = archive.get_run(run["id"])["options"]
+        check_resumed_workloads(workloads, stored.get("workloads"))
+        options = resumed_options(options, RunOptions.from_archived(stored))
         return Frozen(archive, run["id"], manifest, mhash, keys.resume_secret(run, run_dir), options, policy,
                       confirm_policy)
     # The run key derives every seed and held-out case; the archive keeps only a salt and a commitment to it,
@@ -62,6 +64,22 @@ def freeze(archive: Archive, bundle: OpBundle, workloads: list[Workload], option
     for w in workloads:
         archive.put_workload(w)
     return Frozen(archive, run_id, manifest, mhash, secret, options, policy, confirm_policy)
+
+
+def archived_workloads(stored: list[dict] | None) -> list[Workload] | None:
+    """The workloads a run archived with its options (None: an archive from before they were kept)."""
+    return [Workload.model_validate(w) for w in stored] if stored else None
+
+
+def check_resumed_workloads(given: list[Workload], stored: list[dict] | None) -> None:
+    """A resumed run goes on with its own workloads: others are refused (their trials would be archived under a run
+    whose summary, report and export list only the workloads it began with)."""
+    before = archived_workloads(stored)
+    if before is None or {w.id for w in given} == {w.id for w in before}:
+        return
+    raise RuntimeError(f"cannot resume with other workloads: the run has {', '.join(w.label for w in before)}; this "
+                       f"invocation gives {', '.join(w.label for w in given)} (resume without --workloads to go on "
+                       f"with the run's, or start a new run with another --out)")
 
 
 def resumed_options(given: RunOptions, stored: RunOptions) -> RunOptions:
