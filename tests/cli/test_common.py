@@ -71,3 +71,20 @@ def test_a_validation_error_is_one_line_naming_the_model_and_field(tmp_path):
     assert r.exit_code == 2 and r.output.strip() == "bad schedule: Schedule: tile: Field required (and 2 more)"
     r = CliRunner().invoke(app, ["gate", "check", str(tmp_path / "s.json"), "--workload", "M=1,N=1,K=1"])
     assert r.exit_code == 2 and "errors.pydantic.dev" not in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_an_agent_workspace_names_its_runs_archive(tmp_path):
+    """`show ws`, `report ws`, ... looked for ws/archive.sqlite; a workspace's run is ws/.kernelloop/run-<device>."""
+    import pytest
+    import typer
+    from rich.console import Console
+    ws = tmp_path / "ws"
+    r = runner.invoke(app, ["agent", "init", "rmsnorm", "--out", str(ws), "--device", "interpret"])
+    assert r.exit_code == 0, r.output
+    console = Console(width=200)
+    with pytest.raises(typer.Exit):   # no submission yet: no run
+        common.archive_path(ws, console)
+    archive = ws / ".kernelloop" / "run-interpret" / "archive.sqlite"
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"")
+    assert common.archive_path(ws, console) == archive.resolve()

@@ -57,8 +57,17 @@ def resolve_path(path: Path | None) -> Path | None:
 
 
 def archive_path(run: Path, console) -> Path:
-    """The archive of a run folder (or the file itself); exits with BAD_INPUT, saying so, when there is none."""
+    """The archive of a run folder, of an agent workspace (its run on the workspace's device) or the file itself;
+    exits with BAD_INPUT, saying so, when there is none."""
     path = run / "archive.sqlite" if run.is_dir() else run
+    if run.is_dir() and not path.is_file():
+        from ..agent.workspace import MANIFEST, Workspace, WorkspaceError
+        try:
+            if (run / MANIFEST).is_file():
+                path = Workspace.load(run).run_dir() / "archive.sqlite"
+        except WorkspaceError as e:
+            console.print(f"[red]{esc(e)}[/red]")
+            raise typer.Exit(BAD_INPUT)
     if not path.is_file():
         console.print(f"[red]no archive at {esc(path)}[/red]")
         raise typer.Exit(BAD_INPUT)
