@@ -283,6 +283,17 @@ def write_readme(suite: Suite, out: Path, env: dict, results: list[tuple[Step, i
     (out / "README.md").write_text("\n".join(lines) + "\n")
 
 
+def pick_steps(suite: Suite, names: list[str]) -> Suite:
+    """`suite` with only the steps named (in the suite's order); every name must be one of its steps."""
+    if not names:
+        return suite
+    known = [s.name for s in suite.steps]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"{suite.name} has no step {', '.join(unknown)}; its steps: {', '.join(known)}")
+    return Suite(suite.name, suite.about, tuple(s for s in suite.steps if s.name in names))
+
+
 def run_suite(suite: Suite, out: Path, command: list[str], env_vars: dict, runs_root: Path = ROOT / "runs") -> int:
     """Run every step of `suite` in order, each under its limit; write the results folder `out`. 0: all passed."""
     runs = runs_root / f"bench-{suite.name}"
@@ -313,10 +324,14 @@ def main(argv: list[str] | None = None) -> int:
                                              f"{RESULTS}/<date>-<gpu>-<suite>)")
     ap.add_argument("--dry-run", action="store_true", help="print each step's command and limit; run nothing")
     ap.add_argument("--list", action="store_true", help="list the suites")
+    ap.add_argument("--step", action="append", default=[], metavar="NAME",
+                    help="run only this step of the suite (repeatable; one suite only): a suite whose steps add up "
+                         "to more than one command's time runs a step at a time, each into its own --out")
     args = ap.parse_args(argv)
     if args.list:
         for s in SUITES.values():
             print(f"{s.name:14s} {len(s.steps)} step(s), ≤ {sum(x.timeout_s for x in s.steps)} s: {s.about}")
+            print(f"{'':14s} steps: {', '.join(f'{x.name} (≤ {x.timeout_s} s)' for x in s.steps)}")
         return 0
     unknown = [s for s in args.suites if s not in SUITES]
     if not args.suites or unknown:
@@ -327,10 +342,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None and len(args.suites) > 1:
         print("--out names one results folder: give one suite with it", file=sys.stderr)
         return 2
+    if args.step and len(args.suites) > 1:
+        print("--step names steps of one suite: give one suite with it", file=sys.stderr)
+        return 2
+    try:
+        suites = {name: pick_steps(SUITES[name], args.step) for name in args.suites}
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
     if args.dry_run:
         for name in args.suites:
-            suite = SUITES[name]
-            out = args.out or default_out(name, "GPU")
+            suite = suites[name]
+            out = args.out or default_out("-".join([name, *args.step]), "GPU")
             runs = Path("runs") / f"bench-{name}"
             print(f"# {name}: {suite.about}\n# results folder: {out}")
             for step in suite.steps:
@@ -342,14 +365,14 @@ def main(argv: list[str] | None = None) -> int:
         print("no CUDA GPU here: these suites measure GPU kernels (use --dry-run to see their commands)",
               file=sys.stderr)
         return 3
-    outs = {name: (args.out or default_out(name, gpu)).resolve() for name in args.suites}
+    outs = {name: (args.out or default_out("-".join([name, *args.step]), gpu)).resolve() for name in args.suites}
     for out in outs.values():
         if out.exists() and any(out.iterdir()):
             print(f"{out} already holds results: give another --out", file=sys.stderr)
             return 2
     env_vars = carry_wheels()
     command = ["python3", "benchmarks/run.py", *(sys.argv[1:] if argv is None else argv)]
-    return max(run_suite(SUITES[name], out, command, env_vars) for name, out in outs.items())
+    return max(run_suite(suites[name], out, command, env_vars) for name, out in outs.items())
 
 
 if __name__ == "__main__":

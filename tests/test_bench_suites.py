@@ -58,10 +58,21 @@ def test_a_dry_run_with_out_resolves_that_folder(bench, capsys, tmp_path):
     ([], "name a suite"),
     (["norms", "nope"], "unknown suite nope"),
     (["norms", "aa", "--out", "x", "--dry-run"], "--out names one results folder"),
+    (["norms", "aa", "--step", "aa", "--dry-run"], "--step names steps of one suite"),
+    (["delivery", "--step", "nope", "--dry-run"], "delivery has no step nope; its steps: capture"),
 ])
 def test_argument_errors_exit_2_saying_why(bench, capsys, args, said):
     assert bench.main(args) == 2
     assert said in capsys.readouterr().err
+
+
+def test_a_step_runs_alone_into_its_own_default_folder(bench, capsys):
+    assert bench.main(["delivery", "--step", "e2e", "--step", "export", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    rows = [ln.split("\t")[0] for ln in out.splitlines() if not ln.startswith("#")]
+    assert rows == ["export", "e2e"]                    # the suite's order, not the order named
+    assert "-delivery-e2e-export" in out
+    assert all(s.timeout_s <= 600 for suite in bench.SUITES.values() for s in suite.steps)   # each fits a command
 
 
 def test_without_a_gpu_a_real_run_refuses(bench, capsys, monkeypatch):
