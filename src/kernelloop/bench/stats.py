@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from kernelloop.records.measurement import Comparison, Ratio, Stats
+from kernelloop.records.measurement import SAME_MARGIN, Comparison, Ratio, Stats
 
 __all__ = ["summarize", "paired_speedup", "verdict_for", "MIN_SAMPLES"]
 
@@ -111,8 +111,13 @@ def summarize(samples_us: Sequence[float], *, bootstrap: int, confidence: float,
     return Stats(median_us=float(med), ci_low_us=lo, ci_high_us=hi, iqr_us=float(q75 - q25), n=int(x.size))
 
 
-def verdict_for(ci_low: float, ci_high: float, margin: float) -> Comparison:
-    """FASTER if ci_low > 1+margin, SLOWER if ci_high < 1/(1+margin), else SAME."""
+def verdict_for(ci_low: float, ci_high: float, margin: float = SAME_MARGIN) -> Comparison:
+    """FASTER if ci_low > 1+margin, SLOWER if ci_high < 1/(1+margin), else SAME.
+
+    The one comparison rule of kernelloop: the loop's and the confirmation's verdicts, PTX proofs, fusion and
+    end-to-end checks, the planner's misses, hypotheses' moves and the report's wording all apply it (a point
+    estimate r is the interval [r, r]); `margin` is the timing policy's (`TimingPolicy.margin`, default
+    `SAME_MARGIN`)."""
     if margin < 0:
         raise ValueError(f"margin must be >= 0, got {margin!r}")
     if ci_low > 1.0 + margin:
@@ -120,6 +125,12 @@ def verdict_for(ci_low: float, ci_high: float, margin: float) -> Comparison:
     if ci_high < 1.0 / (1.0 + margin):
         return Comparison.SLOWER
     return Comparison.SAME
+
+
+def ratio_verdict(ratio: float, margin: float = SAME_MARGIN) -> Comparison:
+    """`verdict_for` of a point estimate (no interval): a ratio above 1 + margin is FASTER, below 1/(1+margin)
+    SLOWER."""
+    return verdict_for(ratio, ratio, margin)
 
 
 def paired_speedup(

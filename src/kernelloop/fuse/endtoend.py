@@ -25,7 +25,7 @@ from ..bench.stats import paired_speedup
 from ..integrate.e2e import OutputCheck, Tolerance, VariantTime, _logits, compare, fresh_inputs, time_variants, \
     variant_times
 from ..records import Record
-from ..records.measurement import Ratio
+from ..records.measurement import SAME_MARGIN, Ratio
 from .compose import rewrite
 from .masks import causal_sdpa
 
@@ -120,10 +120,10 @@ def end_to_end(model, fused, example: tuple, ep, package, shape: str, chosen, *,
             pairs.append(("liger", "fused (beside liger)"))
             liger_note = "timed after the other variants, beside the fused graph (Liger patches module functions)"
             del twin
-    ratios = [paired_speedup(us[a], us[b], name=f"{b} over {a}", bootstrap=1000, confidence=0.95, margin=0.01, seed=2)
+    ratios = [paired_speedup(us[a], us[b], name=f"{b} over {a}", bootstrap=1000, confidence=0.95, margin=SAME_MARGIN, seed=2)
               for a, b in pairs]
     contrib = {op: paired_speedup(us[f"fused-{op}"], us["fused"], name=f"fused over fused-{op}", bootstrap=1000,
-                                  confidence=0.95, margin=0.01, seed=3) for op in drop}
+                                  confidence=0.95, margin=SAME_MARGIN, seed=3) for op in drop}
     first = next((r for r, (a, b) in zip(ratios, pairs) if (a, b) == ("eager", "fused")), None)
     kept = ok and first is not None and first.verdict.value != "SLOWER"
     return EndToEnd(shape=shape, tolerance=tol, checks=checks, outputs_ok=ok, counts=counts, times=variant_times(us),

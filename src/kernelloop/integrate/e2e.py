@@ -22,7 +22,7 @@ from pydantic import Field
 
 from ..bench.stats import paired_speedup, summarize
 from ..records import Record
-from ..records.measurement import Ratio, Stats
+from ..records.measurement import SAME_MARGIN, Ratio, Stats
 from .apply import Applied, apply
 
 
@@ -206,7 +206,7 @@ def e2e(model, package, inputs, *, seeds=(0, 1, 2), tolerance: Tolerance | None 
                 times = variant_times(us)
                 for base, subj in pairs:
                     ratios.append(paired_speedup(us[base], us[subj], name=base, bootstrap=1000, confidence=0.95,
-                                                 margin=0.01, seed=2))
+                                                 margin=SAME_MARGIN, seed=2))
         finally:
             applied.undo()
     ok = all(c.passed for c in checks)

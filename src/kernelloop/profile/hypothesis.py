@@ -21,7 +21,9 @@ import math
 import re
 from dataclasses import dataclass
 
-from ..records import BuildResources, Direction, Hypothesis, HypothesisOutcome, Measurement, ProfileReport
+from ..bench.stats import ratio_verdict
+from ..records import BuildResources, Comparison, Direction, Hypothesis, HypothesisOutcome, Measurement, ProfileReport
+from ..records.measurement import SAME_MARGIN
 
 LATENCY = "latency_us"
 """Metric name of the kernel-time median (microseconds)."""
@@ -31,7 +33,7 @@ LATENCY = "latency_us"
 class Noise:
     """When a change counts as a move."""
 
-    relative: float = 0.02         # |child/parent - 1| at or below this is 'same' (the timing policy's margin)
+    relative: float = SAME_MARGIN  # child/parent inside [1/(1+m), 1+m] is 'same' (the timing policy's band)
     magnitude_share: float = 1.0   # share of a predicted magnitude the observed change must reach
 
 
@@ -87,11 +89,12 @@ def _moved(parent: Observation, child: Observation, noise: Noise) -> tuple[Direc
             return Direction.SAME, "both zero"
         return (Direction.UP if child.value > 0 else Direction.DOWN), "from zero"
     change = child.value / parent.value - 1
-    if change > noise.relative:
-        return Direction.UP, f"change {change:+.1%} beyond +-{noise.relative:.0%}"
-    if change < -noise.relative:
-        return Direction.DOWN, f"change {change:+.1%} beyond +-{noise.relative:.0%}"
-    return Direction.SAME, f"change {change:+.1%} within +-{noise.relative:.0%}"
+    moved = ratio_verdict(child.value / parent.value, noise.relative)
+    if moved is Comparison.FASTER:          # the ratio child/parent above the band: the metric went up
+        return Direction.UP, f"change {change:+.1%} beyond the {noise.relative:.0%} band"
+    if moved is Comparison.SLOWER:
+        return Direction.DOWN, f"change {change:+.1%} beyond the {noise.relative:.0%} band"
+    return Direction.SAME, f"change {change:+.1%} within the {noise.relative:.0%} band"
 
 
 def evaluate(h: Hypothesis, parent: dict[str, Observation], child: dict[str, Observation],

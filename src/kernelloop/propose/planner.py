@@ -24,9 +24,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..bench.stats import ratio_verdict
 from ..gaps import CapabilityGap
 from ..knowledge import Experience, KnowledgeBase, load_knowledge
-from ..records import BuildResources, canonical_json, evaluate_expression
+from ..records import BuildResources, Comparison, canonical_json, evaluate_expression
+from ..records.measurement import SAME_MARGIN
 from ..schedule.records import Schedule
 from .base import Evidence, Proposal, flatten_evidence
 from .. import pyast
@@ -43,7 +45,7 @@ class PlannerLimits:
     per_rule: int = 2    # configurations per fired entry (nearest moves first)
     total: int = 8       # configurations per plan
     retire_after: int = 3          # a rule whose proposals missed this many times in a row is not used again
-    miss_margin: float = 0.02      # a proposal not faster than its parent by this fraction is a miss
+    miss_margin: float = SAME_MARGIN  # a proposal not FASTER than its parent under this band is a miss
 
 
 @dataclass
@@ -448,13 +450,14 @@ class PlannerStrategy:
             return
         limits = self.planner.limits
         parent = self.values.get(_key(p.parent)) if p.parent is not None else None
-        if ok and parent is not None and value < parent * (1 - limits.miss_margin):
+        if ok and parent is not None and value > 0 and \
+                ratio_verdict(parent / value, limits.miss_margin) is Comparison.FASTER:
             self._misses[p.rule] = 0
             return
         self._misses[p.rule] = self._misses.get(p.rule, 0) + 1
         if self._misses[p.rule] >= limits.retire_after:
-            why = (f"{self._misses[p.rule]} proposals in a row were not {limits.miss_margin:.0%} faster than their "
-                   f"parent")
+            why = (f"{self._misses[p.rule]} proposals in a row were not faster than their parent beyond the "
+                   f"{limits.miss_margin:.0%} band")
             self.retired[p.rule] = why
             dropped = [q for q in self._queue if q.rule == p.rule]
             self._queue = [q for q in self._queue if q.rule != p.rule]

@@ -224,8 +224,9 @@ def prove(candidate: PtxCandidate, original_ptx: str, spec: OpSpec, reference_fi
     main = next(c for c in cases if not c.heldout)
     samples, policy = executor.time(edited, main, seed)
     from ..bench.stats import paired_speedup
+    from ..records.measurement import SAME_MARGIN
     r = paired_speedup(samples["original"], samples["edited"], name="original", bootstrap=2000, confidence=0.95,
-                       margin=0.02, seed=seed)
+                       margin=SAME_MARGIN, seed=seed)
     t = TimingComparison(workload=main.workload.label, original_us=float(torch.tensor(samples["original"]).median()),
                          edited_us=float(torch.tensor(samples["edited"]).median()), speedup=r.speedup,
                          ci_low=r.ci_low, ci_high=r.ci_high, verdict=r.verdict.value, samples=len(samples["edited"]),

@@ -10,6 +10,11 @@ from pydantic import Field, field_validator
 from .base import Record, content_hash
 
 
+SAME_MARGIN = 0.02
+"""The default SAME band: a ratio r is SAME unless its interval lies above 1 + m or below 1 / (1 + m)
+(`kernelloop.bench.stats.verdict_for`, the one rule every comparison in kernelloop applies)."""
+
+
 class TimingPolicy(Record):
     """How a number was measured. Stored with every measurement; part of the run manifest."""
 
@@ -26,7 +31,7 @@ class TimingPolicy(Record):
         "random-rounds", description="Subjects sampled in rounds, in a fresh random order each round.")
     bootstrap: int = Field(ge=100, description="Bootstrap resamples for confidence intervals.")
     confidence: float = Field(0.95, gt=0, lt=1, description="Confidence level of intervals.")
-    margin: float = Field(0.02, ge=0, description="Relative margin inside which a ratio counts as SAME.")
+    margin: float = Field(SAME_MARGIN, ge=0, description="Relative margin inside which a ratio counts as SAME.")
     output_sets: int = Field(
         1, ge=1, le=7, description="Output buffer sets the candidate-kind subjects (candidate and its A/A twins) "
                                    "write in turn, one set per call, each subject starting at its own offset: "

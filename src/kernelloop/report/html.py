@@ -16,11 +16,11 @@ from importlib import resources
 from pathlib import Path
 
 from ..archive import Archive
+from ..bench.stats import ratio_verdict
 from ..records import OpSpec, Workload
 from . import figures
 from .summary import run_summary
 
-MARGIN = 0.02   # the timing policy's default SAME band, used only to word "faster than its parent"
 
 
 def _fmt_cfg(cfg: dict) -> str:
@@ -74,7 +74,7 @@ def _measured_verdict(t, parents_us: list[float], best_before: float | None) -> 
     words = []
     if parents_us:
         r = min(parents_us) / us
-        word = "faster than" if r > 1 + MARGIN else "slower than" if r < 1 - MARGIN else "same as"
+        word = {"FASTER": "faster than", "SLOWER": "slower than"}.get(ratio_verdict(r).value, "same as")
         words.append(f"{r:.3f}× its parent ({word})")
     if best_before is None:
         words.append("first measured")
