@@ -60,15 +60,17 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True, scope="session")
 def _run_keys_in_a_temp_folder(tmp_path_factory):
-    """Runs' keys (execute/keys.py) go to a folder of the test session, not the user's ~/.config (nor a folder
+    """Runs' keys (execute/keys.py) and the package signing key go to a folder of the test session, not the user's ~/.config (nor a folder
     $KERNELLOOP_KEY_DIR names outside the tests)."""
-    old = os.environ.get("KERNELLOOP_KEY_DIR")
+    olds = {v: os.environ.get(v) for v in ("KERNELLOOP_KEY_DIR", "KERNELLOOP_SIGNING_DIR")}
     os.environ["KERNELLOOP_KEY_DIR"] = str(tmp_path_factory.mktemp("run-keys"))
+    os.environ["KERNELLOOP_SIGNING_DIR"] = str(tmp_path_factory.mktemp("signing"))   # package/signing.py
     yield
-    if old is None:
-        os.environ.pop("KERNELLOOP_KEY_DIR", None)
-    else:
-        os.environ["KERNELLOOP_KEY_DIR"] = old
+    for var, old in olds.items():
+        if old is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = old
 
 
 @pytest.fixture(scope="session")

@@ -225,10 +225,11 @@ PACKAGE_JSON = ("kernelloop-package.json", "ops/rmsnorm/dispatch.json", "ops/rms
 
 
 def _resign(root: Path) -> None:
-    """Recompute the manifest's file hashes and digest, as an exporter with a bug would write them: the mutation
-    then reaches the parsers behind the integrity check."""
+    """Recompute the manifest's file hashes and digest and sign it with the user's key, as an exporter with a bug
+    would write them: the mutation then reaches the parsers behind the signature and integrity checks."""
     from kernelloop.package.records import MANIFEST_FILE, PackageManifest
     from kernelloop.package.runtime import manifest_digest
+    from kernelloop.package.signing import load_signing_key, sign
     from kernelloop.records import sha256_hex
     mpath = root / MANIFEST_FILE
     try:
@@ -241,7 +242,9 @@ def _resign(root: Path) -> None:
         m["files"] = {rel: sha256_hex((root / rel).read_bytes()) if isinstance(rel, str) and (root / rel).is_file()
                       else h for rel, h in m["files"].items()}
     try:
-        m["digest"] = manifest_digest(PackageManifest.model_validate({k: v for k, v in m.items() if k != "digest"}))
+        m["digest"] = manifest_digest(PackageManifest.model_validate({k: v for k, v in m.items()
+                                                                      if k not in ("digest", "signature")}))
+        m["signature"] = sign(m["digest"], load_signing_key()[0]).model_dump(mode="json")
     except ValueError:   # ValidationError, or a NaN/inf that has no digest
         pass
     mpath.write_text(dumps_json(m))

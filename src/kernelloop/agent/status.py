@@ -41,6 +41,8 @@ def workspace_status(workspace: str | Path, device: str | None = None, recent: i
             return out
         run_id = runs[0]["id"]
         out["run"] = run_id
+        # rows edited after the controller recorded them are TAMPERED (archive/integrity.py): never PASSED or best
+        out["integrity"] = archive.integrity(run_id).model_dump(mode="json")
         out["counts"] = archive.count(run_id)
         trials = archive.trials(run_id)
         finals = archive.finals(run_id)

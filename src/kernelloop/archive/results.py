@@ -10,14 +10,16 @@ from typing import TYPE_CHECKING, Any
 
 from ..records import Measurement
 from ..records.base import canonical_json
-from .connection import ArchiveConnection, ArchiveError
+from . import integrity
+from .connection import ArchiveError
+from .macs import MacRecords
 
 if TYPE_CHECKING:
     from ..records.confirm import CrossProcessConfirmation
     from ..records.profile import ProfileReport
 
 
-class ResultRecords(ArchiveConnection):
+class ResultRecords(MacRecords):
     """Baselines, finals, confirmations, fronts, events and profiles of `store.Archive`."""
 
     def put_baseline(self, run_id: str, workload_id: str, name: str, measurement: Measurement | None,
@@ -28,14 +30,20 @@ class ResultRecords(ArchiveConnection):
                 "INSERT INTO baselines(run_id, workload_id, name, json, note) VALUES (?, ?, ?, ?, ?)"
                 " ON CONFLICT(run_id, workload_id, name) DO UPDATE SET json = excluded.json, note = excluded.note",
                 (run_id, workload_id, name, measurement.to_json() if measurement is not None else None, note))
+            r = conn.execute("SELECT json, note FROM baselines WHERE run_id = ? AND workload_id = ? AND name = ?",
+                             (run_id, workload_id, name)).fetchone()
+            self._write_mac(conn, run_id, "baseline", f"{workload_id}|{name}",
+                            [run_id, workload_id, name, r["json"], r["note"]])
 
     def baselines(self, run_id: str, workload_id: str) -> dict[str, tuple[Measurement | None, str]]:
         """Baselines of a workload: name -> (measurement or None, note)."""
         with self._read(f"list baselines of run {run_id!r}") as conn:
             rows = conn.execute("SELECT name, json, note FROM baselines WHERE run_id = ? AND workload_id = ?"
                                 " ORDER BY name", (run_id, workload_id)).fetchall()
+            ok = {r["name"]: self._row_ok(conn, run_id, "baseline", f"{workload_id}|{r['name']}",
+                                          [run_id, workload_id, r["name"], r["json"], r["note"]]) for r in rows}
         return {r["name"]: (Measurement.from_json(r["json"]) if r["json"] is not None else None, r["note"])
-                for r in rows}
+                if ok[r["name"]] else (None, integrity.TAMPERED_MESSAGE) for r in rows}
 
     def put_final(self, run_id: str, workload_id: str, candidate_id: str, measurement: Measurement) -> None:
         """Store (or replace) the confirmation measurement of the best candidate on a workload.
@@ -48,12 +56,16 @@ class ResultRecords(ArchiveConnection):
                 " ON CONFLICT(run_id, workload_id) DO UPDATE SET candidate_id = excluded.candidate_id,"
                 " json = excluded.json",
                 (run_id, workload_id, candidate_id, measurement.to_json()))
+            self._write_mac(conn, run_id, "final", workload_id,
+                            [run_id, workload_id, candidate_id, measurement.to_json()])
 
     def finals(self, run_id: str) -> dict[str, tuple[str, Measurement]]:
         """Final confirmations of a run: workload_id -> (candidate_id, measurement)."""
         with self._read(f"list finals of run {run_id!r}") as conn:
             rows = conn.execute("SELECT workload_id, candidate_id, json FROM finals WHERE run_id = ?"
                                 " ORDER BY workload_id", (run_id,)).fetchall()
+            rows = [r for r in rows if self._row_ok(conn, run_id, "final", r["workload_id"],
+                                                    [run_id, r["workload_id"], r["candidate_id"], r["json"]])]
         return {r["workload_id"]: (r["candidate_id"], Measurement.from_json(r["json"])) for r in rows}
 
     def put_confirmation(self, run_id: str, confirmation: "CrossProcessConfirmation") -> None:
@@ -62,6 +74,8 @@ class ResultRecords(ArchiveConnection):
             conn.execute("INSERT INTO confirmations(run_id, workload_id, json) VALUES (?, ?, ?)"
                          " ON CONFLICT(run_id, workload_id) DO UPDATE SET json = excluded.json",
                          (run_id, confirmation.workload_id, confirmation.to_json()))
+            self._write_mac(conn, run_id, "confirmation", confirmation.workload_id,
+                            [run_id, confirmation.workload_id, confirmation.to_json()])
 
     def confirmations(self, run_id: str) -> dict[str, "CrossProcessConfirmation"]:
         """Cross-process confirmations of a run: workload_id -> record (none for runs confirmed in one process)."""
@@ -69,6 +83,8 @@ class ResultRecords(ArchiveConnection):
         with self._read(f"list confirmations of run {run_id!r}") as conn:
             rows = conn.execute("SELECT workload_id, json FROM confirmations WHERE run_id = ? ORDER BY workload_id",
                                 (run_id,)).fetchall()
+            rows = [r for r in rows if self._row_ok(conn, run_id, "confirmation", r["workload_id"],
+                                                    [run_id, r["workload_id"], r["json"]])]
         return {r["workload_id"]: CrossProcessConfirmation.from_json(r["json"]) for r in rows}
 
     def set_front(self, run_id: str, workload_id: str, entries: list[tuple[str, dict]]) -> None:
@@ -78,12 +94,16 @@ class ResultRecords(ArchiveConnection):
             conn.executemany(
                 "INSERT INTO fronts(run_id, workload_id, candidate_id, pos, objectives_json) VALUES (?, ?, ?, ?, ?)",
                 [(run_id, workload_id, cid, pos, canonical_json(obj)) for pos, (cid, obj) in enumerate(entries)])
+            self._write_mac(conn, run_id, "front", workload_id, integrity.front_fields(conn, run_id, workload_id))
 
     def front(self, run_id: str, workload_id: str) -> list[tuple[str, dict]]:
         """The workload's front as last set: [(candidate_id, objectives)] in the order given."""
         with self._read(f"get front of run {run_id!r}") as conn:
             rows = conn.execute("SELECT candidate_id, objectives_json FROM fronts WHERE run_id = ? AND workload_id = ?"
                                 " ORDER BY pos", (run_id, workload_id)).fetchall()
+            if rows and not self._row_ok(conn, run_id, "front", workload_id,
+                                         integrity.front_fields(conn, run_id, workload_id)):
+                return []   # an edited front is no front: readers rebuild nothing from it
         return [(r["candidate_id"], json.loads(r["objectives_json"])) for r in rows]
 
     # ------------------------------------------------------------------ events

@@ -14,11 +14,19 @@ from typing import Any
 
 from ..records import Candidate, Environment, OpSpec, Status, Trial, Workload
 from ..records.base import canonical_json
-from .connection import ArchiveConnection, ArchiveError
+from . import integrity
+from .connection import ArchiveError
+from .macs import MacRecords
 
 
 def _status_value(status: Status | str) -> str:
     return status.value if isinstance(status, Status) else str(status)
+
+
+def _tampered(trial: Trial) -> Trial:
+    """The trial as readers must see a row that fails its MAC: TAMPERED, without a measurement."""
+    verdict = trial.verdict.model_copy(update={"status": Status.TAMPERED, "message": integrity.TAMPERED_MESSAGE})
+    return trial.model_copy(update={"verdict": verdict, "measurement": None})
 
 
 def _decode_run(row: sqlite3.Row) -> dict[str, Any]:
@@ -35,12 +43,15 @@ def _decode_run(row: sqlite3.Row) -> dict[str, Any]:
     }
 
 
-class RunRecords(ArchiveConnection):
+class RunRecords(MacRecords):
     """Runs, candidates, workloads and trials of `store.Archive`."""
 
     def create_run(self, run_id: str, spec: OpSpec, manifest: dict, manifest_hash: str,
-                   environment: Environment, options: dict) -> None:
+                   environment: Environment, options: dict, secret: str | None = None) -> None:
         """Create run `run_id`, or do nothing if it exists with the same manifest hash (resume).
+
+        With the run's `secret` (execute/keys.run_secret), the run is MAC'd: the integrity marker and a MAC of every
+        row it will have (archive/integrity.py). Without it the run is unauthenticated.
 
         Raises ArchiveError if the run exists under a different manifest hash: its trials were
         produced under another reference/verifier/policy/environment and must not be mixed.
@@ -60,6 +71,11 @@ class RunRecords(ArchiveConnection):
                 " options_json, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running')",
                 (run_id, time.time(), spec.name, spec.to_json(), canonical_json(manifest), manifest_hash,
                  environment.to_json(), canonical_json(options)))
+            if secret is not None:
+                self.attach_secret(run_id, secret)
+                conn.execute("INSERT INTO integrity(run_id, scheme) VALUES (?, ?)", (run_id, integrity.SCHEME))
+                row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+                self._write_mac(conn, run_id, "run", "", integrity.run_fields(row))
 
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         """The run as a dict: id, created, op, spec, manifest, manifest_hash, environment, options,
@@ -191,28 +207,43 @@ class RunRecords(ArchiveConnection):
             self._insert_candidate(conn, candidate)
             self._insert_workload(conn, workload)
             self._insert_trial(conn, trial)
+            row = conn.execute("SELECT * FROM trials WHERE run_id = ? AND idx = ?",
+                               (trial.run_id, trial.index)).fetchone()
+            self._write_mac(conn, trial.run_id, "trial", str(trial.index), integrity.trial_fields(conn, row))
         return True
+
+    def _read_trial(self, conn: sqlite3.Connection, row: sqlite3.Row) -> Trial | None:
+        """The row's trial, TAMPERED when it fails its MAC (None when a tampered row does not even parse)."""
+        ok = self._trial_row_ok(conn, row)
+        try:
+            trial = Trial.from_json(row["json"])
+        except ValueError:
+            if ok:
+                raise
+            return None
+        return trial if ok else _tampered(trial)
 
     def find_trial(self, run_id: str, candidate_id: str, workload_id: str) -> Trial | None:
         """The run's trial of this candidate on this workload, or None if it was never recorded."""
         with self._read(f"find trial in run {run_id!r}") as conn:
-            row = conn.execute("SELECT json FROM trials WHERE run_id = ? AND candidate_id = ? AND workload_id = ?",
+            row = conn.execute("SELECT * FROM trials WHERE run_id = ? AND candidate_id = ? AND workload_id = ?",
                                (run_id, candidate_id, workload_id)).fetchone()
-        return None if row is None else Trial.from_json(row["json"])
+            return None if row is None else self._read_trial(conn, row)
 
     def trials(self, run_id: str, workload_id: str | None = None,
                status: Status | str | None = None) -> list[Trial]:
-        """The run's trials ordered by index, optionally only one workload's and/or one status's."""
-        sql, args = "SELECT json FROM trials WHERE run_id = ?", [run_id]
+        """The run's trials ordered by index, optionally only one workload's and/or one status's. A row of a MAC'd
+        run that fails its MAC is TAMPERED (archive/integrity.py), whatever its status column says."""
+        sql, args = "SELECT * FROM trials WHERE run_id = ?", [run_id]
         if workload_id is not None:
             sql += " AND workload_id = ?"
             args.append(workload_id)
-        if status is not None:
-            sql += " AND status = ?"
-            args.append(_status_value(status))
         with self._read(f"list trials of run {run_id!r}") as conn:
             rows = conn.execute(sql + " ORDER BY idx", args).fetchall()
-        return [Trial.from_json(r["json"]) for r in rows]
+            trials = [t for t in (self._read_trial(conn, r) for r in rows) if t is not None]
+        if status is not None:
+            trials = [t for t in trials if t.verdict.status.value == _status_value(status)]
+        return trials
 
     def next_index(self, run_id: str) -> int:
         """One past the highest trial index of the run (0 for a run without trials)."""
@@ -221,8 +252,9 @@ class RunRecords(ArchiveConnection):
         return 0 if row[0] is None else int(row[0]) + 1
 
     def count(self, run_id: str) -> dict[str, int]:
-        """Number of the run's trials per verdict status (statuses with no trial are omitted)."""
-        with self._read(f"count trials of run {run_id!r}") as conn:
-            rows = conn.execute("SELECT status, COUNT(*) AS n FROM trials WHERE run_id = ? GROUP BY status"
-                                " ORDER BY status", (run_id,)).fetchall()
-        return {r["status"]: int(r["n"]) for r in rows}
+        """Number of the run's trials per verdict status (statuses with no trial are omitted; TAMPERED rows counted
+        as such)."""
+        counts: dict[str, int] = {}
+        for t in self.trials(run_id):
+            counts[t.verdict.status.value] = counts.get(t.verdict.status.value, 0) + 1
+        return dict(sorted(counts.items()))

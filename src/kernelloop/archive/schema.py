@@ -225,6 +225,23 @@ _V5 = (
     """,
 )
 
+_V6 = (
+    # Integrity (archive/integrity.py): a run created with its key has a row here (the format marker: scheme
+    # 'hmac-sha256-v1'); a run without one was written before MACs existed or without a key, and reads as
+    # unauthenticated. `row_macs` holds one HMAC per MAC'd row of such a run: tbl is run, trial, final,
+    # confirmation, baseline or front; row_key the row's key within the run (the trial's index, the workload id...).
+    "CREATE TABLE integrity (run_id TEXT PRIMARY KEY, scheme TEXT NOT NULL)",
+    """
+    CREATE TABLE row_macs (
+        run_id  TEXT NOT NULL,
+        tbl     TEXT NOT NULL,
+        row_key TEXT NOT NULL,
+        mac     TEXT NOT NULL,
+        PRIMARY KEY (run_id, tbl, row_key)
+    ) WITHOUT ROWID
+    """,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema: runs, candidates, lineage, workloads, trials, baselines, finals, fronts, events",
               _V1),
@@ -232,6 +249,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "baseline_profiles: one ProfileReport per (workload, baseline)", _V3),
     Migration(4, "confirmations: a winner re-measured across fresh processes, with its stated interval", _V4),
     Migration(5, "ptx_candidates, ptx_sources, ptx_proofs: PTX-level edits of source-level candidates, proved", _V5),
+    Migration(6, "integrity, row_macs: a format marker and an HMAC per row of runs created with a key", _V6),
 )
 
 LATEST_VERSION: int = MIGRATIONS[-1].version

@@ -26,6 +26,7 @@ from .gate import gate_app
 from .schedule import schedule_app
 from .gaps import gaps
 from .extend import extend_app
+from .keys import keys_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="kernelloop: a closed loop that makes GPU kernels faster and proves it.")
@@ -42,6 +43,7 @@ app.command()(mcp)  # issue 6
 app.add_typer(trace_app, name="trace")  # FlashInfer-Trace import/export
 app.command()(capture)
 app.command()(export)
+app.add_typer(keys_app, name="keys")   # the package signing key and trust store
 app.command()(e2e)
 app.command()(report)  # the HTML report
 app.command()(reproduce)

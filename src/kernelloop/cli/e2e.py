@@ -38,6 +38,12 @@ def e2e(
                                                      "PACKAGE/../e2e-<package name>).")] = None,
     counts: Annotated[Optional[Path], typer.Option(help="Also write the dispatch counts here (JSON; `kernelloop "
                                                         "optimize --workloads` reads it).")] = None,
+    allow_unsigned: Annotated[bool, typer.Option(
+        "--allow-unsigned", help="Load a package that is unsigned or signed by a key outside the trust store (its "
+                                 "code then runs on your say-so; the report says so).")] = False,
+    trust: Annotated[Optional[list[Path]], typer.Option(
+        help="A public key file whose signatures are accepted for this load (repeatable; `kernelloop keys trust` "
+             "adds one for good).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Outputs of the patched model against the original on fresh inputs; speed beside eager and torch.compile."""
@@ -56,6 +62,9 @@ def e2e(
         os.environ.pop("TRITON_INTERPRET", None)
     from ..integrate.e2e import Tolerance, e2e as run_e2e, save
     from ..package import PackageError, load_package
+    from ..package.signing import SigningError
+    if allow_unsigned:
+        console.print("[yellow]--allow-unsigned: an unsigned or untrusted package's code will run[/yellow]")
     from .capture import ModelError, load_model
     try:
         net, inputs = load_model(model, device=dev, dtype=dtype, seed=seed, batch=batch, seq=seq)
@@ -63,8 +72,8 @@ def e2e(
         console.print(f"[red]bad model:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)
     try:
-        pkg = load_package(package)
-    except PackageError as e:
+        pkg = load_package(package, allow_unsigned=allow_unsigned, trust=list(trust or []))
+    except (PackageError, SigningError) as e:
         console.print(f"[red]package refused:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)
     example = inputs if isinstance(inputs, tuple) else (inputs,)

@@ -12,6 +12,7 @@ from rich.table import Table
 from ..archive import ArchiveError
 from ..package.build import ExportError
 from ..package.guards import describe
+from ..package.signing import SigningError
 from . import common
 from .common import esc
 
@@ -45,6 +46,12 @@ def export(
                                          "each winner's kernel on a small shape: findings leave it out, the report "
                                          "in audit/<op>.json; without the tool or CUDA the audit says why it did "
                                          "not run.")] = True,
+    allow_unauthenticated: Annotated[bool, typer.Option(
+        "--allow-unauthenticated", help="Export a run whose archive rows carry no MACs (written before them or "
+                                        "without a key) or whose run key is not here; the manifest records it. A "
+                                        "run whose rows were edited is refused whatever this says.")] = False,
+    sign: Annotated[bool, typer.Option("--sign/--no-sign", help="Sign the package with your key (`kernelloop "
+                                                               "keys`; generated on first use).")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the manifest and tables as JSON.")] = False,
 ) -> None:
     """Write a self-contained package: kernels, dispatch tables with proved guards, hashes, the audit trail."""
@@ -52,7 +59,8 @@ def export(
     console = common.console(stderr=as_json)
     opts = ExportOptions(out=out, name=name, version=version, ops_root=ops, extend=list(extend or []), ranges=not exact,
                          interior=interior, seed=seed, keep_slower=keep_slower,
-                         against=list(against or []), sanitize=sanitize)
+                         against=list(against or []), sanitize=sanitize,
+                         allow_unauthenticated=allow_unauthenticated, sign=sign)
     try:
         result = export_package(runs, opts, on_note=lambda t: console.print(f"[dim]{esc(t)}[/dim]"))
     except ExportError as e:
@@ -61,6 +69,9 @@ def export(
     except ArchiveError as e:
         console.print(f"[red]cannot read the archive:[/red] {esc(e)}")
         raise typer.Exit(common.STOPPED)
+    except SigningError as e:
+        console.print(f"[red]cannot sign:[/red] {esc(e)}")
+        raise typer.Exit(common.BAD_INPUT)
     except RuntimeError as e:   # the verification worker could not start
         console.print(f"[red]export stopped:[/red] {esc(e)}")
         raise typer.Exit(common.STOPPED)

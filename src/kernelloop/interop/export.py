@@ -52,6 +52,7 @@ STATUS_MAP: dict[Status, fi.EvaluationStatus] = {
     Status.RUNTIME_ERROR: fi.EvaluationStatus.RUNTIME_ERROR,
     Status.TIMEOUT: fi.EvaluationStatus.TIMEOUT,
     Status.REJECTED: fi.EvaluationStatus.RUNTIME_ERROR,  # no such status in the format; the log says REJECTED
+    Status.TAMPERED: fi.EvaluationStatus.RUNTIME_ERROR,  # an edited archive row (archive/integrity.py); the log says so
 }
 """kernelloop verdict -> FlashInfer evaluation status. Every evaluation's log starts with the kernelloop status,
 so the finer kernelloop statuses (and REJECTED, which the format lacks) stay readable."""

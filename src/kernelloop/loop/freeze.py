@@ -55,12 +55,15 @@ def freeze(archive: Archive, bundle: OpBundle, workloads: list[Workload], option
         stored = archive.get_run(run["id"])["options"]
         check_resumed_workloads(workloads, stored.get("workloads"))
         options = resumed_options(options, RunOptions.from_archived(stored))
-        return Frozen(archive, run["id"], manifest, mhash, keys.resume_secret(run, run_dir), options, policy,
-                      confirm_policy)
+        secret = keys.resume_secret(run, run_dir)
+        archive.attach_secret(run["id"], secret)   # a MAC'd run's new rows carry MACs (archive/integrity.py)
+        return Frozen(archive, run["id"], manifest, mhash, secret, options, policy, confirm_policy)
     # The run key derives every seed and held-out case; the archive keeps only a salt and a commitment to it,
     # the key stays with the user's controller ($KERNELLOOP_KEY or a key file outside the run folder).
     run_id, key_record, secret = keys.start_run(run_dir, lambda salt: "r-" + content_hash({"m": mhash, "salt": salt}))
-    archive.create_run(run_id, bundle.spec, manifest, mhash, env, options.archived(key_record, workloads))
+    # Every row of the run carries an HMAC under a key derived from the run key (archive/integrity.py).
+    archive.create_run(run_id, bundle.spec, manifest, mhash, env, options.archived(key_record, workloads),
+                       secret=secret)
     for w in workloads:
         archive.put_workload(w)
     return Frozen(archive, run_id, manifest, mhash, secret, options, policy, confirm_policy)

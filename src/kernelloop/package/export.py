@@ -38,6 +38,7 @@ from ..spec import SpecError, load_op
 from .build import (ExportError, ShapeVerifier, TableBuild, Winner, arch_of, build_table, parse_extend,
                     unused_extends)
 from .runtime import manifest_digest
+from .signing import load_signing_key, sign
 from .records import (MANIFEST_FILE, AuditTrail, ExportCheck, MeasuredOn, PackagedOp, PackageManifest,
                       SanitizerAudit, TrialRecord)
 
@@ -56,6 +57,8 @@ class ExportOptions:
     against: list[str] = field(default_factory=list)   # on a GPU, also leave out winners slower than these baselines
     sanitize: bool = True                # compute-sanitizer over each winner's kernel (findings leave it out)
     ptx: bool = False                    # attach each entry's proved, faster PTX-level edit (kernelloop.ptx)
+    allow_unauthenticated: bool = False  # export a run whose rows carry no MACs (legacy) or whose key is not here
+    sign: bool = True                    # sign the manifest with the user's signing key (package/signing.py)
 
 
 @dataclass
@@ -75,6 +78,22 @@ def _open_run(run_dir: Path) -> tuple[Archive, dict]:
         archive.close()
         raise ExportError(f"{path}: the archive holds no run")
     return archive, runs[0]
+
+
+def _integrity(archive: Archive, run: dict, allow_unauthenticated: bool) -> str:
+    """The run's archive commitment (archive/integrity.py); an edited run is refused, an unauthenticated or
+    unverifiable one unless the caller takes it."""
+    got = archive.integrity(run["id"])
+    if got.state == "tampered":
+        raise ExportError(f"run {run['id']}: its archive was edited after the controller recorded it: "
+                          f"{', '.join(got.tampered[:8])} fail their MAC; refusing to export from it")
+    if got.state == "authenticated":
+        return got.commitment
+    if not allow_unauthenticated:
+        raise ExportError(f"run {run['id']}: {got.line().removeprefix('integrity: ')}; refusing to export what "
+                          f"cannot be authenticated (pass --allow-unauthenticated to export it anyway; the "
+                          f"package then says so)")
+    return f"{got.state}:{sha256_hex(''.join(t.to_json() for t in archive.trials(run['id'])))}"
 
 
 def _op_bundle(run: dict, ops_root: Path | None, used_templates: set[str]):
@@ -223,6 +242,7 @@ def export_package(runs: list[Path], options: ExportOptions, device: str | None 
         raise ExportError(f"two runs of the same op ({', '.join(sorted({o for o in ops if ops.count(o) > 1}))}): "
                           f"export one run per op")
     try:
+        commitments = {run["id"]: _integrity(archive, run, options.allow_unauthenticated) for archive, run in opened}
         specs = [_op_bundle(run, options.ops_root, set()).spec for _, run in opened]
         for spec in specs:
             parse_extend(options.extend, spec)
@@ -294,14 +314,23 @@ def export_package(runs: list[Path], options: ExportOptions, device: str | None 
                    .model_dump_json(indent=1), files, stage)
             packaged.append(PackagedOp(
                 op=spec.name, run_id=run["id"], manifest_hash=run["manifest_hash"], entries=len(build.table.entries),
+                archive_commitment=commitments[run["id"]],
                 measured_on=MeasuredOn(device=run_device, arch=arch_of(env), gpu=env.get("gpu", ""),
                                        driver=env.get("driver", ""), torch=env.get("torch", ""),
                                        triton=env.get("triton", ""))))
         shutil.rmtree(stage / ".verify", ignore_errors=True)
         manifest = PackageManifest(name=options.name, version=options.version, created=time.time(),
                                    kernelloop=__version__, ops=packaged, files=dict(sorted(files.items())))
-        (stage / MANIFEST_FILE).write_text(json.dumps({**manifest.model_dump(mode="json"),
-                                                       "digest": manifest_digest(manifest)}, indent=1))
+        digest = manifest_digest(manifest)
+        signed = {}
+        if options.sign:   # Ed25519 over the digest with the user's key (package/signing.py)
+            key, key_path, created = load_signing_key()
+            if created:
+                on_note(f"generated a signing key at {key_path} (its public key: {key_path.with_suffix('.pub')}); "
+                        f"packages are signed with it")
+            signed = {"signature": sign(digest, key).model_dump(mode="json")}
+        (stage / MANIFEST_FILE).write_text(json.dumps({**manifest.model_dump(mode="json"), "digest": digest,
+                                                       **signed}, indent=1))
         out.parent.mkdir(parents=True, exist_ok=True)
         if out.exists():
             out.rmdir()

@@ -30,6 +30,10 @@ class PackagedOp(Record):
     manifest_hash: str = Field(description="That run's frozen manifest hash (reference, verifier, policy, env).")
     measured_on: MeasuredOn = Field(description="The run's environment.")
     entries: int = Field(ge=0, description="Dispatch entries.")
+    archive_commitment: str = Field("", description="The run's archive commitment at export: 'hmac-sha256-v1:' and "
+                                                    "a sha256 over the MACs of its run and trial rows (archive/"
+                                                    "integrity.py), or 'unauthenticated:'/'unverifiable:' and a "
+                                                    "sha256 of its trials when exported with the opt-in.")
 
 
 class PackageManifest(Record):

@@ -21,7 +21,9 @@ from pydantic import ValidationError
 
 from ..records import DType, OpSpec, canonical_json, sha256_hex
 from .records import MANIFEST_FILE, PackageManifest
+from . import signing
 from .replay import observe
+from .signing import LoadTrust, PackageSignature
 from .table import MEMO_LIMIT, DispatchTable, Dispatcher
 
 TORCH_DTYPES = {DType.fp16: torch.float16, DType.bf16: torch.bfloat16, DType.fp32: torch.float32}
@@ -300,6 +302,7 @@ class Package:
 
     def __init__(self, path: Path, manifest: PackageManifest, kernels: dict[str, Kernel]):
         self.path, self.manifest, self.kernels = path, manifest, kernels
+        self.trust: LoadTrust | None = None   # the load report's word on the signature (load_package sets it)
         self.namespace = "kl_" + manifest_digest(manifest)[:10]
         self._lib = None
 
@@ -329,7 +332,7 @@ class Package:
         return self
 
 
-def _read_manifest(root: Path) -> PackageManifest:
+def _read_manifest(root: Path) -> tuple[PackageManifest, PackageSignature | None]:
     path = root / MANIFEST_FILE
     if not path.is_file():
         raise PackageError(f"{root}: no {MANIFEST_FILE} (not a kernelloop package)")
@@ -340,8 +343,10 @@ def _read_manifest(root: Path) -> PackageManifest:
     except OSError as e:
         raise PackageError(f"{path}: cannot read: {e.strerror or e}") from None
     digest = data.pop("digest", None) if isinstance(data, dict) else None
+    signature = data.pop("signature", None) if isinstance(data, dict) else None
     try:
         manifest = PackageManifest.model_validate(data)
+        signature = None if signature is None else PackageSignature.model_validate(signature)
     except ValidationError as e:
         err = e.errors()[0]
         raise PackageError(f"{path}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
@@ -351,7 +356,24 @@ def _read_manifest(root: Path) -> PackageManifest:
         raise PackageError(f"{path}: not a manifest kernelloop writes ({e})") from None
     if digest != ours:
         raise PackageError(f"{path}: the manifest was changed after export (its digest does not match)")
-    return manifest
+    return manifest, signature
+
+
+def _check_signature(root: Path, manifest: PackageManifest, signature: PackageSignature | None,
+                     allow_unsigned: bool, trust: list) -> LoadTrust:
+    """The signature over the manifest's digest (package/signing.py), checked before any file is read as code."""
+    try:
+        got = signing.check(signature, manifest_digest(manifest), signing.trusted_keys(list(trust)))
+    except signing.SigningError as e:
+        raise PackageError(f"{root}: {e}: refusing to load a tampered package") from None
+    if got.trusted:
+        return got
+    if not allow_unsigned:
+        raise PackageError(f"{root}: {got.note}: refusing to load it (trust its signer with `kernelloop keys trust "
+                           f"PUBKEY_FILE` or trust=[...], or load it anyway with allow_unsigned=True)")
+    note = f"{got.note}; loaded because the caller allowed unsigned or untrusted packages"
+    warnings.warn(f"kernelloop package {manifest.name}: {note}", stacklevel=3)
+    return got.model_copy(update={"note": note})
 
 
 def _inside(rel: str) -> bool:
@@ -398,11 +420,15 @@ def _check_op(root: Path, name: str, spec: OpSpec, table: DispatchTable, manifes
             raise PackageError(f"{where}: entry {e.id} names template {e.template!r}, not one of the spec's")
 
 
-def load_package(path: str | Path) -> Package:
-    """Load and check a package. A changed, missing or extra file is a PackageError; another torch/Triton
-    major.minor than the one measured disables that op's kernels (the reference runs, with a warning naming why)."""
+def load_package(path: str | Path, *, allow_unsigned: bool = False, trust: list = ()) -> Package:
+    """Load and check a package. Its signature is checked first (package/signing.py): an unsigned package, or one
+    signed by a key outside the trust store (the user's own key, `kernelloop keys trust`, `trust`: public key files
+    or raw keys), is a PackageError unless `allow_unsigned`, and `Package.trust` says which it was. Then a changed,
+    missing or extra file is a PackageError; only then are its files imported. Another torch/Triton major.minor than
+    the one measured disables that op's kernels (the reference runs, with a warning naming why)."""
     root = Path(path)
-    manifest = _read_manifest(root)
+    manifest, signature = _read_manifest(root)
+    trust_report = _check_signature(root, manifest, signature, allow_unsigned, list(trust))
     _check_files(root, manifest)
     now = current_versions()
     prefix = "kernelloop_pkg_" + manifest_digest(manifest)[:10]
@@ -434,4 +460,6 @@ def load_package(path: str | Path) -> Package:
             kernels[op.op] = Kernel(base, spec, table, op.measured_on.arch, disabled, prefix)
         except Exception as e:  # noqa: BLE001 - importing the package's own files failed: it must not run
             raise PackageError(f"{base}: cannot import its reference or kernels: {type(e).__name__}: {e}") from None
-    return Package(root, manifest, kernels)
+    package = Package(root, manifest, kernels)
+    package.trust = trust_report
+    return package

@@ -15,6 +15,7 @@ from pydantic import ConfigDict, Field, model_serializer
 
 from .base import Record
 from .confirm import CrossProcessConfirmation, SanitizerOutcome
+from .integrity import RunIntegrity
 from .measurement import Comparison, Measurement
 from .run import Throughput
 
@@ -218,7 +219,7 @@ class FailureGroup(Record):
 class RunSummary(SummaryRecord):
     """One run, read from its archive."""
 
-    omit_if_none: ClassVar[tuple[str, ...]] = ("run_dir",)
+    omit_if_none: ClassVar[tuple[str, ...]] = ("run_dir", "integrity")
     run: str = Field(description="Run id.")
     op: str
     status: str = Field(description="running, done, failed, interrupted.")
@@ -238,6 +239,10 @@ class RunSummary(SummaryRecord):
     failures: list[FailureGroup]
     llm: dict[str, Any] | None = Field(description="LLM calls, tokens and prices (None without an LLM).")
     run_dir: str | None = Field(None, description="The run folder (optimize's output only).")
+    integrity: RunIntegrity | None = Field(None, description="Whether the archive's rows carry good MACs under the "
+                                                             "run key: authenticated, tampered (those trials are "
+                                                             "TAMPERED, never PASSED or best), unauthenticated "
+                                                             "(legacy) or unverifiable here.")
 
     def workload(self, key: str | None = None) -> WorkloadSummary:
         """A workload by id or label; without a key the only one (ValueError naming them when there are several)."""

@@ -23,6 +23,7 @@ class Status(str, Enum):
     RUNTIME_ERROR = "RUNTIME_ERROR"      # raised, crashed, illegal memory access, worker died
     TIMEOUT = "TIMEOUT"                  # the job exceeded its deadline
     REJECTED = "REJECTED"                # a rule forbids it (physical floor, static rules)
+    TAMPERED = "TAMPERED"                # never a verifier's: an archive row that fails its MAC (archive/integrity)
 
     @property
     def is_wrong(self) -> bool:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..archive import Archive
 from ..bench.stats import ratio_verdict
+from ..records.integrity import RunIntegrity
 from ..records import OpSpec, Workload
 from . import figures
 from .summary import run_summary
@@ -211,6 +212,7 @@ def build_context(archive: Archive, run_id: str | None = None, *, source: str = 
         "progress_svg": figures.progress(series[:64]), "fronts": fronts, "roofline_svg": roof_svg,
         "roofs": roofs, "by_flops": by_flops, "lineage": lineage, "with_parents": with_parents,
         "candidates": len(cands), "log": log, "workload_labels": labels, "baseline_names": _baseline_names(summary),
+        "integrity_line": RunIntegrity.model_validate(summary["integrity"]).line(),
     }
 
 

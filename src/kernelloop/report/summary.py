@@ -84,6 +84,7 @@ def run_summary(archive: Archive, run_id: str | None = None) -> dict:
         "workloads": workloads,
         "failures": failure_groups(archive, rid, trials),
         "llm": _llm_section(archive, rid, trials),
+        "integrity": archive.integrity(rid).model_dump(mode="json"),
     }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..replay.prior import prior_files
@@ -29,6 +30,8 @@ def render(summary: dict, console: Console | None = None) -> None:
             f"triton {summary['triton']}")
     if summary["interpreter"]:
         c.print(f"[yellow]{INTERPRETER_BANNER}[/yellow]")
+    if summary.get("integrity"):
+        render_integrity(summary["integrity"], c)
     if summary["prior"]:
         p = summary["prior"]
         files = ", ".join(f"{path} (sha256 {sha[:12]})" for path, sha in prior_files(p))
@@ -96,6 +99,14 @@ def render(summary: dict, console: Console | None = None) -> None:
 
 def _share(x: float | None) -> str:
     return f"{100 * x:.0f} %" if x is not None else "-"
+
+
+def render_integrity(integrity: dict, c: Console) -> None:
+    """The archive's integrity (kernelloop.archive.integrity): red when rows were edited, yellow when unauthenticated."""
+    from ..records.integrity import RunIntegrity
+    line = RunIntegrity.model_validate(integrity).line()
+    style = {"authenticated": "green", "tampered": "bold red"}.get(integrity["state"], "yellow")
+    c.print(f"[{style}]{escape(line)}[/{style}]")
 
 
 def render_throughput(tp: dict | None, c: Console) -> None:

@@ -42,6 +42,8 @@ def failure_reason(v: Verdict) -> str:
         return "import failed" if "import" in m else "compile error"
     if s is Status.TIMEOUT:
         return "timeout"
+    if s is Status.TAMPERED:
+        return "archive row edited (fails its MAC)"
     if s is Status.RUNTIME_ERROR:
         sig = re.search(r"killed by signal (\w+)", m)
         if sig:
