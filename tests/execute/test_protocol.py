@@ -1,6 +1,8 @@
 """The worker protocol's records (execute/protocol.py): what crosses the socket pair, and how it is read back."""
 
-import pickle
+import socket
+import struct
+from multiprocessing.connection import Connection
 
 import pytest
 from pydantic import ValidationError
@@ -11,8 +13,8 @@ from kernelloop.records import Workload
 
 
 def _wire(record):
-    """What the other side receives: the record's plain-data dump through pickle, as Connection.send does."""
-    return pickle.loads(pickle.dumps(record.model_dump()))
+    """What the other side receives: the record's JSON bytes, as protocol.send writes them."""
+    return P.encode(record)
 
 
 def test_requests_round_trip_by_their_op(layernorm):
@@ -43,6 +45,7 @@ def test_replies_are_read_by_their_kind_and_keep_their_denials():
     data = P.Failed(stage="runtime", error="boom").model_dump()
     data["denied"] = [{"action": "open", "detail": "/etc/passwd"}]
     failed = P.parse_reply(data)
+    assert P.decode_reply(_wire(failed)) == failed
     assert isinstance(failed, P.Failed) and failed.denied[0].action == "open" and not failed.ok
 
 
@@ -66,3 +69,52 @@ def test_the_spec_is_validated_once_per_text(layernorm, monkeypatch):
     first = cache.get(text)
     assert cache.get(text) is first and cache.get(str(text)) is first and len(calls) == 1
     assert first == layernorm.spec
+
+
+def _pair():
+    a, b = socket.socketpair()
+    return Connection(a.detach()), Connection(b.detach())
+
+
+def test_a_framed_pickle_is_no_reply_and_runs_nothing(tmp_path):
+    marker = tmp_path / "pwned"
+    code = f"open({str(marker)!r}, 'w').write('ran')"
+    payload = b"cbuiltins\nexec\n(V" + code.encode() + b"\ntR."
+    mine, theirs = _pair()
+    theirs.send_bytes(payload)     # what a candidate writes onto the worker's end of the connection
+    with pytest.raises(P.ProtocolViolation, match="not a worker reply"):
+        P.decode_reply(P.receive(mine, P.MAX_REPLY_BYTES))
+    assert not marker.exists()
+
+
+def test_a_message_over_the_limit_is_refused_unread():
+    mine, theirs = _pair()
+    theirs.send_bytes(b"x" * 1000)
+    with pytest.raises(P.ProtocolViolation, match="longer than 100 bytes"):
+        P.receive(mine, 100)
+    mine2, theirs2 = _pair()
+    import os
+    os.write(theirs2.fileno(), struct.pack("!i", -1) + struct.pack("!Q", 1 << 60))   # a 1 EiB header
+    with pytest.raises(P.ProtocolViolation):
+        P.receive(mine2, P.MAX_REPLY_BYTES)
+
+
+def test_a_record_past_the_limit_is_not_sent():
+    with pytest.raises(ValueError, match="exceeds the protocol"):
+        P.encode(P.Failed(stage="runtime", log="x" * 5000), limit=1000)
+
+
+def test_replies_carry_the_sequence_number_of_their_request():
+    got = P.decode_reply(_wire(P.Synced(seq=41)))
+    assert isinstance(got, P.Synced) and got.seq == 41
+    assert P.parse_request(_wire(P.SyncRequest(seq=7))) == P.SyncRequest(seq=7)
+
+
+def test_cuda_ipc_handles_cross_as_base64(tmp_path):
+    from kernelloop.execute.shared import SharedTensor, arenas_outside
+    t = SharedTensor(transport="cuda-ipc", dtype="float32", shape=[2], stride=[1],
+                     ipc=[[2], [1], 0, 0, b"\x00\xffh", 8, 0, b"/torch_1", 3, None, True])
+    assert SharedTensor.model_validate_json(t.model_dump_json()) == t
+    inside = SharedTensor(arena=str(tmp_path / "job" / "case0.arena"), dtype="float32", shape=[1], stride=[1])
+    outside = SharedTensor(arena=str(tmp_path / "keys" / "run.key"), dtype="float32", shape=[1], stride=[1])
+    assert arenas_outside([inside, outside], tmp_path / "job") == [outside.arena]

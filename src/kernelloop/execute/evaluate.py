@@ -191,6 +191,9 @@ class Evaluator(TimedStage):
             denied = reply.record.denied
             return Verdict(status=Status.REJECTED, message=denial_verdict_message(denied),
                            log="\n".join([*(d.message for d in denied), reply.record.log, reply.log_tail]).strip())
+        if reply.status == "violation":   # the worker broke the protocol (execute/pool.py): named, never trusted
+            return Verdict(status=Status.REJECTED, message=reply.record.error,
+                           log=(reply.record.log + "\n" + reply.log_tail).strip())
         info = self.crash_info(reply)
         where = info["at"] or what
         if reply.status == "timeout":

@@ -7,12 +7,18 @@ whose CUDA context was poisoned by an illegal access is replaced before the next
 The worker is its own program (`python -m kernelloop.execute.child`, started through subprocess, messages over a
 socket pair, the records of execute/protocol.py), not a multiprocessing child: nothing of the caller's `__main__` is re-imported, so scripts without a
 `__main__` guard, `python -c` and notebooks can run the loop.
+
+What comes back is bytes of JSON, read with a length limit and validated before use; nothing is unpickled. A reply
+that does not decode, answers another request than the one sent (`seq`), is followed by a second reply (the sync
+after every reply, execute/protocol.py) or names an arena outside the request's job folder is a protocol violation:
+status `violation`, the worker replaced.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -23,6 +29,7 @@ from typing import Any
 
 from ..records.device import Device
 from . import protocol as P
+from . import shared
 from .child import PATH_ENV
 from .keys import KEY_ENV
 
@@ -35,12 +42,15 @@ class Reply:
     """What became of one request. `record`: the worker's reply (execute.protocol: Loaded, Checked, Benched, or
     Failed for status error/denied); None when the worker timed out or died before replying."""
 
-    status: str  # ok | error | timeout | died | denied (the sandbox denied an action: execute/sandbox.py)
+    # ok | error | timeout | died | denied (the sandbox denied an action: execute/sandbox.py) | violation (the worker
+    # broke the protocol: execute/protocol.py; record a Failed of stage 'protocol' naming how)
+    status: str
     record: Any = None
     exitcode: int | None = None
     log_tail: str = ""
     seconds: float = 0.0
     owned: list | None = None   # the controller's own copies of what the reply shared (execute/shared.py), if taken
+    request: Any = None         # the request this answers, as the controller sent it
 
     @property
     def error(self) -> str:
@@ -70,6 +80,7 @@ class Worker:
         self.proc: subprocess.Popen | None = None
         self.conn: Connection | None = None
         self.starts = 0
+        self.seq = 0   # the last request's sequence number: from a random start for every worker process
 
     def _start(self) -> None:
         mine, theirs = socket.socketpair()
@@ -118,12 +129,15 @@ class Worker:
             self.kill()
             raise RuntimeError(f"worker did not start within {self.start_timeout:.0f} s; log: {self._tail()}")
         try:
-            ready = parent.recv()
-        except EOFError:
+            ready = P.decode_reply(P.receive(parent, P.MAX_REPLY_BYTES))
+        except P.ProtocolViolation as e:
+            self.kill()
+            raise RuntimeError(f"worker broke the protocol while starting: {e}") from None
+        except (EOFError, OSError):
             code = self._wait(30)
             self.kill()
             raise RuntimeError(f"worker died while starting (exit {code}); log: {self._tail()}") from None
-        ready = P.parse_reply(ready)
+        self.seq = secrets.randbits(48)
         self.view = ready.view if isinstance(ready, P.Ready) else ""
         if self.writable and not self.view.startswith("read-only view except"):
             # the probe said the view works, this worker could not set it up: it runs with the network namespace
@@ -195,35 +209,92 @@ class Worker:
         import time
         if isinstance(msg, dict):
             msg = P.parse_request(msg)
+        if self.alive and self.conn.poll(0):   # bytes nobody asked for since the last sync: never read as a reply
+            self.kill()
         if not self.alive:
             self.kill()
             self._start()
+        self.seq += 1
+        msg = msg.model_copy(update={"seq": self.seq})
         mark = self.log_path.stat().st_size if self.log_path.exists() else 0
         t0 = time.perf_counter()
         try:
             P.send(self.conn, msg)
         except (BrokenPipeError, OSError):
             return self._sandboxed(self._died(mark, t0))
-        if not self.conn.poll(timeout):
-            self.kill()
-            return self._sandboxed(Reply("timeout", seconds=time.perf_counter() - t0,
-                                         log_tail=self._tail_since(mark)))
-        try:
-            data = self.conn.recv()
-        except (EOFError, OSError):
-            return self._sandboxed(self._died(mark, t0))
-        dt = time.perf_counter() - t0
-        record = P.parse_reply(data)
-        denied = self._sandboxed(Reply("error", record, seconds=dt))
+        got = self._reply(msg, timeout, t0, mark)
+        if isinstance(got, Reply):
+            return got
+        record, dt = got
+        problem = self._sync(timeout, record, msg)
+        if problem:
+            return self._violation(problem, t0, mark, msg)
+        denied = self._sandboxed(Reply("error", record, seconds=dt, request=msg))
         if denied.status == "denied":
             return denied
-        if not record.ok or isinstance(record, P.Ready):
+        if not record.ok or isinstance(record, (P.Ready, P.Synced)):
             if getattr(record, "cuda_fault", False):
                 self.kill()  # the CUDA context is unusable after a fault: replace the worker
             if record.ok:
-                record = P.Failed(stage="protocol", error="the worker sent a second ready message")
-            return Reply("error", record, seconds=dt, log_tail=self._tail_since(mark))
-        return Reply("ok", record, seconds=dt)
+                return self._violation(f"the worker answered a {type(msg).__name__} with {type(record).__name__}",
+                                       t0, mark, msg)
+            return Reply("error", record, seconds=dt, log_tail=self._tail_since(mark), request=msg)
+        return Reply("ok", record, seconds=dt, request=msg)
+
+    def _reply(self, msg, timeout: float, t0: float, mark: int):
+        """(the reply record, seconds since the request was sent), or the Reply of a worker that timed out, died or
+        broke the protocol."""
+        import time
+        if not self.conn.poll(timeout):
+            self.kill()
+            return self._sandboxed(Reply("timeout", seconds=time.perf_counter() - t0,
+                                         log_tail=self._tail_since(mark), request=msg))
+        try:
+            record = P.decode_reply(P.receive(self.conn, P.MAX_REPLY_BYTES))
+        except P.ProtocolViolation as e:
+            return self._violation(str(e), t0, mark, msg)
+        except (EOFError, OSError):
+            return self._sandboxed(self._died(mark, t0))
+        dt = time.perf_counter() - t0
+        if record.seq != msg.seq:
+            return self._violation(f"a reply to request {record.seq}, not to the request sent ({msg.seq})", t0,
+                                   mark, msg)
+        outside = shared.arenas_outside(record, getattr(msg, "job_dir", ""))
+        if outside:
+            return self._violation(f"the reply names arenas outside the request's job folder: {outside[:3]}", t0,
+                                   mark, msg)
+        return record, dt
+
+    def _sync(self, timeout: float, record, msg) -> str:
+        """Send the sync that must be answered next: '' when it was, else what came instead (a second reply to the
+        request, bytes that are no reply, nothing)."""
+        if not self.alive:   # a worker that ended after replying (its reply is judged as it is)
+            return ""
+        self.seq += 1
+        sync = P.SyncRequest(seq=self.seq)
+        try:
+            P.send(self.conn, sync)
+            if not self.conn.poll(max(timeout, 5.0)):
+                return "the worker did not answer the sync after its reply"
+            got = P.decode_reply(P.receive(self.conn, P.MAX_REPLY_BYTES))
+        except P.ProtocolViolation as e:
+            return f"after its reply: {e}"
+        except (EOFError, OSError, BrokenPipeError):
+            return ""   # it died after replying: the next request starts a fresh worker
+        if isinstance(got, P.Synced) and got.seq == sync.seq:
+            return ""
+        if got.seq == msg.seq:
+            return (f"a second reply ({type(got).__name__}) to request {msg.seq}: more than one reply was written "
+                    f"onto the worker's connection")
+        return f"a {type(got).__name__} with sequence number {got.seq} where the sync {sync.seq} was answered"
+
+    def _violation(self, problem: str, t0: float, mark: int, msg=None) -> Reply:
+        """The Reply of a worker that broke the protocol: it is replaced, its request gets a protocol failure."""
+        import time
+        self.kill()
+        record = P.Failed(stage="protocol", error=f"protocol-violation: {problem}"[:2000])
+        return self._sandboxed(Reply("violation", record, seconds=time.perf_counter() - t0,
+                                     log_tail=self._tail_since(mark), request=msg))
 
     def _sandboxed(self, reply: Reply) -> Reply:
         """A reply whose request had the sandbox deny something becomes status 'denied' (its record a Failed of
@@ -245,7 +316,8 @@ class Worker:
         was = reply.record
         record = P.Failed(stage="sandbox", log=getattr(was, "log", "") or "", error=getattr(was, "error", "") or "",
                           build=getattr(was, "build", None), case=getattr(was, "case", None), denied=listed)
-        return Reply("denied", record, exitcode=reply.exitcode, log_tail=reply.log_tail, seconds=reply.seconds)
+        return Reply("denied", record, exitcode=reply.exitcode, log_tail=reply.log_tail, seconds=reply.seconds,
+                     request=reply.request)
 
     def _tail_since(self, mark: int) -> str:
         try:

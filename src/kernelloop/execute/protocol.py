@@ -1,21 +1,32 @@
 """The worker protocol: the requests the controller sends a worker (execute/worker.py) and the replies it gets.
 
-Messages travel over a socket pair as pickled plain data: a record's `model_dump()` on one side, `model_validate`
-of it on the other (`send`/`parse_request`/`parse_reply`), so what a worker that ran candidate code sends is
-checked before the controller reads it, and neither side unpickles a class of the other's choosing beyond the
-builtins, enums and records named here. Requests are told apart by `op`, replies by `kind`.
+Messages are bytes of JSON, one record per message, each framed by `multiprocessing.connection.Connection`'s
+length header and sent with `send_bytes`; the receiver reads them with `recv_bytes(limit)` (a message longer than
+`MAX_REQUEST_BYTES` / `MAX_REPLY_BYTES` is refused before its body is read) and validates them with the records
+named here (`decode_request`, `decode_reply`) before anything else looks at them. Nothing is unpickled in either
+direction: what a process that ran candidate code sends the controller is data in a fixed schema, never code, and a
+message that does not decode and validate is a protocol violation (`ProtocolViolation`), never a reply. Requests are
+told apart by `op`, replies by `kind`.
+
+Every request carries a sequence number (`seq`) that the controller counts from a random start per worker; the reply
+must carry the same one. After each reply the controller sends a `SyncRequest` and must get its `Synced` next: a
+second reply to a request (a candidate that wrote its own reply onto the connection and let the worker's follow), a
+reply to a request never sent, or bytes that are no reply are protocol violations that replace the worker
+(execute/pool.py). A reply's contents are still the claim of a process that ran candidate code: the controller
+checks timing replies against evidence of its own (execute/evidence.py) and reads outputs only from arenas in the
+job folder it named.
 
 A request names the op's spec as its JSON text (`spec`), which the worker validates once per distinct text and
 keeps (`SpecCache`); workloads, cases and the timing policy are records. Tensors do not travel in messages: they
 are shared (execute/shared.py: an arena file mapped by both processes, or CUDA IPC handles) and the reply says where.
 
-Requests: `LoadRequest`, `CheckRequest`, `BenchRequest`, `ShareRequest` (the CUDA IPC probe), `ExitRequest`.
-Replies: `Ready` (once, when the worker has started), `Loaded`, `Checked`, `Benched`, `Shared` for a request that
-succeeded, `Failed` for one that did not (its `stage`: import, compile, runtime, protocol; the controller turns a
-reply whose request had the sandbox deny something into stage `sandbox`). A check or bench of a candidate the worker
-has not loaded -- it was started after the load, the previous one having been replaced -- is answered
-`Failed(stage="protocol", error=NOT_LOADED)`; the controller then loads the candidate again and asks once more. Every reply lists the sandbox's denials of
-that request (`denied`).
+Requests: `LoadRequest`, `CheckRequest`, `BenchRequest`, `ShareRequest` (the CUDA IPC probe), `SyncRequest`,
+`ExitRequest`. Replies: `Ready` (once, when the worker has started), `Loaded`, `Checked`, `Benched`, `Shared`,
+`Synced` for a request that succeeded, `Failed` for one that did not (its `stage`: import, compile, runtime,
+protocol; the controller turns a reply whose request had the sandbox deny something into stage `sandbox`). A check
+or bench of a candidate the worker has not loaded -- it was started after the load, the previous one having been
+replaced -- is answered `Failed(stage="protocol", error=NOT_LOADED)`; the controller then loads the candidate again
+and asks once more. Every reply lists the sandbox's denials of that request (`denied`).
 """
 
 from __future__ import annotations
@@ -32,8 +43,21 @@ from .sandbox import Denial
 from .shared import SharedTensor, Transport
 
 
+MAX_REQUEST_BYTES = 64 << 20   # a request's JSON (a candidate's source, the spec): larger is refused unread
+MAX_REPLY_BYTES = 32 << 20     # a reply's JSON (samples, tensor records, logs of at most 20,000 characters)
+
+
+class ProtocolViolation(Exception):
+    """Bytes from a worker that are not a valid reply to the request asked: too long, not JSON, not a reply record,
+    a reply to another request, or a reply nobody asked for."""
+
+
 # -- requests --------------------------------------------------------------------------------------------------
-class LoadRequest(Record):
+class _Request(Record):
+    seq: int = Field(0, ge=0, description="The request's sequence number; its reply carries the same one.")
+
+
+class LoadRequest(_Request):
     """Import a candidate's source (once per source hash) and check that it defines a callable `launch`."""
 
     op: Literal["load"] = "load"
@@ -50,7 +74,7 @@ class VerifyCase(Record):
     repeats: int = Field(1, ge=1, description="Calls on identical inputs (determinism check when > 1).")
 
 
-class CheckRequest(Record):
+class CheckRequest(_Request):
     """Run a loaded candidate on each case; its first call builds (compiles) the kernels."""
 
     op: Literal["check"] = "check"
@@ -66,7 +90,7 @@ class CheckRequest(Record):
                                  "candidate host tensors, whatever is asked.")
 
 
-class BenchRequest(Record):
+class BenchRequest(_Request):
     """Interleaved timing of subjects: candidate kinds (execute.timing.CANDIDATE_KINDS) and baselines."""
 
     op: Literal["bench"] = "bench"
@@ -87,7 +111,7 @@ class BenchRequest(Record):
     settle_threads: bool = Field(False, description="Take the thread census's base once the count stops moving.")
 
 
-class ShareRequest(Record):
+class ShareRequest(_Request):
     """Share a small CUDA tensor of known contents (0, 1, ..., elements - 1 in float32) by CUDA IPC: the controller
     opens it to learn, before any candidate's tensors depend on it, whether CUDA IPC works between the two processes."""
 
@@ -95,13 +119,19 @@ class ShareRequest(Record):
     elements: int = Field(256, ge=1, le=1 << 20)
 
 
-class ExitRequest(Record):
+class SyncRequest(_Request):
+    """Answered at once with `Synced`: sent after every reply, it proves that reply was the request's only one."""
+
+    op: Literal["sync"] = "sync"
+
+
+class ExitRequest(_Request):
     """End the worker's request loop."""
 
     op: Literal["exit"] = "exit"
 
 
-Request = Annotated[Union[LoadRequest, CheckRequest, BenchRequest, ShareRequest, ExitRequest],
+Request = Annotated[Union[LoadRequest, CheckRequest, BenchRequest, ShareRequest, SyncRequest, ExitRequest],
                     Field(discriminator="op")]
 _REQUEST = TypeAdapter(Request)
 
@@ -162,6 +192,7 @@ class SubjectSamples(Record):
 
 # -- replies ---------------------------------------------------------------------------------------------------
 class _Reply(Record):
+    seq: int = Field(0, ge=0, description="The sequence number of the request answered (0: the ready message).")
     denied: list[Denial] = Field(default_factory=list, description="What the sandbox denied during the request.")
 
 
@@ -215,6 +246,11 @@ class Shared(_Reply):
     error: str = ""
 
 
+class Synced(_Reply):
+    kind: Literal["sync"] = "sync"
+    ok: Literal[True] = True
+
+
 class Failed(_Reply):
     kind: Literal["error"] = "error"
     ok: Literal[False] = False
@@ -241,24 +277,64 @@ def is_not_loaded(record: Any) -> bool:
     return isinstance(record, Failed) and record.stage == "protocol" and record.error == NOT_LOADED
 
 
-WorkerReply = Annotated[Union[Ready, Loaded, Checked, Benched, Shared, Failed], Field(discriminator="kind")]
+WorkerReply = Annotated[Union[Ready, Loaded, Checked, Benched, Shared, Synced, Failed], Field(discriminator="kind")]
 _REPLY = TypeAdapter(WorkerReply)
 
 
 # -- the wire --------------------------------------------------------------------------------------------------
-def send(conn, record: Record) -> None:
-    """Send a request or reply as plain data."""
-    conn.send(record.model_dump())
+def encode(record: Record, limit: int = MAX_REPLY_BYTES) -> bytes:
+    """A record as the bytes of one message (its JSON); raises ValueError past `limit`."""
+    data = record.model_dump_json().encode("utf-8")
+    if len(data) > limit:
+        raise ValueError(f"a {type(record).__name__} of {len(data)} bytes exceeds the protocol's {limit}")
+    return data
 
 
-def parse_request(data: Any) -> LoadRequest | CheckRequest | BenchRequest | ShareRequest | ExitRequest:
-    """A received request (raises pydantic.ValidationError for a malformed one)."""
+def send(conn, record: Record, limit: int | None = None) -> None:
+    """Send a request or reply as one framed JSON message (`Connection.send_bytes`)."""
+    if limit is None:
+        limit = MAX_REQUEST_BYTES if isinstance(record, _Request) else MAX_REPLY_BYTES
+    conn.send_bytes(encode(record, limit))
+
+
+def receive(conn, limit: int) -> bytes:
+    """One framed message of at most `limit` bytes (`Connection.recv_bytes`: a longer one is refused before its body
+    is read, and the connection closed): ProtocolViolation. EOFError / OSError when the other side is gone."""
+    try:
+        return conn.recv_bytes(limit)
+    except OSError as e:
+        if "bad message length" in str(e):
+            raise ProtocolViolation(f"a message longer than {limit} bytes (or a corrupt length header)") from None
+        raise
+
+
+def decode_request(data: bytes | str) -> LoadRequest | CheckRequest | BenchRequest | ShareRequest | SyncRequest | \
+        ExitRequest:
+    """A request from its JSON bytes (raises pydantic.ValidationError for a malformed one)."""
+    return _REQUEST.validate_json(data)
+
+
+def decode_reply(data: bytes | str) -> Ready | Loaded | Checked | Benched | Shared | Synced | Failed:
+    """A reply from its JSON bytes; anything else is a ProtocolViolation naming what was wrong."""
+    try:
+        return _REPLY.validate_json(data)
+    except ValidationError as e:
+        raise ProtocolViolation(f"not a worker reply: {e}"[:2000]) from None
+
+
+def parse_request(data: Any) -> LoadRequest | CheckRequest | BenchRequest | ShareRequest | SyncRequest | ExitRequest:
+    """A request from its JSON bytes or plain data (raises pydantic.ValidationError for a malformed one)."""
+    if isinstance(data, (bytes, bytearray, str)):
+        return decode_request(data)
     return _REQUEST.validate_python(data)
 
 
-def parse_reply(data: Any) -> Ready | Loaded | Checked | Benched | Shared | Failed:
-    """A received reply; a malformed one becomes Failed(stage='protocol') naming what was wrong."""
+def parse_reply(data: Any) -> Ready | Loaded | Checked | Benched | Shared | Synced | Failed:
+    """A reply from its JSON bytes or plain data; a malformed one becomes Failed(stage='protocol') naming what was
+    wrong."""
     try:
+        if isinstance(data, (bytes, bytearray, str)):
+            return _REPLY.validate_json(data)
         return _REPLY.validate_python(data)
     except ValidationError as e:
         return Failed(stage="protocol", error=f"malformed worker reply: {e}"[:2000], log=repr(data)[:20000])

@@ -29,10 +29,12 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import stat
 from pathlib import Path
-from typing import Any, Literal
+import base64
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field, PlainSerializer
 
 from ..records.base import Record
 from ..records.device import Device
@@ -51,6 +53,24 @@ def resolve_transport(device: Device, requested: str) -> Transport:
     return "cuda-ipc" if requested == "cuda-ipc" else "host-arena"
 
 
+def _bytes_to_wire(value: Any) -> Any:
+    """A CUDA IPC argument in JSON: bytes (memory, event and counter handles) as {"b64": ...}, the rest as it is."""
+    if isinstance(value, (bytes, bytearray)):
+        return {"b64": base64.b64encode(bytes(value)).decode("ascii")}
+    return value
+
+
+def _bytes_from_wire(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) != {"b64"} or not isinstance(value["b64"], str):
+            raise ValueError("a CUDA IPC argument is a number, a list of numbers, a flag, None or {'b64': text}")
+        return base64.b64decode(value["b64"], validate=True)
+    return value
+
+
+IpcArg = Annotated[Any, BeforeValidator(_bytes_from_wire), PlainSerializer(_bytes_to_wire, when_used="json")]
+
+
 class SharedTensor(Record):
     """Where to find one tensor the worker shares: a slice of an arena file (CPU), or a CUDA IPC handle."""
 
@@ -60,7 +80,7 @@ class SharedTensor(Record):
     dtype: str = Field(description="torch dtype name, e.g. 'float16'.")
     shape: list[int]
     stride: list[int]
-    ipc: list[Any] | None = Field(None, description="torch.multiprocessing.reductions.rebuild_cuda_tensor's arguments "
+    ipc: list[IpcArg] | None = Field(None, description="torch.multiprocessing.reductions.rebuild_cuda_tensor's arguments "
                                                     "after its two classes and the dtype (transport 'cuda-ipc').")
 
     def read(self, device: str = "cpu", gpu: int | None = None, maps: dict | None = None):
@@ -78,9 +98,14 @@ class SharedTensor(Record):
                                        False, ref_handle, ref_offset, event_handle, event_sync)
         maps = {} if maps is None else maps
         if self.arena not in maps:
-            with open(self.arena, "rb") as f:
-                maps[self.arena] = torch.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY),
-                                                    dtype=torch.uint8)
+            # never through a link, never anything but a regular file (the worker may have placed either there)
+            fd = os.open(self.arena, os.O_RDONLY | os.O_NOFOLLOW)
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise OSError(f"arena {self.arena} is not a regular file")
+                maps[self.arena] = torch.frombuffer(mmap.mmap(fd, 0, access=mmap.ACCESS_COPY), dtype=torch.uint8)
+            finally:
+                os.close(fd)
         buf = maps[self.arena]
         extent = _extent(self.shape, self.stride) * torch.empty((), dtype=dtype).element_size()
         view = buf[self.offset:self.offset + extent].view(dtype).as_strided(self.shape, self.stride)
@@ -100,6 +125,30 @@ class SharedTensor(Record):
             import torch
         with contextlib.suppress(Exception):   # the worker keeps the buffer; one that runs out of memory is replaced
             torch.UntypedStorage._release_ipc_counter(self.ipc[7], self.ipc[8], device=self.ipc[3])
+
+
+def arenas_outside(record: Any, folder: str | os.PathLike) -> list[str]:
+    """The arena files a reply's shared tensors (found anywhere in `record`, a record or nested lists/dicts of them)
+    name outside `folder` itself: the controller reads arenas only in the job folder it named."""
+    root = os.path.realpath(folder) if folder else ""
+    out: list[str] = []
+
+    def walk(x: Any) -> None:
+        if isinstance(x, SharedTensor):
+            if x.transport == "arena" and (not root or not os.path.isabs(x.arena)
+                                           or os.path.dirname(os.path.realpath(x.arena)) != root):
+                out.append(x.arena)
+        elif isinstance(x, Record):
+            for name in type(x).model_fields:
+                walk(getattr(x, name))
+        elif isinstance(x, (list, tuple)):
+            for y in x:
+                walk(y)
+        elif isinstance(x, dict):
+            for y in x.values():
+                walk(y)
+    walk(record)
+    return out
 
 
 def _extent(shape, stride) -> int:
@@ -177,5 +226,5 @@ def remove_arenas(folder: str | os.PathLike) -> None:
         p.unlink(missing_ok=True)
 
 
-__all__ = ["Arena", "SharedTensor", "TRANSPORTS", "Transport", "read_all", "release_all", "remove_arenas",
+__all__ = ["Arena", "arenas_outside", "SharedTensor", "TRANSPORTS", "Transport", "read_all", "release_all", "remove_arenas",
            "resolve_transport", "share_cuda"]

@@ -17,6 +17,7 @@ from ..reference.truth import truth
 from ..verify import check_outputs
 from . import protocol as P
 from .battery import derive_seed
+from .evidence import timing_evidence
 from .pool import Reply
 
 # Batch audit: wall-clock to a device-wide synchronize may exceed the harness-stream events by sync latency;
@@ -115,8 +116,10 @@ class TimedStage:
         return None
 
     def check_timed(self, workload: Workload, reply: Reply, refresh: object = None) -> Verdict | None:
-        """Re-verify outputs of sampled timed calls against the inputs that were live for those calls (their seeds,
-        and for a near-duplicate the perturbation's seed, come back with the snapshot). `refresh` is unused: the
+        """Hold the timing reply against the controller's own evidence (execute/evidence.py: the subjects and samples
+        asked for, the wall clock of the request, the physical floor, every snapshot asked for), then re-verify
+        outputs of sampled timed calls against the inputs that were live for those calls (their seeds, and for a
+        near-duplicate the perturbation's seed, come back with the snapshot). `refresh` is unused: the
         worker draws every timed call's contents itself (execute/timing.py)."""
         threads = self._threads_verdict(reply.record.threads, "the timed calls")
         if threads:
@@ -124,6 +127,10 @@ class TimedStage:
         audited = self.audit_verdict(reply.record.samples)
         if audited:
             return audited.model_copy(update={"case": f"{workload.label} timed calls"})
+        # the reply's numbers against what the controller asked and saw itself (execute/evidence.py)
+        forged = timing_evidence(reply.request, reply.record, reply.seconds)
+        if forged:
+            return forged.model_copy(update={"case": f"{workload.label} timed calls"})
         shots = reply.record.snapshots
         owned = reply.owned if reply.owned is not None else self.transports.own_copy([s.outputs for s in shots])
         for shot, outputs in zip(shots, owned):
@@ -163,11 +170,12 @@ class TimedStage:
                 return ms, bad, reply
             first = reply.seconds
             ms, notes, reply = self.bench(candidate, workload, subjects, self.policy, job_dir)
-            reply.seconds += first
         if reply.status != "ok":
             v = self._failure_verdict(reply, "timing")
+            reply.seconds += first
             return None, v.model_copy(update={"case": f"{workload.label} timed calls"}), reply
-        bad = self.check_timed(workload, reply, self.refresh_seeds(candidate, workload))
+        bad = self.check_timed(workload, reply, self.refresh_seeds(candidate, workload))   # on its own wall clock
+        reply.seconds += first
         return ms, bad, reply
 
 

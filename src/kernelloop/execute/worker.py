@@ -235,11 +235,11 @@ def worker_main(conn, device: str, log_path: str, job_root: str, view: str = "")
     P.send(conn, P.Ready(pid=os.getpid(), view=view))
     while True:
         try:
-            data = conn.recv()
-        except (EOFError, OSError):
-            return  # the controller is gone
+            data = P.receive(conn, P.MAX_REQUEST_BYTES)
+        except (EOFError, OSError, P.ProtocolViolation):
+            return  # the controller is gone (or sent what it never sends)
         try:
-            msg = P.parse_request(data)
+            msg = P.decode_request(data)
         except Exception:  # noqa: BLE001 - a malformed request is answered, not fatal
             msg = None
         if isinstance(msg, P.ExitRequest):
@@ -248,20 +248,38 @@ def worker_main(conn, device: str, log_path: str, job_root: str, view: str = "")
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)
-        try:
-            reply = HANDLERS[msg.op](state, msg) if msg is not None else \
-                P.Failed(stage="protocol", log=f"bad request {data!r}"[:20000], error="bad request")
-        except BaseException:  # noqa: BLE001 - report, never die silently
-            text = traceback.format_exc()[-20000:]
-            reply = P.Failed(stage="runtime", log=text, error=text.splitlines()[-1][:2000],
-                             cuda_fault=any(m in text for m in CUDA_FAULT_MARKERS))
-        out = reply.model_dump()
-        if state.sandbox is not None:
-            denied = state.sandbox.take_denials()
-            if denied:
-                out["denied"] = [d.model_dump() for d in denied]
-        sys.stdout.flush()
-        try:
-            conn.send(out)
-        except (BrokenPipeError, OSError):
+        if not _answer(state, conn, msg, data):
             return
+
+
+def _answer(state: _State, conn, msg, data: bytes) -> bool:
+    """Handle one request and send its reply (JSON bytes, its `seq` the request's); False once the controller is
+    gone."""
+    try:
+        if msg is None:
+            reply = P.Failed(stage="protocol", log=f"bad request {data[:2000]!r}", error="bad request")
+        elif isinstance(msg, P.SyncRequest):
+            reply = P.Synced()
+        else:
+            reply = HANDLERS[msg.op](state, msg)
+    except BaseException:  # noqa: BLE001 - report, never die silently
+        text = traceback.format_exc()[-20000:]
+        reply = P.Failed(stage="runtime", log=text, error=text.splitlines()[-1][:2000],
+                         cuda_fault=any(m in text for m in CUDA_FAULT_MARKERS))
+    update = {"seq": msg.seq if msg is not None else 0}
+    if state.sandbox is not None:
+        denied = state.sandbox.take_denials()
+        if denied:
+            update["denied"] = denied
+    reply = reply.model_copy(update=update)
+    sys.stdout.flush()
+    try:
+        data = P.encode(reply)
+    except ValueError as e:   # a reply past the protocol's limit: said, in a reply that fits
+        data = P.encode(P.Failed(stage="protocol", error=str(e)[:2000], seq=update["seq"],
+                                 denied=update.get("denied", [])))
+    try:
+        conn.send_bytes(data)
+    except (BrokenPipeError, OSError):
+        return False
+    return True

@@ -98,18 +98,25 @@ def launch_limits(outcome: BuildOutcome, props: dict) -> list[str]:
 _CHILD_MODULE = "kernelloop.spec.aot_child"
 
 
+MAX_EVENT_BYTES = 16 << 20   # a build process's result file is read up to this size (it ran candidate code)
+
+
 def _events(path: str) -> list[dict]:
-    """The events a build process wrote so far (a line cut by its death is skipped)."""
+    """The events a build process wrote so far (a line cut by its death is skipped): JSON objects only, from at
+    most MAX_EVENT_BYTES of the file -- data from a process that imported candidate code, never unpickled."""
     out = []
     try:
-        text = Path(path).read_text()
+        with open(path, "rb") as f:
+            text = f.read(MAX_EVENT_BYTES).decode("utf-8", "replace")
     except OSError:
         return out
     for line in text.splitlines():
         try:
-            out.append(json.loads(line))
+            event = json.loads(line)
         except json.JSONDecodeError:
             continue
+        if isinstance(event, dict):
+            out.append(event)
     return out
 
 
