@@ -35,8 +35,15 @@ class PackageError(RuntimeError):
 
 
 def manifest_digest(manifest: PackageManifest) -> str:
-    """sha256 of the manifest's canonical JSON without its `digest` (what `kernelloop-package.json` records)."""
-    return sha256_hex(canonical_json(manifest.model_dump(mode="json")))
+    """sha256 of the manifest's canonical JSON without its `digest` (what `kernelloop-package.json` records).
+
+    An op's empty `archive_commitment` (a package exported before archives were MAC'd had no such field) is left
+    out, so such a package's digest is what it recorded: it loads with the opt-in for unsigned packages."""
+    doc = manifest.model_dump(mode="json")
+    for op in doc.get("ops", []):
+        if not op.get("archive_commitment"):
+            op.pop("archive_commitment", None)
+    return sha256_hex(canonical_json(doc))
 
 
 def current_versions() -> dict[str, str]:

@@ -236,3 +236,22 @@ def test_d_a_foreign_signature_is_refused_unless_trusted(package, tmp_path):
         assert load_package(pkg).trust.trusted
     finally:
         Path(json.loads(res.output)["trusted"]).unlink()
+
+
+def test_a_package_exported_before_signing_loads_on_the_callers_say_so(package, tmp_path):
+    """As exported before archives were MAC'd and packages signed: no signature, no archive commitment, and the
+    digest of that manifest as it was then. Refused as unsigned; loads with the opt-in, saying so."""
+    from kernelloop.records import canonical_json, sha256_hex
+    pkg = _copy(package, tmp_path)
+    data = _manifest(pkg)
+    del data["signature"]
+    for op in data["ops"]:
+        del op["archive_commitment"]
+    body = {k: v for k, v in data.items() if k != "digest"}
+    data["digest"] = sha256_hex(canonical_json(body))          # the old digest: the manifest without the field
+    (pkg / "kernelloop-package.json").write_text(json.dumps(data, indent=1))
+    with pytest.raises(PackageError, match="unsigned"):
+        load_package(pkg)
+    with pytest.warns(UserWarning, match="unsigned"):
+        loaded = load_package(pkg, allow_unsigned=True)
+    assert not loaded.trust.signed and loaded.manifest.ops[0].archive_commitment == ""
