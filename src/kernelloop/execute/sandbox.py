@@ -177,7 +177,8 @@ def protected_paths() -> list[str]:
     controller named it in $KERNELLOOP_PROTECTED, and as this process would find it."""
     from .keys import key_dir
     named = json.loads(os.environ.get(PROTECTED_ENV) or "[]")
-    return sorted({_real(p) for p in [*named, key_dir()]})
+    default = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "kernelloop" / "keys"
+    return sorted({_real(p) for p in [*named, key_dir(), default]})
 
 
 def _under(path: str, roots) -> bool:
