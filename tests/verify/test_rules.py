@@ -80,7 +80,7 @@ def test_wrong_but_not_cheating_fixtures_have_no_hits(specs, name):
 def test_segfault_fixture_is_excluded_because_ctypes_is_introspection(specs):
     # segfault.py kills its process through ctypes: reading raw memory is exactly what `introspection` forbids.
     hits = check_source((CANDIDATES / "segfault.py").read_text(), specs["layernorm"])
-    assert {h.rule for h in hits} == {"introspection"}
+    assert {h.rule for h in hits} == {"introspection", "not-allowed"} and hits[0].rule == "introspection"
 
 
 def test_unparsable_source_has_no_hits_the_worker_reports_it(specs):
@@ -145,7 +145,7 @@ def test_rules_keep_their_reporting_priority_whichever_family_module_registers_t
     assert RULE_IDS == PRIORITY == ("library-op", "output-aliasing", "new-stream", "thread-or-process",
                                     "timing-access", "monkey-patch", "introspection", "file-or-env-access",
                                     "dynamic-code", "precision-downcast", "global-state", "try-except",
-                                    "disallowed-import", "torch-on-hot-path")
+                                    "disallowed-import", "torch-on-hot-path", "not-allowed")
     assert len({r.check.__module__ for r in RULES}) > 1   # the families live in modules of their own
 
 
@@ -542,8 +542,10 @@ def test_disallowed_import(specs, prelude):
 
 def test_allowed_imports(specs):
     prelude = ("from __future__ import annotations\nimport math\nfrom typing import Optional\nimport functools\n"
-               "import torch.nn.functional as F\nfrom triton.language.extra import libdevice\n")
+               "from triton.language.extra import libdevice\n")
     assert rules(specs, prelude + LAUNCH) == set()
+    # torch's library modules are no longer importable at all (the allow-list), not only their calls
+    assert rules(specs, "import torch.nn.functional as F\n" + LAUNCH) == {"not-allowed"}
 
 
 @pytest.mark.parametrize("src,rule", [

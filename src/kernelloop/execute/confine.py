@@ -9,7 +9,8 @@ process calls `readonly_view(writable)`, which
    the flags of the mount it lies on (read-write);
 2. remounts every other mount point of its view read-only (`MS_REMOUNT | MS_BIND | MS_RDONLY`, keeping the flags a
    user namespace may not clear: nosuid, nodev, noexec, the atime mode);
-3. leaves the namespace's privileges: a second user namespace (`unshare(CLONE_NEWUSER)`) without the capabilities
+3. mounts an empty read-only tmpfs over each protected folder (the run-key folder, `hide`);
+4. leaves the namespace's privileges: a second user namespace (`unshare(CLONE_NEWUSER)`) without the capabilities
    that own the mount namespace, so not even native code can remount anything read-write again, unmount a bind to
    uncover what lies below, or mount anything new. Its uid maps to none (the kernel shows 65534); file permissions
    are still checked against the real user.
@@ -118,8 +119,9 @@ def readonly_view(writable, drop: bool = True) -> list[str]:
     for p in keep:
         b = os.fsencode(p)
         _call(f"bind {p}", libc.mount(b, b, None, MS_BIND | MS_REC, None))
+    hidden = hide(protected_from_env())
     for point, opts in mounts():
-        if _under(point, keep) or "ro" in opts:
+        if _under(point, keep) or "ro" in opts or point in hidden:
             continue
         flags = MS_REMOUNT | MS_BIND | MS_RDONLY
         for name, bit in _KEPT.items():
@@ -138,6 +140,32 @@ def readonly_view(writable, drop: bool = True) -> list[str]:
     if drop:
         _call("leave the mount namespace's privileges (unshare CLONE_NEWUSER)", libc.unshare(CLONE_NEWUSER))
     return keep
+
+
+PROTECTED_ENV = "KERNELLOOP_PROTECTED"   # JSON list of folders to hide (execute/sandbox.py protected_paths)
+
+
+def protected_from_env() -> list[str]:
+    """The folders this process must not see: the run-key folder as the controller named it, and as found here."""
+    from .keys import key_dir
+    try:
+        named = json.loads(os.environ.get(PROTECTED_ENV) or "[]")
+    except ValueError:
+        named = []
+    return sorted({os.path.realpath(p) for p in [*named, str(key_dir())]})
+
+
+def hide(paths) -> list[str]:
+    """Mount an empty read-only tmpfs over each existing folder of `paths` (the run-key folder): not even native
+    code that gets past the audit hook can list or read what lies below. Returns the folders hidden."""
+    libc, out = _libc(), []
+    for p in paths:
+        if not os.path.isdir(p):
+            continue
+        _call(f"hide {p}", libc.mount(b"tmpfs", os.fsencode(p), b"tmpfs",
+                                      MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=4k,mode=0500"))
+        out.append(p)
+    return out
 
 
 def describe(keep: list[str]) -> str:

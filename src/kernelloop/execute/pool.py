@@ -90,6 +90,9 @@ class Worker:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         env[PATH_ENV] = json.dumps([os.path.abspath(p) for p in sys.path if p])
         env[SANDBOX_ENV] = "on" if self.sandbox else "off"
+        from .confine import PROTECTED_ENV
+        from .keys import key_dir
+        env[PROTECTED_ENV] = json.dumps([str(key_dir())])   # hidden from it, by the hook and the read-only view
         tmp = self.work_dir / "tmp"        # the worker's temp folder (Triton's ptxas files): its own, not /tmp
         tmp.mkdir(exist_ok=True)
         env["TMPDIR"] = str(tmp)

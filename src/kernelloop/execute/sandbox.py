@@ -12,18 +12,24 @@
 - signals to other processes (os.kill, os.killpg);
 - `ctypes` library loading and raw-memory calls except from torch's or triton's own code or of the CUDA driver
   libraries; importing `cffi`;
-- heap walks (`gc.get_objects`, `gc.get_referrers`, `gc.get_referents`), which would find the hook's state.
+- heap walks (`gc.get_objects`, `gc.get_referrers`, `gc.get_referents`) and other threads' frames
+  (`sys._current_frames`), which would find the hook's closures;
+- any open of a protected folder (the run-key folder), whatever was granted.
 
 A denied action raises `SandboxDenied` (a PermissionError) in the code that tried it, and is recorded twice: in the
 hook's own list (the worker sends it with its next reply) and as a JSON line in the process's denial file (read by
 the controller when the worker died before it could reply). The controller turns either into a REJECTED verdict
 that names the action, e.g. "sandbox: open('/home/u/ws/.kernelloop/run-interpret/archive.sqlite') denied".
 
-What it does not stop: code that reaches the hook's Python state (through frames, since the worker's own frames are
-on the stack of every candidate call) or native code (a C extension, or Triton's own C build helpers called
-directly) can bypass it. docs/verification.md states the threat model; `os_layer()` reports whether an OS layer
-is available beside it: user and network namespaces (no network), and a mount namespace in which the process makes
-everything read-only but the folders it writes (`execute/confine.py`); `wrap_command` starts a process inside.
+The hook's state is out of reach of Python code: it lives in `install`'s closures as immutable values (grant
+tuples rebound by the grant functions, a frozenset-like tuple of protected folders, no "busy" flag: re-entry is
+seen on the stack), the returned `Sandbox` handle holds only the grant and denial functions, and a hook cannot be
+removed. Candidate code that reaches the handle through frames can grant itself folders, never a protected one.
+What it does not stop: native code (a C extension, ctypes from code that passes for torch's or triton's, Triton's
+own C build helpers called directly) can bypass it. docs/verification.md states the threat model; `os_layer()`
+reports whether an OS layer is available beside it: user and network namespaces (no network), and a mount namespace
+in which the process makes everything read-only but the folders it writes and hides the protected folders under an
+empty read-only tmpfs (`execute/confine.py`); `wrap_command` starts a process inside.
 """
 
 from __future__ import annotations
@@ -75,6 +81,8 @@ class SandboxPolicy(Record):
     tools: list[str] = Field(default_factory=list, description="Executables Triton's toolchain runs (real paths).")
     compilers: list[str] = Field(default_factory=list, description="C compilers, allowed from Triton's build only.")
     trusted_code: list[str] = Field(default_factory=list, description="Package folders whose frames may use ctypes.")
+    protected: list[str] = Field(default_factory=list, description="Folders never opened, whatever was granted "
+                                 "(the run-key folder): a grant cannot cover them.")
     denial_file: str = Field("", description="Where denials are appended as JSON lines ('' for none).")
     enforce: bool = Field(True, description="False: record denials without raising (to survey a workload).")
 
@@ -157,7 +165,20 @@ def default_policy(job_roots: list[str | os.PathLike], denial_file: str | os.Pat
         pass
     return SandboxPolicy(read_roots=sorted(_real(p) for p in read if p), import_roots=sorted(_real(p) for p in imports),
                          write_roots=sorted(write), read_files=files, tools=_tool_paths(), compilers=_compilers(),
-                         trusted_code=trusted, denial_file=str(denial_file), enforce=enforce)
+                         trusted_code=trusted, protected=protected_paths(), denial_file=str(denial_file),
+                         enforce=enforce)
+
+
+from .confine import PROTECTED_ENV  # noqa: E402 - JSON list of folders a confined child hides
+
+
+def protected_paths() -> list[str]:
+    """Folders no process that imports candidate code may open: the run-key folder (execute/keys.py), as the
+    controller named it in $KERNELLOOP_PROTECTED, and as this process would find it."""
+    from .keys import key_dir
+    named = json.loads(os.environ.get(PROTECTED_ENV) or "[]")
+    default = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "kernelloop" / "keys"
+    return sorted({_real(p) for p in [*named, key_dir(), default]})
 
 
 def _under(path: str, roots) -> bool:
@@ -165,23 +186,15 @@ def _under(path: str, roots) -> bool:
 
 
 class Sandbox:
-    """The armed hook's handle for the trusted code of its process: grants and the denials so far."""
+    """The armed hook's handle for the trusted code of its process: grants and the denials so far.
 
-    def __init__(self, policy: SandboxPolicy, state: dict):
+    It holds no state the hook decides with: grants go through functions that only add to the hook's (immutable,
+    rebound) tuples, and no grant reaches a protected folder (checked at every open, not at the grant). Candidate
+    code that reaches this handle through frames can at most grant itself folders; it cannot turn the hook off."""
+
+    def __init__(self, policy: SandboxPolicy, grant_read, grant_write, take_denials):
         self.policy = policy
-        self._state = state
-
-    def grant_read(self, path: str | os.PathLike) -> None:
-        self._state["read"].append(_real(path))
-
-    def grant_write(self, path: str | os.PathLike) -> None:
-        self._state["write"].append(_real(path))
-
-    def take_denials(self) -> list[Denial]:
-        """Denials since the last call."""
-        out = list(self._state["denials"])
-        self._state["denials"].clear()
-        return out
+        self.grant_read, self.grant_write, self.take_denials = grant_read, grant_write, take_denials
 
 
 _INSTALLED: list[bool] = []   # one hook per process
@@ -203,7 +216,13 @@ def install(policy: SandboxPolicy) -> Sandbox:
     if _INSTALLED:
         raise RuntimeError("a sandbox is already installed in this process")
     _prime_toolchain()
-    state = {"read": [*policy.read_roots], "write": [*policy.write_roots], "denials": [], "busy": False}
+    # What the hook decides with lives in this function's closures only, as immutable values: the grants are
+    # tuples that `grant_*` rebind, the protected folders a frozenset no grant covers, re-entry is seen on the stack
+    # (no flag), and nothing of it is an attribute of a module or of the returned handle.
+    read_roots, write_roots = tuple(policy.read_roots), tuple(policy.write_roots)
+    protected = tuple(policy.protected)
+    denials: list[Denial] = []
+    spawn: str | None = None
     files = frozenset(_real(f) for f in policy.read_files)
     imports = tuple(policy.import_roots)
     tools, compilers, trusted = frozenset(policy.tools), frozenset(policy.compilers), tuple(policy.trusted_code)
@@ -217,16 +236,17 @@ def install(policy: SandboxPolicy) -> Sandbox:
     bootstrap = ("<frozen importlib", str(Path(os.__file__).parent / "importlib"))
 
     def readable(path: str, listing: bool = False) -> bool:
-        if path == record_path:
+        if path == record_path or _under(path, protected):
             return False
-        if path in files or _under(path, state["read"]) or _under(path, state["write"]):
+        if path in files or _under(path, read_roots) or _under(path, write_roots):
             return True
         if _under(path, imports):
             return listing or os.path.isdir(path) or path.endswith(IMPORTABLE)
         return False
 
     def writable(path: str) -> bool:
-        return path != record_path and (path in ("/dev/null",) or _under(path, state["write"]))
+        return path != record_path and not _under(path, protected) and \
+            (path in ("/dev/null",) or _under(path, write_roots))
 
     def caller(skip: tuple[str, ...]) -> str:
         """File of the innermost frame outside the hook and the modules in `skip`."""
@@ -237,7 +257,7 @@ def install(policy: SandboxPolicy) -> Sandbox:
 
     def deny(action: str, detail: str) -> None:
         d = Denial(action=action, detail=detail[:300])
-        state["denials"].append(d)
+        denials.append(d)
         if record_fd >= 0:
             try:
                 os.write(record_fd, (d.model_dump_json() + "\n").encode())
@@ -260,6 +280,7 @@ def install(policy: SandboxPolicy) -> Sandbox:
         return True
 
     def check(event: str, args: tuple) -> None:
+        nonlocal spawn
         if event == "open":
             path, mode, flags = args
             if path is None or isinstance(path, int):
@@ -302,9 +323,9 @@ def install(policy: SandboxPolicy) -> Sandbox:
             if not command_ok(exe, argv, caller((subprocess_file,))):
                 deny(event, " ".join(os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a)
                                      for a in argv)[:300])
-            state["spawn"] = _real(shutil.which(exe) or exe)   # subprocess goes on to posix_spawn this binary
-        elif event in ("os.posix_spawn", "os.exec") and args and state.get("spawn") == _real(args[0]):
-            state["spawn"] = None     # the spawn of the command line just allowed above
+            spawn = _real(shutil.which(exe) or exe)   # subprocess goes on to posix_spawn this binary
+        elif event in ("os.posix_spawn", "os.exec") and args and spawn == _real(args[0]):
+            spawn = None     # the spawn of the command line just allowed above
         elif event in ("os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
                        "os.startfile", "pty.spawn", "os.popen"):
             deny(event, " ".join(repr(a)[:120] for a in args[:2]))
@@ -321,21 +342,41 @@ def install(policy: SandboxPolicy) -> Sandbox:
         elif event == "import":
             if args and args[0] in ("cffi", "_cffi_backend") and args[0] not in sys.modules:
                 deny(event, repr(args[0]))
+        elif event in ("sys._current_frames", "sys._current_exceptions"):
+            if caller(()) != census_file:   # the worker's thread census names new threads by their frames
+                deny(event, "")             # another thread's frames: the hook's own, while it runs
         elif event in ("gc.get_objects", "gc.get_referrers", "gc.get_referents"):
             deny(event, "")
 
     triton_dir = triton_cache_dir()
     watched = ("open", "os.", "shutil.", "socket.", "subprocess.", "pty.", "signal.pthread_kill", "ctypes.",
-               "import", "gc.get_")
+               "import", "gc.get_", "sys._current_")
+    check_code = check.__code__
+    census_file = str(Path(__file__).with_name("census.py"))
 
     def hook(event: str, args: tuple) -> None:
-        if not event.startswith(watched) or state["busy"]:
+        if not event.startswith(watched):
             return
-        state["busy"] = True    # the checks themselves raise audit events (realpath, sys._getframe)
-        try:
-            check(event, args)
-        finally:
-            state["busy"] = False
+        f = sys._getframe(1)   # the checks themselves raise audit events (realpath): no check inside a check
+        while f is not None:
+            if f.f_code is check_code:
+                return
+            f = f.f_back
+        check(event, args)
+
+    def grant_read(path: str | os.PathLike) -> None:
+        nonlocal read_roots
+        read_roots = (*read_roots, _real(path))
+
+    def grant_write(path: str | os.PathLike) -> None:
+        nonlocal write_roots
+        write_roots = (*write_roots, _real(path))
+
+    def take_denials() -> list[Denial]:
+        """Denials since the last call."""
+        out = list(denials)
+        denials.clear()
+        return out
 
     # No bytecode caches from here on: the import system would try to write __pycache__ files next to modules
     # first imported after arming (kernelloop's own in a fresh checkout), which lie outside what may be written.
@@ -344,7 +385,7 @@ def install(policy: SandboxPolicy) -> Sandbox:
     sys.dont_write_bytecode = True
     sys.addaudithook(hook)
     _INSTALLED.append(True)
-    return Sandbox(policy, state)
+    return Sandbox(policy, grant_read, grant_write, take_denials)
 
 
 def read_denials(path: str | os.PathLike, offset: int = 0) -> list[Denial]:

@@ -19,3 +19,4 @@ from .profile import BottleneckClass, BuildResources, Ceilings, Classification, 
 from .rules import StaticRuleHit; __all__ += ["StaticRuleHit"]  # noqa: E402 - issue 3 (static source rules)
 from .device import Device; __all__ += ["Device"]  # noqa: E402 - where candidates run
 from .run import DeviceBusy, RunResult, Throughput, WorkloadResult; __all__ += ["DeviceBusy", "RunResult", "Throughput", "WorkloadResult"]  # noqa: E402,E501 - what Controller.run returns
+from .allow import DEFAULT_CODE_POLICY, CodePolicy; __all__ += ["CodePolicy", "DEFAULT_CODE_POLICY"]

@@ -8,8 +8,9 @@ from enum import Enum
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_serializer, model_validator
 
+from .allow import DEFAULT_CODE_POLICY, CodePolicy
 from .base import Record, content_hash
 from .. import pyast
 
@@ -250,6 +251,20 @@ class OpSpec(Record):
     templates: list[TemplateSpec] = Field(min_length=1, description="Triton templates.")
     scratch: ScratchSpec | None = Field(
         None, description="A workspace the harness passes to `launch` as the keyword `scratch` (see ScratchSpec).")
+    code: CodePolicy | None = Field(
+        None, description="What candidate code may name (records/allow.py); None: DEFAULT_CODE_POLICY.")
+
+    @model_serializer(mode="wrap")
+    def _drop_default_code(self, handler):
+        out = handler(self)
+        if isinstance(out, dict) and out.get("code", 0) is None:
+            out.pop("code")   # specs without their own allow-list serialise as before it existed
+        return out
+
+    @property
+    def code_policy(self) -> CodePolicy:
+        """The allow-list candidate code is held to (kernelloop.verify.rules.allow)."""
+        return self.code if self.code is not None else DEFAULT_CODE_POLICY
 
     @field_validator("bytes_formula", "flops_formula")
     @classmethod

@@ -44,15 +44,15 @@ from typing import Iterable
 
 from ... import pyast
 from ...records import DType, OpSpec, StaticRuleHit
-from . import compute, output, process, reflection, state, timing  # noqa: F401 - each registers its rules
-from .registry import (ALIAS, DYN, FILE, GLOBAL, HOT, IMPORT, INTRO, LIB, MONKEY, PREC, PRIORITY, PROC, RULES, STREAM,
+from . import allow, compute, output, process, reflection, state, timing  # noqa: F401 - each registers its rules
+from .registry import (ALIAS, ALLOW, DYN, FILE, GLOBAL, HOT, IMPORT, INTRO, LIB, MONKEY, PREC, PRIORITY, PROC, RULES, STREAM,
                        TIMING, TRY, Rule, rule)
 from .source import _Module
 from .tables import ALLOWED_IMPORT_ROOTS
 
 RuleHit = StaticRuleHit  # the name the issue uses; `records.RuleHit` is the Nsight Compute rule record
 
-__all__ = ["ALIAS", "ALLOWED_IMPORT_ROOTS", "DYN", "FILE", "GLOBAL", "HOT", "IMPORT", "INTRO", "LIB", "MONKEY",
+__all__ = ["ALIAS", "ALLOW", "ALLOWED_IMPORT_ROOTS", "DYN", "FILE", "GLOBAL", "HOT", "IMPORT", "INTRO", "LIB", "MONKEY",
            "PREC", "PRIORITY", "PROC", "RULES", "RULE_BY_ID", "RULE_IDS", "STREAM", "TIMING", "TRY", "Rule", "RuleHit",
            "StaticRuleHit", "check_source", "rule"]
 

@@ -27,9 +27,11 @@ GLOBAL = "global-state"
 TIMING = "timing-access"
 ALIAS = "output-aliasing"
 IMPORT = "disallowed-import"
+ALLOW = "not-allowed"
 
 # Reporting priority, the more specific rule first (`check_source` orders a line's hits by it).
-PRIORITY: tuple[str, ...] = (LIB, ALIAS, STREAM, PROC, TIMING, MONKEY, INTRO, FILE, DYN, PREC, GLOBAL, TRY, IMPORT, HOT)
+PRIORITY: tuple[str, ...] = (LIB, ALIAS, STREAM, PROC, TIMING, MONKEY, INTRO, FILE, DYN, PREC, GLOBAL, TRY, IMPORT, HOT,
+                             ALLOW)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,66 @@
+"""Every kernel kernelloop ships or writes passes the allow-list (verify/rules/allow.py) and every other static rule:
+the templates of every built-in op (gluon_kernel.py, swapab_kernel.py and the generated schedule_*.py included),
+the schedule lowering's output for every schedule of its library, and the fused templates with every epilogue
+translation the fusion's code generator can write."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelloop.builtin import ops_dir
+from kernelloop.fuse import codegen
+from kernelloop.fuse.opgen import TEMPLATE_FILE, _gemm_helpers, _template_text
+from kernelloop.fuse.plans import GEMM_ARGS
+from kernelloop.schedule.library import LIBRARY
+from kernelloop.schedule.lower import lower
+from kernelloop.spec import load_op
+from kernelloop.verify.rules import check_source
+
+OPS = sorted(p.name for p in ops_dir().iterdir() if (p / "spec.toml").is_file())
+BUILTIN = [(op, name) for op in OPS for name in load_op(ops_dir() / op).template_sources]
+
+
+def _hits(source: str, spec) -> list[str]:
+    return [f"{h.rule} at line {h.line}: {h.detail} | {h.snippet}" for h in check_source(source, spec)]
+
+
+def test_every_kernel_file_of_every_op_is_a_template():
+    # a kernel file an op ships but no template names would escape the parametrisation below
+    for op in OPS:
+        bundle = load_op(ops_dir() / op)
+        files = {t.file for t in bundle.spec.templates}
+        shipped = {p.name for p in bundle.folder.glob("*.py")} - {"reference.py", "baselines.py"}
+        assert shipped <= {f.split("/")[-1] for f in files}, (op, shipped - files)
+
+
+@pytest.mark.parametrize("op,template", BUILTIN, ids=[f"{o}/{t}" for o, t in BUILTIN])
+def test_builtin_template_passes_the_allow_list(op, template):
+    bundle = load_op(ops_dir() / op)
+    assert _hits(bundle.template_sources[template], bundle.spec) == []
+
+
+@pytest.mark.parametrize("name", sorted(LIBRARY))
+def test_lowered_schedule_passes_the_allow_list(name):
+    spec = load_op(ops_dir() / "gemm").spec
+    assert _hits(lower(LIBRARY[name]()), spec) == []
+
+
+def _every_epilogue(args: list[str]) -> str:
+    """An epilogue using every translation codegen writes (unary ops, binary ops, both GELUs)."""
+    x, y = args[0], args[1]
+    lines = [f"    t{k} = {expr.format(x=x)}" for k, expr in enumerate(codegen.UNARY.values())]
+    lines += [f"    b{k} = {expr.format(a=x, b=y)}" for k, expr in enumerate(codegen.BINARY.values())]
+    lines += [f"    g0 = {codegen._gelu(x, 'tanh')}", f"    g1 = {codegen._gelu(x, 'none')}"]
+    return "\n".join(["@triton.jit", f"def _epilogue({', '.join(args)}):", *lines, "    return g0 + g1", ""])
+
+
+@pytest.mark.parametrize("file", sorted(set(TEMPLATE_FILE.values())))
+def test_fused_template_passes_the_allow_list(file):
+    text = _template_text(file)
+    common = _template_text("common.py")
+    text = text.replace("# {COMMON}\n", "\n" + common[common.index("@triton.jit"):].rstrip() + "\n\n", 1)
+    text = text.replace("# {GEMM_HELPERS}\n", "\n" + _gemm_helpers().rstrip() + "\n\n", 1)
+    text = text.replace("# {EPILOGUE}\n", "\n" + _every_epilogue(GEMM_ARGS if "gemm" in file else ["x0", "x1"]))
+    assert "{EPILOGUE}" not in text
+    spec = load_op(ops_dir() / ("gemm" if "gemm" in file else "layernorm")).spec
+    assert _hits(text, spec) == []
