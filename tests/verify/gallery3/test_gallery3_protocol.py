@@ -89,7 +89,9 @@ def test_forged_timing_through_the_agent_interface_is_not_faster(tmp_path):
     assert ans["verdict"] not in ("PASSED", "FASTER"), ans
     results = ans["results"]
     assert results and all(x["status"] == "REJECTED" for x in results), results
-    assert all(EXPECTED["forged_timing_agent.py"] in json.dumps(x) for x in results), results
+    # the first layer refuses it: the allow-list names the frame walk and the reflection builtins; the protocol's
+    # checks behind the rules are the ones test_a_forged_timing_reply_is_rejected runs with the rules off
+    assert all("not-allowed" in json.dumps(x) for x in results), results
     # the judging process never imported the candidate's module
     assert not [m for m in list(sys.modules.values())
                 if str(getattr(m, "__file__", "") or "").startswith((str(ws), str(tmp_path)))]
