@@ -67,6 +67,11 @@ def test_wheel_carries_every_builtin_file(installed):
     assert want - got == set(), f"the installed package lacks {sorted(want - got)}"
     assert {"kernelloop/builtin/ops/layernorm/spec.toml", "kernelloop/builtin/knowledge/hopper-facts.toml",
             "kernelloop/builtin/prompts/v1/system.md"} <= got
+    templates = {p.relative_to(ROOT / "src").as_posix() for p in (ROOT / "src" / "kernelloop").glob("*/templates/*")
+                 if p.is_file()}
+    assert "kernelloop/schedule/templates/schedule_module.py.j2" in templates
+    missing = sorted(t for t in templates if not (site.parent / t).is_file())
+    assert not missing, f"the installed package lacks {missing}"
 
 
 def test_ops_and_optimize_from_outside_the_clone(installed, tmp_path):

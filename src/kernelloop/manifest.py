@@ -32,10 +32,9 @@ def verifier_hash() -> str:
 
 def build_manifest(bundle: OpBundle, policy: TimingPolicy, confirm_policy: TimingPolicy, env: Environment,
                    checks: int, static_rules: bool = True) -> dict:
-    spec_file = bundle.folder / "spec.toml"
     return {
         "op": bundle.spec.name,
-        "spec_sha256": sha256_hex(spec_file.read_bytes()),
+        "spec_sha256": bundle.spec_hash,   # the spec.toml's bytes; with `extends`, every file of the chain
         "reference_sha256": bundle.reference_hash,
         "template_sha256": {k: sha256_hex(v) for k, v in sorted(bundle.template_sources.items())},
         "verifier_sha256": verifier_hash(),

@@ -230,6 +230,25 @@ def test_baselines_are_the_sdpa_backends_and_need_cuda(op):
                 factory()
 
 
+@pytest.mark.parametrize("op", OPS)
+def test_baselines_share_one_implementation_that_honours_causal(op, monkeypatch):
+    # Both ops' baselines.py list their names (read without importing) and take factories from one module; the
+    # math backend, run on CPU tensors, computes each op's own reference (causal or not) with and without GQA.
+    from kernelloop.execute import sdpa_baselines
+    from kernelloop.loop.winners import op_baseline_names
+    assert op_baseline_names(BUNDLES[op]) == ["sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-math"]
+    mod = _module(ops_dir() / op / "baselines.py", f"_test_shared_base_{op}")
+    assert mod.sdpa_factory is sdpa_baselines.sdpa_factory
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    fn = mod.BASELINES["sdpa-math"]()
+    ref = _module(ops_dir() / op / "reference.py", f"_test_shared_ref_{op}")
+    g = torch.Generator().manual_seed(0)
+    for hkv in (2, 1):
+        q = torch.randn(1, 2, 5, 16, generator=g, dtype=torch.float64)
+        k, v = (torch.randn(1, hkv, 5, 16, generator=g, dtype=torch.float64) for _ in range(2))
+        assert torch.allclose(fn(q, k, v), ref.reference(q, k, v), rtol=1e-9, atol=1e-9)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("op", OPS)
 def test_gpu_template_and_sdpa_baselines_match_the_reference(op):

@@ -25,6 +25,39 @@ def test_generated_files_are_the_lowered_library(name):
     assert {a.arg for a in launch.args.kwonlyargs} >= set(LIBRARY[name]().config())
 
 
+
+def _defs(path) -> dict[str, str]:
+    """Top-level function sources of a file, decorators included."""
+    text = path.read_text()
+    lines = text.splitlines()
+    return {n.name: "\n".join(lines[min([n.lineno, *(d.lineno for d in n.decorator_list)]) - 1:n.end_lineno])
+            for n in ast.parse(text).body if isinstance(n, ast.FunctionDef)}
+
+
+def test_generated_modules_paste_the_frame_module_and_pass_the_candidate_rules():
+    # The shared Gluon functions come from one real module (kernelloop/schedule/gluon_frame.py), pasted because
+    # candidates may not import it; the hand-written gluon_kernel.py keeps copies of the same text.
+    import importlib
+    lowering = importlib.import_module("kernelloop.schedule.lower")
+    from kernelloop.spec import load_op
+    from kernelloop.verify.rules import ALLOWED_IMPORT_ROOTS, check_source
+    frame = _defs(lowering._FRAME)
+    assert "kernelloop" not in ALLOWED_IMPORT_ROOTS
+    assert lowering._TEMPLATE.suffix == ".j2" and lowering._TEMPLATE.is_file()
+    hand = _defs(GEMM / "gluon_kernel.py")
+    for name in ("_mma_layout", "_tile_coords", "_b_slice"):
+        assert hand[name] == frame[name], f"ops/gemm/gluon_kernel.py's {name} differs from gluon_frame.py's"
+    bundle = load_op(GEMM)
+    for name, file in GENERATED_FILES.items():
+        text = (GEMM / file).read_text()
+        pasted = _defs(GEMM / file)
+        for fn in ("_mma_layout", "_tile_coords", "_fused", *(["_b_slice"] if "_b_slice(" in text else [])):
+            assert pasted[fn] == frame[fn], (file, fn)
+        assert not any(isinstance(n, (ast.Import, ast.ImportFrom)) and "kernelloop" in ast.unparse(n)
+                       for n in ast.walk(ast.parse(text)))
+        assert check_source(text, bundle.spec) == [], file
+
+
 def test_lowering_follows_the_schedule_fields():
     base = lower(gluon_ws())
     halves = lower(gluon_ws().model_copy(update={"issue": gluon_ws().issue.model_copy(update={"accumulators": 2})}))

@@ -36,8 +36,9 @@ class WorkspaceError(RuntimeError):
 
 
 def _op_files(bundle: OpBundle) -> dict[str, str]:
-    """sha256 of every file of the op folder that a verdict depends on."""
-    names = ["spec.toml", bundle.spec.reference, *[t.file for t in bundle.spec.templates]]
+    """sha256 of every file of the op folder that a verdict depends on (with the specs its spec.toml extends, as
+    paths relative to the folder)."""
+    names = [*bundle.spec_file_names(), bundle.spec.reference, *[t.file for t in bundle.spec.templates]]
     if (bundle.folder / "baselines.py").is_file():
         names.append("baselines.py")
     return {n: sha256_hex((bundle.folder / n).read_bytes()) for n in dict.fromkeys(names)}

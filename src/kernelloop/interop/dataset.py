@@ -90,7 +90,7 @@ def _op_bundle(run: dict, op_dir: Path | None) -> OpBundle:
         raise InteropError("reference", f"{bundle.folder / bundle.spec.reference} changed since run {run['id']}: "
                                         f"the Definition must carry the reference its trials were verified against")
     return OpBundle(spec=frozen, folder=bundle.folder, reference_source=bundle.reference_source,
-                    template_sources=dict(bundle.template_sources))
+                    template_sources=dict(bundle.template_sources), spec_files=bundle.spec_files)
 
 
 @dataclass

@@ -108,8 +108,8 @@ def _op_bundle(run: dict, ops_root: Path | None, used_templates: set[str]):
                           ) from None
     man = run["manifest"]
     changed = []
-    if sha256_hex((folder / "spec.toml").read_bytes()) != man["spec_sha256"]:
-        changed.append("spec.toml")
+    if bundle.spec_hash != man["spec_sha256"]:
+        changed.append(" + ".join(bundle.spec_file_names()))
     if bundle.reference_hash != man["reference_sha256"]:
         changed.append(bundle.spec.reference)
     for t in sorted(used_templates):

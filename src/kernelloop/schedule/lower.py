@@ -20,6 +20,10 @@ from registers). The fused operations are a template parameter like the tile: `E
 'bias_gelu', ...) selects them at launch through constexprs, so a launch without them builds the plain store's
 kernel, and `launch(a, b, c)` or `launch(a, b, bias, c)` is the signature of the op's other templates.
 
+The frame is templates/schedule_module.py.j2 (package data); the Gluon functions every generated module shares
+(`_mma_layout`, `_tile_coords`, `_b_slice`, `_fused`) are pasted from gluon_frame.py, because a generated module is
+candidate source, which the static rules let import triton, torch, math, typing and functools only.
+
 The module keeps the schedule it came from as `SCHEDULE` (JSON text), so any candidate built from it can be checked
 against its schedule (`schedule_of`). What the config sets (tile, stages, warps, EPILOGUE) stays a template parameter
 (`Schedule.bind`).
@@ -28,7 +32,9 @@ against its schedule (`schedule_of`). What the config sets (tile, stages, warps,
 from __future__ import annotations
 
 import ast
+import functools
 import json
+from pathlib import Path
 
 import jinja2
 
@@ -100,218 +106,35 @@ def _uses_tile_count(role: Role) -> bool:
     return any(isinstance(op, Wait) and op.index is not None for _, _, op in role.ops())
 
 
-_MODULE = jinja2.Template('''\
-"""GEMM c = act(a @ b [+ bias]) (b.T when TRANS_B) generated from the schedule `{{ s.name }}` by
-kernelloop.schedule.lower:
-{{ summary }}
-Do not edit: change the schedule and lower it again (`kernelloop schedule lower`).
-"""
-
-import torch
-import triton
-
-from triton.experimental import gluon
-from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-from triton.experimental.gluon.language.nvidia.hopper import (
-    fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
-
-SCHEDULE = {{ schedule_json }}
-
-_TORCH_TO_GL = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
-_sync_warps = getattr(gl, "thread_barrier", None) or gl.barrier
-_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
-_tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
-# EPILOGUE (the schedule's epilogue.fused, joined by '_') -> (HAS_BIAS, ACT)
-_EPILOGUES = {
-{% for name, (has_bias, act) in epilogues.items() %}
-    "{{ name }}": ({{ has_bias }}, {{ act }}),
-{% endfor %}
-}
+_TEMPLATE = Path(__file__).parent / "templates" / "schedule_module.py.j2"
+_FRAME = Path(__file__).parent / "gluon_frame.py"
 
 
-{{ helpers }}
-
-@gluon.jit
-def _fused(acc, Bias, col, N, WIDTH: gl.constexpr, layout: gl.constexpr, HAS_BIAS: gl.constexpr,
-           ACT: gl.constexpr):
-    """The fused epilogue on an fp32 accumulator: + bias[col:col + WIDTH] (loaded in the accumulator's column
-    layout, broadcast over rows), then the activation (ACT: 1 exact erf GELU, 2 SiLU, 3 ReLU)."""
-    if HAS_BIAS:
-        offs_n = col + gl.arange(0, WIDTH, layout=gl.SliceLayout(0, layout))
-        bias = gl.load(Bias + offs_n, mask=offs_n < N, other=0.0).to(gl.float32)
-        acc = acc + gl.expand_dims(bias, 0)
-    if ACT == 1:
-        acc = 0.5 * acc * (1.0 + gl.erf(acc * 0.7071067811865476))
-    elif ACT == 2:
-        acc = acc / (1.0 + gl.exp(-acc))
-    elif ACT == 3:
-        acc = gl.maximum(acc, 0.0)
-    return acc
-
-@gluon.jit
-def _ring(a_desc, b_desc, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-          STAGES: gl.constexpr, TRANS_B: gl.constexpr):
-    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
-    if TRANS_B:
-        b_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
-    else:
-        b_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count={{ s.ring.ready_count }})
-        mbarrier.init(empty.index(i), count={{ s.ring.empty_count }})
-    return a_bufs, b_bufs, ready, empty
-{% for r in roles %}
-
-@gluon.jit
-{{ r.signature }}
-{% if r.kind == "math" %}
-    WIDTH: gl.constexpr = BLOCK_N // {{ accs|length }}
-    layout: gl.constexpr = _mma_layout(BLOCK_M, WIDTH, num_warps)
-{% if alternate %}
-    c_smem = c_bufs.index({{ r.consumer }})
-{% endif %}
-{% endif %}
-    num_m = gl.cdiv(M, BLOCK_M)
-    num_n = gl.cdiv(N, BLOCK_N)
-    k_steps = gl.cdiv(K, BLOCK_K)
-{% if r.kind == "math" and alternate %}
-    programs = gl.num_programs(0)
-    it = {{ r.consumer }} * k_steps
-{% else %}
-    it = 0
-{% endif %}
-{% if r.tile_count %}
-    j = 0
-{% endif %}
-    for tile in range({{ r.tiles }}):
-        pid_m, pid_n = _tile_coords(tile, num_m, num_n, GROUP_M)
-{% for line in r.tile_begin %}
-        {{ line }}
-{% endfor %}
-{% if r.kind == "math" %}
-{% for a in accs %}
-        {{ a }} = gl.zeros((BLOCK_M, WIDTH), dtype=gl.float32, layout=layout)
-{% endfor %}
-{% endif %}
-        for ks in range(k_steps):
-            s = it % STAGES
-{% for line in r.k_step %}
-            {{ line }}
-{% endfor %}
-            it += 1
-{% for line in r.tile_end %}
-        {{ line }}
-{% endfor %}
-{% if r.kind == "math" and alternate %}
-        it += {{ n_math - 1 }} * k_steps
-{% endif %}
-{% if r.tile_count %}
-        j += 1
-{% endif %}
-{% if r.kind == "math" %}
-{% for line in epilogue %}
-        {{ line }}
-{% endfor %}
-{% if tma_store %}
-    tma.store_wait(pendings=0)
-{% endif %}
-{% endif %}
-{% endfor %}
-
-
-@gluon.jit
-def {{ kernel }}(a_desc, b_desc, c_desc, {{ c_args }}M, N, K, Bias,
-{{ " " * (kernel|length + 5) }}BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
-{{ " " * (kernel|length + 5) }}STAGES: gl.constexpr, TRANS_B: gl.constexpr, HAS_BIAS: gl.constexpr, ACT: gl.constexpr,
-{{ " " * (kernel|length + 5) }}num_warps: gl.constexpr):
-    dtype: gl.constexpr = a_desc.dtype
-    a_bufs, b_bufs, ready, empty = _ring(a_desc, b_desc, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, TRANS_B)
-{% if not tma_store %}
-    c_smem = a_bufs  # unused: c is stored from registers
-{% elif alternate %}
-    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [{{ n_math }}, BLOCK_M, BLOCK_N // {{ accs|length }}], c_desc.layout)
-{% else %}
-    c_smem = gl.allocate_shared_memory(c_desc.dtype, [BLOCK_M, BLOCK_N // {{ accs|length }}], c_desc.layout)
-{% endif %}
-{% for b in s.barriers %}
-    {{ b.name }} = gl.allocate_shared_memory(gl.int64, [{{ b.size }}, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range({{ b.size }}):
-        mbarrier.init({{ b.name }}.index(i), count={{ b.count }})
-{% endfor %}
-    TILE_BYTES: gl.constexpr = (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * (dtype.primitive_bitwidth // 8)
-    gl.warp_specialize([
-{% for r in roles %}
-        {{ r.entry }},
-{% endfor %}
-    ], [{{ worker_warps }}], [{{ worker_regs }}])
-
-
-def launch(a, b, x, y=None, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages,
-           EPILOGUE="{{ s.epilogue.name }}", TRANS_B=0, scratch=None):
-    """c = act(a @ b [+ bias]) (b.T when TRANS_B), called as launch(a, b, c) or launch(a, b, bias, c); c in a's
-    dtype (fp16 or bf16); num_warps counts every math warp; EPILOGUE names the fused operations."""
-    if EPILOGUE not in _EPILOGUES:
-        raise ValueError(f"EPILOGUE={EPILOGUE!r}: the schedule {{ s.name }} lowers {sorted(_EPILOGUES)}")
-    has_bias, act = _EPILOGUES[EPILOGUE]
-    bias, c = (None, x) if y is None else (x, y)
-    if (bias is None) == has_bias:
-        raise ValueError(f"EPILOGUE={EPILOGUE!r} does not match the {'absence' if bias is None else 'presence'} "
-                         "of a bias tensor")
-    if num_warps % {{ n_math }} != 0:
-        raise ValueError(f"num_warps={num_warps}: {{ n_math }} math role(s) of equal warps")
-    if not a.is_cuda:
-        raise RuntimeError("the schedule {{ s.name }} runs on sm_90 GPUs only (Gluon has no interpreter)")
-    if a.dtype not in (torch.float16, torch.bfloat16) or b.dtype != a.dtype or c.dtype != a.dtype:
-        raise ValueError(f"{{ s.name }} needs fp16/bf16 a, b and c of one dtype (got {a.dtype}, {b.dtype}, {c.dtype})")
-    if a.stride(1) != 1 or b.stride(1) != 1 or c.stride(1) != 1:
-        raise ValueError("{{ s.name }} needs row-major a, b and c (TMA descriptors)")
-    M, K = a.shape
-    N = b.shape[0] if TRANS_B else b.shape[1]
-    if bias is not None and (bias.shape != (N,) or bias.dtype != a.dtype or bias.stride(0) != 1):
-        raise ValueError(f"{{ s.name }} needs a contiguous bias [{N}] in {a.dtype} (got {list(bias.shape)}, "
-                         f"{bias.dtype})")
-    dt = _TORCH_TO_GL[a.dtype]
-    a_desc = TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K],
-                                          gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_K], dt))
-    b_block = [BLOCK_N, BLOCK_K] if TRANS_B else [BLOCK_K, BLOCK_N]
-    b_desc = TensorDescriptor.from_tensor(b, b_block, gl.NVMMASharedLayout.get_default_for(b_block, dt))
-    c_block = [BLOCK_M, BLOCK_N // {{ accs|length }}]
-    c_desc = TensorDescriptor.from_tensor(c, c_block, gl.NVMMASharedLayout.get_default_for(c_block, dt))
-    tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
-    programs = max(1, min(tiles, torch.cuda.get_device_properties(a.device).multi_processor_count))
-    warps = num_warps // {{ n_math }}
-    # the register file over every warp of the program (workers padded to whole warpgroups), rounded down to 8
-    total_warps = warps + -(-({{ n_math - 1 }} * warps + {{ loader_warps }}) // 4) * 4
-    maxnreg = min(255, 65536 // (total_warps * 32)) // 8 * 8
-    {{ kernel }}[(programs,)](
-        a_desc, b_desc, c_desc, {{ c_call }}M, N, K, c if bias is None else bias,
-        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, STAGES=num_stages, TRANS_B=TRANS_B,
-        HAS_BIAS=has_bias, ACT=act, num_warps=warps, maxnreg=maxnreg)
-''', trim_blocks=True, lstrip_blocks=False, keep_trailing_newline=True)
-
-
-HELPERS = ("_mma_layout", "_tile_coords", "_b_slice")
-"""Functions the generated modules share with the hand-written Gluon kernel, taken from its source (with their
-decorators), so both build the same layouts and tile order."""
+@functools.cache
+def _module_template() -> jinja2.Template:
+    """templates/schedule_module.py.j2: the generated module's frame around the roles' statements."""
+    return jinja2.Template(_TEMPLATE.read_text(encoding="utf-8"), trim_blocks=True, lstrip_blocks=False,
+                           keep_trailing_newline=True)
 
 
 def _helpers(accumulators: int) -> str:
-    """The shared helper functions' source, from ops/gemm/gluon_kernel.py (`_b_slice` only for half-width
-    accumulators)."""
-    from ..builtin import ops_dir
-    text = (ops_dir() / "gemm" / "gluon_kernel.py").read_text()
-    tree = pyast.parse(text)
+    """The source of `gluon_frame.FRAME`'s definitions (decorators included), from kernelloop/schedule/
+    gluon_frame.py, in FRAME's order; `_b_slice` only for half-width accumulators. Pasted, not imported: the
+    generated module is candidate source, which may import only what the static rules allow (gluon_frame's
+    docstring)."""
+    text = _FRAME.read_text(encoding="utf-8")   # read, not imported: importing it needs Triton's Gluon
     lines = text.splitlines()
+    body = pyast.parse(text).body
+    defs = {node.name: node for node in body if isinstance(node, ast.FunctionDef)}
+    frame = next(ast.literal_eval(n.value) for n in body
+                 if isinstance(n, ast.Assign) and [getattr(t, "id", None) for t in n.targets] == ["FRAME"])
     out = []
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name in HELPERS:
-            if node.name == "_b_slice" and accumulators == 1:
-                continue
-            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            out.append("\n".join(lines[first - 1:node.end_lineno]))
+    for name in frame:
+        if name == "_b_slice" and accumulators == 1:
+            continue
+        node = defs[name]
+        first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        out.append("\n".join(lines[first - 1:node.end_lineno]))
     return "\n\n".join(out)
 
 
@@ -413,7 +236,7 @@ def lower(schedule: Schedule) -> str:
                       "tile_begin": _section(s, r, "tile_begin"),
                       "k_step": _section(s, r, "k_step"), "tile_end": _section(s, r, "tile_end")})
     workers = s.roles[1:]
-    text = _MODULE.render(
+    text = _module_template().render(
         s=s, summary=describe(s), helpers=_helpers(len(accs)), schedule_json=repr(s.to_json()), accs=accs, roles=roles, alternate=alternate,
         n_math=len(math), epilogue=_epilogue(s), epilogues=EPILOGUES, tma_store=tma_store, c_args=c_args,
         c_call="" if alternate else "c, c.stride(0), ", kernel=f"_gemm_{s.name}_kernel",

@@ -7,6 +7,7 @@ Every problem is a `SpecError` that names the file and the field, e.g.
 from __future__ import annotations
 
 import ast
+import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from pydantic import ValidationError
 
 from ..records import DType, OpSpec, Workload, sha256_hex
 from .. import pyast
+from .extends import resolve
 
 
 class SpecError(ValueError):
@@ -39,10 +41,24 @@ class OpBundle:
     reference_source: str
     template_sources: dict[str, str]
     fixed_axes: tuple[str, ...] = ()   # `fixed_axes` in spec.toml: axes the held-out draws never vary
+    spec_files: tuple[Path, ...] = ()  # the spec.toml and those it extends (`extends`), its own first
 
     @property
     def reference_hash(self) -> str:
         return sha256_hex(self.reference_source)
+
+    @property
+    def spec_hash(self) -> str:
+        """sha256 of what the spec says: its spec.toml's bytes; for a spec that extends others, of the hashes of
+        every file of the chain (its own first), so that a change to a base shows as a change of this spec."""
+        files = self.spec_files or (self.folder / "spec.toml",)
+        hashes = [sha256_hex(f.read_bytes()) for f in files]
+        return hashes[0] if len(hashes) == 1 else sha256_hex("\n".join(hashes))
+
+    def spec_file_names(self) -> list[str]:
+        """The chain's spec files as paths relative to the op folder (`spec.toml`, `../gemm_bias/spec.toml`)."""
+        files = self.spec_files or (self.folder / "spec.toml",)
+        return [os.path.relpath(f, self.folder) for f in files]
 
 
 def _read_text(path: Path, where: Path | None = None, field: str = "") -> str:
@@ -81,11 +97,11 @@ def _defines(source: str, name: str) -> bool:
 
 
 def load_op(path: str | Path) -> OpBundle:
-    """Load an op from its folder or its spec.toml."""
+    """Load an op from its folder or its spec.toml (with the specs it `extends`, kernelloop.spec.extends)."""
     path = Path(path)
     spec_file = path / "spec.toml" if path.is_dir() else path
     folder = spec_file.parent
-    data = _read_toml(spec_file)
+    data, chain = resolve(spec_file, _read_toml, SpecError)
     fixed = data.pop("fixed_axes", [])
     try:
         spec = OpSpec.model_validate(data)
@@ -123,7 +139,7 @@ def load_op(path: str | Path) -> OpBundle:
         sources[t.name] = src
     dry_run_reference(spec, ref_file, spec_file)
     return OpBundle(spec=spec, folder=folder, reference_source=ref_src, template_sources=sources,
-                    fixed_axes=tuple(dict.fromkeys(fixed)))
+                    fixed_axes=tuple(dict.fromkeys(fixed)), spec_files=chain)
 
 
 def domain_constraints(spec: OpSpec) -> list[str]:
