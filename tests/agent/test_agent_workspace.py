@@ -50,6 +50,9 @@ def test_init_shows_the_interface_not_the_verifier(ws):
     assert iface["launch"] == "launch(x, weight, bias, y, *, eps, **config)"
     assert iface["workloads"][0]["tensors"]["x"] == {"shape": [4, 64], "dtype": "fp16"}
     assert iface["templates"]["rowwise"]["params"]["BLOCK_N"][0] == 256
+    from kernelloop.spec import load_op
+    assert iface["code"] == load_op(OP).spec.code_policy.model_dump(mode="json")   # the allow-list it is held to
+    assert "triton.jit" in iface["code"]["names"] and "getattr" not in iface["code"]["builtins"]
     text = (ws.root / "interface.json").read_text() + (ws.root / "README.md").read_text()
     for hidden in ("seed", "secret", "heavy_tail", "near_zero", "inputs_policy", "heldout"):
         assert hidden not in text, hidden

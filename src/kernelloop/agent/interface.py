@@ -58,6 +58,9 @@ def op_interface(spec: OpSpec, workloads: list[Workload]) -> dict:
         "flops": spec.flops_formula,
         "workloads": [workload_shapes(spec, w) for w in workloads],
         "rules": list(RULES),
+        # the allow-list every submission is held to (records/allow.py; rule `not-allowed`): what it may import,
+        # call and read, so a proposer knows the boundary before it writes code
+        "code": spec.code_policy.model_dump(mode="json"),
     }
 
 
