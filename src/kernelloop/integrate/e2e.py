@@ -185,8 +185,8 @@ def _originals(model, make, seeds) -> tuple[dict, str]:
 
 
 def mismatch(model, package, device: str) -> str:
-    """Why `package` cannot serve `model` on `device` ('' when it can): the model's floating parameters are of a
-    dtype no entry of the package takes, are not on `device`, or the package was verified for another kind of
+    """Why `package` cannot serve `model` on `device` ('' when it can): the model's first floating parameter is not
+    on `device` or is of a dtype no entry of the package takes, or the package was verified for another kind of
     device (in the interpreter: CPU tensors; on a GPU: CUDA tensors)."""
     param = next((p for p in model.parameters() if p.is_floating_point()), None)
     dtypes = sorted({e.guard.dtype.value for k in package.kernels.values() for e in k.table.entries})
