@@ -1,5 +1,5 @@
-"""apply() and e2e() on a small model of every module kind they route, with a package exported from real
-interpreter runs (layernorm, rmsnorm, softmax, gemm_nt at 64 features; the token count extended to 1..16).
+"""apply() and e2e() on a small model of every module kind they route, with the package of conftest.py (exported
+from real interpreter runs: layernorm, rmsnorm, softmax, gemm_nt at 64 features; the token count extended to 1..16).
 
 TRITON_INTERPRET must be set before triton is imported anywhere, hence the first lines.
 """
@@ -15,33 +15,11 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from kernelloop.builtin import ops_dir
 import kernelloop  # noqa: E402
 from kernelloop.integrate.e2e import Tolerance  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(os.environ.get("KERNELLOOP_GPU_TIER") == "1", reason="interpreter tests")
-
-RUNS = {
-    "layernorm": ("M = 8, N = 64", []),
-    "rmsnorm": ("M = 8, N = 64", []),
-    "softmax": ("M = 8, N = 64", []),
-    "gemm_nt": ("M = 8, N = 32, K = 64", ["--template", "tiled"]),
-}
-
-
-@pytest.fixture(scope="module")
-def package_dir(tmp_path_factory, side_by_side) -> Path:
-    base = tmp_path_factory.mktemp("apply")
-    runs = [base / op for op in RUNS]
-    jobs = []
-    for op, (axes, extra) in RUNS.items():   # independent runs (own workloads, own run folders): side by side
-        wl = base / f"{op}.toml"
-        wl.write_text(f'op = "{op}"\n[[workload]]\naxes = {{ {axes} }}\ndtype = "fp16"\n')
-        jobs.append((op, wl, base / op, extra))
-    side_by_side(jobs, base)
-    kernelloop.export(runs, base / "pkg", ops_root=ops_dir(), extend=["M=1:16"], interior=1)
-    return base / "pkg"
 
 
 class Block(nn.Module):

@@ -36,7 +36,7 @@ from ..capture import capture as run_capture
 from ..capture.mapping import default_ops_root
 from ..records.spec import DType
 from . import common
-from .common import esc
+from .common import ExitCode, esc
 from .model_args import BatchOpt, DtypeOpt, JsonOpt, ModelArg, SeedOpt, SeqOpt, require_dtype
 
 DEVICES = ("cpu", "cuda")
@@ -74,10 +74,11 @@ def _import_factory(spec: str):
     return factory
 
 
-def load_model(spec: str, *, device: str, dtype: str, seed: int, batch: int, seq: int) -> tuple[torch.nn.Module, Any]:
+def load_model(spec: str, *, device: str, dtype: str | None, seed: int, batch: int,
+               seq: int) -> tuple[torch.nn.Module, Any]:
     """(model, example_inputs) for a built-in name or a `module:factory` (see the module docstring); ModelError
-    says what is wrong."""
-    torch_dtype = getattr(torch, DType(dtype).torch_name)
+    says what is wrong. dtype None: a factory is not offered one (its own default holds), a built-in model is bf16."""
+    torch_dtype = getattr(torch, DType(dtype or "bf16").torch_name)
     if ":" not in spec:
         from ..capture.models import MODELS
         if spec not in MODELS:
@@ -89,7 +90,9 @@ def load_model(spec: str, *, device: str, dtype: str, seed: int, batch: int, seq
             raise ModelError(f"{spec} needs transformers: pip install 'kernelloop[models]'") from None
         return MODELS[spec].factory(device=device, dtype=torch_dtype, seed=seed, batch=batch, seq=seq)
     factory = _import_factory(spec)
-    offered = {"device": device, "dtype": torch_dtype, "seed": seed, "batch": batch, "seq": seq}
+    offered = {"device": device, "seed": seed, "batch": batch, "seq": seq}
+    if dtype is not None:
+        offered["dtype"] = torch_dtype
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
@@ -201,7 +204,7 @@ def capture(
         report = run_capture(net, inputs, profile=profile, ops_root=ops_root)
     except CaptureError as e:
         err.print(f"[red]capture failed:[/red] {esc(e)}")
-        raise typer.Exit(common.STOPPED)
+        raise typer.Exit(ExitCode.STOPPED)
     written = {}
     try:
         if out is not None:
@@ -210,7 +213,7 @@ def capture(
             written = write_workloads(report, workloads_dir, ops_root)
     except (OSError, ValueError) as e:
         err.print(f"[red]cannot write:[/red] {esc(e)}")
-        raise typer.Exit(common.STOPPED)
+        raise typer.Exit(ExitCode.STOPPED)
     if as_json:
         sys.stdout.write(json.dumps(report.model_dump(mode="json"), indent=2) + "\n")
     else:

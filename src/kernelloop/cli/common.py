@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from enum import IntEnum
 from pathlib import Path
 from typing import NoReturn
 
@@ -10,12 +11,19 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-# Exit codes (documented in README.md):
-OK = 0              # the command did what was asked
-FAILED = 1          # the run completed but no candidate passed verification for some workload
-BAD_INPUT = 2       # malformed spec / workloads / arguments (the message names the file and field)
-STOPPED = 3         # the run could not continue: manifest changed, archive error, worker failed to start
-INTERRUPTED = 130   # Ctrl-C; the archive is consistent and `--resume` continues
+
+class ExitCode(IntEnum):
+    """The commands' exit codes, one scheme for every command (the table in docs/architecture.md, "Exit codes")."""
+
+    OK = 0              # the command did what was asked (captured, delivered, kept, done)
+    FAILED = 1          # it ran to the end and the answer is no: no passing candidate, not delivered, not kept
+    BAD_INPUT = 2       # refused before any work: arguments, spec, workloads, model factory or package (named)
+    STOPPED = 3         # it could not go on: the model raised on its inputs, files not written, archive error
+    INTERRUPTED = 130   # Ctrl-C; the archive is consistent and `--resume` continues
+
+
+OK, FAILED, BAD_INPUT, STOPPED, INTERRUPTED = (ExitCode.OK, ExitCode.FAILED, ExitCode.BAD_INPUT, ExitCode.STOPPED,
+                                               ExitCode.INTERRUPTED)
 
 SPEC_HELP = "Op folder, its spec.toml, or an op name (./ops/NAME, else a built-in op: see `kernelloop ops`)."
 

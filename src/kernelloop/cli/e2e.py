@@ -1,8 +1,12 @@
 """`kernelloop e2e MODEL PACKAGE`: apply a package to a model, check its outputs and (on CUDA) time it.
 
-Exit codes: 0 delivered (outputs within tolerance and, on CUDA, not slower than the original; on the CPU, outputs
-within tolerance with the speed reported as not measured); 1 not delivered; 2 bad input (model, package, a
-package that refuses to load).
+Exit codes (common.ExitCode, the table in docs/architecture.md): 0 delivered (outputs within tolerance and, on
+CUDA, not slower than the original; on the CPU, outputs within tolerance with the speed reported as not measured);
+1 not delivered (outputs out of tolerance, slower, or no call site replaced: no call reached the package); 2 bad
+input, refused before any work (model, package, a package that refuses to load, example inputs given as a dict,
+a model whose dtype or device is not the package's); 3 the model raised on its example inputs (one line naming the
+error). Without --dtype the model gets the package's dtype when its kernels all share one (else a factory's own
+default, bf16 for the built-in models).
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from rich.console import Console
 from rich.table import Table
 
 from . import common
-from .common import esc
+from .common import ExitCode, esc
+from .model_args import require_dtype
 
 
 def e2e(
@@ -27,7 +32,8 @@ def e2e(
     package: Annotated[Path, typer.Argument(help="Package folder (`kernelloop export`).")],
     device: Annotated[Optional[str], typer.Option(help="cpu or cuda (default: cuda when present). On the CPU the "
                                                        "package's kernels run in the Triton interpreter.")] = None,
-    dtype: Annotated[str, typer.Option(help="Model dtype: bf16, fp16 or fp32.")] = "bf16",
+    dtype: Annotated[Optional[str], typer.Option(help="Model dtype: bf16, fp16 or fp32 (default: the package's).")
+                     ] = None,
     batch: Annotated[int, typer.Option(min=1, help="Batch of the built-in models' inputs.")] = 2,
     seq: Annotated[int, typer.Option(min=1, help="Sequence length of the built-in models' inputs.")] = 8,
     seed: Annotated[int, typer.Option(help="Seed of the model's weights.")] = 0,
@@ -52,33 +58,31 @@ def e2e(
     dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if dev not in ("cpu", "cuda"):
         console.print(f"[red]bad argument:[/red] --device {dev!r}: use cpu or cuda")
-        raise typer.Exit(common.BAD_INPUT)
+        raise typer.Exit(ExitCode.BAD_INPUT)
     if dev == "cpu":
         if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
             console.print("[red]cannot run:[/red] Triton was imported before the interpreter could be chosen")
-            raise typer.Exit(common.BAD_INPUT)
+            raise typer.Exit(ExitCode.BAD_INPUT)
         os.environ["TRITON_INTERPRET"] = "1"   # interpreter-verified kernels run on CPU tensors
     else:
         os.environ.pop("TRITON_INTERPRET", None)
-    from ..integrate.e2e import Tolerance, e2e as run_e2e, save
+    from ..integrate.e2e import ModelCallError, Tolerance, e2e as run_e2e, save
     from ..package import PackageError, load_package
     from ..package.signing import SigningError
     if allow_unsigned:
         console.print("[yellow]--allow-unsigned: an unsigned or untrusted package's code will run[/yellow]")
-    from .capture import ModelError, load_model
-    try:
-        net, inputs = load_model(model, device=dev, dtype=dtype, seed=seed, batch=batch, seq=seq)
-    except ModelError as e:
-        console.print(f"[red]bad model:[/red] {esc(e)}")
-        raise typer.Exit(common.BAD_INPUT)
     try:
         pkg = load_package(package, allow_unsigned=allow_unsigned, trust=list(trust or []))
     except (PackageError, SigningError) as e:
         console.print(f"[red]package refused:[/red] {esc(e)}")
-        raise typer.Exit(common.BAD_INPUT)
-    example = inputs if isinstance(inputs, tuple) else (inputs,)
-    report = run_e2e(net, pkg, example, seeds=tuple(range(seeds)),
-                     tolerance=Tolerance(min_cosine=min_cosine, min_top1=min_top1), name=model)
+        raise typer.Exit(ExitCode.BAD_INPUT)
+    net, example = _model(console, model, pkg, dev, dtype, seed=seed, batch=batch, seq=seq)
+    try:
+        report = run_e2e(net, pkg, example, seeds=tuple(range(seeds)),
+                         tolerance=Tolerance(min_cosine=min_cosine, min_top1=min_top1), name=model)
+    except ModelCallError as e:
+        console.print(f"[red]the model raised:[/red] {esc(e)}")
+        raise typer.Exit(ExitCode.STOPPED)
     where = save(report, out or package.resolve().parent / f"e2e-{package.name}")
     if counts is not None:
         counts.parent.mkdir(parents=True, exist_ok=True)
@@ -88,8 +92,37 @@ def e2e(
     else:
         _render(report, console)
         console.print(f"report: {esc(where)}")
+    if not report.patched:
+        console.print("[red]NOT delivered: no call site was replaced[/red] (no call of the model reached the "
+                      "package: the sites left alone are listed above with the reasons)")
     if not report.outputs_ok or report.delivered is False:
-        raise typer.Exit(common.FAILED)
+        raise typer.Exit(ExitCode.FAILED)
+
+
+def _model(console, spec: str, pkg, device: str, dtype: str | None, **shape):
+    """The model and one call's positional arguments (a tuple), the dtype the package's kernels take unless
+    --dtype says; exits BAD_INPUT when the model cannot be had or is not what the package serves."""
+    from ..integrate.e2e import mismatch
+    from .capture import ModelError, load_model
+    dtypes = sorted({e.guard.dtype.value for k in pkg.kernels.values() for e in k.table.entries})
+    if dtype is None and len(dtypes) == 1:
+        dtype = dtypes[0]
+    elif dtype is not None:
+        require_dtype(console, dtype)
+    try:
+        net, inputs = load_model(spec, device=device, dtype=dtype, **shape)
+    except ModelError as e:
+        console.print(f"[red]bad model:[/red] {esc(e)}")
+        raise typer.Exit(ExitCode.BAD_INPUT)
+    if isinstance(inputs, dict):
+        console.print(f"[red]bad model:[/red] {esc(spec)}: example_inputs is a dict of keyword arguments; e2e calls "
+                      f"model(*example_inputs): give a tensor or a tuple of positional arguments")
+        raise typer.Exit(ExitCode.BAD_INPUT)
+    why = mismatch(net, pkg, device)
+    if why:
+        console.print(f"[red]the model does not fit the package:[/red] {esc(why)}")
+        raise typer.Exit(ExitCode.BAD_INPUT)
+    return net, tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
 
 
 def _render(report, console: Console) -> None:

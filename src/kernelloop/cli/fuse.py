@@ -21,7 +21,7 @@ from typer.core import TyperGroup
 from ..capture.records import CaptureReport
 from ..records.device import Device
 from . import common
-from .common import esc
+from .common import ExitCode, esc
 from .capture import ModelError, load_model
 from .model_args import BatchOpt, DtypeOpt, JsonOpt, ModelArg, SeedOpt, SeqOpt, require_dtype
 
@@ -76,7 +76,7 @@ def discover(
             out.write_text(report.to_json())
         except OSError as e:
             err.print(f"[red]cannot write:[/red] {esc(e)}")
-            raise typer.Exit(common.STOPPED)
+            raise typer.Exit(ExitCode.STOPPED)
     if as_json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     elif report.error is None:
@@ -91,7 +91,7 @@ def discover(
         console.print(t)
     if report.error is not None:
         err.print(f"[red]discovery failed ({esc(report.error.stage)}):[/red] {esc(report.error.message)}")
-        raise typer.Exit(common.STOPPED)
+        raise typer.Exit(ExitCode.STOPPED)
     if out is not None:
         (err if as_json else console).print(f"report: {esc(out)}")
 
@@ -209,7 +209,7 @@ def run(
                       on_note=lambda text: err.print(f"[dim]{esc(text)}[/dim]"))
     except FuseError as e:
         err.print(f"[red]cannot fuse:[/red] {esc(e)}")
-        raise typer.Exit(common.STOPPED)
+        raise typer.Exit(ExitCode.STOPPED)
     except UsageError as e:
         bad(str(e))
     r = result.report
@@ -231,4 +231,4 @@ def run(
             console.print(f"[dim]not realised: {esc(x.family)}: {esc(x.reason)}[/dim]")
         console.print(f"{esc(r.verdict)}; report {out / 'report.json'}")
     if not r.kept:
-        raise typer.Exit(common.FAILED)
+        raise typer.Exit(ExitCode.FAILED)

@@ -11,6 +11,10 @@ TorchDispatchMode or FakeTensorMode, and when autograd would record the call, a 
 torch op, traced as one opaque operator; otherwise -- inference in eager mode, and a CUDA graph captured from it --
 it calls the package's dispatcher directly, which skips torch's dispatcher and its Python operator boundary (tens of
 microseconds of host time per call) and decides exactly as the op would. `undo()` restores the model.
+
+Training: the torch op has a backward (the reference's gradient, recomputed on the saved inputs: package/torch_ops.py),
+so a patched model trains as the unpatched one does. A norm's eps is read from the module at each call, so a value
+changed after apply reaches the guard (the reference runs for an eps no entry was verified at).
 """
 
 from __future__ import annotations
@@ -91,12 +95,14 @@ def _caller(kernel):
     return call
 
 
-def _norm_forward(op, eps: float, bias: bool):
-    """A LayerNorm/RMSNorm forward calling the package op on the flattened rows (the module's own parameters)."""
+def _norm_forward(op, bias: bool):
+    """A LayerNorm/RMSNorm forward calling the package op on the flattened rows with the module's own parameters
+    and its eps as it is at call time (an eps changed after apply reaches the guard, which runs the reference for
+    a value no entry was verified at)."""
     def forward(self, x):
         rows = x.reshape(-1, x.shape[-1])
         args = (rows, self.weight, self.bias) if bias else (rows, self.weight)
-        return op(*args, eps).view(x.shape)
+        return op(*args, _norm_eps(self)).view(x.shape)
     return forward
 
 
@@ -124,7 +130,7 @@ def _plan_module(path: str, m: nn.Module, package: Package):
         if m.weight is None or m.bias is None or len(m.normalized_shape) != 1:
             return "layernorm", "LayerNorm without weight and bias, or over several dims", None
         why = _covers(package, "layernorm", m.weight.dtype, {"N": m.normalized_shape[0]}, {"eps": m.eps})
-        return "layernorm", why, None if why else _norm_forward(_caller(package["layernorm"]), m.eps, True)
+        return "layernorm", why, None if why else _norm_forward(_caller(package["layernorm"]), True)
     if isinstance(m, getattr(nn, "RMSNorm", ())) or (cls.endswith("RMSNorm") and isinstance(
             getattr(m, "weight", None), torch.Tensor)):
         eps = _norm_eps(m)
@@ -133,7 +139,7 @@ def _plan_module(path: str, m: nn.Module, package: Package):
         if "gemma" in cls.lower():
             return "rmsnorm", "Gemma's RMSNorm scales by (1 + weight)", None
         why = _covers(package, "rmsnorm", m.weight.dtype, {"N": m.weight.shape[0]}, {"eps": eps})
-        return "rmsnorm", why, None if why else _norm_forward(_caller(package["rmsnorm"]), eps, False)
+        return "rmsnorm", why, None if why else _norm_forward(_caller(package["rmsnorm"]), False)
     if isinstance(m, nn.Linear):
         if m.bias is not None:
             return "gemm_nt", "Linear with bias: no op takes b as [N, K] plus a bias", None

@@ -2,11 +2,19 @@
 
 Outputs: the patched model against the original on fresh seeded inputs (each seed its own draw of the example's
 shape: token ids below the vocabulary, floats from a normal), with a task-level tolerance for language models --
-max-abs difference and cosine similarity of the logits, and top-1 agreement of the next-token predictions.
+max-abs difference and cosine similarity of the logits, and top-1 agreement of the next-token predictions, judged
+over the decisive positions: those whose original top-2 gap exceeds twice the observed max |diff| (each of the two
+logits may move by max |diff|, so a smaller gap can flip -- or tie -- within the numerical difference seen); the
+others are counted as near-ties. By that bound a decisive position cannot flip unless the outputs are non-finite:
+top-1 agreement is reported (with the count of near-ties) but the verdict rests on the cosine, finiteness and,
+when set, max_abs. A run where no call of the model reached the package (no call site replaced, or none that ran)
+is not delivered: the outputs compared are the model's own. The unpatched model raising on its inputs is a
+ModelCallError.
 Speed (CUDA only): original, patched, torch.compile of each, timed with CUDA events in rounds that visit the
 variants in a seeded random order, medians with bootstrap intervals and the patched model's speed-up over the
 original with a paired interval. In the interpreter the speed is "not measured": never reported as a win or a loss.
-Delivered means: outputs within tolerance and, on a GPU, the patched model not slower than the original.
+Delivered means: some call reached the package, outputs within tolerance and, on a GPU, the patched model not
+slower than the original.
 """
 
 from __future__ import annotations
@@ -21,7 +29,8 @@ import torch
 from pydantic import Field
 
 from ..bench.stats import paired_speedup, summarize
-from ..records import Record
+from ..package.runtime import FROM_TORCH
+from ..records import DType, Record
 from ..records.measurement import SAME_MARGIN, Ratio, Stats
 from .apply import Applied, apply
 
@@ -30,8 +39,9 @@ class Tolerance(Record):
     """Task-level tolerance on the model's output (logits for a language model)."""
 
     min_cosine: float = Field(0.999, description="Cosine similarity of patched and original logits, at least.")
-    min_top1: float = Field(0.99, description="Share of positions whose arg-max token agrees, at least (among those "
-                                              "whose original top-2 margin exceeds the observed max |diff|).")
+    min_top1: float = Field(0.99, description="Share of positions whose arg-max token agrees, at least (among the "
+                                              "decisive ones: original top-2 margin above twice the observed max "
+                                              "|diff|).")
     max_abs: float | None = Field(None, description="Largest |patched - original| allowed (None: reported only).")
 
 
@@ -40,12 +50,17 @@ class OutputCheck(Record):
     max_abs: float = Field(description="Largest absolute difference of the outputs.")
     cosine: float = Field(description="Cosine similarity of the flattened outputs (in float64).")
     top1: float | None = Field(None, description="Share of positions whose arg-max over the last dim agrees.")
-    top1_decisive: float | None = Field(None, description="The same over positions whose original top-2 margin "
-                                                          "exceeds max_abs (elsewhere a flip is a near-tie within "
-                                                          "the observed numerical difference): what min_top1 "
-                                                          "judges.")
+    top1_decisive: float | None = Field(None, description="The same over the decisive positions, whose original "
+                                                          "top-2 margin exceeds twice max_abs (each of the two "
+                                                          "logits may move by max_abs, so a smaller margin can "
+                                                          "flip within the observed numerical difference): what "
+                                                          "min_top1 judges.")
     ties: int = Field(0, description="Positions left out of top1_decisive as near-ties.")
     passed: bool
+
+
+class ModelCallError(RuntimeError):
+    """The unpatched model raised on its example inputs (or gave no output tensor): nothing to compare against."""
 
 
 class VariantTime(Record):
@@ -67,6 +82,9 @@ class E2EReport(Record):
     delivered: bool | None = Field(description="Outputs within tolerance and not slower on a GPU; None where speed "
                                                "was not measured (outputs alone decide nothing about delivery).")
     sites: dict = Field(default_factory=dict, description="apply's report: replaced and left sites with reasons.")
+    patched: bool = Field(True, description="Whether any call of the model reached the package during the checks "
+                                            "(a replaced call site that ran); when none did, the outputs compared "
+                                            "are the model's own and the report is not delivered.")
     counts: dict = Field(default_factory=dict, description="The package's dispatch counts during the checks.")
     seconds: float = 0.0
 
@@ -107,7 +125,7 @@ def compare(a: torch.Tensor, b: torch.Tensor, seed: int, tol: Tolerance) -> Outp
         agree = a.argmax(-1) == b.argmax(-1)
         top1 = float(agree.double().mean())
         top2 = a.double().topk(2, dim=-1).values
-        clear = (top2[..., 0] - top2[..., 1]) > max_abs
+        clear = (top2[..., 0] - top2[..., 1]) > 2 * max_abs   # each of the top two may move by max_abs
         ties = int((~clear).sum())
         decisive = float(agree[clear].double().mean()) if clear.any() else 1.0
     ok = (torch.isfinite(b64).all().item() == torch.isfinite(a64).all().item() and cos >= tol.min_cosine
@@ -154,6 +172,37 @@ def variant_times(us: dict[str, list[float]]) -> list[VariantTime]:
     return out
 
 
+def _originals(model, make, seeds) -> tuple[dict, str]:
+    """The unpatched model's outputs per seed and the inputs' device type; ModelCallError when the model raises."""
+    try:
+        first = make(seeds[0])
+        device = next((x.device.type for x in first if isinstance(x, torch.Tensor)), "cpu")
+        return {s: _logits(model(*make(s))) for s in seeds}, device
+    except Exception as e:  # noqa: BLE001 - the model's own failure on its inputs: said in one line
+        text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise ModelCallError(f"{type(model).__name__} raised on its example inputs: {type(e).__name__}: {text}") \
+            from e
+
+
+def mismatch(model, package, device: str) -> str:
+    """Why `package` cannot serve `model` on `device` ('' when it can): the model's first floating parameter is not
+    on `device` or is of a dtype no entry of the package takes, or the package was verified for another kind of
+    device (in the interpreter: CPU tensors; on a GPU: CUDA tensors)."""
+    param = next((p for p in model.parameters() if p.is_floating_point()), None)
+    dtypes = sorted({e.guard.dtype.value for k in package.kernels.values() for e in k.table.entries})
+    if param is not None and param.device.type != device:
+        return f"the model's parameters are on {param.device.type}, not on {device}"
+    if param is not None and dtypes and FROM_TORCH.get(param.dtype) not in {DType(d) for d in dtypes}:
+        have = FROM_TORCH[param.dtype].value if param.dtype in FROM_TORCH else str(param.dtype)
+        return f"the model is {have}; the package's kernels are for {', '.join(dtypes)} (pass --dtype {dtypes[0]})"
+    archs = sorted({o.measured_on.arch for o in package.manifest.ops})
+    want = "cpu" if archs == ["interpret"] else "cuda" if archs and "interpret" not in archs else device
+    if want != device:
+        where = "in the Triton interpreter (CPU tensors)" if want == "cpu" else "on " + ", ".join(archs)
+        return f"the package was verified {where}; the model runs on {device}"
+    return ""
+
+
 def _set(applied: Applied, on: bool) -> None:
     applied.redo() if on else applied.undo()
 
@@ -166,13 +215,12 @@ def e2e(model, package, inputs, *, seeds=(0, 1, 2), tolerance: Tolerance | None 
     `compile_modes`: torch.compile modes timed for both (e.g. "reduce-overhead": CUDA graphs)."""
     t0 = time.perf_counter()
     tol = tolerance or Tolerance()
-    example = inputs if isinstance(inputs, tuple) else (inputs,) if isinstance(inputs, torch.Tensor) else None
+    example = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,) if isinstance(inputs, torch.Tensor) \
+        else None
     make = (lambda s: fresh_inputs(example, model, s)) if example is not None else inputs
-    first = make(seeds[0])
-    device = next((x.device.type for x in first if isinstance(x, torch.Tensor)), "cpu")
     checks = []
     with torch.no_grad():
-        originals = {s: _logits(model(*make(s))) for s in seeds}
+        originals, device = _originals(model, make, seeds)
         applied = apply(model, package)
         for k in package.kernels.values():
             k.reset_counts()
@@ -180,6 +228,7 @@ def e2e(model, package, inputs, *, seeds=(0, 1, 2), tolerance: Tolerance | None 
             for s in seeds:
                 checks.append(compare(originals[s], _logits(model(*make(s))), s, tol))
             counts = package.counts()
+            patched = any(k.hits or k.fallbacks for k in package.kernels.values())
             times, ratios, note = [], [], ""
             if speed is None:
                 speed = device == "cuda"
@@ -212,12 +261,13 @@ def e2e(model, package, inputs, *, seeds=(0, 1, 2), tolerance: Tolerance | None 
     ok = all(c.passed for c in checks)
     delivered = None
     if ratios:
-        delivered = ok and ratios[0].verdict.value != "SLOWER"
-    elif not ok:
+        delivered = ok and patched and ratios[0].verdict.value != "SLOWER"
+    elif not ok or not patched:
         delivered = False
     return E2EReport(model=name or type(model).__name__, package=f"{package.manifest.name} {package.manifest.version}",
                      device=device, tolerance=tol, checks=checks, outputs_ok=ok, times=times, speedup=ratios,
-                     speed_note=note, delivered=delivered, sites=applied.report.as_dict(), counts=counts,
+                     speed_note=note, delivered=delivered, sites=applied.report.as_dict(), patched=patched,
+                     counts=counts,
                      seconds=time.perf_counter() - t0)
 
 

@@ -116,6 +116,7 @@ class Kernel:
         self.fallbacks: Counter = Counter()
         self.seen: Counter = Counter()
         self.torch_op = None
+        self.backwards = 0                    # backward calls (the reference's gradient, recomputed: torch_ops.py)
         self.replay_enabled = os.environ.get("KERNELLOOP_REPLAY", "1") != "0"
         self.replays: Counter = Counter()     # entry id -> calls issued through the replay
 
@@ -286,7 +287,7 @@ class Kernel:
                 **({"ptx": dict(self.ptx)} if self.ptx else {}),
                 "replayed": {e.id: self.replays[e.id] for e in self.table.entries if self.replays[e.id]},
                 "not_replayed": sorted({p.replay_why for p in self.plans.values() if p.idx >= 0 and p.replay_why}),
-                "fallbacks": dict(self.fallbacks),
+                "fallbacks": dict(self.fallbacks), "backward_by_reference": self.backwards,
                 "shapes": [{"dtype": d, "axes": dict(zip(self.table.axes, s)), "calls": n,
                             "covered": self._covered(d, s)}
                            for (d, s), n in sorted(self.seen.items())]}
@@ -302,6 +303,7 @@ class Kernel:
         self.replays.clear()
         self.fallbacks.clear()
         self.seen.clear()
+        self.backwards = 0
 
 
 class Package:

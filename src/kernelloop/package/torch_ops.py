@@ -5,6 +5,10 @@ Tensor or a tuple of Tensors back), implemented for CPU and CUDA by the package'
 implementation (outputs' shapes and dtypes from the spec), so it runs in eager mode, is traced as one opaque call by
 `torch.compile(fullgraph=True)` and can be captured in a CUDA graph. Outputs are always fresh tensors: inputs are
 never mutated or returned.
+
+Each op also has a backward (`torch.library.register_autograd`): the forward runs the package (kernel or reference,
+as the guards decide) and saves its inputs; the backward recomputes the op's reference on them with autograd and
+returns its gradients, so a patched model trains as the unpatched one does. `Kernel.backwards` counts these calls.
 """
 
 from __future__ import annotations
@@ -53,6 +57,34 @@ def _impl(namespace: str, name: str, names: list[str], n: int):
     return impl
 
 
+def _setup_context(n: int, names: list[str]):
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs[:n])
+        ctx.scalars = dict(zip(names, inputs[n:]))
+    return setup_context
+
+
+def _backward(namespace: str, name: str, n_scalars: int):
+    """The reference's gradient: recompute the reference on the saved inputs with autograd, differentiate it."""
+    active = _ACTIVE[namespace]
+
+    def backward(ctx, *grads):
+        kernel = active[name]
+        kernel.backwards += 1
+        saved = ctx.saved_tensors
+        wanted = [i for i, x in enumerate(saved) if ctx.needs_input_grad[i] and x.is_floating_point()]
+        with torch.enable_grad():
+            inputs = [x.detach().requires_grad_(i in wanted) for i, x in enumerate(saved)]
+            outs = kernel.reference(*inputs, **ctx.scalars)
+        outs = [outs] if isinstance(outs, torch.Tensor) else list(outs)
+        pairs = [(o, g) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
+        got = torch.autograd.grad([o for o, _ in pairs], [inputs[i] for i in wanted], [g for _, g in pairs],
+                                  allow_unused=True) if pairs and wanted else [None] * len(wanted)
+        by_index = dict(zip(wanted, got))
+        return (*(by_index.get(i) for i in range(len(saved))), *([None] * n_scalars))
+    return backward
+
+
 def register_package(package) -> torch.library.Library:
     """Define and implement every op of the package under its namespace (once per process; a reload re-points
     them); sets `kernel.torch_op`."""
@@ -68,6 +100,9 @@ def register_package(package) -> torch.library.Library:
             lib.impl(name, impl, "CPU")
             lib.impl(name, impl, "CUDA")
             torch.library.register_fake(f"{ns}::{name}", _fake(kernel), lib=lib)
+            torch.library.register_autograd(f"{ns}::{name}", _backward(ns, name, len(kernel.scalar_names)),
+                                            setup_context=_setup_context(kernel.n_inputs, kernel.scalar_names),
+                                            lib=lib)
         _LIBRARIES[ns] = lib
     for name, kernel in package.kernels.items():
         kernel.torch_op = getattr(getattr(torch.ops, ns), name)
