@@ -16,13 +16,27 @@ keys_app = typer.Typer(help="The package signing key (Ed25519, in the user's con
                        no_args_is_help=True)
 
 
+JSON = Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")]
+
+
+def _emit(result: dict, as_json: bool) -> None:
+    """The result as JSON, or one `name: value` line per field."""
+    if as_json:
+        print(json.dumps(result, indent=1))
+        return
+    for k, v in result.items():
+        shown = ", ".join(v) if isinstance(v, list) else ("-" if v is None else v)
+        print(f"{k}: {shown}")
+
+
 def _fail(e: Exception) -> None:
     common.console(stderr=True).print(f"[red]{esc(e)}[/red]")
     raise typer.Exit(common.BAD_INPUT)
 
 
 @keys_app.command("generate")
-def generate(force: Annotated[bool, typer.Option("--force", help="Replace an existing key.")] = False) -> None:
+def generate(force: Annotated[bool, typer.Option("--force", help="Replace an existing key.")] = False,
+             as_json: JSON = False) -> None:
     """Generate the signing key `export` signs packages with."""
     from ..package.signing import SigningError, generate_key, key_id, read_public
     try:
@@ -30,11 +44,11 @@ def generate(force: Annotated[bool, typer.Option("--force", help="Replace an exi
     except SigningError as e:
         _fail(e)
     pub = path.with_suffix(".pub")
-    print(json.dumps({"private_key": str(path), "public_key": str(pub), "key_id": key_id(read_public(pub))}))
+    _emit({"private_key": str(path), "public_key": str(pub), "key_id": key_id(read_public(pub))}, as_json)
 
 
 @keys_app.command("show")
-def show() -> None:
+def show(as_json: JSON = False) -> None:
     """The signing key's files and id, and the trusted public keys."""
     from ..package.signing import PUB_FILE, SigningError, signing_dir, trusted_keys
     try:
@@ -42,16 +56,17 @@ def show() -> None:
     except SigningError as e:
         _fail(e)
     pub = signing_dir() / PUB_FILE
-    print(json.dumps({"signing_dir": str(signing_dir()), "public_key": str(pub) if pub.is_file() else None,
-                      "trusted": trusted}, indent=1))
+    _emit({"signing_dir": str(signing_dir()), "public_key": str(pub) if pub.is_file() else None,
+           "trusted": trusted}, as_json)
 
 
 @keys_app.command("trust")
 def trust(pubkey: Annotated[Path, typer.Argument(help="A public key file (PEM, as `keys generate` writes, or "
-                                                      "64 hex digits).")]) -> None:
+                                                      "64 hex digits).")],
+          as_json: JSON = False) -> None:
     """Accept packages signed with this public key."""
     from ..package.signing import SigningError, trust as add
     try:
-        print(json.dumps({"trusted": str(add(pubkey))}))
+        _emit({"trusted": str(add(pubkey))}, as_json)
     except SigningError as e:
         _fail(e)

@@ -230,7 +230,7 @@ def test_d_a_foreign_signature_is_refused_unless_trusted(package, tmp_path):
     pub.write_bytes(foreign.public_key().public_bytes(serialization.Encoding.PEM,
                                                       serialization.PublicFormat.SubjectPublicKeyInfo))
     assert load_package(pkg, trust=[pub]).trust.trusted
-    res = CliRunner().invoke(app, ["keys", "trust", str(pub)])
+    res = CliRunner().invoke(app, ["keys", "trust", str(pub), "--json"])
     assert res.exit_code == 0, res.output
     try:
         assert load_package(pkg).trust.trusted
