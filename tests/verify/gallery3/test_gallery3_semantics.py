@@ -119,7 +119,7 @@ def test_a_kernel_correct_only_up_to_the_visible_bucket_fails_through_the_agent_
         answers[name] = json.loads(r.stdout)
     (cheat,) = answers["cheat"]["results"]
     assert answers["cheat"]["verdict"] == "WRONG_INCOMPLETE", answers["cheat"]
-    assert "held-out: a held-out" in cheat["failing_case"] and "larger N" in cheat["failing_case"], cheat
+    assert ": a held-out larger" in cheat["failing_case"] and "larger N" in cheat["failing_case"], cheat
     assert answers["honest"]["verdict"] == "PASSED", answers["honest"]
 
 
@@ -128,7 +128,7 @@ OPS = sorted(p.name for p in ops_dir().iterdir() if (p / "spec.toml").is_file())
 
 @pytest.mark.parametrize("op", OPS)
 def test_the_honest_templates_of_every_op_pass_the_new_checks_on_several_seeds(op):
-    seeds = 3 if op in SCALED else 2
+    seeds = 2
     r = subprocess.run([sys.executable, str(HERE / "honest_semantics.py"), op, str(seeds)], cwd=ROOT, text=True,
                        capture_output=True, timeout=900,
                        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "TRITON_INTERPRET": "1"})
