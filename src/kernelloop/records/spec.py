@@ -258,9 +258,9 @@ class OpSpec(Record):
     scratch: ScratchSpec | None = Field(
         None, description="A workspace the harness passes to `launch` as the keyword `scratch` (see ScratchSpec).")
     reduction: str | None = Field(
-        None, description="Expression over the axes: the longest reduction behind one output element (e.g. 'K' for a "
-                          "GEMM, 'N' for a row norm); it scales the bias and ULP bounds (verify/semantics.py). Default: "
-                          "the largest axis of the workload.")
+        None, description="Expression over the axes: the longest reduction behind one output element (e.g. 'K' "
+                          "for a GEMM, 'N' for a row norm); it scales the bias and ULP bounds (verify/semantics.py). "
+                          "Default: the largest axis of the workload.")
 
     @field_validator("bytes_formula", "flops_formula")
     @classmethod

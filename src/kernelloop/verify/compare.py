@@ -113,8 +113,9 @@ def check_outputs(spec: OpSpec, workload: Workload, outputs: list, references: l
 def open_guarded(spec: OpSpec, workload: Workload, runs: list, scratch: list, case: str
                  ) -> tuple[list[list[torch.Tensor]], Verdict | None]:
     """Each call's outputs as views of the guarded backings the controller copied (reference/guards.py), and the
-    verdict (REJECTED: memory-safety) of the first guard zone a call wrote into (before or after an output or a workspace), or of a backing
-    that is not the size the controller expects; (outputs, None) when every guard holds its sentinel."""
+    verdict (REJECTED: memory-safety) of the first guard zone a call wrote into (before or after an output or a
+    workspace), or of a backing that is not the size the controller expects; (outputs, None) when every guard holds
+    its sentinel."""
     from ..reference.guards import guard_breach, unguard
     shapes = [(t.name, tensor_shape(t, workload), TORCH_DTYPES[spec.tensor_dtype(t, workload.dtype)])
               for t in spec.outputs]
