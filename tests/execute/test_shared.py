@@ -15,6 +15,7 @@ from kernelloop.bench.policy import COLD_L2_EVENTS
 from kernelloop.execute import protocol as P
 from kernelloop.execute import worker as W
 from kernelloop.execute.shared import read_all, resolve_transport
+from kernelloop.reference.guards import guard_breach, unguard
 from kernelloop.records import BuildArtifact, Workload
 from kernelloop.records.device import Device
 
@@ -68,6 +69,15 @@ def gpu_worker(layernorm, tmp_path, monkeypatch):
         return wrapped
     monkeypatch.setattr(inputs, "make_inputs", on_device(inputs.make_inputs, 3))
     monkeypatch.setattr(inputs, "alloc_outputs", on_device(inputs.alloc_outputs, 2))
+    guarded = inputs.alloc_guarded_outputs
+
+    def guarded_on_device(spec, workload, device):   # the guarded backings (reference/guards.py) 'on the device'
+        assert device == "cuda", device
+        outs, backings = guarded(spec, workload, "cpu")
+        outs, backings = [t.as_subclass(_OnDevice) for t in outs], [t.as_subclass(_OnDevice) for t in backings]
+        made.extend(outs)
+        return outs, backings
+    monkeypatch.setattr(inputs, "alloc_guarded_outputs", guarded_on_device)
     monkeypatch.setattr(W, "_sync", lambda device: None)
     monkeypatch.setattr(W, "build_info", lambda mod, s, device: BuildArtifact(kernel_names=[], compile_s=s,
                                                                              toolchain="triton / sm_90"))
@@ -107,6 +117,9 @@ def test_a_cuda_candidate_gets_the_tensors_made_on_its_device_and_the_host_arena
     assert ("not supported here" in reply.transport_error) == refuse
     # the controller reads the candidate's outputs from the host arena, copied after the calls
     runs, after = read_all([[reply.cases[0].runs, reply.cases[0].inputs_after]])[0]
+    runs = [[unguard(r[0], (WL.axes["M"], WL.axes["N"]), torch.float32)] for r in runs]   # the guarded backings
+    assert all(guard_breach("y", b[0], WL.axes["M"] * WL.axes["N"] * 4) is None
+               for b in read_all([reply.cases[0].runs])[0])
     x, w, b = made[:3]
     want = torch.nn.functional.layer_norm(x.as_subclass(torch.Tensor), (WL.axes["N"],), w.as_subclass(torch.Tensor),
                                           b.as_subclass(torch.Tensor), layernorm.spec.scalars["eps"])

@@ -3,13 +3,15 @@
 Every draw mixes the run's secret (derived from the run key, which no proposer can read: execute/keys.py), the
 workload and the candidate, so the cases of one candidate say nothing about the next one's:
 - `checks` cases on the workload itself, each from another value distribution, the first one run 3 times
-  (bitwise determinism);
+  (bitwise determinism), and one more for each of the spec's `inputs_policy.always` distributions the cycle missed
+  (the statistics-aware draws of the normalisation ops: a skipped mean or max subtraction fails on every trial);
 - held-out shapes the proposer is never shown: each primary held-out axis (the spec's `heldout_axes`, by default
   the first axis of the first input) at 1 and at an odd value below the workload's; then one case with every other
   free axis (all but the spec's `fixed_axes`) at a small, odd or non-power-of-two value below the workload's, and
-  one with every free axis beyond the workload's (up to +25 %, so the interpreter's cost stays bounded; an axis
-  other than the primary ones within the workload's power-of-two bucket, except for a template's own
-  configuration, whose pruning decides), each value
+  one with every free axis beyond the workload's (for a candidate that is not a template's own source, in the
+  power-of-two bucket above the workload's, so a kernel correct only up to the visible sizes fails; for a
+  template's own configuration up to +25 %, where its pruning keeps the shape; in the interpreter the shape's
+  size is capped at INTERPRET_GROWTH times the workload's, execute/evaluate.py), each value
   inside the axis's [min, max] and the op's domain (the axis-only constraints every template states, e.g.
   `H % HKV == 0`; for a template's own configuration, everything pruning checks, so an honest configuration is
   never judged outside the shapes it declares it supports). At most 2 + 2 x (primary axes) held-out cases.
@@ -101,12 +103,26 @@ def _draw(kind: str, v: int, ax_min: int, ax_max: int | None, h: int, attempt: i
     return _non_pow2(lo + h % (hi - lo + 1), lo, hi)
 
 
+def _beyond_bucket(v: int, ax_max: int | None, h: int) -> int | None:
+    """A non-power-of-two value in the power-of-two bucket above v's: (b, 2b] where b = next_pow2(v), within the
+    axis's maximum; None when there is no room."""
+    bucket = 1 << max(0, (v - 1).bit_length())
+    lo, hi = bucket + 1, 2 * bucket
+    if ax_max is not None:
+        hi = min(hi, ax_max)
+    if hi < lo:
+        return None
+    return _non_pow2(lo + h % (hi - lo + 1), lo, hi)
+
+
 def wide_heldout(spec: OpSpec, secret: str, workload: Workload, candidate_id: str, kind: str, axes: list[str],
-                 accept: Callable[[dict[str, int]], bool], bucketed: frozenset[str] = frozenset()
+                 accept: Callable[[dict[str, int]], bool], beyond: frozenset[str] = frozenset()
                  ) -> Workload | None:
     """Every axis of `axes` moved at once ('below' or 'above' the workload's value), each value drawn per
-    candidate and kept only where `accept` (the op's domain; for a template candidate, its own constraints too)
-    holds with the others; None when no axis could move."""
+    candidate and kept only where `accept` (the op's domain, the interpreter's cost cap; for a template candidate,
+    its own constraints too) holds with the others; an 'above' draw of an axis in `beyond` lies in the power-of-two
+    bucket above the workload's (a kernel sized to the visible bucket is judged where it breaks), falling back to
+    a value near the workload's where that does not fit; None when no axis could move."""
     current = dict(workload.axes)
 
     def move(ax: str, tied: str | None = None) -> bool:
@@ -114,11 +130,11 @@ def wide_heldout(spec: OpSpec, secret: str, workload: Workload, candidate_id: st
         a = spec.axes[ax]
         for attempt in range(WIDE_TRIES):
             h = derive_seed(secret, "wide", kind, workload.id, candidate_id, ax, tied, attempt)
-            top = a.max
-            if kind == "above" and ax in bucketed:   # within the workload's power-of-two bucket
-                bucket = 1 << max(0, (workload.axes[ax] - 1).bit_length())
-                top = bucket if top is None else min(top, bucket)
-            x = _draw(kind, workload.axes[ax], a.min, top, h, attempt)
+            x = None
+            if kind == "above" and ax in beyond and attempt < WIDE_TRIES - 2:
+                x = _beyond_bucket(workload.axes[ax], a.max, h)   # the last tries: near the visible value
+            if x is None:
+                x = _draw(kind, workload.axes[ax], a.min, a.max, h, attempt)
             if x is None:
                 return False
             trial = {**current, ax: x, **({tied: x} if tied else {})}
@@ -149,12 +165,13 @@ def heldout_workloads(spec: OpSpec, secret: str, workload: Workload, candidate_i
     primary = primary_axes(spec)
     free = [a for a in spec.axes if a not in fixed]
     seen = {w.id for _, w in out} | {workload.id}
-    # A kernel may size its blocks to the workload's power-of-two bucket of an axis the spec does not name as a
-    # held-out axis (as every template's constraints allow, e.g. BLOCK_N <= next_pow2(N)); beyond the bucket only the
-    # primary axes, and a template's own configuration where its pruning keeps the shape, are probed.
-    bucketed = frozenset() if own_template else frozenset(a for a in free if a not in primary)
+    # A candidate that is not a template's own source declares no range: what it will be sent is the op's domain,
+    # so its 'above' draws leave the visible power-of-two bucket of every free axis (a kernel correct only up to the
+    # visible sizes fails there). A template's own configuration is probed near the visible size, where its pruning
+    # keeps the shape (its constraints are its declared range).
+    beyond = frozenset() if own_template else frozenset(free)
     for kind, axes in (("below", [a for a in free if a not in primary]), ("above", free)):
-        held = wide_heldout(spec, secret, workload, candidate_id, kind, axes, accept, bucketed) if axes else None
+        held = wide_heldout(spec, secret, workload, candidate_id, kind, axes, accept, beyond) if axes else None
         if held is not None and held.id not in seen:
             seen.add(held.id)
             out.append((kind, held))
@@ -171,6 +188,12 @@ def cases(spec: OpSpec, secret: str, checks: int, candidate_id: str, workload: W
         out.append({"workload": workload, "seed": derive_seed(secret, workload.id, candidate_id, k),
                     "distribution": dists[(offset + k) % len(dists)],
                     "repeats": DETERMINISM_RUNS if k == 0 else 1, "heldout": None})
+    drawn = {c["distribution"] for c in out}
+    for d in spec.inputs_policy.always:   # the statistics-aware draws: every trial, whatever the cycle reached
+        if d not in drawn:
+            drawn.add(d)
+            out.append({"workload": workload, "seed": derive_seed(secret, workload.id, candidate_id, "always", d),
+                        "distribution": d, "repeats": 1, "heldout": None})
     for j, (kind, held) in enumerate(heldout_workloads(spec, secret, workload, candidate_id, fixed, accept,
                                                        own_template)):
         out.append({"workload": held, "seed": derive_seed(secret, held.id, candidate_id, "h", j),

@@ -18,6 +18,7 @@ A failed trial's Evaluation carries `failure`: the case it failed on (execute.ba
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import time
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from ..reference.inputs import make_inputs
 from ..reference.truth import truth
 from ..spec import OpBundle
 from ..verify import check_outputs
-from ..verify.compare import check_repeats, input_drift
+from ..verify.compare import check_repeats, input_drift, open_guarded
 from . import battery
 from .battery import DETERMINISM_RUNS, case_label, case_record, derive_seed
 from . import protocol as P
@@ -42,6 +43,7 @@ from .timed import TimedStage
 from .transport import TransportChoice
 # A kernel time below this share of a device copy of the same bytes is physically implausible for an op whose
 # bytes formula is a true minimum: it is re-measured in a fresh worker and rejected if it persists.
+INTERPRET_GROWTH = 8   # in the interpreter a held-out shape is at most this many times the workload's size
 PHYSICAL_FLOOR = 0.7
 
 
@@ -116,7 +118,9 @@ class Evaluator(TimedStage):
     def accept(self, candidate: Candidate, workload: Workload):
         """Where held-out draws beyond the primary axes may go: the op's domain (axis bounds, the axis-only
         constraints every template states) and, for a template's own source, what pruning keeps for its
-        configuration (so an honest configuration is never judged on shapes it declares it does not support)."""
+        configuration (so an honest configuration is never judged on shapes it declares it does not support). In
+        the interpreter a held-out shape's size (the product of its axes) stays within INTERPRET_GROWTH times the
+        workload's, to bound its time."""
         from ..spec.loader import domain_constraints, in_domain
         from ..spec.space import why_pruned
         if self._domain is None:
@@ -126,8 +130,12 @@ class Evaluator(TimedStage):
         t = next((t for t in self.spec.templates if t.name == candidate.template), None)
         own = t is not None and self._own_template(candidate)
 
+        cap = None if self.device.is_cuda else INTERPRET_GROWTH * math.prod(workload.axes.values())
+
         def accept(axes: dict[str, int]) -> bool:
             if not in_domain(self.spec, axes, workload.dtype, constraints):
+                return False
+            if cap is not None and math.prod(axes.values()) > cap:   # the interpreter's time cap
                 return False
             if not own:
                 return True
@@ -319,7 +327,7 @@ class Evaluator(TimedStage):
             return build, verdict, reply.seconds, failed_case
         self._transport_used = d.transport
         self.transports.worker_said(d)
-        shared = [[c.runs, c.inputs_before, c.inputs_after] for c in d.cases]
+        shared = [[c.runs, c.inputs_before, c.inputs_after, c.scratch] for c in d.cases]
         early = self._early_verdict(d, cases, workload)
         if early is not None:   # the controller takes no copy: the worker may free what it shared
             self.transports.release(shared)
@@ -333,8 +341,9 @@ class Evaluator(TimedStage):
             self.transports.unopened(e)
             return self.verify(candidate, workload, job_dir)
         verdict = Verdict(status=Status.PASSED)
-        for case, (runs, before, after) in zip(cases, own):
-            verdict = self._judge_case(case, {"runs": runs, "inputs_before": before, "inputs_after": after})
+        for case, (runs, before, after, scratch) in zip(cases, own):
+            runs, breach = open_guarded(self.spec, case["workload"], runs, scratch, case_label(case))
+            verdict = breach or self._judge_case(case, {"runs": runs, "inputs_before": before, "inputs_after": after})
             if verdict.status is not Status.PASSED:
                 return build, verdict, reply.seconds, case
         return build, verdict, reply.seconds, None

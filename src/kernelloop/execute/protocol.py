@@ -166,7 +166,9 @@ class CaseTensors(Record):
     """The tensors of one verification case, shared with the controller (execute/shared.py)."""
 
     runs: list[list[SharedTensor]] = Field(description="Each call's output buffers (several: the determinism "
-                                                       "repeats).")
+                                                       "repeats), each as its guarded backing (reference/guards.py).")
+    scratch: list[SharedTensor] = Field(default_factory=list, description="Each call's workspace as its guarded "
+                                                                           "backing (none where the op has none).")
     inputs_before: list[SharedTensor] | None = Field(None, description="The worker's copy of the inputs before the "
                                                                        "first call (CPU tensors only).")
     inputs_after: list[SharedTensor] = Field(description="The inputs the candidate was given, after its calls.")

@@ -85,7 +85,7 @@ def _check(state: _State, msg: P.CheckRequest) -> P.Checked | P.Failed:
     (execute/shared.py): on the CPU in the case's arena, which the candidate writes into directly; on a GPU they are
     CUDA tensors on the worker's GPU, shared after the calls by CUDA IPC or copied into a host arena. Nothing is
     copied to files of serialised tensors."""
-    from ..reference.inputs import alloc_outputs, alloc_scratch, make_inputs
+    from ..reference.inputs import make_inputs
     spec = state.specs.get(msg.spec)
     mod = state.modules.get(msg.source_hash)
     if mod is None:   # a worker started since the load (the previous one was replaced): the controller loads again
@@ -105,16 +105,16 @@ def _check(state: _State, msg: P.CheckRequest) -> P.Checked | P.Failed:
         # (on CPU tensors only, where a rare one-ulp drift between the processes' draws was seen; CUDA inputs come
         # from the device's Philox generator, and copying them would double the case's host traffic).
         seen = [i.detach().clone() for i in inputs] if state.tensor_device == "cpu" else None
-        runs = [alloc_outputs(spec, w, state.tensor_device) for _ in range(case.repeats)]   # fresh and poisoned
+        # every call's outputs and workspace fresh, poisoned and inside guarded backings (reference/guards.py)
+        bufs = _Buffers(spec, w, state.tensor_device, case.repeats)
         if transport == "arena":   # the CPU only: every tensor of the case in its arena, written there directly
-            arena = Arena(Path(msg.job_dir) / f"case{k}.arena", [*inputs, *(seen or []), *(o for r in runs for o in r)])
+            arena = Arena(Path(msg.job_dir) / f"case{k}.arena", [*inputs, *(seen or []), *bufs.backings()])
             state.shared.append(arena)
             views, n = arena.views, len(inputs)
             inputs, seen = views[:n], (views[n:2 * n] if seen is not None else None)
-            flat = views[n * (2 if seen is not None else 1):]
-            runs = [flat[r * len(spec.outputs):(r + 1) * len(spec.outputs)] for r in range(case.repeats)]
-        for outputs in runs:
-            scratch = alloc_scratch(spec, w, state.tensor_device)   # fresh and poisoned for every call
+            bufs.rebind(views[n * (2 if seen is not None else 1):])
+        runs = bufs.outputs
+        for outputs, scratch in zip(runs, bufs.scratch):
             before = [(o.data_ptr(), tuple(o.shape), o.stride()) for o in outputs]
             t0 = time.perf_counter()
             try:
@@ -136,7 +136,7 @@ def _check(state: _State, msg: P.CheckRequest) -> P.Checked | P.Failed:
             if problems and alias_case is None:
                 alias_case = k
             alias += [f"case {k}: {p}" for p in problems]
-        shared.append((k, runs, seen, inputs))
+        shared.append((k, bufs, seen, inputs))
     # the census right after the calls, before sharing: a first CUDA IPC export may start a thread of torch's own
     threads = P.ThreadCensus(base=threads_base, after=thread_count())
     cases, transport, why = _shared_cases(state, msg.job_dir, shared, transport)
@@ -145,35 +145,66 @@ def _check(state: _State, msg: P.CheckRequest) -> P.Checked | P.Failed:
                      aten=aten.report(), cubins=cubin_hashes(mod) if state.device.is_cuda else [])
 
 
+class _Buffers:
+    """One case's output buffers and workspaces, one set per call, each inside a guarded backing (the backings are
+    what the controller reads: the buffers and the guard zones around them)."""
+
+    def __init__(self, spec, w, device: str, repeats: int):
+        from ..reference.inputs import alloc_guarded_outputs, alloc_guarded_scratch
+        self.spec, self.w = spec, w
+        runs = [alloc_guarded_outputs(spec, w, device) for _ in range(repeats)]
+        scratch = [alloc_guarded_scratch(spec, w, device) for _ in range(repeats)]
+        self.outputs = [o for o, _ in runs]
+        self.out_backings = [b for _, b in runs]
+        self.scratch = [kw for kw, _ in scratch]
+        self.scratch_backings = [b for _, b in scratch if b is not None]
+
+    def backings(self) -> list:
+        return [*(b for r in self.out_backings for b in r), *self.scratch_backings]
+
+    def rebind(self, views: list) -> None:
+        """Use `views` (the backings' copies, in `backings()` order: an arena's) from now on."""
+        from ..reference.guards import unguard
+        m = len(self.spec.outputs)
+        self.out_backings = [views[r * m:(r + 1) * m] for r in range(len(self.outputs))]
+        self.outputs = [[unguard(b, tuple(o.shape), o.dtype) for b, o in zip(bs, outs)]
+                        for bs, outs in zip(self.out_backings, self.outputs)]
+        self.scratch_backings = views[m * len(self.outputs):]
+        self.scratch = [{"scratch": unguard(b, tuple(kw["scratch"].shape), kw["scratch"].dtype)}
+                        for b, kw in zip(self.scratch_backings, self.scratch)] or self.scratch
+
+
 def _shared_cases(state: _State, job_dir: str, cases: list, transport: str
                   ) -> tuple[list[P.CaseTensors], str, str]:
     """The cases' tensors as the controller finds them, the transport that ran and why CUDA IPC did not: arena
     slices (the CPU), CUDA IPC handles of the worker's buffers (kept alive until the next request), or, where CUDA IPC
     was not asked for or the driver refuses to export, those buffers copied into a host arena now that every call
-    has returned."""
+    has returned. Outputs and workspaces are shared as their guarded backings (reference/guards.py)."""
     if transport == "arena":
         by_view = {id(v): r for a in state.shared for v, r in zip(a.views, a.records)}
-        return [P.CaseTensors(runs=[[by_view[id(o)] for o in r] for r in runs],
+        return [P.CaseTensors(runs=[[by_view[id(o)] for o in r] for r in b.out_backings],
+                              scratch=[by_view[id(s)] for s in b.scratch_backings],
                               inputs_before=[by_view[id(i)] for i in seen] if seen is not None else None,
-                              inputs_after=[by_view[id(i)] for i in inputs]) for _, runs, seen, inputs in cases], \
+                              inputs_after=[by_view[id(i)] for i in inputs]) for _, b, seen, inputs in cases], \
             transport, ""
     why = ""
     if transport == "cuda-ipc":
         try:
-            out = [P.CaseTensors(runs=[[share_cuda(o) for o in r] for r in runs],
-                                 inputs_after=[share_cuda(i) for i in inputs]) for _, runs, _, inputs in cases]
-            state.shared = [t for _, runs, _, inputs in cases for t in (*inputs, *(o for r in runs for o in r))]
+            out = [P.CaseTensors(runs=[[share_cuda(o) for o in r] for r in b.out_backings],
+                                 scratch=[share_cuda(s) for s in b.scratch_backings],
+                                 inputs_after=[share_cuda(i) for i in inputs]) for _, b, _, inputs in cases]
+            state.shared = [t for _, b, _, inputs in cases for t in (*inputs, *b.backings())]
             return out, transport, ""
         except Exception as e:  # noqa: BLE001 - no IPC here: the host arena, and the reply says why
             why = f"{type(e).__name__}: {e}"[:500]
     state.shared = []
     out = []
-    for k, runs, _, inputs in cases:
-        arena = Arena(Path(job_dir) / f"case{k}.arena", [*inputs, *(o for r in runs for o in r)])   # device -> host
+    for k, b, _, inputs in cases:
+        arena = Arena(Path(job_dir) / f"case{k}.arena", [*inputs, *b.backings()])   # device -> host
         state.shared.append(arena)
-        recs, n, m = arena.records, len(inputs), len(runs[0]) if runs else 0
-        out.append(P.CaseTensors(runs=[recs[n + r * m:n + (r + 1) * m] for r in range(len(runs))],
-                                 inputs_after=recs[:n]))
+        recs, n, m, r = arena.records, len(inputs), len(b.spec.outputs), len(b.out_backings)
+        out.append(P.CaseTensors(runs=[recs[n + i * m:n + (i + 1) * m] for i in range(r)],
+                                 scratch=recs[n + r * m:], inputs_after=recs[:n]))
     return out, "host-arena", why
 
 

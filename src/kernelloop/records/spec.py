@@ -174,7 +174,7 @@ class Tolerance(Record):
         return Tolerance(atol=self.atol * scale, rtol=self.rtol)
 
 
-Distribution = Literal["normal", "large", "mixed", "near_zero", "heavy_tail"]
+Distribution = Literal["normal", "large", "mixed", "near_zero", "heavy_tail", "offset"]
 ALL_DISTRIBUTIONS: tuple[str, ...] = ("normal", "large", "mixed", "near_zero", "heavy_tail")
 
 
@@ -183,13 +183,20 @@ class InputPolicy(Record):
 
     Verification cycles through `distributions` (all within the op's valid domain): normal(mean, std);
     `large` = 64x that; `mixed` = rows scaled by 10^U(-2, 2); `near_zero` = 1e-3x; `heavy_tail` =
-    Student-t with 2 degrees of freedom (clipped at 1e3 std), shifted by the mean.
+    Student-t with 2 degrees of freedom (clipped at 1e3 std), shifted by the mean; `offset` = normal(mean, std) plus
+    a large common offset per row (+-16 to 63 std: a LayerNorm that skips its mean subtraction is far off on every
+    row).
+
+    `always`: distributions drawn in every trial's battery whatever the cycle through `distributions` reaches (one
+    extra visible case each where the cycle misses one): the statistics-aware draws of the normalisation ops.
     """
 
     mean: float = Field(0.5, description="Mean of generated activations.")
     std: float = Field(1.0, gt=0, description="Standard deviation of generated activations.")
     distributions: list[Distribution] = Field(default_factory=lambda: list(ALL_DISTRIBUTIONS), min_length=1,
                                               description="Value distributions the verifier may draw.")
+    always: list[Distribution] = Field(default_factory=list,
+                                       description="Distributions every trial draws at least once per workload.")
 
 
 class ParamSpace(Record):
@@ -251,6 +258,10 @@ class OpSpec(Record):
     templates: list[TemplateSpec] = Field(min_length=1, description="Triton templates.")
     scratch: ScratchSpec | None = Field(
         None, description="A workspace the harness passes to `launch` as the keyword `scratch` (see ScratchSpec).")
+    reduction: str | None = Field(
+        None, description="Expression over the axes: the longest reduction behind one output element (e.g. 'K' "
+                          "for a GEMM, 'N' for a row norm); it scales the bias and ULP bounds (verify/semantics.py). "
+                          "Default: the largest axis of the workload.")
     code: CodePolicy | None = Field(
         None, description="What candidate code may name (records/allow.py); None: DEFAULT_CODE_POLICY.")
 
@@ -271,6 +282,19 @@ class OpSpec(Record):
     def _formula(cls, v: str) -> str:
         check_expression(v)
         return v
+
+    @field_validator("reduction")
+    @classmethod
+    def _reduction(cls, v: str | None) -> str | None:
+        if v is not None:
+            check_expression(v)
+        return v
+
+    def reduction_length(self, axes: dict[str, int]) -> int:
+        """The reduction length behind one output element for concrete axes (at least 1)."""
+        if self.reduction is None:
+            return max(1, *axes.values()) if axes else 1
+        return max(1, int(evaluate_expression(self.reduction, axes)))
 
     @model_validator(mode="after")
     def _consistent(self) -> "OpSpec":

@@ -75,7 +75,26 @@ def _activation(base: torch.Tensor, g: torch.Generator, distribution: str, mean:
         den = _inv_sqrt_exp(u)
         t = _wide(base, den) / den  # Student-t, 2 degrees of freedom
         return ((t * std).clamp(-1e3 * std, 1e3 * std) + mean).to(base.dtype)
+    if distribution == "offset":
+        return _row_offset(base, g, mean, std)
     raise ValueError(f"unknown distribution {distribution!r}")
+
+
+OFFSET_DECADES = (1.2, 1.8)   # a row's common offset is +-10^U(1.2, 1.8) (16 to 63) standard deviations
+
+
+def _row_offset(base: torch.Tensor, g: torch.Generator, mean: float, std: float) -> torch.Tensor:
+    """normal(mean, std) plus one large common offset per row (every index of the leading axes; the last axis is the
+    row), of random sign and 16 to 63 standard deviations: the row's mean is the offset, so a LayerNorm that skips
+    its mean subtraction (in the centred values or in the variance: 1 + offset^2 standard deviations squared) is far
+    off on every row. (Larger offsets make an honest float32 LayerNorm's cancellation error exceed the ULP bound;
+    a softmax's skipped max subtraction is exposed by `large`, whose rows reach exp's float32 overflow.)"""
+    rows = tuple(base.shape[:-1]) + (1,) if base.dim() > 1 else (1,)
+    exps = torch.rand(rows, generator=g, device=base.device) * (OFFSET_DECADES[1] - OFFSET_DECADES[0]) \
+        + OFFSET_DECADES[0]
+    sign = torch.where(torch.rand(rows, generator=g, device=base.device) < 0.5, -1.0, 1.0)
+    shift = _pow10(exps) * std
+    return ((_wide(base, shift) * std + mean) + sign.to(shift.dtype) * shift).to(base.dtype)
 
 
 def make_inputs(spec: OpSpec, workload: Workload, seed: int, device: str = "cpu",
@@ -123,6 +142,27 @@ def alloc_scratch(spec: OpSpec, workload: Workload, device: str) -> dict[str, to
         return {}
     t = torch.empty(spec.scratch_numel(workload.axes), dtype=TORCH_DTYPES[DType(spec.scratch.dtype)], device=device)
     return {"scratch": poison_(t)}
+
+
+def alloc_guarded_outputs(spec: OpSpec, workload: Workload, device: str
+                          ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """(outputs, backings): fresh, poisoned output buffers, each inside a sentinel-filled backing with guard zones
+    before and after it (reference/guards.py)."""
+    from .guards import guarded_empty
+    pairs = [guarded_empty(tensor_shape(t, workload), TORCH_DTYPES[spec.tensor_dtype(t, workload.dtype)], device)
+             for t in spec.outputs]
+    return [poison_(o) for o, _ in pairs], [b for _, b in pairs]
+
+
+def alloc_guarded_scratch(spec: OpSpec, workload: Workload, device: str
+                          ) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
+    """alloc_scratch's keyword arguments with the workspace inside a guarded backing, and that backing (None when
+    the op declares no workspace)."""
+    if spec.scratch is None:
+        return {}, None
+    from .guards import guarded_empty
+    t, backing = guarded_empty((spec.scratch_numel(workload.axes),), TORCH_DTYPES[DType(spec.scratch.dtype)], device)
+    return {"scratch": poison_(t)}, backing
 
 
 PERTURBED = 4   # elements changed per activation input in a near-duplicate of earlier contents

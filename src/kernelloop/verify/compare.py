@@ -2,15 +2,17 @@
 
 Order of checks, first failure wins: output type/shape/dtype, unwritten (still poisoned) elements,
 non-finite values where the reference is finite, degenerate (constant / all-zero) outputs where the reference
-varies, values outside `atol + rtol*|ref|` (every element: matched ratio 1.0), mutated inputs.
+varies, values outside `atol + rtol*|ref|` (every element: matched ratio 1.0), a biased output or a ULP-distance
+distribution wider than honest rounding explains (verify/semantics.py), mutated inputs.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ..records import ErrorMetrics, OpSpec, Status, Tolerance, Verdict, Workload
+from ..records import DType, ErrorMetrics, OpSpec, Status, Tolerance, Verdict, Workload
 from ..reference.inputs import TORCH_DTYPES, is_poison, tensor_shape
+from .semantics import semantic_problem
 
 
 def error_metrics(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> ErrorMetrics:
@@ -92,6 +94,9 @@ def check_outputs(spec: OpSpec, workload: Workload, outputs: list, references: l
             return Verdict(status=Status.WRONG_VALUES, case=case, metrics=metrics,
                            message=f"{t.name}: {m.mismatched} of {m.total} elements outside atol={tol.atol} "
                                    f"rtol={tol.rtol} (max abs err {m.max_abs:.3g} at {m.worst_index})")
+        problem = semantic_problem(t.name, out, ref, spec.reduction_length(workload.axes))
+        if problem:
+            return Verdict(status=Status.WRONG_VALUES, case=case, metrics=metrics, message=problem)
     if len(inputs_after) != len(inputs_before):
         return Verdict(status=Status.WRONG_INPUT_MUTATED, case=case, metrics=metrics, message="inputs missing")
     for t, before, after in zip(spec.inputs, inputs_before, inputs_after):
@@ -103,6 +108,46 @@ def check_outputs(spec: OpSpec, workload: Workload, outputs: list, references: l
             return Verdict(status=Status.WRONG_INPUT_MUTATED, case=case, metrics=metrics,
                            message=f"input {t.name} changed during the call: {_changed(before, after)}")
     return Verdict(status=Status.PASSED, case=case, metrics=metrics)
+
+
+def open_guarded(spec: OpSpec, workload: Workload, runs: list, scratch: list, case: str
+                 ) -> tuple[list[list[torch.Tensor]], Verdict | None]:
+    """Each call's outputs as views of the guarded backings the controller copied (reference/guards.py), and the
+    verdict (REJECTED: memory-safety) of the first guard zone a call wrote into (before or after an output or a
+    workspace), or of a backing that is not the size the controller expects; (outputs, None) when every guard holds
+    its sentinel."""
+    from ..reference.guards import guard_breach, unguard
+    shapes = [(t.name, tensor_shape(t, workload), TORCH_DTYPES[spec.tensor_dtype(t, workload.dtype)])
+              for t in spec.outputs]
+    out = []
+    for k, backings in enumerate(runs, start=1):
+        if len(backings) != len(shapes):
+            return out, Verdict(status=Status.WRONG_SHAPE, case=case,
+                                message=f"expected {len(shapes)} output(s), got {len(backings)}")
+        views = []
+        for (name, shape, dtype), b in zip(shapes, backings):
+            try:
+                view = unguard(b, shape, dtype)
+            except ValueError as e:
+                return out, Verdict(status=Status.WRONG_SHAPE, case=case, message=f"{name}: {e}")
+            breach = guard_breach(f"{name} (call {k})", b, view.numel() * view.element_size())
+            if breach:
+                return out, Verdict(status=Status.REJECTED, case=case, message=breach)
+            views.append(view)
+        out.append(views)
+    for k, b in enumerate(scratch, start=1):
+        if spec.scratch is None:
+            break
+        dtype = TORCH_DTYPES[DType(spec.scratch.dtype)]
+        n = spec.scratch_numel(workload.axes)
+        try:
+            unguard(b, (n,), dtype)
+        except ValueError as e:
+            return out, Verdict(status=Status.WRONG_SHAPE, case=case, message=f"scratch: {e}")
+        breach = guard_breach(f"scratch (call {k})", b, n * torch.empty((), dtype=dtype).element_size())
+        if breach:
+            return out, Verdict(status=Status.REJECTED, case=case, message=breach)
+    return out, None
 
 
 def check_repeats(spec: OpSpec, first: list[torch.Tensor], repeats: list[list[torch.Tensor]], case: str
