@@ -67,3 +67,20 @@ def test_the_honest_template_still_passes_with_timed_guards(evaluator, layernorm
     got = evaluator.evaluate(cand, W, tmp_path / "job")
     assert got.verdict.status is Status.PASSED, got.verdict
     assert got.measurement is not None
+
+
+def test_the_controller_names_the_timed_set_and_refuses_a_backing_of_another_size(layernorm):
+    """The controller's check of the backings it copied: intact guards pass, one changed byte past set 2's output is
+    named, a backing that cannot hold the buffer is a timing-guards rejection (a reply cannot shrink the guards)."""
+    import torch
+
+    from kernelloop.reference.guards import GUARD_BYTES, guarded_empty
+    ev = Evaluator(layernorm, "interpret", None, POLICY, secret="gallery-3", static_rules=False)
+    sets = [[[guarded_empty((8, 200), torch.float16, "cpu")[1]], None] for _ in range(3)]
+    assert ev._timed_guards(W, sets) is None
+    sets[1][0][0][GUARD_BYTES + 8 * 200 * 2] = 0   # the first byte after set 2's y
+    v = ev._timed_guards(W, sets)
+    assert v.status is Status.REJECTED and v.message.startswith(
+        "y (timed set 2): memory-safety: written after the buffer's end (first changed byte at end+0"), v
+    v = ev._timed_guards(W, [[[torch.zeros(8 * 200 * 2, dtype=torch.uint8)], None]])
+    assert v.status is Status.REJECTED and v.message.startswith("timing-guards: "), v
