@@ -23,11 +23,17 @@ def _shots(near=(2, 3, 4), last=(5,)):
         [P.Snapshot(call=c, seed=c, perturb=None, outputs=[]) for c in last]
 
 
-def _reply(us=None, shots=None, **kw) -> P.Benched:
+def _set(outputs=1, scratch=False) -> P.TimedBuffers:
+    t = P.SharedTensor(arena="/tmp/job/timed.arena", dtype="uint8", shape=[3072], stride=[1])
+    return P.TimedBuffers(outputs=[t] * outputs, scratch=t if scratch else None)
+
+
+def _reply(us=None, shots=None, guards=None, **kw) -> P.Benched:
     us = us or {"candidate": 50.0, "eager": 80.0, "copy": 20.0}
     samples = {n: P.SubjectSamples(kernel_us=[t] * POLICY.samples, call_us=[t] * POLICY.samples) for n, t in us.items()}
     return P.Benched(samples=samples, threads=P.ThreadCensus(base=1, after=1),
-                     snapshots=_shots() if shots is None else shots, seq=9, **kw)
+                     snapshots=_shots() if shots is None else shots, guards=[_set()] if guards is None else guards,
+                     seq=9, **kw)
 
 
 def test_an_honest_looking_reply_passes():
@@ -44,6 +50,9 @@ def test_an_honest_looking_reply_passes():
     (_reply({"candidate": 50.0, "eager": 80.0}), 0.01, "timing-subjects"),           # a baseline left out
     (_reply({"candidate": 50.0, "eager": 80.0, "copy": 20.0, "extra": 1.0}), 0.01, "timing-subjects"),
     (_reply({"candidate": -1.0, "eager": 80.0, "copy": 20.0}), 0.01, "timing-samples"),
+    (_reply(guards=[]), 0.01, "timing-guards"),                                       # the timed buffers left out
+    (_reply(guards=[_set(), _set()]), 0.01, "timing-guards"),                         # more sets than were written
+    (_reply(guards=[_set(outputs=0)]), 0.01, "timing-guards"),                        # a set without its outputs
 ])
 def test_a_reply_the_controller_cannot_hold_to_its_evidence_is_rejected(reply, seconds, check):
     v = timing_evidence(_request(), reply, seconds)
@@ -55,6 +64,22 @@ def test_a_baseline_noted_unavailable_is_no_gap_but_the_candidate_must_be_timed(
     assert timing_evidence(_request(), noted, 0.01) is None
     no_candidate = _reply({"eager": 80.0, "copy": 20.0}, notes={"candidate": "unavailable"})
     assert timing_evidence(_request(), no_candidate, 0.01).message.startswith("timing-subjects")
+
+
+def test_every_rotating_output_set_and_workspace_must_come_back():
+    three = _request(policy=POLICY.model_copy(update={"output_sets": 3}))
+    assert timing_evidence(three, _reply(guards=[_set(scratch=True)] * 3), 0.01) is None
+    assert timing_evidence(three, _reply(guards=[_set(scratch=True)] * 2), 0.01).message.startswith("timing-guards")
+    mixed = [_set(scratch=True), _set(), _set(scratch=True)]
+    assert timing_evidence(three, _reply(guards=mixed), 0.01).message.startswith("timing-guards")
+    # one output set: the candidate's (shared by candidate-same) and the twin's own
+    aa = _request(subjects=["candidate", "candidate-same", "candidate-twin"])
+    us = {"candidate": 50.0, "candidate-same": 50.0, "candidate-twin": 50.0}
+    assert timing_evidence(aa, _reply(us, guards=[_set(), _set()]), 0.01) is None
+    assert timing_evidence(aa, _reply(us, guards=[_set()]), 0.01).message.startswith("timing-guards")
+    # baselines only, or no folder to share through: nothing to hold
+    assert timing_evidence(_request(subjects=["eager"], snapshots=0), _reply({"eager": 80.0}, guards=[]), 0.01) \
+        is None
 
 
 def test_sample_counts_follow_the_policy():

@@ -13,7 +13,10 @@ asked and observed (`timing_evidence`; each failed check is REJECTED, the messag
   (`OpSpec.bytes_moved`) at `FLOOR_BANDWIDTH`, more than any memory system moves;
 - `timing-snapshots`: every re-verified timed call the controller asked for is there -- the near-duplicate calls
   and the last one, each with the seeds of its inputs -- so timed outputs are re-verified from the arena the
-  controller reads (execute/timed.py `check_timed`), never skipped because a reply left them out.
+  controller reads (execute/timed.py `check_timed`), never skipped because a reply left them out;
+- `timing-guards`: the guarded backings of every output set and workspace the candidate kinds' timed calls wrote
+  (execute/timing.py `timed_sets` says how many) are there, so the controller checks every guard zone of the timed
+  calls (execute/timed.py), never fewer because a reply left some out.
 
 What this does not give: a worker can still report a time between the physical floor and the wall clock for a
 kernel whose re-verified outputs are right. Fresh-process confirmation (select/confirm.py) re-times winners, by
@@ -26,7 +29,7 @@ import math
 
 from ..records import Status, Verdict
 from . import protocol as P
-from .timing import CANDIDATE_KINDS, snapshot_plan
+from .timing import CANDIDATE_KINDS, snapshot_plan, timed_sets
 
 FLOOR_BANDWIDTH = 50e12       # bytes/s: above any device's memory (HBM3e ~8 TB/s) and L2 bandwidth
 WALL_SLACK_SHARE = 0.02       # clock granularity of the two processes' timers
@@ -106,6 +109,22 @@ def _snapshots(msg: P.BenchRequest, got: P.Benched) -> Verdict | None:
     return None
 
 
+def _guards(msg: P.BenchRequest, got: P.Benched) -> Verdict | None:
+    if not msg.job_dir or not any(n in CANDIDATE_KINDS for n in msg.subjects):
+        return None
+    want = timed_sets(msg.subjects, msg.policy.output_sets)
+    sets = got.guards
+    if len(sets) != want:
+        return _rejected("timing-guards", (
+            f"the controller expects the guarded backings of {want} timed output set(s) and their workspaces; the "
+            f"reply has {len(sets)}"))
+    if any(not s.outputs for s in sets) or len({len(s.outputs) for s in sets}) > 1 \
+            or len({s.scratch is None for s in sets}) > 1:
+        return _rejected("timing-guards", "timed output sets whose outputs or workspaces differ in number: "
+                                          f"{[(len(s.outputs), s.scratch is not None) for s in sets]}")
+    return None
+
+
 def timing_evidence(msg: P.BenchRequest | None, got: P.Benched, seconds: float) -> Verdict | None:
     """REJECTED naming the first check a timing reply fails (see the module's docstring), None when it passes all.
     `msg`: the request as sent (None: a reply not from a worker, nothing to hold it against); `seconds`: the
@@ -116,7 +135,7 @@ def timing_evidence(msg: P.BenchRequest | None, got: P.Benched, seconds: float) 
         v = check(msg, got)
         if v is not None:
             return v
-    return _wall_clock(msg, got, seconds) or _floor(msg, got) or _snapshots(msg, got)
+    return _wall_clock(msg, got, seconds) or _floor(msg, got) or _snapshots(msg, got) or _guards(msg, got)
 
 
 __all__ = ["FLOOR_BANDWIDTH", "timed_us", "timing_evidence"]

@@ -183,6 +183,17 @@ class Snapshot(Record):
     outputs: list[SharedTensor]
 
 
+class TimedBuffers(Record):
+    """One set of buffers the timed calls of candidate kinds wrote (execute/timing.py), as guarded backings
+    (reference/guards.py) shared after the timing phase: their guards were filled once, at allocation, so a write
+    outside the buffers in any timed call is still there for the controller to see."""
+
+    outputs: list[SharedTensor] = Field(description="The set's output buffers, in the spec's order, each as its "
+                                                    "guarded backing.")
+    scratch: SharedTensor | None = Field(None, description="The set's workspace as its guarded backing (None where "
+                                                           "the op has none).")
+
+
 class SubjectSamples(Record):
     """Samples of one timed subject (bench.timer.sample)."""
 
@@ -235,7 +246,10 @@ class Benched(_Reply):
     gpu_before: dict[str, Any] = Field(default_factory=dict)
     gpu_after: dict[str, Any] = Field(default_factory=dict)
     snapshots: list[Snapshot] = Field(default_factory=list, description="Re-verified timed calls.")
-    transport: Transport = Field("arena", description="How the snapshots are shared (execute/shared.py).")
+    guards: list[TimedBuffers] = Field(default_factory=list, description="Every output set and workspace the timed "
+                                       "calls of candidate kinds wrote, in allocation order (set 1, 2, ...): the "
+                                       "controller checks their guard zones (execute/timed.py).")
+    transport: Transport = Field("arena", description="How the snapshots and guards are shared (execute/shared.py).")
     transport_error: str = Field("", description="As Checked.transport_error.")
     threads: ThreadCensus
 

@@ -15,10 +15,17 @@ from ..records import Candidate, Measurement, Status, TimingPolicy, Verdict, Wor
 from ..reference.inputs import PERTURBED, make_inputs, perturb_
 from ..reference.truth import truth
 from ..verify import check_outputs
+from ..verify.compare import open_guarded
 from . import protocol as P
 from .battery import derive_seed
 from .evidence import timing_evidence
 from .pool import Reply
+
+def timed_shared(got: P.Benched) -> list:
+    """A timing reply's shared tensors, as nested lists for execute.shared.read_all / release_all: [each snapshot's
+    outputs, [each timed set's output backings, its workspace's backing or None]]."""
+    return [[s.outputs for s in got.snapshots], [[g.outputs, g.scratch] for g in got.guards]]
+
 
 # Batch audit: wall-clock to a device-wide synchronize may exceed the harness-stream events by sync latency;
 # more than this (absolute and relative) means work ran outside the harness stream.
@@ -56,11 +63,11 @@ class TimedStage:
         if reply.status != "ok":
             return {}, {}, reply
         got = reply.record
-        if got.snapshots:
+        if got.snapshots or got.guards:
             self._transport_used = got.transport
         self.transports.worker_said(got)
-        if got.snapshots and got.transport == "cuda-ipc":
-            shared = [s.outputs for s in got.snapshots]
+        if (got.snapshots or got.guards) and got.transport == "cuda-ipc":
+            shared = timed_shared(got)
             if self._threads_verdict(got.threads, "") is not None:
                 # a thread left behind: no copy is taken (check_timed rejects), the worker may free the snapshots
                 self.transports.release(shared)
@@ -132,8 +139,12 @@ class TimedStage:
         if forged:
             return forged.model_copy(update={"case": f"{workload.label} timed calls"})
         shots = reply.record.snapshots
-        owned = reply.owned if reply.owned is not None else self.transports.own_copy([s.outputs for s in shots])
-        for shot, outputs in zip(shots, owned):
+        owned = reply.owned if reply.owned is not None else self.transports.own_copy(timed_shared(reply.record))
+        shot_outputs, guard_sets = owned or ([], [])
+        breach = self._timed_guards(workload, guard_sets)
+        if breach:
+            return breach
+        for shot, outputs in zip(shots, shot_outputs):
             got = {**shot.model_dump(exclude={"outputs"}), "outputs": outputs}
             if got.get("seed") is None:
                 continue
@@ -149,6 +160,20 @@ class TimedStage:
                 self._timed_case = {"call": got["call"], "seed": got["seed"], "perturb": got.get("perturb")}
                 return v.model_copy(update={"message": "timed call: " + v.message})
         return None
+
+    def _timed_guards(self, workload: Workload, sets: list) -> Verdict | None:
+        """REJECTED (memory-safety, naming the buffer and its timed set) when a timed call wrote into a guard zone of
+        an output set or workspace (`sets`: the controller's own copies of the backings, [outputs, workspace or None]
+        per set); REJECTED (timing-guards) for a backing that is not the size of the buffer it should hold."""
+        runs = [outputs for outputs, _ in sets]
+        scratch = [ws for _, ws in sets if ws is not None]
+        if self.spec.scratch is not None and len(scratch) != len(sets):
+            return Verdict(status=Status.REJECTED, case=f"{workload.label} timed calls",
+                           message="timing-guards: a timed output set came back without its workspace")
+        _, v = open_guarded(self.spec, workload, runs, scratch, f"{workload.label} timed calls", label="timed set")
+        if v is not None and v.status is not Status.REJECTED:
+            return v.model_copy(update={"status": Status.REJECTED, "message": "timing-guards: " + v.message})
+        return v
 
     def refresh_seeds(self, candidate: Candidate | None, workload: Workload) -> list[int]:
         """Kept for callers of check_timed: timed calls' contents are drawn by the worker, per call."""

@@ -8,6 +8,11 @@ a near-duplicate of the contents of an earlier call (a few elements changed, ref
 keyed on a sample of the contents returns the earlier answer there. The outputs of those calls and of the last call
 (copied right after each call) are shared with the controller with the seeds of their inputs (execute/shared.py),
 and the controller re-verifies them.
+
+Every output set and workspace of a candidate-kind subject lies inside a guarded backing (reference/guards.py)
+whose sentinel is written once, at allocation; after the timing phase the worker shares the backings of every set
+(`Benched.guards`, `timed_sets` of them) by the snapshots' path, and the controller checks their guard zones
+(execute/timed.py): a write outside the buffers in any timed call is seen. Baselines' outputs are not guarded.
 """
 
 from __future__ import annotations
@@ -26,6 +31,31 @@ from .shared import resolve_transport
 CANDIDATE_KINDS = ("candidate", "candidate-twin", "candidate-same")
 
 
+def timed_sets(subjects: list[str], sets: int) -> int:
+    """How many guarded buffer sets (outputs and workspace) the timed calls of the candidate kinds among `subjects`
+    write, as the worker allocates them (`_subjects`) and the controller expects them back: the `sets` rotating
+    sets, or with one set the candidate's (shared by "candidate-same") and the twin's own."""
+    kinds = {n for n in subjects if n in CANDIDATE_KINDS}
+    if not kinds:
+        return 0
+    if sets > 1:
+        return sets
+    return int("candidate-twin" in kinds) + int(bool(kinds - {"candidate-twin"}))
+
+
+def _guarded_set(spec, w, dev, live: dict) -> tuple[list, dict]:
+    """A fresh output set and workspace inside guarded backings (reference/guards.py: the sentinel is written here,
+    once, and never again), listed in live["guards"] (shared with the controller after the timing phase) and the
+    workspace in live["scratch"] (poisoned before every sample: the buffer only, never its guards)."""
+    from ..reference.inputs import alloc_guarded_outputs, alloc_guarded_scratch
+    outputs, backings = alloc_guarded_outputs(spec, w, dev)
+    kw, scratch_backing = alloc_guarded_scratch(spec, w, dev)
+    live.setdefault("guards", []).append((backings, scratch_backing))
+    if kw:
+        live.setdefault("scratch", []).append(kw["scratch"])
+    return outputs, kw
+
+
 def _rotating_call(mod, cfg: dict, inputs: list, scalars: dict, live: dict, spec, w, dev, sets: int, *, start: int,
                    is_candidate: bool):
     """A call of the candidate's kernel that writes the next of `sets` shared output sets each time.
@@ -33,14 +63,16 @@ def _rotating_call(mod, cfg: dict, inputs: list, scalars: dict, live: dict, spec
     Every candidate-kind subject cycles through the same sets from its own starting offset, so no subject is
     tied to one placement of its outputs in memory (on the H200 a ~7 µs kernel timed > 2 % faster than its A/A
     twin with its own output buffers in 39 of 40 comparisons). The candidate's latest set is `live["outputs"]`:
-    the snapshot of a timed call reads the buffers that call wrote.
+    the snapshot of a timed call reads the buffers that call wrote. Each set and its workspace lie in guarded
+    backings (`_guarded_set`).
     """
-    from ..reference.inputs import alloc_outputs
     pool = live.get("pool")
     if pool is None:
-        pool = live["pool"] = [alloc_outputs(spec, w, dev) for _ in range(sets)]
+        made = [_guarded_set(spec, w, dev, live) for _ in range(sets)]
+        pool = live["pool"] = [outputs for outputs, _ in made]
+        live["scratch_pool"] = [kw for _, kw in made]
     if "scratch_pool" not in live:
-        # the workspaces rotate with the output sets (where a kernel's writes land in memory is spread the same way)
+        # a pool handed in without workspaces: each set gets its own (where the kernel's writes land rotates too)
         live["scratch_pool"] = [_scratch_of(spec, w, dev, live) for _ in range(sets)]
     scratches = live["scratch_pool"]
     turn = {"i": start}
@@ -68,7 +100,7 @@ def _scratch_of(spec, w, dev, live: dict) -> dict:
 
 def _subjects(state, msg: P.BenchRequest, spec) -> tuple[dict, dict, dict]:
     """Callables for each subject requested; notes say why a requested baseline is unavailable."""
-    from ..reference.inputs import alloc_outputs, make_inputs
+    from ..reference.inputs import make_inputs
     sets = msg.policy.output_sets
     w = msg.workload
     dev = state.tensor_device
@@ -89,11 +121,11 @@ def _subjects(state, msg: P.BenchRequest, spec) -> tuple[dict, dict, dict]:
                                                     is_candidate=name == "candidate")
                     continue
                 if name == "candidate-twin":
-                    outputs = alloc_outputs(spec, w, dev)
-                else:
-                    outputs = live.get("outputs") or alloc_outputs(spec, w, dev)
-                    live["outputs"] = outputs
-                scratch = _scratch_of(spec, w, dev, live)
+                    outputs, scratch = _guarded_set(spec, w, dev, live)
+                else:   # "candidate" and "candidate-same": one set, outputs and workspace
+                    if "outputs" not in live:
+                        live["outputs"], live["own_scratch"] = _guarded_set(spec, w, dev, live)
+                    outputs, scratch = live["outputs"], live["own_scratch"]
                 subjects[name] = lambda mod=mod, outputs=outputs, cfg=cfg, scratch=scratch: \
                     mod.launch(*inputs, *outputs, **scratch, **scalars, **cfg)
             else:
@@ -120,26 +152,53 @@ def snapshot_plan(policy, snapshots: int) -> dict:
 
 
 def _shared_snapshots(state, msg: P.BenchRequest, snapshots: list) -> tuple[list[P.Snapshot], str, str]:
-    """The snapshots' outputs shared with the controller (execute/shared.py), the transport that ran and why CUDA IPC
-    did not: by CUDA IPC on a GPU where asked for and the driver exports, else in one arena in the job folder (on a
-    GPU a host copy of the snapshots, which are the worker's own copies of the timed calls' outputs)."""
+    """The snapshots alone shared with the controller (`_shared_timed` without guarded buffers)."""
+    shots, _, transport, why = _shared_timed(state, msg, snapshots, [])
+    return shots, transport, why
+
+
+def _shared_timed(state, msg: P.BenchRequest, snapshots: list, guards: list
+                  ) -> tuple[list[P.Snapshot], list[P.TimedBuffers], str, str]:
+    """The snapshots' outputs and the guarded backings of every candidate output set and workspace (`guards`: pairs
+    of the set's output backings and its workspace's backing or None) shared with the controller (execute/shared.py),
+    the transport that ran and why CUDA IPC did not: by CUDA IPC on a GPU where asked for and the driver exports,
+    else in one arena in the job folder (on a GPU a host copy, taken now that every timed call has returned)."""
     from .shared import Arena, share_cuda
     transport, why = resolve_transport(state.device, msg.transport), ""
-    state.shared = [outs for _, _, outs in snapshots]
+    flat = [o for _, _, outs in snapshots for o in outs]
+    flat += [t for outs, scratch in guards for t in (*outs, *([scratch] if scratch is not None else []))]
+    state.shared = flat
     if transport == "cuda-ipc":
         try:
-            return [P.Snapshot(call=call, seed=entry["seed"], perturb=entry["perturb"],
-                               outputs=[share_cuda(o) for o in outs]) for call, entry, outs in snapshots], transport, ""
+            return _timed_records(snapshots, guards, [share_cuda(t) for t in flat]) + (transport, "")
         except Exception as e:  # noqa: BLE001 - no IPC here: the host arena, and the reply says why
             why, transport = f"{type(e).__name__}: {e}"[:500], "host-arena"
-    arena = Arena(Path(msg.job_dir) / "timed.arena", [o for _, _, outs in snapshots for o in outs])
+    arena = Arena(Path(msg.job_dir) / "timed.arena", flat)
     state.shared = [arena]
-    out, i = [], 0
-    for call, entry, outs in snapshots:
-        out.append(P.Snapshot(call=call, seed=entry["seed"], perturb=entry["perturb"],
-                              outputs=arena.records[i:i + len(outs)]))
-        i += len(outs)
-    return out, transport, why
+    return _timed_records(snapshots, guards, arena.records) + (transport, why)
+
+
+def _timed_records(snapshots: list, guards: list, records: list) -> tuple[list[P.Snapshot], list[P.TimedBuffers]]:
+    """The reply's records of `_shared_timed`'s tensors, `records` in its flat order."""
+    rest = iter(records)
+    shots = [P.Snapshot(call=call, seed=entry["seed"], perturb=entry["perturb"],
+                        outputs=[next(rest) for _ in outs]) for call, entry, outs in snapshots]
+    sets = [P.TimedBuffers(outputs=[next(rest) for _ in outs], scratch=next(rest) if scratch is not None else None)
+            for outs, scratch in guards]
+    return shots, sets
+
+
+def _grant(state, msg: P.BenchRequest) -> None:
+    """The sandbox's grants of a timing request: the op's folder (reference, baselines) to read and this job's folder,
+    named by the controller, to write."""
+    box = getattr(state, "sandbox", None)
+    if box is None:
+        return
+    for path in (msg.reference_file, msg.baselines_file):
+        if path:
+            box.grant_read(Path(path).parent)
+    if msg.job_dir:
+        box.grant_write(msg.job_dir)
 
 
 def bench(state, msg: P.BenchRequest) -> P.Benched | P.Failed:
@@ -147,13 +206,7 @@ def bench(state, msg: P.BenchRequest) -> P.Benched | P.Failed:
     from ..reference.inputs import make_inputs, perturb_, poison_
     policy = msg.policy
     mark_stage(state.job_root, "timing (set-up)")
-    box = getattr(state, "sandbox", None)
-    if box is not None:   # the op's folder (reference, baselines) and this job's folder, named by the controller
-        for path in (msg.reference_file, msg.baselines_file):
-            if path:
-                box.grant_read(Path(path).parent)
-        if msg.job_dir:
-            box.grant_write(msg.job_dir)
+    _grant(state, msg)
     if msg.source_hash not in state.modules and any(n in CANDIDATE_KINDS for n in msg.subjects):
         return P.not_loaded(msg.source_hash)   # a worker started since the load: the controller loads again
     spec = state.specs.get(msg.spec)
@@ -228,7 +281,8 @@ def bench(state, msg: P.BenchRequest) -> P.Benched | P.Failed:
     after_snap = gpu_snapshot() if state.device.is_cuda else {}
     # the census right after the calls, before sharing: a first CUDA IPC export may start a thread of torch's own
     threads = P.ThreadCensus(base=threads_before, after=thread_count(), new=new_threads(names_before))
-    shots, transport, why = _shared_snapshots(state, msg, snapshots) if snapshots and msg.job_dir else \
-        ([], resolve_transport(state.device, msg.transport), "")
+    guards = live.get("guards", [])
+    shots, sets, transport, why = _shared_timed(state, msg, snapshots, guards) \
+        if (snapshots or guards) and msg.job_dir else ([], [], resolve_transport(state.device, msg.transport), "")
     return P.Benched(samples=samples, notes=notes, gpu_before=before_snap, gpu_after=after_snap, snapshots=shots,
-                     transport=transport, transport_error=why, threads=threads)
+                     guards=sets, transport=transport, transport_error=why, threads=threads)

@@ -110,12 +110,13 @@ def check_outputs(spec: OpSpec, workload: Workload, outputs: list, references: l
     return Verdict(status=Status.PASSED, case=case, metrics=metrics)
 
 
-def open_guarded(spec: OpSpec, workload: Workload, runs: list, scratch: list, case: str
+def open_guarded(spec: OpSpec, workload: Workload, runs: list, scratch: list, case: str, label: str = "call"
                  ) -> tuple[list[list[torch.Tensor]], Verdict | None]:
     """Each call's outputs as views of the guarded backings the controller copied (reference/guards.py), and the
     verdict (REJECTED: memory-safety) of the first guard zone a call wrote into (before or after an output or a
     workspace), or of a backing that is not the size the controller expects; (outputs, None) when every guard holds
-    its sentinel."""
+    its sentinel. A buffer is named by its output (or "scratch") and `label` with the 1-based index of its call
+    ("y (call 2)"; the timed calls' output sets: "y (timed set 2)")."""
     from ..reference.guards import guard_breach, unguard
     shapes = [(t.name, tensor_shape(t, workload), TORCH_DTYPES[spec.tensor_dtype(t, workload.dtype)])
               for t in spec.outputs]
@@ -130,7 +131,7 @@ def open_guarded(spec: OpSpec, workload: Workload, runs: list, scratch: list, ca
                 view = unguard(b, shape, dtype)
             except ValueError as e:
                 return out, Verdict(status=Status.WRONG_SHAPE, case=case, message=f"{name}: {e}")
-            breach = guard_breach(f"{name} (call {k})", b, view.numel() * view.element_size())
+            breach = guard_breach(f"{name} ({label} {k})", b, view.numel() * view.element_size())
             if breach:
                 return out, Verdict(status=Status.REJECTED, case=case, message=breach)
             views.append(view)
@@ -144,7 +145,7 @@ def open_guarded(spec: OpSpec, workload: Workload, runs: list, scratch: list, ca
             unguard(b, (n,), dtype)
         except ValueError as e:
             return out, Verdict(status=Status.WRONG_SHAPE, case=case, message=f"scratch: {e}")
-        breach = guard_breach(f"scratch (call {k})", b, n * torch.empty((), dtype=dtype).element_size())
+        breach = guard_breach(f"scratch ({label} {k})", b, n * torch.empty((), dtype=dtype).element_size())
         if breach:
             return out, Verdict(status=Status.REJECTED, case=case, message=breach)
     return out, None
