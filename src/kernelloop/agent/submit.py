@@ -1,6 +1,6 @@
 """`kernelloop submit`: compile -> verify -> benchmark (-> profile) of an agent's kernel, answered in JSON.
 
-The submission runs through the same controller as `kernelloop optimize` (kernelloop.loop.Controller) with a
+The submission runs through the same entry into the loop as `kernelloop optimize` (kernelloop.loop.run) with a
 one-shot proposer that hands it the submitted candidate for every workload of the workspace: the first submit
 creates the run archive with its frozen manifest, every later one resumes it (the controller refuses when the
 manifest changed). The same code path serves `--device interpret` and `--device cuda`; on CUDA, PASSED trials
@@ -26,7 +26,8 @@ from typing import Iterator
 
 from ..archive import Archive
 from ..execute.evaluate import Timeouts, derive_seed
-from ..loop import Controller, RunOptions
+from .. import loop
+from ..loop import Budget, RunOptions
 from ..records import Candidate, Status, Trial, Workload
 from ..verify.explain import failure_reason
 from ..records.device import Device
@@ -188,11 +189,11 @@ def submit(workspace: str | Path, sub: Submission, *, device: str | None = None,
         cands = candidates_of(sub, ws, bundle, run_dir)
         db = run_dir / "archive.sqlite"
         resume = db.is_file() and _has_run(db)
-        options = RunOptions(device=device, budget_evals=None, checks=ws.checks, confirm=confirm,
+        options = RunOptions(device=device, budget=Budget.unlimited(), checks=ws.checks, confirm=confirm,
                              timeouts=timeouts or Timeouts())
         proposer = SubmissionProposer(cands, name=f"agent:{sub.agent}")
         started = time.time()
-        run_id = Controller(bundle, ws.workloads, options, run_dir, proposer=proposer).run(resume=resume).run_id
+        run_id = loop.run(bundle, ws.workloads, options, run_dir, resume=resume, proposer=proposer).run_id
         with Archive(db) as archive:
             profiles = _profile(archive, run_dir, bundle, proposer.trials) if (profile and Device.of(device).is_cuda) else {}
             answer = verdict(archive, ws, run_id, device, proposer.trials, profiles)
