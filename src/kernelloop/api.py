@@ -318,7 +318,8 @@ class Run:
 
     def __repr__(self) -> str:
         s = self._summary
-        return f"Run({s.run!r}, op={s.op!r}, status={s.status!r}, workloads={len(s.workloads)}, path='{self.path}')"
+        return (f"Run({s.run!r}, op={s.op!r}, status={str(s.status)!r}, workloads={len(s.workloads)}, "
+                f"path='{self.path}')")
 
 
 def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None = None, budget: int | str | None = None,

@@ -27,7 +27,7 @@ from ..execute.executor import EvalContext, resolve_devices
 from ..execute.pool import Worker, job_root
 from ..manifest import check_unchanged
 from ..records import Candidate, Status, Trial, Workload
-from ..records.run import RunResult, StopReason, WorkloadResult
+from ..records.run import RunResult, RunStatus, StopReason, WorkloadResult
 from ..report.throughput import SESSION_EVENT, throughput
 from ..search.budget import GpuBudget, Screening
 from ..select.pareto import best_per_workload
@@ -82,7 +82,7 @@ class Controller:
             store_fronts(archive, run.run_id, self.workloads)
             if opts.confirm:
                 self._confirm(run, context)
-            archive.set_run_status(run.run_id, "complete")
+            archive.set_run_status(run.run_id, RunStatus.COMPLETE)
             return self._result(archive, run.run_id, stop)
 
     def _search_loop(self, run: Frozen, proposer: Proposer, evidence, pipeline: Pipeline) -> StopReason:

@@ -68,6 +68,17 @@ class WorkloadResult(Record):
     confirmed: bool = Field(False, description="The best was confirmed beside the baselines.")
 
 
+class RunStatus(str, Enum):
+    """A run's archived status: `running` from its creation until the controller finishes it (an interrupted or
+    crashed run stays `running`; `--resume` continues it), then `complete`."""
+
+    RUNNING = "running"
+    COMPLETE = "complete"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 class StopReason(str, Enum):
     """Why the search of one invocation stopped (the JSON keeps the text values)."""
 
@@ -89,7 +100,7 @@ class RunResult(Record):
     run_id: str
     run_dir: str
     archive: str = Field(description="Path of the run's archive.sqlite.")
-    status: str = Field(description="The archived run status (complete).")
+    status: RunStatus = Field(description="The archived run status.")
     stop_reason: StopReason = Field(description="Why the search of this invocation stopped.")
     evaluated: int = Field(description="Trials this invocation evaluated.")
     replayed: int = Field(description="Trials this invocation read back from the archive (a resumed run).")
@@ -106,4 +117,4 @@ class RunResult(Record):
                        f"{', '.join(w.label for w in self.workloads)}")
 
 
-__all__ = ["DeviceBusy", "RunResult", "STOP_REASONS", "StopReason", "Throughput", "WorkloadResult"]
+__all__ = ["DeviceBusy", "RunResult", "RunStatus", "STOP_REASONS", "StopReason", "Throughput", "WorkloadResult"]
