@@ -137,9 +137,14 @@ def test_agent_submit_and_status_report_figures_under_the_names_show_uses(run_di
     best = run.best(label)
     m = next(t for t in run.trials(workload=label) if t.id == best.trial).measurement
     shown = next(w for w in show_json["workloads"] if w["label"] == label)["best"]["search"]
-    assert submit._measure(m) == status._figures(m) == shown   # one name per quantity: roofline_fraction
+    # the answer's `measurement` is a MeasurementSummary record (kernelloop.agent.answer.WorkloadAnswer)
+    from kernelloop.agent.answer import WorkloadAnswer
+    from kernelloop.records.summary import MeasurementSummary
+    assert WorkloadAnswer.model_fields["measurement"].annotation == MeasurementSummary | None
+    assert hasattr(submit, "trial_result")
+    answered = MeasurementSummary.of(m).model_dump(mode="json")
+    assert answered == status._figures(m) == shown   # one name per quantity: roofline_fraction
     assert "roofline_fraction" in shown and "copy_fraction" not in shown
-    assert submit._measure(None) is None
 
 
 CALLER = textwrap.dedent("""

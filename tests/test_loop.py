@@ -8,7 +8,7 @@ import pytest
 from kernelloop.builtin import ops_dir
 from kernelloop.archive import Archive
 from kernelloop.execute.evaluate import Timeouts
-from kernelloop.loop import Controller, RunOptions
+from kernelloop.loop import Budget, Controller, RunOptions
 from kernelloop.records import Status, Workload
 from kernelloop.report.summary import run_summary
 from kernelloop.report.terminal import render
@@ -79,7 +79,7 @@ values = [4]
 
 def test_run_survives_every_fault_and_confirms_the_honest_winner(faulty_op, tmp_path):
     w = Workload(op="layernorm", axes={"M": 6, "N": 300}, dtype="fp16")
-    opts = RunOptions(device="interpret", budget_evals=None, strategy="exhaustive", checks=1,
+    opts = RunOptions(device="interpret", budget=Budget(evals=None), strategy="exhaustive", checks=1,
                       timeouts=Timeouts(check=8.0, bench=60.0), static_rules=False)  # dynamic faults on purpose
     run_dir = tmp_path / "run"
     Controller(faulty_op, [w], opts, run_dir).run()
@@ -134,7 +134,7 @@ def test_disk_full_on_archive_write_stops_cleanly_and_keeps_the_archive_consiste
     monkeypatch.setattr(Archive, "record_trial", flaky)
     w = Workload(op="layernorm", axes={"M": 4, "N": 300}, dtype="fp32")
     run_dir = tmp_path / "run"
-    opts = RunOptions(device="interpret", budget_evals=5, strategy="exhaustive", checks=1, confirm=False)
+    opts = RunOptions(device="interpret", budget=Budget(evals=5), strategy="exhaustive", checks=1, confirm=False)
     with pytest.raises(ArchiveError, match="disk is full"):
         Controller(layernorm, [w], opts, run_dir).run()
     monkeypatch.setattr(Archive, "record_trial", real)
@@ -204,7 +204,7 @@ def _events(run_dir, kind):
 def _run_with_lazy_baseline(op, tmp_path):
     """Exhaustive search of the one honest configuration, confirmed beside eager, the lazy library baseline, copy."""
     w = Workload(op="layernorm", axes={"M": 4, "N": 300}, dtype="fp32")
-    opts = RunOptions(device="interpret", budget_evals=None, strategy="exhaustive", checks=1,
+    opts = RunOptions(device="interpret", budget=Budget(evals=None), strategy="exhaustive", checks=1,
                       baselines=["eager", "lazy", "copy"], static_rules=False)
     Controller(op, [w], opts, tmp_path / "run").run()
     return w, tmp_path / "run"

@@ -6,7 +6,7 @@ import pytest
 
 import kernelloop.loop.proposers as loop
 from kernelloop.archive import Archive
-from kernelloop.loop import Controller, RunOptions
+from kernelloop.loop import Budget, Controller, RunOptions
 from kernelloop.records import Workload
 
 
@@ -46,7 +46,7 @@ def test_strategies_are_told_status_and_costs_and_a_screen_times_in_full_only_wh
 
     monkeypatch.setattr(SuccessiveHalving, "promote", promote)
     w = Workload(op="layernorm", axes={"M": 4, "N": 300}, dtype="fp32")
-    opts = RunOptions(device="interpret", budget_evals=2, strategy="exhaustive", checks=1, confirm=False,
+    opts = RunOptions(device="interpret", budget=Budget(evals=2), strategy="exhaustive", checks=1, confirm=False,
                       screen_samples=3)
     run_dir = tmp_path / "run"
     Controller(layernorm, [w], opts, run_dir).run()
@@ -71,8 +71,8 @@ def test_strategies_are_told_status_and_costs_and_a_screen_times_in_full_only_wh
 
 def test_gpu_second_budget_ends_the_search_and_says_so(layernorm, tmp_path, told):
     w = Workload(op="layernorm", axes={"M": 4, "N": 300}, dtype="fp32")
-    opts = RunOptions(device="interpret", budget_evals=6, strategy="exhaustive", checks=1, confirm=False,
-                      budget_gpu_seconds=1e-6)
+    opts = RunOptions(device="interpret", budget=Budget(evals=6, gpu_seconds=1e-6), strategy="exhaustive", checks=1,
+                      confirm=False)
     run_dir = tmp_path / "run"
     Controller(layernorm, [w], opts, run_dir).run()
     with Archive(run_dir / "archive.sqlite") as a:
@@ -85,5 +85,9 @@ def test_gpu_second_budget_ends_the_search_and_says_so(layernorm, tmp_path, told
 
 
 def test_gpu_second_budget_is_stored_with_the_options():
-    assert RunOptions(device="interpret").as_dict()["budget_gpu_seconds"] is None   # every field is archived
-    assert RunOptions(device="interpret", budget_gpu_seconds=30.0).as_dict()["budget_gpu_seconds"] == 30.0
+    assert RunOptions(device="interpret").as_dict()["budget"]["gpu_seconds"] is None   # every field is archived
+    opts = RunOptions(device="interpret", budget=Budget(gpu_seconds=30.0))
+    assert opts.as_dict()["budget"] == {"evals": 24, "seconds": None, "gpu_seconds": 30.0}
+    # archives of format 2 kept the budget as three fields: read back into the one record
+    assert RunOptions.from_archived({"device": "interpret", "budget_evals": 5, "budget_gpu_seconds": 30.0}).budget \
+        == Budget(evals=5, gpu_seconds=30.0)

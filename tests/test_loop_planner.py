@@ -22,7 +22,7 @@ from kernelloop.cli import common
 from kernelloop.cli.app import app
 from kernelloop.device import VIRTUAL_HOPPER
 from kernelloop.execute.evaluate import Timeouts
-from kernelloop.loop import Controller, RunOptions
+from kernelloop.loop import Budget, Controller, RunOptions
 from kernelloop.profile.evidence import (EvidenceContext, EvidenceRequest, NcuEvidence, TimingEvidence, kernel_regex,
                                          report_for)
 from kernelloop.profile.ncu_csv import read_details_csv, select_kernel
@@ -71,7 +71,7 @@ def tiny(op):
 
 
 def _opts(budget, start=START):
-    return RunOptions(device="interpret", budget_evals=budget, strategy="planner", checks=1, confirm=False,
+    return RunOptions(device="interpret", budget=Budget(evals=budget), strategy="planner", checks=1, confirm=False,
                       start=dict(start) if start else None, timeouts=Timeouts(check=60.0, bench=120.0))
 
 

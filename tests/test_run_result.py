@@ -11,25 +11,43 @@ from typer.testing import CliRunner
 from kernelloop.archive import Archive
 from kernelloop.cli.app import app
 from kernelloop.execute.evaluate import Timeouts
-from kernelloop.loop import AS_BEFORE, KEPT, OPTIONS_FORMAT, Controller, RunOptions
+from kernelloop.loop import AS_BEFORE, KEPT, OPTIONS_FORMAT, Budget, Controller, RunOptions
 from kernelloop.records import Costs, RunResult, Status, Trial, Verdict, Workload
 from kernelloop.report.throughput import compute
 
 W = Workload(op="layernorm", axes={"M": 4, "N": 300}, dtype="fp32")
 
 NON_DEFAULT = RunOptions(
-    device="interpret", budget_evals=3, budget_seconds=900.0, budget_gpu_seconds=120.0, screen_samples=4,
-    strategy="random", seed=7,
+    device="interpret", budget=Budget(evals=3, seconds=900.0, gpu_seconds=120.0), screen_samples=4,
+    strategy="planner", seed=7,
     checks=1, confirm=False, sanitize=False, baselines=["eager"], static_rules=False, gate="audit",
     timeouts=Timeouts(check=61.0, bench=62.0), start={"BLOCK_N": "512"}, profile_timeout_s=12.0,
     templates=["rowwise"], fixed={"ROWS": "1"},
-    prior={"files": [{"path": "space.json", "sha256": "ab" * 32}], "configurations": 3},
     devices=["interpret:0", "interpret:1"], executor="ray", in_flight=3, build_jobs=2)
+# a start is the planner's, a prior a warm-started strategy's: the prior's field is set in a second record
+WARM = NON_DEFAULT.model_copy(update={"strategy": "staged", "start": None,
+                                      "prior": {"files": [{"path": "space.json", "sha256": "ab" * 32}],
+                                                "configurations": 3}})
 
 
 def test_every_field_has_a_non_default_value_in_the_round_trip():
     defaults = RunOptions(device="cuda")
-    assert [k for k in RunOptions.model_fields if getattr(NON_DEFAULT, k) == getattr(defaults, k)] == []
+    assert [k for k in RunOptions.model_fields
+            if getattr(NON_DEFAULT, k) == getattr(defaults, k) and getattr(WARM, k) == getattr(defaults, k)] == []
+
+
+def test_options_check_themselves():
+    """A start outside the planner, a prior for a strategy that takes none, a short screen, devices of another
+    kind: refused by the record itself, with the API's message."""
+    from pydantic import ValidationError
+    for bad, match in [({"start": {"BLOCK_N": "512"}, "strategy": "random"}, "start is only used by strategy planner"),
+                       ({"prior": {"files": []}, "strategy": "exhaustive"}, "prior is only used by strategy"),
+                       ({"screen_samples": 2}, "screen_samples 2: a screen needs at least 3"),
+                       ({"devices": ["cuda:0"]}, "a run on interpret needs interpret devices, not cuda:0"),
+                       ({"strategy": "guess"}, "strategy 'guess': choose from"),
+                       ({"profile_timeout_s": 0}, "profile_timeout_s 0: seconds must be positive")]:
+        with pytest.raises(ValidationError, match=match):
+            RunOptions(device="interpret", **bad)
 
 
 def test_options_are_archived_whole_and_read_back_whole():
@@ -38,6 +56,7 @@ def test_options_are_archived_whole_and_read_back_whole():
     assert stored["timeouts"] == {"check": 61.0, "bench": 62.0}
     back = RunOptions.from_archived(stored)
     assert back == NON_DEFAULT and isinstance(back.timeouts, Timeouts)
+    assert RunOptions.from_archived(json.loads(json.dumps(WARM.archived({"salt": "s"}, [W])))) == WARM
     with pytest.raises(ValueError):   # an unknown key is refused, not dropped
         RunOptions.from_archived({**stored, "nonesuch": 1})
 
@@ -49,11 +68,11 @@ def test_an_archive_of_the_old_format_reads_back():
            "secret": "from before keys", "workloads": [W.model_dump(mode="json")]}
     back = RunOptions.from_archived(old)
     assert back.start == {"BLOCK_N": "512"} and back.templates == ["rowwise"] and back.seed == 3
-    assert back.budget_gpu_seconds is None and back.fixed is None and back.timeouts == Timeouts()
+    assert back.budget == Budget(evals=2) and back.fixed is None and back.timeouts == Timeouts()
 
 
 def test_resumed_keeps_the_archived_fields_left_none_and_takes_this_invocations_others():
-    now = RunOptions(device="interpret", budget_evals=9, strategy="random", seed=7, checks=1, confirm=True,
+    now = RunOptions(device="interpret", budget=Budget(evals=9), strategy="random", seed=7, checks=1, confirm=True,
                      sanitize=False, static_rules=False, timeouts=Timeouts(check=5.0, bench=6.0))
     got = now.resumed(NON_DEFAULT)
     for k in RunOptions.model_fields:
@@ -107,7 +126,7 @@ def test_throughput_per_device_with_builds_ahead_and_the_measured_wait():
 
 def test_run_returns_a_run_result_resume_reads_the_options_back_and_show_prints_throughput(layernorm, tmp_path):
     run_dir = tmp_path / "run"
-    first = RunOptions(device="interpret", budget_evals=2, strategy="exhaustive", seed=5, checks=1, confirm=False,
+    first = RunOptions(device="interpret", budget=Budget(evals=2), strategy="exhaustive", seed=5, checks=1, confirm=False,
                        templates=["rowwise"], fixed={"ROWS": "1"}, baselines=["eager"],
                        timeouts=Timeouts(check=120.0, bench=120.0))
     result = Controller(layernorm, [W], first, run_dir).run()
@@ -138,16 +157,17 @@ def test_run_returns_a_run_result_resume_reads_the_options_back_and_show_prints_
     try:
         stored = json.loads(con.execute("SELECT options_json FROM runs").fetchone()[0])
         old = {k: v for k, v in stored.items() if k not in ("options_format", "timeouts", "start",
-                                                              "profile_timeout_s", "budget_gpu_seconds", "prior")}
+                                                              "profile_timeout_s", "budget", "prior")}
+        old.update(budget_evals=stored["budget"]["evals"], budget_seconds=stored["budget"]["seconds"])
         con.execute("UPDATE runs SET options_json = ?", (json.dumps(old),))
         con.commit()
     finally:
         con.close()
-    again = RunOptions(device="interpret", budget_evals=3, strategy="exhaustive", seed=5, checks=1, confirm=False)
+    again = RunOptions(device="interpret", budget=Budget(evals=3), strategy="exhaustive", seed=5, checks=1, confirm=False)
     ctl = Controller(layernorm, [W], again, run_dir)
     more = ctl.run(resume=True)
     assert ctl.options.templates == ["rowwise"] and ctl.options.fixed == {"ROWS": "1"}
-    assert ctl.options.baselines == ["eager"] and ctl.options.budget_evals == 3
+    assert ctl.options.baselines == ["eager"] and ctl.options.budget.evals == 3
     assert more.run_id == result.run_id and more.replayed == 2 and more.evaluated == 1
     assert more.throughput.trials == 3 and more.throughput.sessions == 2
     assert more.throughput.wall_s > tp.wall_s

@@ -9,8 +9,9 @@
     run.throughput()                                        # Throughput: trials/min, device busy, build wait
     run.result                                              # optimize's Run: the RunResult Controller.run returned
 
-`kernelloop optimize` and `kernelloop show` go through the same functions (`resolve_device`, `check_strategy`,
-`parse_budget`, `load_workloads`, `summarize`), so the CLI's `--json` and these records are one thing. Bad
+`optimize` is `plan` (the arguments read into an op, workloads and a checked `kernelloop.loop.RunOptions`) and
+`kernelloop.loop.run` (the one way into the loop); `kernelloop optimize` calls the same two with its flags' names
+in the messages, and `kernelloop show` the same `summarize`, so the CLI's `--json` and these records are one thing. Bad
 arguments raise `UsageError` (a ValueError) naming what is wrong and what would be accepted; a malformed spec or
 workload file raises `kernelloop.spec.SpecError` naming the file and field. The worker that runs candidate code is
 its own program (`kernelloop.execute.child`), so a script without an `if __name__ == "__main__":` guard, `python
@@ -19,8 +20,8 @@ its own program (`kernelloop.execute.child`), so a script without an `if __name_
 
 from __future__ import annotations
 
-import re
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -31,13 +32,9 @@ from .records.device import Device
 from .records.run import RunResult, Throughput
 from .records.summary import BestSummary, FrontEntry, RunSummary, WorkloadSummary
 from .search import DEFAULT_STRATEGY
+from .usage import UsageError, usage_error
 
 DEVICES = ("cuda", "interpret")
-
-
-class UsageError(ValueError):
-    """A bad argument to the API (or the CLI): an unknown op, strategy, device, template or baseline, a budget that
-    does not parse."""
 
 
 def resolve_device(device: str | None) -> str:
@@ -111,38 +108,11 @@ def check_strategy(strategy: str) -> str:
 
 
 def parse_budget(budget: int | str | None, device: str) -> tuple[int | None, float | None, float | None]:
-    """(evaluations per workload, seconds of wall time, GPU seconds) from comma-separated parts: N evaluations,
-    a wall-time duration ('90s', '10m', '1h') and GPU time 'gpu:DURATION' ('gpu:300s', 'gpu:5m': the trials'
-    compile + verification + timing seconds as measured), e.g. '40,10m,gpu:5m'; whichever is spent first ends the
-    search. None: 24 evaluations on cuda, 8 in the interpreter."""
-    if budget is None:
-        return (24 if Device.of(device).is_cuda else 8), None, None
-    if isinstance(budget, int) and not isinstance(budget, bool):
-        if budget <= 0:
-            raise UsageError(f"budget {budget}: evaluations per workload must be positive")
-        return budget, None, None
-    evals, seconds, gpu = None, None, None
-    grammar = "use N evaluations per workload, a duration like 90s/10m/1h, GPU time like gpu:300s, or several: 40,10m"
-    given: set[str] = set()
-    for part in filter(None, (p.strip() for p in str(budget).split(","))):
-        m = re.fullmatch(r"(gpu:)?(\d+(?:\.\d+)?)([smh])", part)
-        if m and float(m.group(2)) > 0:
-            value = float(m.group(2)) * {"s": 1, "m": 60, "h": 3600}[m.group(3)]
-            kind = "GPU time" if m.group(1) else "wall time"
-            if m.group(1):
-                gpu = value
-            else:
-                seconds = value
-        elif part.isdigit() and int(part) > 0:
-            evals, kind = int(part), "evaluations"
-        else:
-            raise UsageError(f"budget {part!r}: {grammar}")
-        if kind in given:   # the last one silently won: '1,2' ran 2 evaluations
-            raise UsageError(f"budget {budget!r}: {kind} given twice; give each kind of budget once")
-        given.add(kind)
-    if evals is None and seconds is None and gpu is None:
-        raise UsageError(f"budget {budget!r}: {grammar}")
-    return evals, seconds, gpu
+    """(evaluations per workload, seconds of wall time, GPU seconds): `kernelloop.loop.Budget.parse` as a tuple.
+    Parts: N evaluations, a wall-time duration ('90s', '10m', '1h') and GPU time 'gpu:DURATION', e.g.
+    '40,10m,gpu:5m'; whichever is spent first ends the search. None: 24 evaluations on cuda, 8 in the interpreter."""
+    from .loop.budget import Budget
+    return Budget.parse(budget, device).as_tuple()
 
 
 def load_bundle(op: str | Path):
@@ -198,6 +168,7 @@ def check_fixed(fix: str | dict | None, bundle, templates: Sequence[str] | None 
     every named parameter with those values; UsageError otherwise. `flag` names the argument in messages."""
     if fix is None:
         return None
+    from .loop.checks import check_fixed as fits
     from .spec.start import StartError, parse_assignments
     if isinstance(fix, dict):
         fixed = {str(k): str(v) for k, v in fix.items()}
@@ -208,31 +179,32 @@ def check_fixed(fix: str | dict | None, bundle, templates: Sequence[str] | None 
             fixed = parse_assignments(fix)
         except StartError as e:
             raise UsageError(str(e).replace("--start", flag)) from None
-    for t in bundle.spec.templates:
-        if templates and t.name not in templates:
-            continue
-        declared = {p.name: [str(v).lower() for v in p.values] for p in t.params}
-        if all(k in declared and v.lower() in declared[k] for k, v in fixed.items()):
-            return fixed
-    raise UsageError(f"{flag} {fix!r}: no template of {bundle.spec.name} has these parameters with these values")
+    fits(fixed, bundle, templates, {"fixed": flag})
+    return fixed
+
+
+def parse_start(start: str | dict | None, flag: str = "start") -> dict[str, str] | None:
+    """The planner's first configuration ('NAME=V,NAME=V' or a mapping) as text values; UsageError when it does
+    not parse (RunOptions checks it against the strategy and every workload's pruned space)."""
+    if start is None:
+        return None
+    from .spec.start import StartError, parse_assignments
+    try:
+        return {str(k): str(v) for k, v in start.items()} if isinstance(start, dict) else parse_assignments(start)
+    except StartError as e:
+        raise UsageError(str(e).replace("--start", flag)) from None
 
 
 def check_start(start: str | dict | None, strategy: str, bundle, workloads: Sequence[Workload], device: str,
                 flag: str = "start") -> dict[str, str] | None:
     """The planner's first configuration, checked against every workload's pruned space; UsageError otherwise."""
-    if start is None:
-        return None
     from .loop import PLANNER
-    from .spec.start import StartError, parse_assignments, resolve_start
-    if strategy != PLANNER:
+    from .loop.checks import check_start as fits
+    config = parse_start(start, flag)
+    if config is not None and strategy != PLANNER:
         by = "--strategy" if flag.startswith("--") else "strategy"
         raise UsageError(f"{flag} is only used by {by} {PLANNER} (got {by} {strategy})")
-    from .device import device_properties
-    try:
-        config = {str(k): str(v) for k, v in start.items()} if isinstance(start, dict) else parse_assignments(start)
-        resolve_start(bundle.spec, list(workloads), config, device_properties(device))
-    except StartError as e:
-        raise UsageError(str(e).replace("--start", flag)) from None
+    fits(config, bundle, workloads, device, {"start": flag})
     return config
 
 
@@ -240,23 +212,9 @@ def check_space(bundle, workloads: Sequence[Workload], device: str, templates: S
                 fixed: dict[str, str] | None = None) -> dict[str, str]:
     """Each workload left with nothing to try on this device once the (selected, pinned) templates are pruned,
     with why: {workload label: the most common pruning reasons}. UsageError when that is every workload (the run
-    would evaluate nothing); the caller reports the rest."""
-    from .device import device_properties
-    from .spec.space import selected_space
-    props = device_properties(device)
-    empty = {}
-    for w in workloads:
-        parts = selected_space(bundle.spec.templates, w, props, list(templates) if templates else None, fixed)
-        if not any(kept for _, kept, _ in parts):
-            why = [f"{t.name}: " + "; ".join(f"{reason} ({n} of {report.total})"
-                                             for reason, n in report.reasons.most_common(2))
-                   if report.reasons else f"{t.name}: no configuration has the pinned values"
-                   for t, _, report in parts] or ["no selected template has every pinned parameter"]
-            empty[w.label] = " | ".join(why)
-    if empty and len(empty) == len(workloads):
-        first = next(iter(empty.values()))
-        raise UsageError(f"nothing to try on {device}: every configuration of every workload is pruned ({first})")
-    return empty
+    would evaluate nothing); the caller reports the rest (`kernelloop.loop.checks.check_space`)."""
+    from .loop.checks import check_space as check
+    return check(bundle, workloads, device, templates, fixed)
 
 
 def check_prior(paths: Sequence[str | Path] | str | Path | None, strategy: str, bundle,
@@ -360,7 +318,8 @@ class Run:
 
     def __repr__(self) -> str:
         s = self._summary
-        return f"Run({s.run!r}, op={s.op!r}, status={s.status!r}, workloads={len(s.workloads)}, path='{self.path}')"
+        return (f"Run({s.run!r}, op={s.op!r}, status={str(s.status)!r}, workloads={len(s.workloads)}, "
+                f"path='{self.path}')")
 
 
 def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None = None, budget: int | str | None = None,
@@ -402,58 +361,82 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
     Raises UsageError for bad arguments, SpecError for a malformed spec or workload file, FileExistsError for a
     used run folder without resume, and RuntimeError / ManifestChanged / ArchiveError when the run cannot continue.
     """
-    from .execute.worker import BUILTIN_BASELINES
-    from .loop import Controller, RunOptions, op_baseline_names
-    bundle = load_bundle(op)
-    dev = resolve_device(device)
-    check_strategy(strategy)
-    check_gate(gate)
-    evals, seconds, gpu_seconds = parse_budget(budget, dev)
-    if gpu_budget is not None and gpu_seconds is not None:
-        raise UsageError("the GPU budget is given twice (gpu_budget and a 'gpu:' part of budget): give it once")
-    gpu_budget = gpu_budget if gpu_budget is not None else gpu_seconds
-    wls = resumed_workloads(out) if resume and workloads is None else None   # the run's own
-    if wls is None and (workloads is None or isinstance(workloads, (str, Path))):
-        wls = load_workloads(workloads if workloads is not None else default_workloads(bundle.folder, dev),
-                             bundle.spec)
-    elif wls is None:
-        wls = [w if isinstance(w, Workload) else Workload.model_validate(w) for w in workloads]
-        if not wls:
-            raise UsageError("workloads: the list is empty")
-    names = [t.name for t in bundle.spec.templates]
-    for t in templates or ():
-        if t not in names:
-            raise UsageError(f"template {t!r}: {bundle.spec.name} has {', '.join(names)}")
-    known = [*BUILTIN_BASELINES, *op_baseline_names(bundle)]
-    for b in baselines or ():
-        if b not in known:
-            raise UsageError(f"baseline {b!r}: choose from {', '.join(known)}")
-    fixed = check_fixed(fix, bundle, templates)
-    check_space(bundle, wls, dev, templates, fixed)
-    start_config = check_start(start, strategy, bundle, wls, dev)
-    prior_used = check_prior(prior, strategy, bundle)
-    if not profile_timeout_s > 0:
-        raise UsageError(f"profile_timeout_s {profile_timeout_s}: seconds must be positive")
-    if gpu_budget is not None and not gpu_budget > 0:
-        raise UsageError(f"gpu_budget {gpu_budget}: seconds must be positive")
-    if screen_samples is not None and screen_samples < 3:
-        raise UsageError(f"screen_samples {screen_samples}: a screen needs at least 3 timing samples")
-    if resume and out is None:
-        raise UsageError("resume=True needs out=RUN_DIR")
-    run_dir = Path(out) if out is not None else default_run_dir(bundle.spec.name)
-    opts = RunOptions(device=dev, budget_evals=evals, budget_seconds=seconds, budget_gpu_seconds=gpu_budget,
-                      screen_samples=screen_samples, strategy=strategy, seed=seed,
-                      checks=checks, confirm=confirm, sanitize=sanitize,
-                      templates=list(templates) if templates else None,
-                      baselines=list(dict.fromkeys(baselines)) if baselines else None, fixed=fixed,
-                      start=start_config, profile_timeout_s=profile_timeout_s, prior=prior_used,
-                      devices=parse_devices(devices, dev), executor=check_executor(executor), in_flight=in_flight,
-                      build_jobs=build_jobs, **({"gate": gate} if gate is not None else {}))
-    result = Controller(bundle, wls, opts, run_dir, on_progress).run(resume=resume)
+    p = plan(op, workloads, budget, device, strategy, out=out, gpu_budget=gpu_budget, screen_samples=screen_samples,
+             seed=seed, checks=checks, confirm=confirm, sanitize=sanitize, templates=templates, baselines=baselines,
+             fix=fix, prior=prior, start=start, profile_timeout_s=profile_timeout_s, resume=resume, devices=devices,
+             executor=executor, in_flight=in_flight, build_jobs=build_jobs, gate=gate)
+    from . import loop
+    result = loop.run(p.bundle, p.workloads, p.options, p.run_dir, resume=p.resume, on_progress=on_progress)
     run = Run.load(result.archive, result.run_id)
     run.result = result
     return run
 
 
-__all__ = ["DEVICES", "Run", "UsageError", "archive_file", "check_executor", "check_fixed", "check_gate", "check_prior", "check_space", "check_start", "check_strategy", "default_run_dir", "default_workloads",
-           "load_bundle", "load_workloads", "optimize", "parse_budget", "parse_devices", "resolve_device", "summarize"]
+@dataclass(frozen=True)
+class Plan:
+    """What a run is made of once its arguments are read: the op, the workloads, the checked options, the folder,
+    whether it resumes, and the workloads left with nothing to try (label: why; the others still run)."""
+
+    bundle: object
+    workloads: list[Workload]
+    options: object          # kernelloop.loop.RunOptions, checked against bundle and workloads
+    run_dir: Path
+    resume: bool = False
+    empty: dict[str, str] = field(default_factory=dict)
+
+
+def plan(op, workloads: str | Path | Sequence[Workload] | None = None, budget: int | str | None = None,
+         device: str | None = None, strategy: str = DEFAULT_STRATEGY, *, out: str | Path | None = None,
+         gpu_budget: float | None = None, screen_samples: int | None = None, seed: int = 0, checks: int = 2,
+         confirm: bool = True, sanitize: bool = True, templates: Sequence[str] | None = None,
+         baselines: Sequence[str] | None = None, fix: str | dict | None = None,
+         prior: Sequence[str | Path] | str | Path | None = None, start: str | dict | None = None,
+         profile_timeout_s: float = 300.0, resume: bool = False, devices: int | str | Sequence[str] | None = None,
+         executor: str = "local", in_flight: int | None = None, build_jobs: int | None = None,
+         gate: str | None = None, names: dict[str, str] | None = None) -> Plan:
+    """`optimize`'s arguments read and checked, nothing created or run: UsageError (its message naming each setting
+    as `names` does: the API's keywords by default, `kernelloop.loop.checks.CLI_NAMES` for the CLI) or the Plan.
+    `op` may also be a loaded `OpBundle`."""
+    from .loop import RunOptions
+    from .loop.budget import Budget
+    from .loop.checks import API_NAMES, empty_spaces
+    names = names or API_NAMES
+    bundle = op if hasattr(op, "spec") and hasattr(op, "folder") else load_bundle(op)
+    dev = resolve_device(device)
+    check_strategy(strategy)
+    check_gate(gate)
+    budget_record = Budget.parse(budget, dev, gpu_budget, names["gpu_seconds"], names["budget"])
+    if resume and out is None:
+        raise UsageError(f"{names['resume']} needs {names['out']}")
+    wls = _workloads(workloads, bundle, dev, out if resume else None)
+    fixed = check_fixed(fix, bundle, templates, names["fixed"])
+    data = dict(device=dev, budget=budget_record, screen_samples=screen_samples, strategy=strategy, seed=seed,
+                checks=checks, confirm=confirm, sanitize=sanitize, templates=list(templates) if templates else None,
+                baselines=list(dict.fromkeys(baselines)) if baselines else None, fixed=fixed,
+                start=parse_start(start, names["start"]), profile_timeout_s=profile_timeout_s,
+                prior=check_prior(prior, strategy, bundle, names["prior"]), devices=parse_devices(devices, dev),
+                executor=executor, in_flight=in_flight, build_jobs=build_jobs,
+                **({"gate": gate} if gate is not None else {}))
+    try:
+        options = RunOptions.model_validate(data, context={"bundle": bundle, "workloads": wls, "names": names})
+    except ValidationError as e:
+        raise usage_error(e) from None
+    run_dir = Path(out) if out is not None else default_run_dir(bundle.spec.name)
+    return Plan(bundle, wls, options, run_dir, resume, empty_spaces(bundle, wls, dev, options.templates, fixed))
+
+
+def _workloads(workloads, bundle, device: str, resumed_from: str | Path | None) -> list[Workload]:
+    """The run's workloads: those a resumed run archived (when none are given), a file's, or the records given."""
+    wls = resumed_workloads(resumed_from) if resumed_from is not None and workloads is None else None
+    if wls is None and (workloads is None or isinstance(workloads, (str, Path))):
+        wls = load_workloads(workloads if workloads is not None else default_workloads(bundle.folder, device),
+                             bundle.spec)
+    elif wls is None:
+        wls = [w if isinstance(w, Workload) else Workload.model_validate(w) for w in workloads]
+    if not wls:
+        raise UsageError("workloads: the list is empty")
+    return wls
+
+
+__all__ = ["DEVICES", "Plan", "Run", "UsageError", "archive_file", "check_executor", "check_fixed", "check_gate", "check_prior", "check_space", "check_start", "check_strategy", "default_run_dir", "default_workloads",
+           "load_bundle", "load_workloads", "optimize", "parse_budget", "parse_devices", "parse_start", "plan", "resolve_device", "summarize"]

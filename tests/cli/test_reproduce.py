@@ -15,7 +15,7 @@ from kernelloop.bench.stats import summarize
 from kernelloop.builtin import ops_dir
 from kernelloop.cli.app import app
 from kernelloop.execute.evaluate import Timeouts
-from kernelloop.loop import Controller, RunOptions
+from kernelloop.loop import Budget, Controller, RunOptions
 from kernelloop.records import Candidate, Measurement, Workload
 from kernelloop.spec import load_op
 
@@ -29,7 +29,7 @@ def confirmed(tmp_path_factory):
     """A run whose winner was confirmed in two fresh processes, plus a second passed trial that was not."""
     bundle = load_op(ops_dir() / "layernorm")
     out = tmp_path_factory.mktemp("reproduce") / "run"
-    opts = RunOptions(device="interpret", budget_evals=2, strategy="random", checks=1,
+    opts = RunOptions(device="interpret", budget=Budget(evals=2), strategy="random", checks=1,
                       timeouts=Timeouts(check=120.0, bench=120.0))
     Controller(bundle, [W], opts, out).run()
     return out
@@ -39,7 +39,7 @@ def confirmed(tmp_path_factory):
 def failed(tmp_path_factory):
     bundle = load_op(ops_dir() / "layernorm")
     out = tmp_path_factory.mktemp("reproduce-failed") / "run"
-    opts = RunOptions(device="interpret", budget_evals=None, checks=1, confirm=False,
+    opts = RunOptions(device="interpret", budget=Budget(evals=None), checks=1, confirm=False,
                       timeouts=Timeouts(check=60.0, bench=60.0))
     Controller(bundle, [W], opts, out, proposer=SubmissionProposer(
         [Candidate(op="layernorm", template="custom", source=RAISES)])).run()

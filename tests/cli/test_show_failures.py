@@ -10,7 +10,7 @@ from kernelloop.builtin import ops_dir
 from kernelloop.agent.submit import SubmissionProposer
 from kernelloop.cli.app import app
 from kernelloop.execute.evaluate import Timeouts
-from kernelloop.loop import Controller, RunOptions
+from kernelloop.loop import Budget, Controller, RunOptions
 from kernelloop.records import Candidate, Workload
 from kernelloop.spec import load_op
 
@@ -25,7 +25,7 @@ def test_show_groups_failures_by_reason_with_their_cases(tmp_path):
     cands = [Candidate(op="layernorm", template="custom", source=HARDCODED + f"\n# {i}\n") for i in range(2)]
     cands.append(Candidate(op="layernorm", template="custom", source=RAISES))
     out = tmp_path / "run"
-    opts = RunOptions(device="interpret", budget_evals=None, checks=1, confirm=False,
+    opts = RunOptions(device="interpret", budget=Budget(evals=None), checks=1, confirm=False,
                       timeouts=Timeouts(check=60.0, bench=60.0))
     Controller(bundle, [w], opts, out, proposer=SubmissionProposer(cands)).run()
     runner = CliRunner()

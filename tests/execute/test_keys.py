@@ -12,7 +12,7 @@ from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
 from kernelloop.execute import keys
 from kernelloop.execute.evaluate import Evaluator, Timeouts
 from kernelloop.execute.pool import Worker
-from kernelloop.loop import Controller, RunOptions
+from kernelloop.loop import Budget, Controller, RunOptions
 from kernelloop.archive import Archive
 from kernelloop.records import Candidate, Status, Workload
 
@@ -60,14 +60,14 @@ def test_key_file_is_private_and_refused_inside_the_run_folder_or_workspace(key_
 
 def test_a_run_resumes_with_its_key_and_refuses_without_it(key_dir, tmp_path, monkeypatch):
     layernorm = __import__("kernelloop.spec", fromlist=["load_op"]).load_op(OPS / "layernorm")
-    opts = RunOptions(device="interpret", budget_evals=1, strategy="random", checks=1, confirm=False,
+    opts = RunOptions(device="interpret", budget=Budget(evals=1), strategy="random", checks=1, confirm=False,
                       timeouts=Timeouts(check=60.0, bench=60.0))
     run_dir = tmp_path / "run"
     run_id = Controller(layernorm, [W], opts, run_dir).run().run_id
     with Archive(run_dir / "archive.sqlite") as a:
         options = a.get_run(run_id)["options"]
     assert "secret" not in options and (key_dir / run_id).is_file()
-    Controller(layernorm, [W], RunOptions(**{**opts.__dict__, "budget_evals": 2}), run_dir).run(resume=True)
+    Controller(layernorm, [W], opts.model_copy(update={"budget": Budget(evals=2)}), run_dir).run(resume=True)
     moved = tmp_path / "moved"
     shutil.move(str(key_dir), moved)
     with pytest.raises(keys.RunKeyError, match="its key is missing"):

@@ -9,7 +9,7 @@ import pytest
 from kernelloop.archive import Archive
 from kernelloop.builtin import ops_dir
 from kernelloop.execute.evaluate import Timeouts
-from kernelloop.loop import Controller, RunOptions
+from kernelloop.loop import Budget, Controller, RunOptions
 from kernelloop.records import Workload
 from kernelloop.spec import load_op
 
@@ -62,7 +62,7 @@ def run_archive(bundle, run_dir: Path, monkeypatch, on_progress=None, **options)
     message, case, device) in index order."""
     monkeypatch.setenv("KERNELLOOP_KEY", KEY)
     monkeypatch.setattr("kernelloop.execute.keys.secrets.token_hex", lambda n: "5" * (2 * n))
-    opts = RunOptions(**{"device": "interpret", "budget_evals": 3, "strategy": "exhaustive", "checks": 1,
+    opts = RunOptions(**{"device": "interpret", "budget": Budget(evals=3), "strategy": "exhaustive", "checks": 1,
                          "confirm": False, "static_rules": False, "in_flight": 2,
                          "timeouts": Timeouts(check=120.0, bench=120.0), **options})
     Controller(bundle, [W], opts, run_dir, on_progress).run()

@@ -17,7 +17,7 @@ from kernelloop.builtin import ops_dir
 from kernelloop.execute.executor import LocalExecutor
 from kernelloop.extend.regress import TaskProposer
 from kernelloop.gate import decisions, precision
-from kernelloop.loop import Controller, RunOptions
+from kernelloop.loop import Budget, Controller, RunOptions
 from kernelloop.records import Candidate, Status, Workload
 from kernelloop.schedule.library import gluon_ws
 from kernelloop.schedule.lower import lower
@@ -53,7 +53,7 @@ def run(tmp_path_factory):
         return real(self, job, halving)
 
     out = []
-    base = dict(device="interpret", budget_evals=None, confirm=False, sanitize=False, checks=1)
+    base = dict(device="interpret", budget=Budget(evals=None), confirm=False, sanitize=False, checks=1)
     invocations = [({}, [PARITY]), ({"gate": "audit"}, [PARITY, REUSE, SOUND]),
                    ({}, [PARITY, REUSE, SOUND, cand(num_stages=3)]),
                    ({"gate": "off"}, [PARITY, REUSE, SOUND, cand(num_stages=3), MISSING])]

@@ -9,7 +9,7 @@ import pytest
 
 from kernelloop.builtin import ops_dir
 from kernelloop.execute.evaluate import Timeouts
-from kernelloop.loop import Controller, RunOptions
+from kernelloop.loop import Budget, Controller, RunOptions
 from kernelloop.records import Workload
 from kernelloop.spec import load_op
 from kernelloop.verify.sanitizer import sanitize
@@ -21,7 +21,7 @@ ON_A_DEVICE = functools.partial(sanitize, cuda_available=True, warm=False)
 def _layernorm_run(run_dir: Path, evals: int, sanitizer=None, **options) -> tuple[Path, Workload]:
     bundle = load_op(ops_dir() / "layernorm")
     w = Workload(op="layernorm", axes={"M": 4, "N": 64}, dtype="fp16")
-    opts = RunOptions(device="interpret", budget_evals=evals, strategy="random", checks=1,
+    opts = RunOptions(device="interpret", budget=Budget(evals=evals), strategy="random", checks=1,
                       timeouts=Timeouts(check=120.0, bench=120.0), **options)
     Controller(bundle, [w], opts, run_dir, sanitizer=sanitizer).run()
     return run_dir, w

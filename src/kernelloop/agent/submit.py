@@ -1,6 +1,6 @@
 """`kernelloop submit`: compile -> verify -> benchmark (-> profile) of an agent's kernel, answered in JSON.
 
-The submission runs through the same controller as `kernelloop optimize` (kernelloop.loop.Controller) with a
+The submission runs through the same entry into the loop as `kernelloop optimize` (kernelloop.loop.run) with a
 one-shot proposer that hands it the submitted candidate for every workload of the workspace: the first submit
 creates the run archive with its frozen manifest, every later one resumes it (the controller refuses when the
 manifest changed). The same code path serves `--device interpret` and `--device cuda`; on CUDA, PASSED trials
@@ -26,10 +26,12 @@ from typing import Iterator
 
 from ..archive import Archive
 from ..execute.evaluate import Timeouts, derive_seed
-from ..loop import Controller, RunOptions
+from .. import loop
+from ..loop import Budget, RunOptions
 from ..records import Candidate, Status, Trial, Workload
 from ..verify.explain import failure_reason
 from ..records.device import Device
+from .answer import (AnswerCandidate, BestOnWorkload, ParentResult, StaticRuleHit, SubmitAnswer, WorkloadAnswer)
 from .workspace import Workspace, WorkspaceError
 
 
@@ -175,7 +177,14 @@ def _template_name(bundle, cand: Candidate) -> str:
 
 def submit(workspace: str | Path, sub: Submission, *, device: str | None = None, confirm: bool = False,
            timeouts: Timeouts | None = None, profile: bool = True) -> dict:
-    """Evaluate a submission on every workload of the workspace; the JSON-able verdict."""
+    """Evaluate a submission on every workload of the workspace; the answer's JSON (`SubmitAnswer.as_json`: what
+    `kernelloop submit` prints and the MCP tools return)."""
+    return evaluate(workspace, sub, device=device, confirm=confirm, timeouts=timeouts, profile=profile).as_json()
+
+
+def evaluate(workspace: str | Path, sub: Submission, *, device: str | None = None, confirm: bool = False,
+             timeouts: Timeouts | None = None, profile: bool = True) -> SubmitAnswer:
+    """Evaluate a submission on every workload of the workspace; the answer record."""
     ws = Workspace.load(workspace)
     device = device or ws.device
     if Device.of(device).is_cuda:
@@ -188,17 +197,18 @@ def submit(workspace: str | Path, sub: Submission, *, device: str | None = None,
         cands = candidates_of(sub, ws, bundle, run_dir)
         db = run_dir / "archive.sqlite"
         resume = db.is_file() and _has_run(db)
-        options = RunOptions(device=device, budget_evals=None, checks=ws.checks, confirm=confirm,
+        options = RunOptions(device=device, budget=Budget.unlimited(), checks=ws.checks, confirm=confirm,
                              timeouts=timeouts or Timeouts())
         proposer = SubmissionProposer(cands, name=f"agent:{sub.agent}")
         started = time.time()
-        run_id = Controller(bundle, ws.workloads, options, run_dir, proposer=proposer).run(resume=resume).run_id
+        run_id = loop.run(bundle, ws.workloads, options, run_dir, resume=resume, proposer=proposer).run_id
         with Archive(db) as archive:
             profiles = _profile(archive, run_dir, bundle, proposer.trials) if (profile and Device.of(device).is_cuda) else {}
             answer = verdict(archive, ws, run_id, device, proposer.trials, profiles)
-    for r, (_, _, t) in zip(answer["results"], proposer.trials):
-        r["previously_archived"] = t.started < started   # the same code and config was judged before
-    return answer
+    # the same code and config was judged before
+    results = [_with(r, previously_archived=t.started < started)
+               for r, (_, _, t) in zip(answer.results, proposer.trials)]
+    return answer.model_copy(update={"results": results})
 
 
 def _has_run(db: Path) -> bool:
@@ -232,82 +242,88 @@ def _profile(archive: Archive, run_dir: Path, bundle, trials) -> dict[str, dict]
     return out
 
 
-def _measure(m) -> dict | None:
-    """The measurement's figures under the names `show --json` uses (kernelloop.records.summary)."""
-    from ..records.summary import MeasurementSummary
-    return None if m is None else MeasurementSummary.of(m).model_dump(mode="json")
-
-
-def trial_result(archive: Archive, run_id: str, cand: Candidate, w: Workload, t: Trial) -> dict:
+def trial_result(archive: Archive, run_id: str, cand: Candidate, w: Workload, t: Trial) -> WorkloadAnswer:
     """One workload's part of the verdict: status with its evidence, or the measurement and its context."""
+    from ..records.summary import MeasurementSummary
     v = t.verdict
-    build = t.build.model_dump(mode="json") if t.build is not None else None
-    if build and build.get("log"):
-        build["log"] = build["log"][-4000:]
-    out = {"workload": w.label, "workload_id": w.id, "candidate": cand.id, "label": cand.label, "trial": t.id,
-           "index": t.index, "status": v.status.value,
-           "message": v.message, "build": build, "measurement": _measure(t.measurement),
-           "costs": t.costs.model_dump(mode="json")}
+    build = t.build
+    if build is not None and getattr(build, "log", None):
+        build = build.model_copy(update={"log": build.log[-4000:]})
+    fields = dict(workload=w.label, workload_id=w.id, candidate=cand.id, label=cand.label, trial=t.id, index=t.index,
+                  status=v.status, message=v.message, build=build,
+                  measurement=MeasurementSummary.of(t.measurement) if t.measurement is not None else None,
+                  costs=t.costs)
     if v.status is not Status.PASSED:   # a passing verdict's cases stay the verifier's
         # the trial as the controller told it to the proposer: no seeds, a held-out case by its class only
-        out.update(reason=failure_reason(v), failing_case=v.case,
-                   error_metrics=[m.model_dump(mode="json") for m in v.metrics],
-                   log_tail=v.log[-4000:])
+        fields.update(reason=failure_reason(v), failing_case=v.case, error_metrics=list(v.metrics),
+                      log_tail=v.log[-4000:])
     front = [cid for cid, _ in archive.front(run_id, w.id)]
-    out["on_front"] = cand.id in front
+    fields["on_front"] = cand.id in front
     passed = [x for x in archive.trials(run_id, w.id, Status.PASSED) if x.measurement is not None]
     if passed and t.measurement is not None:
         best = min(passed, key=lambda x: x.measurement.kernel.median_us)
-        out["best_on_workload"] = {"candidate": best.candidate_id, "kernel_us": best.measurement.kernel.median_us,
-                                   "is_this": best.id == t.id}
-    for pid in cand.parent_ids:
-        pt = archive.find_trial(run_id, pid, w.id)
-        if pt is not None:
-            entry = {"candidate": pid, "status": pt.verdict.status.value,
-                     "kernel_us": pt.measurement.kernel.median_us if pt.measurement else None}
-            if pt.measurement is not None and t.measurement is not None:
-                entry["speedup_over_parent"] = pt.measurement.kernel.median_us / t.measurement.kernel.median_us
-            out.setdefault("parents", []).append(entry)
-    return out
+        fields["best_on_workload"] = BestOnWorkload(candidate=best.candidate_id,
+                                                    kernel_us=best.measurement.kernel.median_us,
+                                                    is_this=best.id == t.id)
+    parents = [p for p in (_parent(archive, run_id, pid, w, t) for pid in cand.parent_ids) if p is not None]
+    if parents:
+        fields["parents"] = parents
+    return WorkloadAnswer(**fields)
+
+
+def _parent(archive: Archive, run_id: str, pid: str, w: Workload, t: Trial) -> ParentResult | None:
+    """The parent's trial on the workload, with the speedup when both were timed."""
+    pt = archive.find_trial(run_id, pid, w.id)
+    if pt is None:
+        return None
+    entry = dict(candidate=pid, status=pt.verdict.status,
+                 kernel_us=pt.measurement.kernel.median_us if pt.measurement else None)
+    if pt.measurement is not None and t.measurement is not None:
+        entry["speedup_over_parent"] = pt.measurement.kernel.median_us / t.measurement.kernel.median_us
+    return ParentResult(**entry)
 
 
 STATIC_STAGE = "static rules, before any call"   # the case of a trial the source rules rejected (evaluate.py)
 
 
-def static_rule_hits(cand: Candidate, spec) -> list[dict]:
+def static_rule_hits(cand: Candidate, spec) -> list[StaticRuleHit]:
     """Every static rule the candidate's source breaks: rule, line, the offending source line, why."""
     from ..verify.rules import check_source
-    return [{"rule": h.rule, "line": h.line, "source": h.snippet, "why": h.rationale,
-             **({"detail": h.detail} if h.detail else {})} for h in check_source(cand.source, spec)]
+    return [StaticRuleHit(rule=h.rule, line=h.line, source=h.snippet, why=h.rationale,
+                          **({"detail": h.detail} if h.detail else {})) for h in check_source(cand.source, spec)]
 
 
-def verdict(archive: Archive, ws: Workspace, run_id: str, device: str, trials, profiles: dict) -> dict:
-    """The JSON answer of a submission. A candidate the static rules rejected lists every hit once, under its
-    entry in `candidates` (`static_rules`); its per-workload results point there instead of repeating them."""
+def verdict(archive: Archive, ws: Workspace, run_id: str, device: str, trials, profiles: dict) -> SubmitAnswer:
+    """The answer of a submission. A candidate the static rules rejected lists every hit once, under its entry in
+    `candidates` (`static_rules`); its per-workload results point there instead of repeating them."""
     results, rejected = [], set()
     for cand, w, t in trials:
         r = trial_result(archive, run_id, cand, w, t)
         if t.verdict.status is Status.REJECTED and t.verdict.case.endswith(STATIC_STAGE):
             rejected.add(cand.id)
-            r.update(message="rejected by the static source rules before any call: every hit is listed once under "
-                             "candidates[].static_rules", log_tail="")
+            r = r.model_copy(update=dict(
+                message="rejected by the static source rules before any call: every hit is listed once under "
+                        "candidates[].static_rules", log_tail=""))
         if Device.of(device).is_cuda:
-            r["profile"] = profiles.get(t.id, {"status": "not profiled"})
+            r = _with(r, profile=profiles.get(t.id, {"status": "not profiled"}))
         results.append(r)
-    statuses = [r["status"] for r in results]
-    failing = next((s for s in statuses if s != Status.PASSED.value), None)
+    failing = next((r.status for r in results if r.status is not Status.PASSED), None)
     cands = {c.id: c for c, _, _ in trials}
     spec = ws.bundle().spec if rejected else None
-    return {
-        "workspace": str(ws.root), "run": run_id, "device": device, "interpreter": not Device.of(device).is_cuda,
-        "verdict": failing or Status.PASSED.value,
-        "candidates": [{"id": c.id, "label": c.label, "template": c.template, "config": c.config,
-                        "parent_ids": c.parent_ids, "proposer": c.proposer, "hypothesis": c.hypothesis,
-                        **({"static_rules": static_rule_hits(c, spec)} if c.id in rejected else {})}
-                       for c in cands.values()],
-        "results": results,
-    }
+    return SubmitAnswer(
+        workspace=str(ws.root), run=run_id, device=device, interpreter=not Device.of(device).is_cuda,
+        verdict=failing or Status.PASSED,
+        candidates=[AnswerCandidate(id=c.id, label=c.label, template=c.template, config=c.config,
+                                    parent_ids=c.parent_ids, proposer=c.proposer, hypothesis=c.hypothesis,
+                                    **({"static_rules": static_rule_hits(c, spec)} if c.id in rejected else {}))
+                    for c in cands.values()],
+        results=results)
 
 
-__all__ = ["Submission", "SubmissionError", "SubmissionProposer", "candidates_of", "static_rule_hits", "submit",
+def _with(record, **update):
+    """A copy of the record with these fields set (and so present in its JSON)."""
+    return type(record).model_validate({**{k: getattr(record, k) for k in record.model_fields_set}, **update})
+
+
+__all__ = ["Submission", "SubmissionError", "SubmissionProposer", "candidates_of", "evaluate", "static_rule_hits", "submit",
            "trial_result", "verdict"]

@@ -85,7 +85,9 @@ class RunRecords(MacRecords):
         return None if row is None else _decode_run(row)
 
     def set_run_status(self, run_id: str, status: str) -> None:
-        """Set a run's status (free-form, e.g. 'running', 'finished', 'failed', 'interrupted')."""
+        """Set a run's status (a `kernelloop.records.RunStatus`: 'running' or 'complete')."""
+        from ..records.run import RunStatus
+        status = RunStatus(status).value
         what = f"set status of run {run_id!r}"
         with self._tx(what) as conn:
             cur = conn.execute("UPDATE runs SET status = ? WHERE id = ?", (status, run_id))

@@ -91,7 +91,7 @@ def llm(
     """Run the loop with the LLM proposer (planner, coder, debugger); every call is recorded under RUN/llm."""
     from .. import api
     from ..archive import Archive, ArchiveError
-    from ..loop import RunOptions
+    from ..loop import Budget, RunOptions
     from ..manifest import ManifestChanged
     from ..propose.llm import LLMBudget, LLMConfigError, ReplayMiss, render_llm, run_llm
     from ..report.terminal import render
@@ -108,7 +108,7 @@ def llm(
         console.print(f"[red]bad input:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)
     run_dir = out or Path("runs") / f"{bundle.spec.name}-llm-{time.strftime('%Y%m%d-%H%M%S')}"
-    opts = RunOptions(device=dev, budget_evals=None, checks=checks, confirm=not no_confirm,
+    opts = RunOptions(device=dev, budget=Budget.unlimited(), checks=checks, confirm=not no_confirm,
                       **({"gate": gate} if gate is not None else {}))
     try:
         run_llm(bundle, wls, opts, run_dir, cfg, mode="replay" if replay else "record", cassette_dir=replay,

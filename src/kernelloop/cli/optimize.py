@@ -8,12 +8,11 @@ from typing import Annotated, Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .. import api
+from .. import api, loop
 from ..archive import Archive, ArchiveError
-from ..execute.worker import BUILTIN_BASELINES
-from ..loop import PLANNER, Controller, RunOptions, op_baseline_names, strategy_names
+from ..loop import PLANNER, strategy_names
+from ..loop.checks import CLI_NAMES
 from ..manifest import ManifestChanged
-from ..records.device import Device
 from ..search import DEFAULT_STRATEGY
 from ..report.terminal import INTERPRETER_BANNER, render
 from ..spec import SpecError, load_op
@@ -34,8 +33,8 @@ def optimize(
              "(default: 24 on cuda, 8 in the interpreter).")] = None,
     gpu_budget: Annotated[Optional[float], typer.Option(
         min=0.001, help="GPU seconds, the same as a 'gpu:Ns' part of --budget.")] = None,
-    screen: Annotated[Optional[int], typer.Option(
-        min=3, help="Time a candidate the search's model does not rank in its best third with this many samples "
+    screen_samples: Annotated[Optional[int], typer.Option(
+        "--screen", min=3, help="Time a candidate the search's model does not rank in its best third with this many samples "
                     "first; full timing only when it could win (within 5 % of the best) or successive halving "
                     "promotes it (the best third of the screened). Verification is never screened.")] = None,
     device: Annotated[Optional[str], typer.Option(help="cuda or interpret (default: cuda when a GPU is present).")] = None,
@@ -48,15 +47,15 @@ def optimize(
         help="Planner only: the first configuration, e.g. 'BLOCK_N=1024,ROWS=1,num_warps=1,EVICT_FIRST=0' "
              "(unnamed parameters take their first value in the pruned space; must be in every workload's "
              "pruned space).")] = None,
-    profile_timeout: Annotated[float, typer.Option(
-        min=1, help="Planner only: seconds one Nsight Compute run may take.")] = 300.0,
-    template: Annotated[Optional[list[str]], typer.Option(
-        help="Search only this template of the spec (repeatable; default: every template).")] = None,
+    profile_timeout_s: Annotated[float, typer.Option(
+        "--profile-timeout", min=1, help="Planner only: seconds one Nsight Compute run may take.")] = 300.0,
+    templates: Annotated[Optional[list[str]], typer.Option(
+        "--template", help="Search only this template of the spec (repeatable; default: every template).")] = None,
     fix: Annotated[Optional[str], typer.Option(
         help="Pin parameters, e.g. 'BLOCK_N=4096,ROWS=1': only templates that have them, only configurations with "
              "these values.")] = None,
-    baseline: Annotated[Optional[list[str]], typer.Option(
-        help="Confirm the winners against only this baseline (repeatable): eager, torch.compile, copy, copy-kernel "
+    baselines: Annotated[Optional[list[str]], typer.Option(
+        "--baseline", help="Confirm the winners against only this baseline (repeatable): eager, torch.compile, copy, copy-kernel "
              "or a name in the op's baselines.py (default: eager, torch.compile, the op's, copy on cuda; eager, copy "
              "in the interpreter). E.g. leave out eager and torch.compile where their fp32 references are slow.")
     ] = None,
@@ -99,80 +98,59 @@ def optimize(
     console = common.console(stderr=as_json)
     try:
         bundle = load_op(common.resolve_op(spec))
-        dev = api.resolve_device(device)
-        api.check_strategy(strategy)
-        wls = api.resumed_workloads(out) if resume and workloads is None else None   # the run's own
-        if not wls:
-            wl_file = common.resolve_path(workloads) or api.default_workloads(bundle.folder, dev)
-            wls = api.load_workloads(wl_file, bundle.spec)
-        evals, seconds, gpu_seconds = api.parse_budget(budget, dev)
-        if gpu_budget is not None and gpu_seconds is not None:
-            raise api.UsageError("the GPU budget is given twice (--gpu-budget and a 'gpu:' part of --budget)")
-        gpu_budget = gpu_budget if gpu_budget is not None else gpu_seconds
-        device_list = api.parse_devices(devices, dev)
-        api.check_executor(executor)
-        api.check_gate(gate)
-        start_config = api.check_start(start, strategy, bundle, wls, dev, flag="--start")
-        prior_used = api.check_prior(prior, strategy, bundle, flag="--prior")
-        names = [t.name for t in bundle.spec.templates]
-        for t in template or ():
-            if t not in names:
-                raise typer.BadParameter(f"--template {t!r}: {bundle.spec.name} has {', '.join(names)}")
-        fixed = common.fixed_parameters(fix, bundle, template)
-        empty = api.check_space(bundle, wls, dev, template, fixed)
-        known = [*BUILTIN_BASELINES, *op_baseline_names(bundle)]
-        for b in baseline or ():
-            if b not in known:
-                raise typer.BadParameter(f"--baseline {b!r}: choose from {', '.join(known)}")
+        plan = api.plan(bundle, common.resolve_path(workloads), budget, device, strategy, out=out,
+                        gpu_budget=gpu_budget, screen_samples=screen_samples, seed=seed, checks=checks,
+                        confirm=not no_confirm, sanitize=sanitize, templates=templates, baselines=baselines, fix=fix,
+                        prior=prior, start=start, profile_timeout_s=profile_timeout_s, resume=resume,
+                        devices=devices, executor=executor, in_flight=in_flight, build_jobs=build_jobs, gate=gate,
+                        names=CLI_NAMES)
     except SpecError as e:
         common.spec_error(console, e, spec)
     except (typer.BadParameter, StartError, api.UsageError) as e:
         console.print(f"[red]bad argument:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)
-    if resume and out is None:
-        console.print("[red]bad argument:[/red] --resume needs --out RUN_DIR")
-        raise typer.Exit(common.BAD_INPUT)
-    run_dir = out or api.default_run_dir(bundle.spec.name)
-    if not Device.of(dev).is_cuda:
+    if not plan.options.device.is_cuda:
         console.print(f"[yellow]{esc(INTERPRETER_BANNER)}[/yellow]")
-    for label, why in empty.items():
+    for label, why in plan.empty.items():
         console.print(f"[yellow]nothing to try on {esc(label)}:[/yellow] {esc(why)}")
-    opts = RunOptions(device=dev, budget_evals=evals, budget_seconds=seconds, budget_gpu_seconds=gpu_budget,
-                      screen_samples=screen, strategy=strategy, seed=seed, checks=checks, confirm=not no_confirm, sanitize=sanitize,
-                      start=start_config,
-                      profile_timeout_s=profile_timeout, templates=list(template) if template else None, fixed=fixed,
-                      baselines=list(dict.fromkeys(baseline)) if baseline else None, prior=prior_used,
-                      devices=device_list, executor=executor, in_flight=in_flight, build_jobs=build_jobs,
-                      **({"gate": gate} if gate is not None else {}))
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("passed {task.fields[passed]}"), TextColumn("{task.fields[best]}"),
-                  TimeElapsedColumn(), console=console, transient=as_json) as bar:
-        planned = planned_trials(evals, len(wls))
-        task = bar.add_task(f"{bundle.spec.name} trials", total=planned, passed=0, best="")
-
-        def on_progress(p):
-            best = "; ".join(f"{k} {v:.1f}µs" for k, v in list(p.best_us.items())[:3])
-            bar.update(task, completed=p.done, total=p.total or planned, passed=p.passed, best=best)
-
-        try:
-            result = Controller(bundle, wls, opts, run_dir, on_progress).run(resume=resume)
-        except (FileExistsError, ManifestChanged, ArchiveError, RuntimeError) as e:
-            console.print(f"[red]run stopped:[/red] {esc(e)}")
-            raise typer.Exit(common.STOPPED)
-        except KeyboardInterrupt:
-            console.print(f"[yellow]interrupted; continue with --resume --out {esc(run_dir)}[/yellow]")
-            raise typer.Exit(common.INTERRUPTED)
-    with Archive(run_dir / "archive.sqlite") as archive:
-        summary = api.summarize(archive, run_dir=run_dir)   # the record kernelloop.optimize's Run holds
+    result = _run(plan, console, as_json)
+    with Archive(plan.run_dir / "archive.sqlite") as archive:
+        summary = api.summarize(archive, run_dir=plan.run_dir)   # the record kernelloop.optimize's Run holds
     if as_json:
         print(summary.model_dump_json(indent=2))
     else:
         render(summary.model_dump(mode="json"), console)
         console.print(f"stopped: {esc(result.stop_reason)} ({result.evaluated} trials evaluated, {result.replayed} "
                       f"replayed from the archive)")
-        console.print(f"run folder: {esc(run_dir)}  (kernelloop show {esc(run_dir)})")
+        console.print(f"run folder: {esc(plan.run_dir)}  (kernelloop show {esc(plan.run_dir)})")
     if any(w.best is None for w in summary.workloads):
         raise typer.Exit(common.FAILED)
+
+
+def _run(plan: "api.Plan", console, as_json: bool):
+    """`kernelloop.loop.run` under a progress bar; the RunResult, or the exit code of why it stopped."""
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("passed {task.fields[passed]}"), TextColumn("{task.fields[best]}"),
+                  TimeElapsedColumn(), console=console, transient=as_json) as bar:
+        planned = planned_trials(plan.options.budget.evals, len(plan.workloads))
+        task = bar.add_task(f"{plan.bundle.spec.name} trials", total=planned, passed=0, best="")
+
+        def on_progress(p):
+            best = "; ".join(f"{k} {v:.1f}µs" for k, v in list(p.best_us.items())[:3])
+            bar.update(task, completed=p.done, total=p.total or planned, passed=p.passed, best=best)
+
+        try:
+            return loop.run(plan.bundle, plan.workloads, plan.options, plan.run_dir, resume=plan.resume,
+                            on_progress=on_progress, names=CLI_NAMES)
+        except api.UsageError as e:
+            console.print(f"[red]bad argument:[/red] {esc(e)}")
+            raise typer.Exit(common.BAD_INPUT)
+        except (FileExistsError, ManifestChanged, ArchiveError, RuntimeError) as e:
+            console.print(f"[red]run stopped:[/red] {esc(e)}")
+            raise typer.Exit(common.STOPPED)
+        except KeyboardInterrupt:
+            console.print(f"[yellow]interrupted; continue with --resume --out {esc(plan.run_dir)}[/yellow]")
+            raise typer.Exit(common.INTERRUPTED)
 
 
 def planned_trials(evals: int | None, workloads: int) -> int | None:

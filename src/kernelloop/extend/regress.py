@@ -3,7 +3,7 @@
 An extension — a schedule field or lowering, a template parameter, a verifier rule, a proposer hint — is one
 change. Its check re-runs the task set and compares each task's verdict with the verdicts recorded before:
 - interpreter tasks (`interpret`): a template configuration on an interpreter workload, judged by the loop's own
-  verifier in worker processes (kernelloop.loop.Controller on the Triton interpreter);
+  verifier in worker processes (kernelloop.loop.run on the Triton interpreter);
 - ahead-of-time tasks (`sm_90`): a configuration of a template that runs on Hopper, built for sm_90 on this host
   and judged by the static gate (kernelloop.gate).
 A task regresses when it was good before (PASSED; passed the gate) and is not now, or is gone. Any regression
@@ -139,7 +139,8 @@ class TaskProposer:
 
 def _interpret(op: str, tasks: list[Task], workdir: Path) -> list[TaskVerdict]:
     from ..builtin import ops_dir
-    from ..loop import Controller, RunOptions
+    from .. import loop
+    from ..loop import Budget, RunOptions
     from ..spec import load_op
     bundle = load_op(ops_dir() / op)
     cands = {t.key: Candidate(op=op, template=t.template, source=bundle.template_sources[t.template],
@@ -149,9 +150,9 @@ def _interpret(op: str, tasks: list[Task], workdir: Path) -> list[TaskVerdict]:
     for t in tasks:
         by_w[t.workload.id].append(cands[t.key])
     proposer = TaskProposer(by_w)
-    opts = RunOptions(device="interpret", budget_evals=max(len(v) for v in by_w.values()), confirm=False,
+    opts = RunOptions(device="interpret", budget=Budget(evals=max(len(v) for v in by_w.values())), confirm=False,
                       sanitize=False, checks=1)
-    Controller(bundle, workloads, opts, workdir / f"interpret-{op}", proposer=proposer).run()
+    loop.run(bundle, workloads, opts, workdir / f"interpret-{op}", proposer=proposer)
     out = []
     for t in tasks:
         trial = proposer.trials.get((cands[t.key].id, t.workload.id))

@@ -84,15 +84,16 @@ def _pruned(bundle, template: str, config: dict, workloads: list[Workload], devi
 def _loop(bundle, workloads: list[Workload], options: RealiseOptions, run_dir: Path, proposer=None):
     """One loop run: the template's search, or the table's candidate when `proposer` is given."""
     from ..api import optimize
-    from ..loop import Controller, RunOptions
+    from .. import loop
+    from ..loop import Budget, RunOptions
     if proposer is None:
         kind = bundle.spec.templates[0].name
         return optimize(bundle.folder, workloads=workloads, budget=options.budget, device=options.device,
                         strategy=options.strategy, out=run_dir, seed=options.seed, checks=options.checks,
                         confirm=options.confirm, sanitize=options.sanitize, fix=(options.fix or {}).get(kind))
-    opts = RunOptions(device=options.device, budget_evals=1, strategy=options.strategy, seed=options.seed,
+    opts = RunOptions(device=options.device, budget=Budget(evals=1), strategy=options.strategy, seed=options.seed,
                       checks=options.checks, confirm=options.confirm, sanitize=options.sanitize)
-    Controller(bundle, workloads, opts, run_dir, proposer=proposer).run()
+    loop.run(bundle, workloads, opts, run_dir, proposer=proposer)
 
 
 def _winner(ev: E.Evidence) -> str | None:

@@ -13,18 +13,22 @@
     front per workload; compute-sanitizer over each winner on a small shape (findings: REJECTED, the next
     fastest is taken); confirm each winner against every baseline, interleaved
 
-Modules: `controller.py` (the loop), `options.py` (RunOptions, Progress), `freeze.py` (manifest, run key, resume),
+Every caller enters through `run` (entry.py: the options checked against the op and workloads, then the
+controller). Modules: `entry.py` (run), `controller.py` (the loop), `options.py` (RunOptions, Progress),
+`budget.py` (Budget, StopReason), `checks.py` (the options' checks against an op and its workloads), `freeze.py` (manifest, run key, resume),
 `proposers.py` (Proposer, TemplateSearch), `pipeline.py` (build stage -> executor), `evidence.py` (for the planner),
 `winners.py` (fronts, sanitizer, confirmation).
 """
 
+from .budget import Budget, StopReason
 from .controller import Controller
+from .entry import run
 from .options import (AS_BEFORE, EXECUTORS, GATE_MODES, KEPT, OPTIONS_FORMAT, PLANNER, RUN_KEYS, Progress, RunOptions,
                       strategy_names)
 from .proposers import Proposer, TemplateSearch, trial_value
 from .winners import CUDA_BASELINES, INTERPRET_BASELINES, OWN_SUBJECTS, op_baseline_names
 
-__all__ = ["AS_BEFORE", "CUDA_BASELINES", "Controller", "EXECUTORS", "GATE_MODES", "INTERPRET_BASELINES", "KEPT",
+__all__ = ["AS_BEFORE", "Budget", "CUDA_BASELINES", "Controller", "EXECUTORS", "GATE_MODES", "INTERPRET_BASELINES", "KEPT",
            "OPTIONS_FORMAT",
-           "OWN_SUBJECTS", "PLANNER", "Progress", "Proposer", "RUN_KEYS", "RunOptions", "TemplateSearch",
-           "op_baseline_names", "strategy_names", "trial_value"]
+           "OWN_SUBJECTS", "PLANNER", "Progress", "Proposer", "RUN_KEYS", "RunOptions", "StopReason", "TemplateSearch",
+           "op_baseline_names", "run", "strategy_names", "trial_value"]

@@ -27,7 +27,7 @@ from ..execute.executor import EvalContext, resolve_devices
 from ..execute.pool import Worker, job_root
 from ..manifest import check_unchanged
 from ..records import Candidate, Status, Trial, Workload
-from ..records.run import RunResult, WorkloadResult
+from ..records.run import RunResult, RunStatus, StopReason, WorkloadResult
 from ..report.throughput import SESSION_EVENT, throughput
 from ..search.budget import GpuBudget, Screening
 from ..select.pareto import best_per_workload
@@ -82,10 +82,10 @@ class Controller:
             store_fronts(archive, run.run_id, self.workloads)
             if opts.confirm:
                 self._confirm(run, context)
-            archive.set_run_status(run.run_id, "complete")
+            archive.set_run_status(run.run_id, RunStatus.COMPLETE)
             return self._result(archive, run.run_id, stop)
 
-    def _search_loop(self, run: Frozen, proposer: Proposer, evidence, pipeline: Pipeline) -> str:
+    def _search_loop(self, run: Frozen, proposer: Proposer, evidence, pipeline: Pipeline) -> StopReason:
         """Ask, submit, and tell in submission order until a budget or the proposers' spaces end; the stop reason."""
         opts, archive = run.options, run.archive
         window = pipeline.window(opts, asks_ahead=evidence is None and getattr(proposer, "asks_ahead", False))
@@ -252,7 +252,7 @@ class Controller:
                                                                     "reason": evaluator.transport_note,
                                                                     "phase": "confirm"})
 
-    def _result(self, archive: Archive, run_id: str, stop: str) -> RunResult:
+    def _result(self, archive: Archive, run_id: str, stop: StopReason) -> RunResult:
         """The RunResult of this invocation, read from the archive (the figures `kernelloop show` prints)."""
         trials = archive.trials(run_id)
         best = best_per_workload(without_rejected(trials, rejected(archive, run_id)))
@@ -282,15 +282,15 @@ class Asks:
         self.limit = {}
         for w in controller.workloads:
             size = proposer.size(w)
-            self.limit[w.id] = min(x for x in (size, opts.budget_evals) if x is not None) \
-                if (size is not None or opts.budget_evals) else None
+            self.limit[w.id] = min(x for x in (size, opts.budget.evals) if x is not None) \
+                if (size is not None or opts.budget.evals) else None
         controller.progress.total = sum(v for v in self.limit.values() if v is not None)
         self.workloads = controller.workloads
         self.used = {w.id: 0 for w in controller.workloads}
         self.active = [w for w in controller.workloads if self.limit[w.id] is None or self.limit[w.id] > 0]
-        self.gpu = GpuBudget(opts.budget_gpu_seconds) if opts.budget_gpu_seconds is not None else None
+        self.gpu = GpuBudget(opts.budget.gpu_seconds) if opts.budget.gpu_seconds is not None else None
         self.t_start = time.monotonic()
-        self.stop: str | None = None
+        self.stop: StopReason | None = None
         self._order: Iterator[Workload] = iter(())
 
     def charge(self, trial: Trial) -> None:
@@ -303,14 +303,14 @@ class Asks:
         while self.active and self.stop is None:
             w = next(self._order, None)
             if w is None:   # a new round over the workloads still active: the budgets are checked between rounds
-                if opts.budget_seconds is not None and time.monotonic() - self.t_start > opts.budget_seconds:
-                    archive.log_event(run_id, "budget", {"reason": "wall time", "seconds": opts.budget_seconds})
-                    self.stop = "wall-time budget"
+                if opts.budget.seconds is not None and time.monotonic() - self.t_start > opts.budget.seconds:
+                    archive.log_event(run_id, "budget", {"reason": "wall time", "seconds": opts.budget.seconds})
+                    self.stop = StopReason.WALL_TIME
                 elif self.gpu is not None and self.gpu.exhausted:
                     archive.log_event(run_id, "budget", {"reason": "gpu seconds", "seconds": self.gpu.seconds,
                                                          "spent": round(self.gpu.spent, 3),
                                                          "evaluations": self.gpu.evaluations})
-                    self.stop = "gpu-seconds budget"
+                    self.stop = StopReason.GPU_SECONDS
                 self._order = iter(list(self.active))
                 continue
             if w not in self.active:
@@ -324,9 +324,9 @@ class Asks:
             return w, cand
         return None
 
-    def stop_reason(self) -> str:
+    def stop_reason(self) -> StopReason:
         if self.stop is not None:
             return self.stop
-        hit = self.opts.budget_evals is not None and any(self.used[w.id] >= self.opts.budget_evals
-                                                         for w in self.workloads)
-        return "evaluation budget" if hit else "space exhausted"
+        evals = self.opts.budget.evals
+        hit = evals is not None and any(self.used[w.id] >= evals for w in self.workloads)
+        return StopReason.EVALUATIONS if hit else StopReason.SPACE

@@ -18,5 +18,5 @@ __all__ = [
 from .profile import BottleneckClass, BuildResources, Ceilings, Classification, Direction, EvidenceItem, Hypothesis, HypothesisOutcome, KernelProfile, KernelShare, ProfileAggregate, ProfileReport, Roofline, RooflineAgreement, RuleHit, ceilings_key; __all__ += ["BottleneckClass", "BuildResources", "Ceilings", "Classification", "Direction", "EvidenceItem", "Hypothesis", "HypothesisOutcome", "KernelProfile", "KernelShare", "ProfileAggregate", "ProfileReport", "Roofline", "RooflineAgreement", "RuleHit", "ceilings_key"]  # noqa: E402,E501 - issue 4 (profile records)
 from .rules import StaticRuleHit; __all__ += ["StaticRuleHit"]  # noqa: E402 - issue 3 (static source rules)
 from .device import Device; __all__ += ["Device"]  # noqa: E402 - where candidates run
-from .run import DeviceBusy, RunResult, Throughput, WorkloadResult; __all__ += ["DeviceBusy", "RunResult", "Throughput", "WorkloadResult"]  # noqa: E402,E501 - what Controller.run returns
+from .run import DeviceBusy, RunResult, RunStatus, StopReason, Throughput, WorkloadResult; __all__ += ["DeviceBusy", "RunResult", "RunStatus", "StopReason", "Throughput", "WorkloadResult"]  # noqa: E402,E501 - what Controller.run returns
 from .allow import DEFAULT_CODE_POLICY, CodePolicy; __all__ += ["CodePolicy", "DEFAULT_CODE_POLICY"]

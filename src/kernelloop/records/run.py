@@ -21,6 +21,8 @@
 
 from __future__ import annotations
 
+from enum import Enum
+
 from pydantic import Field
 
 from .base import Record
@@ -66,7 +68,30 @@ class WorkloadResult(Record):
     confirmed: bool = Field(False, description="The best was confirmed beside the baselines.")
 
 
-STOP_REASONS = ("evaluation budget", "space exhausted", "wall-time budget", "gpu-seconds budget")
+class RunStatus(str, Enum):
+    """A run's archived status: `running` from its creation until the controller finishes it (an interrupted or
+    crashed run stays `running`; `--resume` continues it), then `complete`."""
+
+    RUNNING = "running"
+    COMPLETE = "complete"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class StopReason(str, Enum):
+    """Why the search of one invocation stopped (the JSON keeps the text values)."""
+
+    EVALUATIONS = "evaluation budget"
+    SPACE = "space exhausted"
+    WALL_TIME = "wall-time budget"
+    GPU_SECONDS = "gpu-seconds budget"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+STOP_REASONS = tuple(r.value for r in StopReason)
 
 
 class RunResult(Record):
@@ -75,8 +100,8 @@ class RunResult(Record):
     run_id: str
     run_dir: str
     archive: str = Field(description="Path of the run's archive.sqlite.")
-    status: str = Field(description="The archived run status (complete).")
-    stop_reason: str = Field(description="Why the search of this invocation stopped: one of STOP_REASONS.")
+    status: RunStatus = Field(description="The archived run status.")
+    stop_reason: StopReason = Field(description="Why the search of this invocation stopped.")
     evaluated: int = Field(description="Trials this invocation evaluated.")
     replayed: int = Field(description="Trials this invocation read back from the archive (a resumed run).")
     counts: dict[str, int] = Field(description="Trials of the whole run per verdict status.")
@@ -92,4 +117,4 @@ class RunResult(Record):
                        f"{', '.join(w.label for w in self.workloads)}")
 
 
-__all__ = ["DeviceBusy", "RunResult", "STOP_REASONS", "Throughput", "WorkloadResult"]
+__all__ = ["DeviceBusy", "RunResult", "RunStatus", "STOP_REASONS", "StopReason", "Throughput", "WorkloadResult"]

@@ -17,7 +17,7 @@ from .base import Record
 from .confirm import CrossProcessConfirmation, SanitizerOutcome
 from .integrity import RunIntegrity
 from .measurement import Comparison, Measurement
-from .run import Throughput
+from .run import RunStatus, Throughput
 
 
 class SummaryRecord(Record):
@@ -222,7 +222,7 @@ class RunSummary(SummaryRecord):
     omit_if_none: ClassVar[tuple[str, ...]] = ("run_dir", "integrity")
     run: str = Field(description="Run id.")
     op: str
-    status: str = Field(description="running, done, failed, interrupted.")
+    status: RunStatus = Field(description="running (not finished: interrupted, crashed, or still running) or complete.")
     manifest_hash: str
     device: str | None
     gpu: str | None

@@ -14,7 +14,7 @@ from llm_script import BREAK_PATCH, CHEAT, FIX_PATCH, GOOD, WRONG, ScriptedLLMSe
 from kernelloop.builtin import ops_dir
 from kernelloop.archive import Archive
 from kernelloop.execute.evaluate import Timeouts
-from kernelloop.loop import RunOptions
+from kernelloop.loop import Budget, RunOptions
 from kernelloop.propose.llm import LLMBudget, LLMConfig, Price, ReplayMiss, run_llm
 from kernelloop.propose.proposal import apply_unified_diff
 from kernelloop.records import Candidate, Workload
@@ -53,7 +53,7 @@ EXPECTED = [(C1, "PASSED"), (C2, "COMPILE_ERROR"), (C3, "PASSED"), (C4, "WRONG_V
 
 
 def options():
-    return RunOptions(device="interpret", budget_evals=None, checks=1, confirm=False,
+    return RunOptions(device="interpret", budget=Budget(evals=None), checks=1, confirm=False,
                       timeouts=Timeouts(check=60.0, bench=60.0))
 
 

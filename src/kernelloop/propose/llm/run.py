@@ -5,7 +5,7 @@
     # later, anywhere, offline:
     run_llm(bundle, workloads, options, other_dir, config, mode="replay", cassette_dir=run_dir / "llm")
 
-The controller (kernelloop.loop.Controller) is the one that freezes the manifest, evaluates and archives; this
+The loop (kernelloop.loop.run: the options checked, then the controller) is the one that freezes the manifest, evaluates and archives; this
 module only builds the proposer, its client and cassette, and the sink that appends the proposer's events to
 the run's archive (notes only: it never reads or writes trials).
 """
@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Callable, Literal
 
 from ...archive import Archive
-from ...loop import Controller, Progress, RunOptions
+from ... import loop
+from ...loop import Progress, RunOptions
 from ...records import Workload
 from ...spec import OpBundle
 from .config import LLMConfig
@@ -63,7 +64,8 @@ def run_llm(bundle: OpBundle, workloads: list[Workload], options: RunOptions, ru
     proposer = LLMProposer(bundle, workloads, client, load_prompts(prompts_version, prompts_root),
                            device=options.device, kb=default_knowledge() if kb == "default" else kb, budget=budget,
                            limits=limits, sink=ArchiveSink(run_dir / "archive.sqlite"))
-    run_id = Controller(bundle, workloads, options, run_dir, on_progress, proposer=proposer).run(resume=resume).run_id
+    run_id = loop.run(bundle, workloads, options, run_dir, resume=resume, on_progress=on_progress,
+                      proposer=proposer).run_id
     proposer.finish(run_id)
     return run_id
 

@@ -1,0 +1,48 @@
+"""The agent answer's JSON schema published in docs/agents.md is the record's, and the record writes the JSON shape
+agents read: optional keys only when set, in the order they have always had."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from kernelloop.agent.answer import (AnswerCandidate, ParentResult, StaticRuleHit, SubmitAnswer, WorkloadAnswer,
+                                     answer_schema)
+from kernelloop.records import Costs
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
+
+
+def test_the_published_schema_is_the_records():
+    text = DOC.read_text()
+    m = re.search(r"<!-- answer-schema:begin -->\s*```json\n(.*?)\n```\s*<!-- answer-schema:end -->", text, re.S)
+    assert m, "docs/agents.md holds the schema between the answer-schema markers"
+    assert json.loads(m.group(1)) == answer_schema() == SubmitAnswer.model_json_schema(mode="serialization")
+
+
+def _result(**extra) -> WorkloadAnswer:
+    return WorkloadAnswer(workload="w[4]:fp16", workload_id="w-1", candidate="c-1", label="t(A=1)", trial="t-1",
+                          index=0, status="PASSED", message="", build=None, measurement=None,
+                          costs=Costs(compile_s=0.0, verify_s=0.0, bench_s=0.0, wall_s=0.0), on_front=True, **extra)
+
+
+def test_optional_keys_appear_only_when_set_in_their_place():
+    plain = _result().model_dump(mode="json")
+    assert list(plain) == ["workload", "workload_id", "candidate", "label", "trial", "index", "status", "message",
+                           "build", "measurement", "costs", "on_front"]
+    failed = _result(reason="r", failing_case=None, error_metrics=[], log_tail="",
+                     parents=[ParentResult(candidate="c-0", status="PASSED", kernel_us=None)],
+                     previously_archived=False).model_dump(mode="json")
+    assert list(failed)[11:] == ["reason", "failing_case", "error_metrics", "log_tail", "on_front", "parents",
+                                 "previously_archived"]
+    assert failed["failing_case"] is None and failed["parents"] == [{"candidate": "c-0", "status": "PASSED",
+                                                                     "kernel_us": None}]
+    hit = StaticRuleHit(rule="r", line=None, source="s", why="w")
+    cand = AnswerCandidate(id="c", label="l", template="t", config={}, parent_ids=[], proposer="p", hypothesis="",
+                           static_rules=[hit])
+    assert cand.model_dump(mode="json")["static_rules"] == [{"rule": "r", "line": None, "source": "s", "why": "w"}]
+    answer = SubmitAnswer(workspace="ws", run="r", device="interpret", interpreter=True, verdict="PASSED",
+                          candidates=[cand], results=[_result()])
+    assert json.loads(answer.model_dump_json()) == answer.as_json()
+    assert SubmitAnswer.model_validate(answer.as_json()) == answer
