@@ -71,7 +71,7 @@ class E2EReport(Record):
     seconds: float = 0.0
 
 
-def _logits(out) -> torch.Tensor:
+def output_logits(out) -> torch.Tensor:
     if isinstance(out, torch.Tensor):
         return out
     if hasattr(out, "logits"):
@@ -172,13 +172,13 @@ def e2e(model, package, inputs, *, seeds=(0, 1, 2), tolerance: Tolerance | None 
     device = next((x.device.type for x in first if isinstance(x, torch.Tensor)), "cpu")
     checks = []
     with torch.no_grad():
-        originals = {s: _logits(model(*make(s))) for s in seeds}
+        originals = {s: output_logits(model(*make(s))) for s in seeds}
         applied = apply(model, package)
         for k in package.kernels.values():
             k.reset_counts()
         try:
             for s in seeds:
-                checks.append(compare(originals[s], _logits(model(*make(s))), s, tol))
+                checks.append(compare(originals[s], output_logits(model(*make(s))), s, tol))
             counts = package.counts()
             times, ratios, note = [], [], ""
             if speed is None:
