@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ..records import DType, OpSpec, Workload, sha256_hex
-from ..records.spec import ReferenceOutputError, SpecError  # defined with the spec records (reference/ raises one)
+from ..records.spec import ReferenceOutputError, SpecError  # noqa: F401 - defined with the spec records: reference/ raises one
 from .. import pyast
 from .extends import resolve
 
