@@ -80,7 +80,7 @@ def plan(audit: dict, recorded: dict | None, top: int, kept: str = "recorded") -
 
 def _launch_groups(rows: list[dict]) -> list[dict]:
     """The audit rows that run, grouped by identical launches: one item per group, kept first when it has one."""
-    from kernelloop.spec.prune_audit import outcomes_of
+    from kernelloop.search.prune_audit import outcomes_of
 
     groups: dict = {}
     for row, o in zip(rows, outcomes_of(rows)):

@@ -60,7 +60,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True, scope="session")
 def _run_keys_in_a_temp_folder(tmp_path_factory):
-    """Runs' keys (execute/keys.py) and the package signing key go to a folder of the test session, not the user's ~/.config (nor a folder
+    """Runs' keys (sandbox/keys.py) and the package signing key go to a folder of the test session, not the user's ~/.config (nor a folder
     $KERNELLOOP_KEY_DIR names outside the tests)."""
     olds = {v: os.environ.get(v) for v in ("KERNELLOOP_KEY_DIR", "KERNELLOOP_SIGNING_DIR")}
     os.environ["KERNELLOOP_KEY_DIR"] = str(tmp_path_factory.mktemp("run-keys"))
@@ -109,7 +109,7 @@ def evaluator_for(tmp_path_factory):
 @pytest.fixture
 def job_dir(tmp_path):
     """job_dir(evaluator, name="job"): a job folder of this test inside the folder of `evaluator`'s worker. The
-    worker's read-only view (execute/confine.py) keeps its own folder writable, so a job there runs in the worker
+    worker's read-only view (sandbox/confine.py) keeps its own folder writable, so a job there runs in the worker
     as it is; a job folder elsewhere (tmp_path) stops the worker, and the next request starts a fresh one that
     imports torch and Triton again (seconds per test). The controller puts its jobs there too (loop.py)."""
     def make(evaluator, name: str = "job") -> Path:

@@ -13,7 +13,7 @@ from kernelloop.cli.app import app
 from kernelloop.execute.evaluate import Timeouts
 from kernelloop.loop import AS_BEFORE, KEPT, OPTIONS_FORMAT, Budget, Controller, RunOptions
 from kernelloop.records import Costs, RunResult, Status, Trial, Verdict, Workload
-from kernelloop.report.throughput import compute
+from kernelloop.loop.throughput import compute
 
 W = Workload(op="layernorm", axes={"M": 4, "N": 300}, dtype="fp32")
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import importlib
 
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = ["Run", "UsageError", "apply", "capture", "e2e", "export", "load_package", "optimize"]
 

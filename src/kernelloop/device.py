@@ -36,17 +36,6 @@ def cuda_available() -> bool:
         return False
 
 
-def cuda_ordinal(uuid: str) -> int | None:
-    """The ordinal of the visible GPU whose UUID is `uuid` (GPU-... or MIG-...), None when none is."""
-    import torch
-    want = uuid.removeprefix("GPU-").removeprefix("MIG-")
-    for i in range(torch.cuda.device_count()):
-        got = str(getattr(torch.cuda.get_device_properties(i), "uuid", ""))
-        if got and got.removeprefix("GPU-").removeprefix("MIG-") == want:
-            return i
-    return None
-
-
 def device_properties(device: Device | str) -> dict:
     """Properties of a GPU (`cuda`: GPU 0; `cuda:N`: GPU N) or the virtual Hopper (`interpret`)."""
     device = Device.of(device)
@@ -72,7 +61,7 @@ def device_properties(device: Device | str) -> dict:
     }
 
 
-def _driver_version() -> str:
+def driver_version() -> str:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=20)
@@ -91,7 +80,7 @@ def environment(device: Device | str) -> Environment:
     return Environment(
         device=str(device.kind_only),
         gpu="" if not device.is_cuda else props["name"],
-        driver="" if not device.is_cuda else _driver_version(),
+        driver="" if not device.is_cuda else driver_version(),
         cuda=str(torch.version.cuda or ""),
         torch=torch.__version__,
         triton=triton.__version__,
@@ -104,8 +93,7 @@ def environment(device: Device | str) -> Environment:
 
 def _sandbox() -> str:
     """The confinement workers get (execute/pool.py starts them the same way)."""
-    from .execute.pool import SANDBOX_ENV
-    from .execute.sandbox import os_layer
+    from .sandbox.policy import SANDBOX_ENV, os_layer
     if os.environ.get(SANDBOX_ENV, "on") == "off":
         return "off"
     return f"audit hook; os layer: {os_layer()}"

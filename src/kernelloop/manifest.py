@@ -17,8 +17,8 @@ _STATIC_RULES = sorted(p.relative_to(_PKG).as_posix() for p in (_PKG / "verify" 
 VERIFIER_FILES = ["verify/compare.py", "reference/inputs.py", "reference/truth.py", "execute/evaluate.py",
                   "execute/worker.py", "execute/pool.py", "bench/timer.py", "bench/stats.py", "bench/policy.py",
                   *_STATIC_RULES,
-                  "execute/battery.py", "execute/keys.py", "execute/timing.py",
-                  "execute/procutil.py", "verify/explain.py", "execute/child.py", "execute/sandbox.py",
+                  "execute/battery.py", "sandbox/keys.py", "execute/timing.py",
+                  "execute/procutil.py", "verify/explain.py", "execute/child.py", "sandbox/policy.py",
                   "execute/aten.py"]
 
 

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.build.stage import BuildStage, default_steps
+from kernelloop.build.stage import BuildStage
+from kernelloop.gate.step import StaticGate
+from kernelloop.loop.pipeline import default_steps
 from kernelloop.device import VIRTUAL_HOPPER
 from kernelloop.build.merge import merge_build
 from kernelloop.records import BuildArtifact, Built, Candidate, Status, Workload
@@ -36,7 +38,7 @@ def built(layernorm, tmp_path_factory):
                    stage.submit(cand(layernorm, source=(CHEATS / "background_thread.py").read_text()), W, [W])]
         results = [f.result(timeout=600) for f in futures]
         starts = stage._contexts[0].server.starts
-        decisions = stage.gate.drain()
+        decisions = stage.find(StaticGate).drain()
     finally:
         stage.close()
     return results, starts, decisions

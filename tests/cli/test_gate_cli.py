@@ -22,7 +22,7 @@ W = Workload(op="gemm", axes={"M": 256, "N": 256, "K": 256}, dtype="fp16")
 
 
 def test_check_rejects_a_broken_schedule_without_building(tmp_path, monkeypatch):
-    import kernelloop.spec.aot as aot
+    import kernelloop.build.aot as aot
     monkeypatch.setattr(aot, "build_configs", lambda *a, **k: (_ for _ in ()).throw(AssertionError("built")))
     broken = apply_patch(gluon_ws(), [{"op": "replace", "path": "/roles/1/k_step/0/parity", "value": "phase"}])
     cand = Candidate(op="gemm", template="schedule", source=lower(broken), config=gluon_ws().config())
@@ -100,7 +100,7 @@ def test_gate_option_reaches_the_run_options(monkeypatch):
 @pytest.fixture
 def broken_candidate(tmp_path, monkeypatch):
     """A candidate whose schedule deadlocks (rejected before any build; a build would fail the test)."""
-    import kernelloop.spec.aot as aot
+    import kernelloop.build.aot as aot
     monkeypatch.setattr(aot, "build_configs", lambda *a, **k: (_ for _ in ()).throw(AssertionError("built")))
     broken = apply_patch(gluon_ws(), [{"op": "replace", "path": "/roles/1/k_step/0/parity", "value": "phase"}])
     path = tmp_path / "c.json"

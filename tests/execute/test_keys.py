@@ -1,4 +1,4 @@
-"""The run key (kernelloop.execute.keys): kept outside what a proposer reads, checked on resume, never given to a
+"""The run key (kernelloop.sandbox.keys): kept outside what a proposer reads, checked on resume, never given to a
 worker process."""
 
 import os
@@ -9,7 +9,7 @@ import pytest
 
 from kernelloop.builtin import ops_dir
 from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
-from kernelloop.execute import keys
+from kernelloop.sandbox import keys
 from kernelloop.execute.evaluate import Evaluator, Timeouts
 from kernelloop.execute.pool import Worker
 from kernelloop.loop import Budget, Controller, RunOptions

@@ -1,4 +1,4 @@
-"""The read-only view of the sandbox's OS layer (execute/confine.py, started by execute/sandbox.py `wrap_command`):
+"""The read-only view of the sandbox's OS layer (sandbox/confine.py, started by sandbox/policy.py `wrap_command`):
 a process that imports candidate code sees every mount read-only but its job folder, Triton's cache, its temp
 folder and its log, also for writes the audit hook never sees (a C++ open inside torch); it cannot make the view
 writable again; Triton's compile (ptxas, a C build loaded from the cache) keeps working in it; honest candidates
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.execute import confine, sandbox
+from kernelloop.sandbox import confine
+from kernelloop.sandbox import policy as sandbox
 from kernelloop.records import Candidate, Status, Workload
 
 LAYER = sandbox.os_layer()
@@ -26,7 +27,7 @@ SRC = str(Path(confine.__file__).resolve().parents[2])
 # the view up as a worker does, then prints, per attempt, "allowed" or the errno name.
 INSIDE = r'''
 import ctypes, json, os, shutil, subprocess, sys, tempfile
-from kernelloop.execute.confine import CLONE_NEWUSER, MS_BIND, MS_REMOUNT, _libc, confine_from_env
+from kernelloop.sandbox.confine import CLONE_NEWUSER, MS_BIND, MS_REMOUNT, _libc, confine_from_env
 view = confine_from_env()
 job, cache, outside = sys.argv[1:4]
 def create(path):
@@ -123,7 +124,7 @@ def test_the_job_folder_tritons_cache_and_the_temp_folder_stay_writable(inside, 
 
 @needs_view
 def test_a_view_that_cannot_be_set_up_is_reported_and_the_process_goes_on(tmp_path):
-    script = "from kernelloop.execute.confine import confine_from_env\nprint(confine_from_env())"
+    script = "from kernelloop.sandbox.confine import confine_from_env\nprint(confine_from_env())"
     env = _env()
     argv = sandbox.wrap_command([sys.executable, "-c", script], LAYER, ["/"], env)
     out = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
@@ -191,7 +192,7 @@ def test_the_audit_hook_alone_does_not_see_a_write_inside_torchs_cpp(tmp_path):
     """Why the view matters: torch.save to a path opens the file in C++ (no audit event)."""
     job, target = tmp_path / "job", tmp_path / "planted.pt"
     job.mkdir()
-    script = ("import sys, torch\nfrom kernelloop.execute.sandbox import default_policy, install\n"
+    script = ("import sys, torch\nfrom kernelloop.sandbox.policy import default_policy, install\n"
               "box = install(default_policy([sys.argv[1]]))\ntorch.save(1, sys.argv[2])\n"
               "print(len(box.take_denials()))")
     out = subprocess.run([sys.executable, "-c", script, str(job), str(target)], capture_output=True, text=True,

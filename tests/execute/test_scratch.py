@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from kernelloop.builtin import ops_dir
-from kernelloop.agent.interface import launch_signature, op_interface
+from kernelloop.propose.interface import launch_signature, op_interface
 from kernelloop.execute.evaluate import Timeouts
 from kernelloop.records import Candidate, OpSpec, Status, Workload
 from kernelloop.reference.inputs import alloc_scratch, is_poison

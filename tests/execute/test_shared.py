@@ -2,7 +2,7 @@
 device whatever the transport, the host arena where CUDA IPC is refused included, and says which transport ran.
 
 No GPU is needed: a worker state of kind `cuda` whose tensors are CPU tensors of a subclass that says `is_cuda`
-(as the build stage's stand-in does, spec/aot_child.py) stands in for a GPU worker. The fake candidate refuses
+(as the build stage's stand-in does, build/aot_child.py) stands in for a GPU worker. The fake candidate refuses
 host tensors as the Gluon templates do, so handing it an arena's pages -- what a CUDA run once did when CUDA IPC
 was refused -- fails these tests."""
 

@@ -56,7 +56,7 @@ def test_the_watch_leaves_a_process_whose_parent_lives_alone():
 def test_the_worker_program_starts_the_watch_after_its_view_and_before_its_first_request(monkeypatch):
     """child.main: the read-only view first (it needs a process of one thread), then the watch, then the loop."""
     import kernelloop.execute.child as child
-    import kernelloop.execute.confine as confine
+    import kernelloop.sandbox.confine as confine
     import kernelloop.execute.worker as worker
     calls = []
     monkeypatch.setattr(confine, "confine_from_env", lambda: calls.append("view") or "the view")

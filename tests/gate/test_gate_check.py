@@ -11,7 +11,7 @@ from kernelloop.schedule.library import gluon_ws
 from kernelloop.schedule.lower import lower
 from kernelloop.schedule.patch import apply_patch
 from kernelloop.spec import load_op
-from kernelloop.spec.aot import BuildOutcome
+from kernelloop.build.aot import BuildOutcome
 
 SPEC = load_op(ops_dir() / "gemm").spec
 W = Workload(op="gemm", axes={"M": 2048, "N": 4096, "K": 4096}, dtype="fp16")
@@ -34,7 +34,7 @@ def kernel(**over) -> dict:
     ([{"op": "replace", "path": "/roles/0/registers", "value": 160}], "roles[0].registers"),  # accumulator > budget
 ])
 def test_broken_schedules_never_reach_the_compiler(monkeypatch, patch, field):
-    import kernelloop.spec.aot as aot
+    import kernelloop.build.aot as aot
     monkeypatch.setattr(aot, "build_configs", lambda *a, **k: pytest.fail("a rejected schedule was built"))
     d = gate_candidate(candidate(apply_patch(gluon_ws(), patch)), SPEC, W)
     assert not d.passed and d.first.field == field and d.build_status == ""

@@ -10,7 +10,7 @@ from kernelloop.records import Candidate, Status, Workload
 from kernelloop.schedule.library import gluon_ws
 from kernelloop.schedule.lower import lower
 from kernelloop.schedule.patch import apply_patch
-from kernelloop.spec.aot import BuildOutcome
+from kernelloop.build.aot import BuildOutcome
 
 W = Workload(op="gemm", axes={"M": 2048, "N": 4096, "K": 4096}, dtype="fp16")
 CFG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=4, EPILOGUE="none", TRANS_B=0)

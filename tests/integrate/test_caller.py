@@ -1,10 +1,10 @@
-"""Which path an applied module's call takes (integrate/apply.py `_caller`): the dispatcher itself in eager
+"""Which path an applied module's call takes (integrate/apply.py `kernel_caller`): the dispatcher itself in eager
 inference; the package's torch op under autograd, inside a dispatch mode, and when torch.compile traces it."""
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from kernelloop.integrate.apply import _caller
+from kernelloop.integrate.apply import kernel_caller
 
 
 class Passthrough(TorchDispatchMode):
@@ -26,7 +26,7 @@ class FakeKernel:
 
 def test_eager_inference_calls_the_dispatcher_directly():
     k = FakeKernel()
-    call = _caller(k)
+    call = kernel_caller(k)
     x = torch.ones(3)
     with torch.no_grad():
         assert torch.equal(call(x, 0.5), x * 2)
@@ -36,13 +36,13 @@ def test_eager_inference_calls_the_dispatcher_directly():
 def test_an_output_that_is_an_input_is_copied():
     k = FakeKernel()
     x = torch.ones(3)
-    out = _caller(k)(x, -1.0)
+    out = kernel_caller(k)(x, -1.0)
     assert out is not x and torch.equal(out, x)
 
 
 def test_autograd_and_dispatch_modes_see_the_torch_op():
     k = FakeKernel()
-    call = _caller(k)
+    call = kernel_caller(k)
     call(torch.ones(3, requires_grad=True), 0.1)
     with Passthrough():
         call(torch.ones(3), 0.2)
@@ -53,6 +53,6 @@ def test_autograd_and_dispatch_modes_see_the_torch_op():
 def test_torch_compile_traces_the_torch_op(monkeypatch):
     k = FakeKernel()
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
-    call = _caller(k)
+    call = kernel_caller(k)
     call(torch.ones(3), 0.4)
     assert k.op == [0.4] and k.direct == []

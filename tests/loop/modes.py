@@ -61,7 +61,7 @@ def run_archive(bundle, run_dir: Path, monkeypatch, on_progress=None, **options)
     """Run the controller with a fixed key and salt; the archive's trials as (index, candidate, workload, status,
     message, case, device) in index order."""
     monkeypatch.setenv("KERNELLOOP_KEY", KEY)
-    monkeypatch.setattr("kernelloop.execute.keys.secrets.token_hex", lambda n: "5" * (2 * n))
+    monkeypatch.setattr("kernelloop.sandbox.keys.secrets.token_hex", lambda n: "5" * (2 * n))
     opts = RunOptions(**{"device": "interpret", "budget": Budget(evals=3), "strategy": "exhaustive", "checks": 1,
                          "confirm": False, "static_rules": False, "in_flight": 2,
                          "timeouts": Timeouts(check=120.0, bench=120.0), **options})

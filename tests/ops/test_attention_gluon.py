@@ -119,7 +119,7 @@ def test_launch_says_why_it_cannot_run():
 
 def _build(op, w, configs, keep_asm=False):
     from kernelloop.profile.sass import find_tool
-    from kernelloop.spec.aot import build_configs
+    from kernelloop.build.aot import build_configs
     if find_tool("cuobjdump") is None:
         pytest.skip("no cuobjdump (Triton's wheel ships one)")
     b = load_op(ops_dir() / op)
@@ -136,8 +136,8 @@ def test_pruned_space_builds_for_sm90_within_the_estimates(op, w):
     tile (d128: 12), two without the overlap and two persistent ones, and a subset of the d64 causal GQA space,
     builds for sm_90 with this host's Triton: no spills, 384 threads at maxnreg 168, shared memory at most 512 bytes
     under the estimate and within sm_90's opt-in limit."""
-    from kernelloop.spec.aot import BUILT
-    from kernelloop.spec.prune_audit import _estimate
+    from kernelloop.build.aot import BUILT
+    from kernelloop.search.prune_audit import _estimate
     t = _template(op)
     kept, _ = prune(t, w, HOPPER)
     two = [c for c in kept if c["num_stages"] == 2 and c["PINGPONG"]]
@@ -174,7 +174,7 @@ def test_build_issues_warpgroup_mmas_and_hands_registers_over():
     SASS: ptxas added no warpgroup waits of its own (one per `warpgroup_mma_wait` of the source, 4 a consumer), so
     the product of block j - 1 is still in flight during the softmax of block j."""
     from kernelloop.profile.sass import disassemble
-    from kernelloop.spec.aot import BUILT
+    from kernelloop.build.aot import BUILT
     w = _w("attention", 1, 8, 8, 4096, 128)
     (o,) = _build("attention", w, [_cfg("attention", bn=64)], keep_asm=True)
     if o.status != BUILT and "no Gluon" in o.error:

@@ -512,8 +512,8 @@ def test_subtiled_epilogue_fits_four_stages_at_128x256_for_sm90():
     262,176 bytes with the whole tile staged), and the spec's estimate follows the build to within 64 bytes."""
     from kernelloop.device import VIRTUAL_HOPPER
     from kernelloop.profile.sass import find_tool
-    from kernelloop.spec.aot import BUILT, build_configs
-    from kernelloop.spec.prune_audit import _estimate
+    from kernelloop.build.aot import BUILT, build_configs
+    from kernelloop.search.prune_audit import _estimate
     from kernelloop.spec.space import why_pruned, workload_names
     if find_tool("cuobjdump") is None:
         pytest.skip("no cuobjdump (Triton's wheel ships one)")
@@ -540,8 +540,8 @@ def test_shared_memory_estimate_is_never_below_the_build(op):
     the 64-row boundary where Triton's pipeline keeps one buffer fewer, with and without TMA, persistent or not."""
     from kernelloop.device import VIRTUAL_HOPPER
     from kernelloop.profile.sass import find_tool
-    from kernelloop.spec.aot import BUILT, build_configs
-    from kernelloop.spec.prune_audit import _estimate
+    from kernelloop.build.aot import BUILT, build_configs
+    from kernelloop.search.prune_audit import _estimate
     from kernelloop.spec.space import workload_names
     if find_tool("cuobjdump") is None:
         pytest.skip("no cuobjdump (Triton's wheel ships one)")
@@ -615,8 +615,8 @@ def test_ws_and_split_k_estimates_against_sm90_builds():
     specialized), at 8 warps it builds 8 (not specialized: pruned); 64x256 does not specialize at all (pruned)."""
     from kernelloop.device import VIRTUAL_HOPPER
     from kernelloop.profile.sass import find_tool
-    from kernelloop.spec.aot import BUILT, build_configs
-    from kernelloop.spec.prune_audit import _estimate
+    from kernelloop.build.aot import BUILT, build_configs
+    from kernelloop.search.prune_audit import _estimate
     from kernelloop.spec.space import why_pruned, workload_names
     if find_tool("cuobjdump") is None:
         pytest.skip("no cuobjdump (Triton's wheel ships one)")

@@ -191,8 +191,8 @@ def test_ahead_of_time_builds_fit_the_estimates():
     """sm_90 builds (this host's Triton) of kept configurations around the shared-memory limit: built, no spills,
     and the spec's shared-memory estimate never below the build."""
     from kernelloop.profile.sass import find_tool
-    from kernelloop.spec.aot import BUILT, build_configs
-    from kernelloop.spec.prune_audit import _estimate
+    from kernelloop.build.aot import BUILT, build_configs
+    from kernelloop.search.prune_audit import _estimate
     if find_tool("cuobjdump") is None:
         pytest.skip("no cuobjdump (Triton's wheel ships one)")
     w = Workload(op="gemm", axes={"M": 512, "N": 14336, "K": 4096}, dtype="bf16")

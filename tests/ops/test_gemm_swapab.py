@@ -337,8 +337,8 @@ def test_ahead_of_time_builds_use_warpgroup_mma_with_the_tokens_as_its_narrow_n(
     a stage with b as [K, N], 8 with b as [N, K]), registers never below.
     (The whole pruned spaces of four decode shapes, 580 configurations, were built the same way: see the spec.)"""
     from kernelloop.profile.sass import find_tool
-    from kernelloop.spec.aot import BUILT, build_configs
-    from kernelloop.spec.prune_audit import _estimate
+    from kernelloop.build.aot import BUILT, build_configs
+    from kernelloop.search.prune_audit import _estimate
     if find_tool("cuobjdump") is None:
         pytest.skip("no cuobjdump (Triton's wheel ships one)")
     b = BUNDLES[op]

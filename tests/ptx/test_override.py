@@ -6,12 +6,12 @@ import base64
 import hashlib
 
 from kernelloop.builtin import ops_dir
-from kernelloop.ptx.override import PtxOverrides, write_files
+from kernelloop.build.ptx_override import PtxOverrides, write_files
 from kernelloop.ptx.patch import edited_ptx
 from kernelloop.ptx.rules import propose
 from kernelloop.ptx.tools import assemble
 from kernelloop.spec import load_op
-from kernelloop.spec.aot import BUILT, build_configs
+from kernelloop.build.aot import BUILT, build_configs
 from kernelloop.spec.loader import load_workloads
 
 

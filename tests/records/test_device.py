@@ -80,7 +80,7 @@ def test_a_gpu_the_controller_does_not_see_is_refused_by_name(monkeypatch):
     """The controller regenerates each case's inputs on the worker's GPU: a UUID it does not see (its tensors would
     be drawn on the CPU) is refused, not run with every honest kernel judged wrong."""
     import torch
-    import kernelloop.device as dev
+    import kernelloop.records.device as dev
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "NVIDIA H200")
     monkeypatch.setattr(dev, "cuda_ordinal", lambda uuid: 0 if uuid == "GPU-8e0f" else None)

@@ -12,7 +12,7 @@ def library_builds():
     from kernelloop.ptx.tools import toolchain_missing
     from kernelloop.schedule.compare import library_pairs
     from kernelloop.spec import load_op
-    from kernelloop.spec.aot import build_configs
+    from kernelloop.build.aot import build_configs
     why = toolchain_missing()
     if why:
         pytest.skip(why)
@@ -36,7 +36,7 @@ def epilogue_builds(tmp_path_factory):
     from kernelloop.schedule.library import LIBRARY
     from kernelloop.schedule.lower import lower
     from kernelloop.spec import load_op
-    from kernelloop.spec.aot import build_configs
+    from kernelloop.build.aot import build_configs
     why = toolchain_missing()
     if why:
         pytest.skip(why)

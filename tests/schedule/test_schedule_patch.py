@@ -5,7 +5,8 @@ import pytest
 
 from kernelloop.builtin import ops_dir
 from kernelloop.schedule.lower import schedule_of
-from kernelloop.schedule.patch import EditInvalid, ScheduleEdit, apply_patch, base_schedule, materialize_edit
+from kernelloop.gate.edit import materialize_edit
+from kernelloop.schedule.patch import EditInvalid, ScheduleEdit, apply_patch, base_schedule
 from kernelloop.spec import load_op
 
 SPEC = load_op(ops_dir() / "gemm").spec

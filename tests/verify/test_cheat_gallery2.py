@@ -4,7 +4,7 @@ an exported package -- each with its expected verdict; and the honest kernel of 
 sandbox and the ATen recorder.
 
 Candidates that the source rules would refuse run here with the rules off (as code the rules cannot see would):
-what is tested is the layer behind them (execute/sandbox.py, execute/aten.py, the verification battery, the
+what is tested is the layer behind them (sandbox/policy.py, execute/aten.py, the verification battery, the
 package's manifest).
 """
 

@@ -9,7 +9,7 @@
 - `mcp_server`: the same operations as MCP tools over stdio.
 """
 
-from .interface import RULES, launch_signature, op_interface, template_params, workload_shapes
+from ..propose.interface import RULES, launch_signature, op_interface, template_params, workload_shapes
 from .status import workspace_status
 from .submit import Submission, SubmissionError, SubmissionProposer, submit
 from .workspace import Workspace, WorkspaceError, baseline_figures, init_workspace

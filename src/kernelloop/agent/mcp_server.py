@@ -40,7 +40,7 @@ def build_server(workspace: str | Path | None = None, device: str | None = None)
         from .submit import SubmissionError
         from ..manifest import ManifestChanged
         from ..archive import ArchiveError
-        from ..execute.keys import RunKeyError
+        from ..sandbox.keys import RunKeyError
         try:
             return fn(*args, **kwargs)
         except (WorkspaceError, SubmissionError, ManifestChanged, ArchiveError, FileExistsError, ValueError,

@@ -25,7 +25,7 @@ from pathlib import Path
 from ..records import Workload, sha256_hex
 from ..spec import OpBundle, load_op
 from ..records.device import Device
-from .interface import op_interface, template_params
+from ..propose.interface import op_interface, template_params
 
 MANIFEST = "kernelloop-workspace.json"
 SCHEMA = 1

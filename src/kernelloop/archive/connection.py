@@ -125,7 +125,7 @@ class ArchiveConnection:
         return self._conn
 
     @contextmanager
-    def _tx(self, what: str) -> Iterator[sqlite3.Connection]:
+    def transaction(self, what: str) -> Iterator[sqlite3.Connection]:
         """One write transaction: committed if the block returns, rolled back if anything raises.
 
         sqlite3 errors (disk full, I/O error, constraint violations) surface as ArchiveError carrying
@@ -150,7 +150,7 @@ class ArchiveConnection:
                 raise
 
     @contextmanager
-    def _read(self, what: str) -> Iterator[sqlite3.Connection]:
+    def reading(self, what: str) -> Iterator[sqlite3.Connection]:
         with self._lock:
             conn = self._connection()
             try:
@@ -160,6 +160,6 @@ class ArchiveConnection:
 
     def integrity_check(self) -> str:
         """Result of `PRAGMA integrity_check` ('ok' when the file is sound)."""
-        with self._read("integrity check") as conn:
+        with self.reading("integrity check") as conn:
             rows = conn.execute("PRAGMA integrity_check").fetchall()
         return "\n".join(str(r[0]) for r in rows)

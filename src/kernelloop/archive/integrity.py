@@ -1,5 +1,5 @@
 """Integrity of the archive: every row a run's verdicts, times, fronts and confirmations come from carries an
-HMAC-SHA256 under a key derived from the run key (execute/keys.py), which is kept outside the run folder and the
+HMAC-SHA256 under a key derived from the run key (sandbox/keys.py), which is kept outside the run folder and the
 agent's workspace.
 
 - A run created with its key (every run the controller starts) writes a format marker (a row of the `integrity`
@@ -27,7 +27,7 @@ SCHEME = "hmac-sha256-v1"
 TAMPERED_MESSAGE = "TAMPERED: this archive row fails its MAC (it was edited after the controller recorded it)"
 
 def mac_key(secret: str) -> bytes:
-    """The archive's MAC key of a run, from the run secret (execute/keys.run_secret)."""
+    """The archive's MAC key of a run, from the run secret (sandbox/keys.run_secret)."""
     return hmac.new(secret.encode(), b"kernelloop-archive-mac-v1", hashlib.sha256).digest()
 
 

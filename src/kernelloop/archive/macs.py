@@ -1,7 +1,7 @@
 """The archive's MAC keys per run and the checks its readers and writers make (archive/integrity.py says why).
 
 A writer holds the key of the run it writes (`create_run(..., secret=...)` for a new run, `attach_secret` on resume)
-or, failing that, loads it as the controller does (execute/keys.py: $KERNELLOOP_KEY or the key file outside the run
+or, failing that, loads it as the controller does (sandbox/keys.py: $KERNELLOOP_KEY or the key file outside the run
 folder). Writing a row of a MAC'd run without its key is refused: an unauthenticated row would read as TAMPERED.
 """
 
@@ -29,11 +29,11 @@ class MacRecords(ArchiveConnection):
         return state
 
     def attach_secret(self, run_id: str, secret: str) -> None:
-        """The run secret of `run_id` (execute/keys.run_secret), held by the controller that writes the run."""
+        """The run secret of `run_id` (sandbox/keys.run_secret), held by the controller that writes the run."""
         self._mac_state()[run_id] = integrity.mac_key(secret)
 
     def _load_key(self, conn: sqlite3.Connection, run_id: str) -> bytes:
-        from ..execute import keys
+        from ..sandbox import keys
         row = conn.execute("SELECT options_json FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
             raise Unverifiable("the run row is missing")
@@ -88,7 +88,7 @@ class MacRecords(ArchiveConnection):
 
     def integrity(self, run_id: str) -> RunIntegrity:
         """Whether the run's rows are authenticated, tampered, unauthenticated (legacy) or unverifiable here."""
-        with self._read(f"check the integrity of run {run_id!r}") as conn:
+        with self.reading(f"check the integrity of run {run_id!r}") as conn:
             try:
                 key = self._mac_key(conn, run_id)
             except Unverifiable as e:

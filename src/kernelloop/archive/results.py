@@ -25,7 +25,7 @@ class ResultRecords(MacRecords):
     def put_baseline(self, run_id: str, workload_id: str, name: str, measurement: Measurement | None,
                      note: str = "") -> None:
         """Store (or replace) baseline `name` on a workload; `measurement` None when it could not run."""
-        with self._tx(f"put baseline {name!r} of run {run_id!r}") as conn:
+        with self.transaction(f"put baseline {name!r} of run {run_id!r}") as conn:
             conn.execute(
                 "INSERT INTO baselines(run_id, workload_id, name, json, note) VALUES (?, ?, ?, ?, ?)"
                 " ON CONFLICT(run_id, workload_id, name) DO UPDATE SET json = excluded.json, note = excluded.note",
@@ -37,7 +37,7 @@ class ResultRecords(MacRecords):
 
     def baselines(self, run_id: str, workload_id: str) -> dict[str, tuple[Measurement | None, str]]:
         """Baselines of a workload: name -> (measurement or None, note)."""
-        with self._read(f"list baselines of run {run_id!r}") as conn:
+        with self.reading(f"list baselines of run {run_id!r}") as conn:
             rows = conn.execute("SELECT name, json, note FROM baselines WHERE run_id = ? AND workload_id = ?"
                                 " ORDER BY name", (run_id, workload_id)).fetchall()
             ok = {r["name"]: self._row_ok(conn, run_id, "baseline", f"{workload_id}|{r['name']}",
@@ -50,7 +50,7 @@ class ResultRecords(MacRecords):
 
         The candidate and workload must be archived (they are, once a trial of them is recorded).
         """
-        with self._tx(f"put final of run {run_id!r} on {workload_id}") as conn:
+        with self.transaction(f"put final of run {run_id!r} on {workload_id}") as conn:
             conn.execute(
                 "INSERT INTO finals(run_id, workload_id, candidate_id, json) VALUES (?, ?, ?, ?)"
                 " ON CONFLICT(run_id, workload_id) DO UPDATE SET candidate_id = excluded.candidate_id,"
@@ -61,7 +61,7 @@ class ResultRecords(MacRecords):
 
     def finals(self, run_id: str) -> dict[str, tuple[str, Measurement]]:
         """Final confirmations of a run: workload_id -> (candidate_id, measurement)."""
-        with self._read(f"list finals of run {run_id!r}") as conn:
+        with self.reading(f"list finals of run {run_id!r}") as conn:
             rows = conn.execute("SELECT workload_id, candidate_id, json FROM finals WHERE run_id = ?"
                                 " ORDER BY workload_id", (run_id,)).fetchall()
             rows = [r for r in rows if self._row_ok(conn, run_id, "final", r["workload_id"],
@@ -70,7 +70,7 @@ class ResultRecords(MacRecords):
 
     def put_confirmation(self, run_id: str, confirmation: "CrossProcessConfirmation") -> None:
         """Store (or replace) the cross-process confirmation of a workload's winner."""
-        with self._tx(f"put confirmation of run {run_id!r} on {confirmation.workload_id}") as conn:
+        with self.transaction(f"put confirmation of run {run_id!r} on {confirmation.workload_id}") as conn:
             conn.execute("INSERT INTO confirmations(run_id, workload_id, json) VALUES (?, ?, ?)"
                          " ON CONFLICT(run_id, workload_id) DO UPDATE SET json = excluded.json",
                          (run_id, confirmation.workload_id, confirmation.to_json()))
@@ -80,7 +80,7 @@ class ResultRecords(MacRecords):
     def confirmations(self, run_id: str) -> dict[str, "CrossProcessConfirmation"]:
         """Cross-process confirmations of a run: workload_id -> record (none for runs confirmed in one process)."""
         from ..records.confirm import CrossProcessConfirmation
-        with self._read(f"list confirmations of run {run_id!r}") as conn:
+        with self.reading(f"list confirmations of run {run_id!r}") as conn:
             rows = conn.execute("SELECT workload_id, json FROM confirmations WHERE run_id = ? ORDER BY workload_id",
                                 (run_id,)).fetchall()
             rows = [r for r in rows if self._row_ok(conn, run_id, "confirmation", r["workload_id"],
@@ -89,7 +89,7 @@ class ResultRecords(MacRecords):
 
     def set_front(self, run_id: str, workload_id: str, entries: list[tuple[str, dict]]) -> None:
         """Replace the workload's front with `entries` (candidate_id, objectives) in one transaction."""
-        with self._tx(f"set front of run {run_id!r} on {workload_id}") as conn:
+        with self.transaction(f"set front of run {run_id!r} on {workload_id}") as conn:
             conn.execute("DELETE FROM fronts WHERE run_id = ? AND workload_id = ?", (run_id, workload_id))
             conn.executemany(
                 "INSERT INTO fronts(run_id, workload_id, candidate_id, pos, objectives_json) VALUES (?, ?, ?, ?, ?)",
@@ -98,7 +98,7 @@ class ResultRecords(MacRecords):
 
     def front(self, run_id: str, workload_id: str) -> list[tuple[str, dict]]:
         """The workload's front as last set: [(candidate_id, objectives)] in the order given."""
-        with self._read(f"get front of run {run_id!r}") as conn:
+        with self.reading(f"get front of run {run_id!r}") as conn:
             rows = conn.execute("SELECT candidate_id, objectives_json FROM fronts WHERE run_id = ? AND workload_id = ?"
                                 " ORDER BY pos", (run_id, workload_id)).fetchall()
             if rows and not self._row_ok(conn, run_id, "front", workload_id,
@@ -110,7 +110,7 @@ class ResultRecords(MacRecords):
 
     def log_event(self, run_id: str, kind: str, payload: dict) -> None:
         """Append a supervisor/controller note (payload must be JSON-able, no NaN)."""
-        with self._tx(f"log event {kind!r} of run {run_id!r}") as conn:
+        with self.transaction(f"log event {kind!r} of run {run_id!r}") as conn:
             conn.execute("INSERT INTO events(run_id, t, kind, json) VALUES (?, ?, ?, ?)",
                          (run_id, time.time(), kind, canonical_json(payload)))
 
@@ -120,7 +120,7 @@ class ResultRecords(MacRecords):
         if kind is not None:
             sql += " AND kind = ?"
             args.append(kind)
-        with self._read(f"list events of run {run_id!r}") as conn:
+        with self.reading(f"list events of run {run_id!r}") as conn:
             rows = conn.execute(sql + " ORDER BY seq", args).fetchall()
         return [{"seq": r["seq"], "t": r["t"], "kind": r["kind"], "payload": json.loads(r["json"])} for r in rows]
 
@@ -134,7 +134,7 @@ class ResultRecords(MacRecords):
         if report.trial_id != trial_id:
             raise ArchiveError(f"put profile of trial {trial_id}: the report is about trial {report.trial_id}")
         what = f"put profile of trial {trial_id} in run {run_id!r}"
-        with self._tx(what) as conn:
+        with self.transaction(what) as conn:
             if conn.execute("SELECT 1 FROM trials WHERE run_id = ? AND id = ?", (run_id, trial_id)).fetchone() is None:
                 raise ArchiveError(f"{what}: the run has no such trial")
             conn.execute(
@@ -145,7 +145,7 @@ class ResultRecords(MacRecords):
     def profile(self, run_id: str, trial_id: str) -> "ProfileReport | None":
         """The stored profile report of a trial, or None."""
         from ..records.profile import ProfileReport
-        with self._read(f"get profile of trial {trial_id} in run {run_id!r}") as conn:
+        with self.reading(f"get profile of trial {trial_id} in run {run_id!r}") as conn:
             row = conn.execute("SELECT json FROM profiles WHERE run_id = ? AND trial_id = ?",
                                (run_id, trial_id)).fetchone()
         return None if row is None else ProfileReport.from_json(row["json"])
@@ -160,7 +160,7 @@ class ResultRecords(MacRecords):
         what = f"put profile of baseline {name!r} on {workload_id} in run {run_id!r}"
         if report.baseline != name or report.workload_id != workload_id:
             raise ArchiveError(f"{what}: the report is about baseline {report.baseline!r} on {report.workload_id}")
-        with self._tx(what) as conn:
+        with self.transaction(what) as conn:
             if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
                 raise ArchiveError(f"{what}: no such run")
             conn.execute(
@@ -171,7 +171,7 @@ class ResultRecords(MacRecords):
     def baseline_profile(self, run_id: str, workload_id: str, name: str) -> "ProfileReport | None":
         """The stored profile report of a baseline on a workload, or None."""
         from ..records.profile import ProfileReport
-        with self._read(f"get profile of baseline {name!r} on {workload_id} in run {run_id!r}") as conn:
+        with self.reading(f"get profile of baseline {name!r} on {workload_id} in run {run_id!r}") as conn:
             row = conn.execute("SELECT json FROM baseline_profiles WHERE run_id = ? AND workload_id = ? AND name = ?",
                                (run_id, workload_id, name)).fetchone()
         return None if row is None else ProfileReport.from_json(row["json"])
@@ -183,6 +183,6 @@ class ResultRecords(MacRecords):
         if workload_id is not None:
             sql += " AND workload_id = ?"
             args.append(workload_id)
-        with self._read(f"list baseline profiles of run {run_id!r}") as conn:
+        with self.reading(f"list baseline profiles of run {run_id!r}") as conn:
             rows = conn.execute(sql + " ORDER BY workload_id, name", args).fetchall()
         return [ProfileReport.from_json(r["json"]) for r in rows]

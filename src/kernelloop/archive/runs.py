@@ -50,14 +50,14 @@ class RunRecords(MacRecords):
                    environment: Environment, options: dict, secret: str | None = None) -> None:
         """Create run `run_id`, or do nothing if it exists with the same manifest hash (resume).
 
-        With the run's `secret` (execute/keys.run_secret), the run is MAC'd: the integrity marker and a MAC of every
+        With the run's `secret` (sandbox/keys.run_secret), the run is MAC'd: the integrity marker and a MAC of every
         row it will have (archive/integrity.py). Without it the run is unauthenticated.
 
         Raises ArchiveError if the run exists under a different manifest hash: its trials were
         produced under another reference/verifier/policy/environment and must not be mixed.
         """
         what = f"create run {run_id!r}"
-        with self._tx(what) as conn:
+        with self.transaction(what) as conn:
             row = conn.execute("SELECT manifest_hash FROM runs WHERE id = ?", (run_id,)).fetchone()
             if row is not None:
                 if row["manifest_hash"] != manifest_hash:
@@ -80,7 +80,7 @@ class RunRecords(MacRecords):
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         """The run as a dict: id, created, op, spec, manifest, manifest_hash, environment, options,
         status (JSON fields decoded to dicts); None if absent."""
-        with self._read(f"get run {run_id!r}") as conn:
+        with self.reading(f"get run {run_id!r}") as conn:
             row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         return None if row is None else _decode_run(row)
 
@@ -89,14 +89,14 @@ class RunRecords(MacRecords):
         from ..records.run import RunStatus
         status = RunStatus(status).value
         what = f"set status of run {run_id!r}"
-        with self._tx(what) as conn:
+        with self.transaction(what) as conn:
             cur = conn.execute("UPDATE runs SET status = ? WHERE id = ?", (status, run_id))
             if cur.rowcount == 0:
                 raise ArchiveError(f"{what}: no such run")
 
     def runs(self) -> list[dict[str, Any]]:
         """All runs, oldest first, shaped as `get_run` returns them."""
-        with self._read("list runs") as conn:
+        with self.reading("list runs") as conn:
             rows = conn.execute("SELECT * FROM runs ORDER BY created, id").fetchall()
         return [_decode_run(r) for r in rows]
 
@@ -128,12 +128,12 @@ class RunRecords(MacRecords):
 
     def put_candidate(self, c: Candidate) -> None:
         """Store a candidate and its lineage edges; a no-op if its id is already stored."""
-        with self._tx(f"put candidate {c.id}") as conn:
+        with self.transaction(f"put candidate {c.id}") as conn:
             self._insert_candidate(conn, c)
 
     def get_candidate(self, cid: str) -> Candidate | None:
         """The stored candidate with id `cid`, or None."""
-        with self._read(f"get candidate {cid}") as conn:
+        with self.reading(f"get candidate {cid}") as conn:
             row = conn.execute("SELECT json FROM candidates WHERE id = ?", (cid,)).fetchone()
         return None if row is None else Candidate.from_json(row["json"])
 
@@ -142,7 +142,7 @@ class RunRecords(MacRecords):
 
         Safe against cycles: the recursive query deduplicates ids, so it terminates.
         """
-        with self._read(f"ancestors of {cid}") as conn:
+        with self.reading(f"ancestors of {cid}") as conn:
             rows = conn.execute(
                 """
                 WITH RECURSIVE anc(id) AS (
@@ -156,12 +156,12 @@ class RunRecords(MacRecords):
 
     def put_workload(self, w: Workload) -> None:
         """Store a workload; a no-op if its id is already stored."""
-        with self._tx(f"put workload {w.id}") as conn:
+        with self.transaction(f"put workload {w.id}") as conn:
             self._insert_workload(conn, w)
 
     def get_workload(self, wid: str) -> Workload | None:
         """The stored workload with id `wid`, or None."""
-        with self._read(f"get workload {wid}") as conn:
+        with self.reading(f"get workload {wid}") as conn:
             row = conn.execute("SELECT json FROM workloads WHERE id = ?", (wid,)).fetchone()
         return None if row is None else Workload.from_json(row["json"])
 
@@ -190,7 +190,7 @@ class RunRecords(MacRecords):
         if trial.workload_id != workload.id:
             raise ValueError(f"trial is for workload {trial.workload_id}, got workload {workload.id}")
         what = f"record trial {trial.index} of run {trial.run_id!r}"
-        with self._tx(what) as conn:
+        with self.transaction(what) as conn:
             run = conn.execute("SELECT manifest_hash FROM runs WHERE id = ?", (trial.run_id,)).fetchone()
             if run is None:
                 raise ArchiveError(f"{what}: no such run; call create_run first")
@@ -227,7 +227,7 @@ class RunRecords(MacRecords):
 
     def find_trial(self, run_id: str, candidate_id: str, workload_id: str) -> Trial | None:
         """The run's trial of this candidate on this workload, or None if it was never recorded."""
-        with self._read(f"find trial in run {run_id!r}") as conn:
+        with self.reading(f"find trial in run {run_id!r}") as conn:
             row = conn.execute("SELECT * FROM trials WHERE run_id = ? AND candidate_id = ? AND workload_id = ?",
                                (run_id, candidate_id, workload_id)).fetchone()
             return None if row is None else self._read_trial(conn, row)
@@ -240,7 +240,7 @@ class RunRecords(MacRecords):
         if workload_id is not None:
             sql += " AND workload_id = ?"
             args.append(workload_id)
-        with self._read(f"list trials of run {run_id!r}") as conn:
+        with self.reading(f"list trials of run {run_id!r}") as conn:
             rows = conn.execute(sql + " ORDER BY idx", args).fetchall()
             trials = [t for t in (self._read_trial(conn, r) for r in rows) if t is not None]
         if status is not None:
@@ -249,7 +249,7 @@ class RunRecords(MacRecords):
 
     def next_index(self, run_id: str) -> int:
         """One past the highest trial index of the run (0 for a run without trials)."""
-        with self._read(f"next index of run {run_id!r}") as conn:
+        with self.reading(f"next index of run {run_id!r}") as conn:
             row = conn.execute("SELECT MAX(idx) FROM trials WHERE run_id = ?", (run_id,)).fetchone()
         return 0 if row[0] is None else int(row[0]) + 1
 

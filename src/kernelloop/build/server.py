@@ -1,6 +1,6 @@
-"""A build process of the build stage: `python -m kernelloop.spec.aot_child --serve FOLDER`, kept running.
+"""A build process of the build stage: `python -m kernelloop.build.aot_child --serve FOLDER`, kept running.
 
-It compiles candidates for the GPU target without launching anything (spec/aot_child.py: a stand-in driver that
+It compiles candidates for the GPU target without launching anything (build/aot_child.py: a stand-in driver that
 reports the target, CPU tensors that say they live on the device), under the same confinement as the evaluation
 worker (network and mount namespaces with a read-only view, the audit-hook sandbox armed before any candidate
 source is imported). It never sees a GPU (CUDA_VISIBLE_DEVICES is empty), so builds never touch the devices being
@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..spec.aot import _events
+from .aot import _events
 
 
 class BuildServer:
@@ -42,9 +42,9 @@ class BuildServer:
         env["TMPDIR"] = str(self.folder)       # ptxas's files in the build's own folder (the sandbox allows no other)
         src = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        argv = [sys.executable, "-m", "kernelloop.spec.aot_child", "--serve", str(self.folder)]
+        argv = [sys.executable, "-m", "kernelloop.build.aot_child", "--serve", str(self.folder)]
         if env.get("KERNELLOOP_SANDBOX", "on") != "off":
-            from ..execute.sandbox import os_layer, read_only_view, wrap_command, writable_roots
+            from ..sandbox.policy import os_layer, read_only_view, wrap_command, writable_roots
             layer = os_layer()
             argv = wrap_command(argv, layer, writable_roots([self.folder]) if read_only_view(layer) else None, env)
         self.err = open(self.folder / f"server{self.number}.log", "ab")

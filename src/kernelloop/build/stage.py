@@ -5,11 +5,8 @@ the stage's pool (`jobs` threads, each with its own build process where a step n
 and times one candidate the next ones are being built. The first verdict a step returns ends the trial before the
 GPU; otherwise the GPU stage starts from the artifact (the kernels already in Triton's cache).
 
-Default steps (`default_steps`): the static source rules; the static gate (kernelloop.gate: a schedule's barrier
-protocol and footprint) unless the gate is off; on a GPU, the Triton compile for its architecture, and after it the
-gate's check of that build (registers, spills, shared memory, occupancy against the device and the declared budget).
-In the interpreter nothing is compiled: there is no compile step, the gate checks only what needs no build (and its
-decisions say so), and the trial's build record says 'interpreter'.
+The steps are the caller's (a run's: `kernelloop.loop.pipeline.default_steps`, which adds the static gate of
+kernelloop.gate): the stage knows only the `BuildStep` seam (steps.py), so nothing here depends on a gate.
 """
 
 from __future__ import annotations
@@ -23,8 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from ..records import BuildStepRecord, Built, Candidate, OpSpec, Workload
-from ..records.device import Device
-from .steps import BuildJob, BuildStep, StaticRules, StepContext, TritonCompile, timed
+from .steps import BuildJob, BuildStep, StepContext, TritonCompile, timed
 
 MAX_JOBS = 8
 
@@ -33,29 +29,6 @@ def default_jobs() -> int:
     """Build threads (and processes): the host's CPU cores, at most MAX_JOBS."""
     return max(1, min(MAX_JOBS, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else
                       (os.cpu_count() or 1)))
-
-
-def default_steps(device: Device, properties: dict, static_rules: bool, folder: Path,
-                  timeout_s: float = 300.0, gate: str = "on") -> list[BuildStep]:
-    """The static rules (unless turned off); the static gate (`gate` 'on'; 'audit': its decisions recorded, nothing
-    rejected; 'off': none); then on a GPU the Triton compile for its architecture and the gate's check of its build.
-    The gate holds builds to `properties` (the device's limits)."""
-    from ..gate.step import StaticGate
-    steps: list[BuildStep] = [StaticRules()] if static_rules else []
-    static_gate = None
-    if gate != "off":
-        major, minor = properties.get("capability", [9, 0])
-        static_gate = StaticGate(compiled=device.is_cuda, enforce=gate == "on", limits=properties,
-                                 target=f"sm_{int(major) * 10 + int(minor)}",
-                                 no_build="interpreter run: no sm_90 build, only the schedule's own checks")
-        steps.append(static_gate)
-    if device.is_cuda:
-        major, minor = properties.get("capability", [9, 0])
-        steps.append(TritonCompile(arch=int(major) * 10 + int(minor), sm_count=int(properties.get("sm_count", 132)),
-                                   folder=folder, timeout_s=timeout_s))
-        if static_gate is not None:
-            steps.append(static_gate.build_check)
-    return steps
 
 
 class BuildStage:
@@ -76,11 +49,9 @@ class BuildStage:
         self._lock = threading.Lock()
         self._spec_json = spec.model_dump_json()
 
-    @property
-    def gate(self):
-        """The static gate among the steps (kernelloop.gate.step.StaticGate), None without one."""
-        from ..gate.step import StaticGate
-        return next((s for s in self.steps if isinstance(s, StaticGate)), None)
+    def find(self, kind: type) -> BuildStep | None:
+        """The first step of type `kind` (e.g. the static gate, kernelloop.gate.step.StaticGate), None without one."""
+        return next((s for s in self.steps if isinstance(s, kind)), None)
 
     @property
     def compiles(self) -> bool:

@@ -4,7 +4,7 @@ battery will run) and returns a `StepResult`: passed on, or a verdict that ends 
 Steps run in order; the first verdict ends the job. A step may also have `settle(job)`, called once the job's
 steps are over however they ended (the static gate decides there on a job a compile error ended). Adding a step is the seam for what should happen before the GPU:
 a static gate over a typed schedule, or a build for another candidate language, is a class with a `name` and a
-`run(job, context)`, listed in `kernelloop.build.stage.default_steps` (or passed to `BuildStage(steps=...)`).
+`run(job, context)`, listed in `kernelloop.loop.pipeline.default_steps` (or passed to `BuildStage(steps=...)`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class BuildJob:
     candidate: Candidate
     workload: Workload
     shapes: list[Workload]
-    sm_build: object = None        # kernelloop.spec.aot.BuildOutcome of the compile step, for the steps after it
+    sm_build: object = None        # kernelloop.build.aot.BuildOutcome of the compile step, for the steps after it
     gate_decision: object = None   # the static gate's decision waiting for that build (kernelloop.gate.step)
 
 
@@ -109,7 +109,7 @@ class TritonCompile:
         cand = job.candidate
         got = context.server.build(context.spec_json, cand.source, cand.source_hash, cand.config,
                                    [w.model_dump_json() for w in job.shapes], self.timeout_s)
-        from ..spec.aot import BUILT, COMPILE_ERROR, BuildOutcome
+        from .aot import BUILT, COMPILE_ERROR, BuildOutcome
         toolchain = f"triton {triton.__version__} / sm_{self.arch}"
         if got["status"] != "done":
             job.sm_build = BuildOutcome(cand.template, cand.config, got["status"], error=got["error"])

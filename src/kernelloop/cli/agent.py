@@ -93,7 +93,8 @@ def llm(
     from ..archive import Archive, ArchiveError
     from ..loop import Budget, RunOptions
     from ..manifest import ManifestChanged
-    from ..propose.llm import LLMBudget, LLMConfigError, ReplayMiss, render_llm, run_llm
+    from ..loop.llm import run_llm
+    from ..propose.llm import LLMBudget, LLMConfigError, ReplayMiss, render_llm
     from ..report.terminal import render
     from ..spec import SpecError, load_op, load_workloads
     console = common.console(stderr=as_json)

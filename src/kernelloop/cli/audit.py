@@ -21,9 +21,9 @@ from rich.table import Table
 from ..device import VIRTUAL_HOPPER, cuda_available, device_properties
 from ..replay.space_file import read_space_document
 from ..spec import SpecError, load_op, load_workloads
-from ..spec.aot import build_configs
+from ..build.aot import build_configs
 from ..search.encoding import config_key
-from ..spec.prune_audit import audit, outcomes_of, top_share
+from ..search.prune_audit import audit, outcomes_of, top_share
 from ..spec.space import expand
 from . import common
 from .common import esc

@@ -208,8 +208,8 @@ def _stages(path: Path, workload: str | None, dtype: str, rules: str | None, out
             raise typer.Exit(common.BAD_INPUT)
         if t.run_dir is not None and accepted:
             from ..ptx.archive import put_candidate
-            from ..ptx.pipeline import _open
-            archive = _open(t.run_dir)
+            from ..ptx.pipeline import open_archive
+            archive = open_archive(t.run_dir)
             try:
                 for kernel, check in accepted:
                     put_candidate(archive, check.candidate, kernel.ptx)

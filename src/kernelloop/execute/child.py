@@ -5,8 +5,8 @@ descriptor FD), with the request and reply records of `execute.protocol` (sent a
 its own `__main__`, the worker never re-imports the caller's main module, so a script without an
 `if __name__ == "__main__":` guard, `python -c` and a notebook cell can start runs.
 
-Started under `unshare ... --mount` (execute/sandbox.py `wrap_command`), it first makes its view of the file system
-read-only but for the folders it writes (execute/confine.py) and reports the outcome in its ready message.
+Started under `unshare ... --mount` (sandbox/policy.py `wrap_command`), it first makes its view of the file system
+read-only but for the folders it writes (sandbox/confine.py) and reports the outcome in its ready message.
 
 A worker outlives no controller: a watch thread ends the process as soon as its parent is gone (killed, crashed),
 so a candidate that hangs or spins cannot keep a CPU or a GPU busy, and skew later timings, after its run ended.
@@ -45,8 +45,8 @@ def exit_with_parent(poll_s: float = 0.5) -> threading.Thread:
 
 def main(argv: list[str]) -> None:
     fd, device, log_path, job_root = argv
-    # the read-only view (execute/confine.py) first: it needs a process of one thread, before torch is imported
-    from .confine import confine_from_env
+    # the read-only view (sandbox/confine.py) first: it needs a process of one thread, before torch is imported
+    from ..sandbox.confine import confine_from_env
     view = confine_from_env()
     exit_with_parent()
     for entry in json.loads(os.environ.pop(PATH_ENV, "[]")):

@@ -175,7 +175,7 @@ class Evaluator(TimedStage):
         return self._last_reply
 
     def _writable(self, job_dir: Path) -> bool:
-        """Make `job_dir` writable for the worker (its read-only view, execute/confine.py, keeps only its own
+        """Make `job_dir` writable for the worker (its read-only view, sandbox/confine.py, keeps only its own
         folders writable); True when that stopped the worker (the next request starts a fresh one)."""
         make = getattr(self.worker, "make_writable", None)
         return bool(make(job_dir)) if make is not None else False
@@ -193,9 +193,9 @@ class Evaluator(TimedStage):
         sig = signal_name(reply.exitcode) if reply.status == "died" else None
         return {"at": stage, "signal": sig, "exitcode": reply.exitcode if reply.status == "died" else None}
 
-    def _failure_verdict(self, reply: Reply, what: str) -> Verdict:
-        if reply.status == "denied":   # the sandbox denied an action (execute/sandbox.py): named in the verdict
-            from .sandbox import denial_verdict_message
+    def failure_verdict(self, reply: Reply, what: str) -> Verdict:
+        if reply.status == "denied":   # the sandbox denied an action (sandbox/policy.py): named in the verdict
+            from ..sandbox.policy import denial_verdict_message
             denied = reply.record.denied
             return Verdict(status=Status.REJECTED, message=denial_verdict_message(denied),
                            log="\n".join([*(d.message for d in denied), reply.record.log, reply.log_tail]).strip())
@@ -246,7 +246,7 @@ class Evaluator(TimedStage):
             return None
         if reply.status == "error" and reply.record.stage == "import":
             return BuildFailure(stage="import", log=reply.record.log, toolchain=self.toolchain)
-        return self._failure_verdict(reply, "import")
+        return self.failure_verdict(reply, "import")
 
     def decide_transport(self) -> None:
         """Probe CUDA IPC once on a GPU (execute/transport.py). Asked before a candidate is loaded: a probe that
@@ -321,7 +321,7 @@ class Evaluator(TimedStage):
                                     case=case_label(failed_case) if failed_case else "",
                                     log=d.log), reply.seconds, failed_case
         if reply.status != "ok":
-            verdict = self._failure_verdict(reply, "verification")
+            verdict = self.failure_verdict(reply, "verification")
             if failed_case is not None:
                 verdict = verdict.model_copy(update={"case": case_label(failed_case)})
             return build, verdict, reply.seconds, failed_case

@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from ..records.device import Device
+from ..sandbox.keys import KEY_ENV
+from ..sandbox.policy import SANDBOX_ENV
 from . import protocol as P
 from . import shared
 from .child import PATH_ENV
-from .keys import KEY_ENV
 
 HIDDEN_ENV = (KEY_ENV,)   # environment variables a worker process never inherits
-SANDBOX_ENV = "KERNELLOOP_SANDBOX"   # "off" in the controller's environment: workers run without the sandbox
 
 
 @dataclass
@@ -42,7 +42,7 @@ class Reply:
     """What became of one request. `record`: the worker's reply (execute.protocol: Loaded, Checked, Benched, or
     Failed for status error/denied); None when the worker timed out or died before replying."""
 
-    # ok | error | timeout | died | denied (the sandbox denied an action: execute/sandbox.py) | violation (the worker
+    # ok | error | timeout | died | denied (the sandbox denied an action: sandbox/policy.py) | violation (the worker
     # broke the protocol: execute/protocol.py; record a Failed of stage 'protocol' naming how)
     status: str
     record: Any = None
@@ -65,7 +65,7 @@ class Worker:
                  remove_work_dir: bool = False, sandbox: bool | None = None):
         self.device = Device.of(device)
         self.work_dir = Path(work_dir).resolve()
-        # candidate code runs under execute/sandbox.py unless the caller or $KERNELLOOP_SANDBOX=off says otherwise
+        # candidate code runs under sandbox/policy.py unless the caller or $KERNELLOOP_SANDBOX=off says otherwise
         self.sandbox = sandbox if sandbox is not None else os.environ.get(SANDBOX_ENV, "on") != "off"
         self.os_layer = "off"
         self.view = ""        # what the worker reported of its read-only view ('' without one)
@@ -90,8 +90,8 @@ class Worker:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         env[PATH_ENV] = json.dumps([os.path.abspath(p) for p in sys.path if p])
         env[SANDBOX_ENV] = "on" if self.sandbox else "off"
-        from .confine import PROTECTED_ENV
-        from .keys import key_dir
+        from ..sandbox.confine import PROTECTED_ENV
+        from ..sandbox.keys import key_dir
         env[PROTECTED_ENV] = json.dumps([str(key_dir())])   # hidden from it, by the hook and the read-only view
         tmp = self.work_dir / "tmp"        # the worker's temp folder (Triton's ptxas files): its own, not /tmp
         tmp.mkdir(exist_ok=True)
@@ -107,7 +107,7 @@ class Worker:
         self.writable, self.view = [], ""
         self.log_path.touch()   # exists before the read-only view keeps it writable
         if self.sandbox:
-            from .sandbox import os_layer, read_only_view, wrap_command, writable_roots
+            from ..sandbox.policy import os_layer, read_only_view, wrap_command, writable_roots
             self.os_layer = os_layer()
             if read_only_view(self.os_layer):
                 # a GPU worker shares its buffers by CUDA IPC, whose reference counter torch keeps in /dev/shm
@@ -145,7 +145,7 @@ class Worker:
         if self.writable and not self.view.startswith("read-only view except"):
             # the probe said the view works, this worker could not set it up: it runs with the network namespace
             # and the audit hook only, and says so
-            from .sandbox import NET
+            from ..sandbox.policy import NET
             self.os_layer = f"{NET}; {self.view or 'read-only view unavailable: the worker did not report it'}"
             self.writable = []
 
@@ -155,7 +155,7 @@ class Worker:
         (modules loaded so far are gone). Always False without a read-only view."""
         if not self.sandbox:
             return False
-        from .sandbox import os_layer, read_only_view
+        from ..sandbox.policy import os_layer, read_only_view
         running = self.proc is not None
         if not read_only_view(self.os_layer if running else os_layer()):
             return False
@@ -301,10 +301,10 @@ class Worker:
 
     def _sandboxed(self, reply: Reply) -> Reply:
         """A reply whose request had the sandbox deny something becomes status 'denied' (its record a Failed of
-        stage 'sandbox' listing the denials, execute.sandbox.Denial), whatever else happened; the worker is replaced,
+        stage 'sandbox' listing the denials, sandbox.policy.Denial), whatever else happened; the worker is replaced,
         since the code that tried may have left state behind. Denials come from the reply, or from the worker's
         denial file when it died or hung before replying."""
-        from .sandbox import DENIAL_FILE, read_denials
+        from ..sandbox.policy import DENIAL_FILE, read_denials
         listed = list(reply.record.denied) if reply.record is not None else []
         path = self.work_dir / DENIAL_FILE
         if not listed and self.sandbox:

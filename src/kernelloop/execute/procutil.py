@@ -1,5 +1,5 @@
 """What the worker's request handlers share: module import from a file, device sync, CUDA fault markers and the stage
-file (where the worker is). The thread census is execute/census.py."""
+file (where the worker is). The thread census is sandbox/census.py."""
 
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 from ..records import BuildArtifact, TimingPolicy, Workload
 from ..records.base import Record, sha256_hex
 from .aten import AtenReport
-from .sandbox import Denial
+from ..sandbox.policy import Denial
 from .shared import SharedTensor, Transport
 
 
@@ -138,7 +138,7 @@ _REQUEST = TypeAdapter(Request)
 
 # -- parts of replies ------------------------------------------------------------------------------------------
 class NewThread(Record):
-    """A thread that did not exist at the census's base (execute.census.new_threads)."""
+    """A thread that did not exist at the census's base (sandbox.census.new_threads)."""
 
     tid: int
     name: str
@@ -213,7 +213,7 @@ class Ready(_Reply):
     kind: Literal["ready"] = "ready"
     ok: Literal[True] = True
     pid: int
-    view: str = Field("", description="What execute.confine did ('' without a read-only view).")
+    view: str = Field("", description="What sandbox.confine did ('' without a read-only view).")
 
 
 class Loaded(_Reply):

@@ -196,7 +196,7 @@ class TimedStage:
             first = reply.seconds
             ms, notes, reply = self.bench(candidate, workload, subjects, self.policy, job_dir)
         if reply.status != "ok":
-            v = self._failure_verdict(reply, "timing")
+            v = self.failure_verdict(reply, "timing")
             reply.seconds += first
             return None, v.model_copy(update={"case": f"{workload.label} timed calls"}), reply
         bad = self.check_timed(workload, reply, self.refresh_seeds(candidate, workload))   # on its own wall clock

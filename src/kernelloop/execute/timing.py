@@ -23,7 +23,7 @@ from pathlib import Path
 
 from . import protocol as P
 from .baselines import cached_reference, make_baseline
-from .census import new_threads, settled_thread_count, thread_count, thread_names
+from ..sandbox.census import new_threads, settled_thread_count, thread_count, thread_names
 from .procutil import CUDA_FAULT_MARKERS, _sync, mark_stage
 from .shared import resolve_transport
 

@@ -3,7 +3,7 @@
 This module is the request loop and the `load` and `check` handlers; the records of the protocol are
 execute/protocol.py (requests `load`, `check`, `bench`, `exit`; replies Ready, Loaded, Checked, Benched, Failed
 with its `stage` and `log`), the `bench` handler is execute/timing.py with the baselines of execute/baselines.py,
-what a first call compiled is read by execute/build.py and the thread census is execute/census.py. Outputs travel
+what a first call compiled is read by execute/build.py and the thread census is sandbox/census.py. Outputs travel
 back as shared memory (execute/shared.py) that the controller reads; it compares them with a reference this process
 never sees.
 """
@@ -21,7 +21,7 @@ from . import protocol as P
 from .aten import AtenRecorder
 from .baselines import BUILTIN_BASELINES, make_baseline  # noqa: F401 - where callers long imported them from
 from .build import build_info, cubin_hashes, forget_compiled, is_compile_error
-from .census import thread_count
+from ..sandbox.census import thread_count
 from .procutil import CUDA_FAULT_MARKERS, _import_file, _sync, mark_stage
 from .shared import Arena, resolve_transport, share_cuda
 from .timing import CANDIDATE_KINDS, _rotating_call, _scratch_of, bench  # noqa: F401
@@ -30,7 +30,7 @@ class _State:
     def __init__(self, device: Device, job_root: Path, sandboxed: bool = True):
         self.device = device
         self.sandboxed = sandboxed
-        self.sandbox = None   # execute.sandbox.Sandbox once armed (just before the first candidate import)
+        self.sandbox = None   # sandbox.policy.Sandbox once armed (just before the first candidate import)
         self.tensor_device = device.tensor_device
         self.job_root = job_root
         self.modules: dict[str, object] = {}
@@ -48,7 +48,7 @@ def _load(state: _State, msg: P.LoadRequest) -> P.Loaded | P.Failed:
     path = state.job_root / f"cand_{key[:16]}.py"
     path.write_text(msg.source)
     if state.sandboxed and state.sandbox is None:
-        from .sandbox import DENIAL_FILE, default_policy, install
+        from ..sandbox.policy import DENIAL_FILE, default_policy, install
         state.sandbox = install(default_policy([state.job_root], state.job_root / DENIAL_FILE))
     aten = AtenRecorder()   # what the import itself computes with torch (execute/aten.py; case -1: the import)
     try:
@@ -238,7 +238,7 @@ def _warm_runtime(torch) -> None:
 
 def worker_main(conn, device: str, log_path: str, job_root: str, view: str = "") -> None:
     """Entry point of a spawned worker; `device`: a records.Device's text (a GPU worker sees only its own GPU, which
-    the controller chose through CUDA_VISIBLE_DEVICES); `view`: what execute.confine did (reported in the ready
+    the controller chose through CUDA_VISIBLE_DEVICES); `view`: what sandbox.confine did (reported in the ready
     message)."""
     device = Device.of(device)
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -252,7 +252,7 @@ def worker_main(conn, device: str, log_path: str, job_root: str, view: str = "")
         os.environ["TRITON_INTERPRET"] = "1"
     import torch  # import before the first job so job timeouts do not include it
     import triton
-    from .pool import SANDBOX_ENV
+    from ..sandbox.policy import SANDBOX_ENV
     state = _State(device, Path(job_root), sandboxed=os.environ.pop(SANDBOX_ENV, "on") != "off")
     if device.is_cuda:
         torch.cuda.init()

@@ -166,7 +166,7 @@ def _sm90(op: str, tasks: list[Task], jobs: int) -> list[TaskVerdict]:
     from ..builtin import ops_dir
     from ..gate import gate
     from ..spec import load_op
-    from ..spec.aot import build_configs
+    from ..build.aot import build_configs
     bundle = load_op(ops_dir() / op)
     files = {t.name: bundle.folder / t.file for t in bundle.spec.templates}
     out = []

@@ -30,7 +30,7 @@ import torch.fx as fx
 from pydantic import Field
 from torch import nn
 
-from ..integrate.apply import _caller
+from ..integrate.apply import kernel_caller
 from ..records import Record
 from . import graph as G
 from .evidence import Realisation
@@ -142,7 +142,7 @@ class _Rewrite:
                         default=None)
         if first_use is not None and order[first_use] <= order[last]:
             return "an input of the op is computed after a use of its result"
-        call = _caller(package[c.realisation.op])
+        call = kernel_caller(package[c.realisation.op])
         with self.g.inserting_before(last.next):   # each new node before the same one: creation order kept
             args = []
             for p, node, peel in ins:

@@ -22,7 +22,7 @@ import torch
 from pydantic import Field
 
 from ..bench.stats import paired_speedup
-from ..integrate.e2e import OutputCheck, Tolerance, VariantTime, _logits, compare, fresh_inputs, time_variants, \
+from ..integrate.e2e import OutputCheck, Tolerance, VariantTime, output_logits, compare, fresh_inputs, time_variants, \
     variant_times
 from ..records import Record
 from ..records.measurement import SAME_MARGIN, Ratio
@@ -72,7 +72,7 @@ def end_to_end(model, fused, example: tuple, ep, package, shape: str, chosen, *,
     with torch.no_grad():
         for s in seeds:
             args = fresh_inputs(example, model, s)
-            checks.append(compare(_logits(model(*args)), _logits(fused(*args)), s, tol))
+            checks.append(compare(output_logits(model(*args)), output_logits(fused(*args)), s, tol))
     counts = {op: {"hits": sum(c["entries"].values()), "fallbacks": c["fallbacks"]}
               for op, c in package.counts()["ops"].items()}
     ok = all(c.passed for c in checks)

@@ -1,6 +1,6 @@
 """The static gate: a candidate and its ahead-of-time sm_90 build, checked before anything reaches a GPU.
 
-    decision = gate(candidate, outcome, workload=w)              # outcome: kernelloop.spec.aot.BuildOutcome
+    decision = gate(candidate, outcome, workload=w)              # outcome: kernelloop.build.aot.BuildOutcome
     decision = gate_candidate(candidate, spec, w)                # builds it ahead of time first (seconds)
 
 For a candidate lowered from a schedule (its source carries `SCHEDULE`; the config binds the numbers), the schedule
@@ -58,7 +58,7 @@ def _ctas(kernel: dict, limits: dict) -> int | None:
 
 def check_build(outcome, limits: dict, budget: Budget | None) -> tuple[list[GateFinding], GateResources]:
     """The build's findings against the device and the budget, and its resources."""
-    from ..spec.aot import BUILT
+    from ..build.aot import BUILT
     if outcome.status != BUILT:
         return [GateFinding(check="build", message=f"{outcome.status}: {outcome.error[:1500]}")], GateResources()
     out: list[GateFinding] = []
@@ -100,7 +100,7 @@ def check_build(outcome, limits: dict, budget: Budget | None) -> tuple[list[Gate
 def gate(candidate: Candidate, outcome=None, *, workload: Workload, limits: dict | None = None,
          budget: Budget | None = None, enforced: bool = True) -> GateDecision:
     """Decide on `candidate` for `workload` from its schedule (if any) and its ahead-of-time build `outcome` (a
-    `kernelloop.spec.aot.BuildOutcome`; None: the schedule alone is checked)."""
+    `kernelloop.build.aot.BuildOutcome`; None: the schedule alone is checked)."""
     first = gate_schedule(candidate, workload=workload, limits=limits, budget=budget, enforced=enforced)
     if outcome is None or not first.passed:
         return first
@@ -144,7 +144,7 @@ def gate_candidate(candidate: Candidate, spec: OpSpec, workload: Workload, *, li
                    budget: Budget | None = None, arch: int = 90, timeout_s: float = 300.0) -> GateDecision:
     """Build the candidate ahead of time for sm_`arch` on this host and gate it. A schedule that fails its own checks
     is not built (nothing reaches even the compiler)."""
-    from ..spec.aot import build_configs
+    from ..build.aot import build_configs
     first = gate(candidate, None, workload=workload, limits=limits, budget=budget)
     if not first.passed:
         return first

@@ -9,7 +9,7 @@ step's result). A rejection is a REJECTED verdict naming the schedule field: the
 
 With `compiled`, a schedule's checks still come first (a rejected schedule is never compiled); the decision waits on
 the job (`job.gate_decision`) for `build_check`, which completes it with the compile step's build
-(`job.sm_build`, a `kernelloop.spec.aot.BuildOutcome`): registers, spills, shared memory and occupancy against the
+(`job.sm_build`, a `kernelloop.build.aot.BuildOutcome`): registers, spills, shared memory and occupancy against the
 device's limits and the declared budget. When the compile ends the job first (a compile error), `settle` still
 decides, so the decision is kept whatever happened to the candidate.
 
@@ -99,7 +99,7 @@ class GateBuildCheck:
         self.gate = gate
 
     def run(self, job, context) -> GateResult:
-        from ..spec.aot import BUILT, COMPILE_ERROR
+        from ..build.aot import BUILT, COMPILE_ERROR
         pending = getattr(job, "gate_decision", None)
         if pending is None:
             return GateResult("skipped", "no decision of the gate waits on this job")

@@ -78,7 +78,7 @@ def _covers(package: Package, op: str, dtype: torch.dtype, fixed: dict[str, int]
     return f"no {op} entry for {d.value} {dims}{extra}"
 
 
-def _caller(kernel):
+def kernel_caller(kernel):
     """f(*inputs, *scalars): the dispatcher itself in eager inference, the kernel's torch op where a tracer, a
     dispatch mode or autograd must see one operator."""
     op, n, names = kernel.torch_op, kernel.n_inputs, kernel.scalar_names
@@ -130,7 +130,7 @@ def _plan_module(path: str, m: nn.Module, package: Package):
         if m.weight is None or m.bias is None or len(m.normalized_shape) != 1:
             return "layernorm", "LayerNorm without weight and bias, or over several dims", None
         why = _covers(package, "layernorm", m.weight.dtype, {"N": m.normalized_shape[0]}, {"eps": m.eps})
-        return "layernorm", why, None if why else _norm_forward(_caller(package["layernorm"]), True)
+        return "layernorm", why, None if why else _norm_forward(kernel_caller(package["layernorm"]), True)
     if isinstance(m, getattr(nn, "RMSNorm", ())) or (cls.endswith("RMSNorm") and isinstance(
             getattr(m, "weight", None), torch.Tensor)):
         eps = _norm_eps(m)
@@ -139,16 +139,16 @@ def _plan_module(path: str, m: nn.Module, package: Package):
         if "gemma" in cls.lower():
             return "rmsnorm", "Gemma's RMSNorm scales by (1 + weight)", None
         why = _covers(package, "rmsnorm", m.weight.dtype, {"N": m.weight.shape[0]}, {"eps": eps})
-        return "rmsnorm", why, None if why else _norm_forward(_caller(package["rmsnorm"]), False)
+        return "rmsnorm", why, None if why else _norm_forward(kernel_caller(package["rmsnorm"]), False)
     if isinstance(m, nn.Linear):
         if m.bias is not None:
             return "gemm_nt", "Linear with bias: no op takes b as [N, K] plus a bias", None
         why = _covers(package, "gemm_nt", m.weight.dtype, {"N": m.out_features, "K": m.in_features}, {})
-        return "gemm_nt", why, None if why else _linear_forward(_caller(package["gemm_nt"]), False)
+        return "gemm_nt", why, None if why else _linear_forward(kernel_caller(package["gemm_nt"]), False)
     if cls == "Conv1D" and hasattr(m, "nf") and getattr(m, "weight", None) is not None:
         k, n = m.weight.shape
         why = _covers(package, "gemm_bias", m.weight.dtype, {"N": n, "K": k}, {})
-        return "gemm_bias", why, None if why else _linear_forward(_caller(package["gemm_bias"]), True)
+        return "gemm_bias", why, None if why else _linear_forward(kernel_caller(package["gemm_bias"]), True)
     return None, "", None
 
 
@@ -190,7 +190,7 @@ class Applied:
 
 
 def _softmax_wrapper(package: Package, original):
-    op = _caller(package["softmax"])
+    op = kernel_caller(package["softmax"])
 
     def softmax(input, dim=None, _stacklevel=3, dtype=None):
         last = dim is not None and (dim == -1 or dim == input.dim() - 1)
@@ -201,7 +201,7 @@ def _softmax_wrapper(package: Package, original):
 
 
 def _sdpa_wrapper(package: Package, original):
-    ops = {c: _caller(package[n]) for c, n in ((False, "attention"), (True, "attention_causal")) if n in package}
+    ops = {c: kernel_caller(package[n]) for c, n in ((False, "attention"), (True, "attention_causal")) if n in package}
 
     def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False,
              **kwargs):

@@ -89,7 +89,7 @@ class E2EReport(Record):
     seconds: float = 0.0
 
 
-def _logits(out) -> torch.Tensor:
+def output_logits(out) -> torch.Tensor:
     if isinstance(out, torch.Tensor):
         return out
     if hasattr(out, "logits"):
@@ -226,7 +226,7 @@ def e2e(model, package, inputs, *, seeds=(0, 1, 2), tolerance: Tolerance | None 
             k.reset_counts()
         try:
             for s in seeds:
-                checks.append(compare(originals[s], _logits(model(*make(s))), s, tol))
+                checks.append(compare(originals[s], output_logits(model(*make(s))), s, tol))
             counts = package.counts()
             patched = any(k.hits or k.fallbacks for k in package.kernels.values())
             times, ratios, note = [], [], ""

@@ -78,7 +78,7 @@ def _dump(model: fi._Model) -> str:
 
 def _op_bundle(run: dict, op_dir: Path | None) -> OpBundle:
     """The run's frozen spec with the reference source the run verified against (checked by its hash)."""
-    from ..cli.common import resolve_op
+    from ..builtin import resolve_op
     folder = op_dir if op_dir is not None else resolve_op(run["op"])
     try:
         bundle = load_op(folder)

@@ -27,7 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..records import Direction, Hypothesis, check_expression
-from ..records.spec import _FORMULA_FUNCS
+from ..records.spec import FORMULA_FUNCS
 from ..profile.metrics import BY_KEY
 from .. import pyast
 
@@ -131,7 +131,7 @@ class Experience(_Model):
     def _names(self) -> "Experience":
         import ast
         names = {n.id for n in ast.walk(pyast.parse(self.when, mode="eval")) if isinstance(n, ast.Name)}
-        unknown = names - EVIDENCE_NAMES - set(self.requires) - set(_FORMULA_FUNCS)
+        unknown = names - EVIDENCE_NAMES - set(self.requires) - set(FORMULA_FUNCS)
         if unknown:
             raise ValueError(f"condition uses unknown name(s) {sorted(unknown)}; declare config parameters and "
                              f"axes in 'requires'")
@@ -145,7 +145,7 @@ class Experience(_Model):
         if self.prefer is not None:
             check_expression(self.prefer)
             names = {n.id for n in ast.walk(pyast.parse(self.prefer, mode="eval")) if isinstance(n, ast.Name)}
-            unknown = names - set(self.requires) - set(_FORMULA_FUNCS) - {"elem"}
+            unknown = names - set(self.requires) - set(FORMULA_FUNCS) - {"elem"}
             if unknown:
                 raise ValueError(f"'prefer' uses name(s) {sorted(unknown)} that are not in 'requires' (config "
                                  f"parameters and axes) or 'elem'")

@@ -28,7 +28,7 @@ from ..execute.pool import Worker, job_root
 from ..manifest import check_unchanged
 from ..records import Candidate, Status, Trial, Workload
 from ..records.run import RunResult, RunStatus, StopReason, WorkloadResult
-from ..report.throughput import SESSION_EVENT, throughput
+from .throughput import SESSION_EVENT, throughput
 from ..search.budget import GpuBudget, Screening
 from ..select.pareto import best_per_workload
 from ..select.sanitize import Sanitizer, rejected, without_rejected

@@ -1,7 +1,7 @@
 """The one way into the loop: `run(bundle, workloads, options, run_dir, ...) -> RunResult`.
 
 Every caller goes through it: `kernelloop.optimize` and `kernelloop optimize` (kernelloop.api), agent submissions
-(kernelloop.agent.submit), the LLM proposer's runs (kernelloop.propose.llm.run, `kernelloop agent llm`), fusion's
+(kernelloop.agent.submit), the LLM proposer's runs (kernelloop.loop.llm, `kernelloop agent llm`), fusion's
 realisations (kernelloop.fuse.realise) and the extension regressions (kernelloop.extend.regress). It checks the
 options against the op and the workloads (`RunOptions.checked`: a UsageError before anything is created or run),
 then runs the controller (`Controller.run`)."""

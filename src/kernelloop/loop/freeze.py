@@ -9,7 +9,7 @@ from pathlib import Path
 from ..archive import Archive
 from ..bench.policy import policies_for
 from ..device import environment
-from ..execute import keys
+from ..sandbox import keys
 from ..execute.executor import resolve_devices
 from ..manifest import build_manifest, manifest_hash
 from ..records import TimingPolicy, Workload, content_hash

@@ -9,13 +9,38 @@ import threading
 from concurrent.futures import Future
 from pathlib import Path
 
-from ..build.stage import BuildStage, default_steps
+from ..build.stage import BuildStage
+from ..build.steps import BuildStep, StaticRules, TritonCompile
 from ..device import device_properties
 from ..execute.evaluate import Evaluator
 from ..execute.executor import (EvalContext, EvalDone, EvalJob, Executor, LocalExecutor, forward,
                                 resolve_devices)
 from ..records import Candidate, Workload
+from ..records.device import Device
 from .options import RunOptions
+
+
+def default_steps(device: Device, properties: dict, static_rules: bool, folder: Path,
+                  timeout_s: float = 300.0, gate: str = "on") -> list[BuildStep]:
+    """The static rules (unless turned off); the static gate (`gate` 'on'; 'audit': its decisions recorded, nothing
+    rejected; 'off': none); then on a GPU the Triton compile for its architecture and the gate's check of its build.
+    The gate holds builds to `properties` (the device's limits)."""
+    from ..gate.step import StaticGate
+    steps: list[BuildStep] = [StaticRules()] if static_rules else []
+    static_gate = None
+    if gate != "off":
+        major, minor = properties.get("capability", [9, 0])
+        static_gate = StaticGate(compiled=device.is_cuda, enforce=gate == "on", limits=properties,
+                                 target=f"sm_{int(major) * 10 + int(minor)}",
+                                 no_build="interpreter run: no sm_90 build, only the schedule's own checks")
+        steps.append(static_gate)
+    if device.is_cuda:
+        major, minor = properties.get("capability", [9, 0])
+        steps.append(TritonCompile(arch=int(major) * 10 + int(minor), sm_count=int(properties.get("sm_count", 132)),
+                                   folder=folder, timeout_s=timeout_s))
+        if static_gate is not None:
+            steps.append(static_gate.build_check)
+    return steps
 
 
 class Pipeline:
@@ -86,7 +111,8 @@ class Pipeline:
 
     def gate_decisions(self) -> list:
         """The static gate's decisions since the last call (kernelloop.gate.GateDecision; none without a gate)."""
-        gate = self.build.gate
+        from ..gate.step import StaticGate
+        gate = self.build.find(StaticGate)
         return gate.drain() if gate is not None else []
 
     def build_wait_s(self) -> float:

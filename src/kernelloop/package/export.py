@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import __version__
+from ..version import __version__
 from ..archive import Archive
 from ..records import Candidate, OpSpec, sha256_hex
 from ..select.pareto import best_per_workload
@@ -296,7 +296,7 @@ def export_package(runs: list[Path], options: ExportOptions, device: str | None 
                 if any(e.candidate_id == w.candidate.id for e in build.table.entries):
                     _write(root / kernel_file(w.candidate), w.candidate.source, files, stage)
             if options.ptx:
-                from ..ptx.export import attach
+                from .ptx_overlays import attach
                 build.table = attach(archive, run, build.table, root, lambda p, t: _write(p, t, files, stage), on_note)
             _write(root / "dispatch.json", build.table.model_dump_json(indent=1), files, stage)
             served = {w.workload.label for w in winners}

@@ -22,12 +22,11 @@ from pydantic import ValidationError
 from ..records import DType, OpSpec, canonical_json, sha256_hex
 from .records import MANIFEST_FILE, PackageManifest
 from . import signing
+from .dtypes import FROM_TORCH, TORCH_DTYPES
 from .replay import observe
 from .signing import LoadTrust, PackageSignature
 from .table import MEMO_LIMIT, DispatchTable, Dispatcher
 
-TORCH_DTYPES = {DType.fp16: torch.float16, DType.bf16: torch.bfloat16, DType.fp32: torch.float32}
-FROM_TORCH = {v: k for k, v in TORCH_DTYPES.items()}
 
 
 class PackageError(RuntimeError):
@@ -121,7 +120,7 @@ class Kernel:
         self.replays: Counter = Counter()     # entry id -> calls issued through the replay
 
     def _with_ptx(self, root: Path, entry, launch):
-        """`launch` with the entry's proved PTX edit substituted (kernelloop.ptx.override), where this process is the
+        """`launch` with the entry's proved PTX edit substituted (kernelloop.build.ptx_override), where this process is the
         environment it was proved in; else `launch` itself, the reason kept in `self.ptx`."""
         o = entry.ptx
         here = current_versions()["triton"]
@@ -131,7 +130,7 @@ class Kernel:
         if here != o.triton:
             self.ptx[entry.id] = f"not used: proved with Triton {o.triton}, this process has {here}"
             return launch
-        from ..ptx.override import PtxOverrides
+        from ..build.ptx_override import PtxOverrides
         overrides = PtxOverrides({o.kernel: {o.original_ptx_sha256: str(root / o.file)}})
         self.ptx[entry.id] = f"used: {o.rule} ({o.edit_id}) where the kernel compiles to the PTX it was made from"
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from ..records import DType
-from .runtime import FROM_TORCH, TORCH_DTYPES
+from .dtypes import FROM_TORCH, TORCH_DTYPES
 
 
 def schema(kernel) -> str:

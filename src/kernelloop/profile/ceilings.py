@@ -160,7 +160,7 @@ def measure_ceilings(plan: CeilingPlan = CeilingPlan(), driver: str | None = Non
     """Measure every ceiling of CUDA device 0 (needs a GPU)."""
     import torch
 
-    from ..device import _driver_version
+    from ..device import driver_version
     from ._fma import CHAINS
     props = torch.cuda.get_device_properties(0)
     copy = measure_copy_gbps(plan)
@@ -170,7 +170,7 @@ def measure_ceilings(plan: CeilingPlan = CeilingPlan(), driver: str | None = Non
               f"matrix: torch.matmul {plan.matmul_n}^3, 2n^3 / median; vector: Triton {CHAINS} FMA chains x "
               f"{plan.vector_iters} iterations over {plan.vector_elems} elements; CUDA events after {plan.warmup} "
               f"warm-up calls")
-    return Ceilings(device=props.name, driver=driver if driver is not None else _driver_version(),
+    return Ceilings(device=props.name, driver=driver if driver is not None else driver_version(),
                     torch=torch.__version__, cuda=str(torch.version.cuda or ""), copy_gbps=copy,
                     matrix_tflops=matrix, vector_tflops=vector, method=method, measured_at=time.time())
 
@@ -180,9 +180,9 @@ def get_ceilings(path: str | os.PathLike | None = None, *, plan: CeilingPlan = C
     """The current device's ceilings: from the cache when its key matches, else measured once and stored."""
     import torch
 
-    from ..device import _driver_version
+    from ..device import driver_version
     name = torch.cuda.get_device_properties(0).name
-    hit = cached_ceilings(name, _driver_version(), torch.__version__, path)
+    hit = cached_ceilings(name, driver_version(), torch.__version__, path)
     if hit is not None:
         return hit
     fresh = measure(plan)

@@ -21,21 +21,15 @@ for cubins compiled ahead of time.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from ..build.cubin import disassemble, find_tool, parse_resource_usage, resource_usage  # noqa: F401 - part of this module's API
 from ..records import BuildResources
 
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
 _INSTR = re.compile(r"^\s*/\*([0-9a-fA-F]+)\*/\s+(@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)((?:\.[A-Za-z0-9_]+)*)\s*([^;]*);")
-_RESOURCE = re.compile(r"^\s*Function\s+(\S+?)\s*:\s*(.*)$")
-_RESOURCE_FIELD = re.compile(r"([A-Z_]+(?:\[\d+\])?):(\d+)")
 
 # Width (bits) named by a memory instruction's modifier; no width modifier = 32 bits.
 _WIDTHS = {"8": 8, "U8": 8, "S8": 8, "16": 16, "U16": 16, "S16": 16, "32": 32, "64": 64, "128": 128}
@@ -135,69 +129,6 @@ def parse_sass(text: str) -> dict[str, SassStats]:
             current = out.setdefault("", SassStats(""))
         current.add(ins)
     return out
-
-
-def parse_resource_usage(text: str) -> dict[str, dict[str, int]]:
-    """`cuobjdump --dump-resource-usage` -> {function: {'REG': 64, 'STACK': 0, 'SHARED': 1024, 'LOCAL': 0, ...}}.
-
-    The fields follow the ` Function NAME:` line, on the same line or the next one.
-    """
-    out: dict[str, dict[str, int]] = {}
-    pending: str | None = None
-    for line in text.splitlines():
-        m = _RESOURCE.match(line)
-        if m:
-            pending = m.group(1)
-            out[pending] = {k: int(v) for k, v in _RESOURCE_FIELD.findall(m.group(2))}
-            if out[pending]:
-                pending = None
-            continue
-        if pending is not None:
-            out[pending] = {k: int(v) for k, v in _RESOURCE_FIELD.findall(line)}
-            pending = None
-    return out
-
-
-def find_tool(name: str) -> Path | None:
-    """A CUDA binary tool (cuobjdump, nvdisasm): $PATH, $CUDA_HOME/bin, then the copy inside Triton's wheel."""
-    hit = shutil.which(name)
-    if hit:
-        return Path(hit)
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        base = os.environ.get(var)
-        if base and (Path(base) / "bin" / name).is_file():
-            return Path(base) / "bin" / name
-    try:
-        import triton
-        p = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
-        if p.is_file():
-            return p
-    except ImportError:
-        pass
-    return None
-
-
-def _cuobjdump(cubin: bytes, flag: str, timeout_s: float) -> str:
-    tool = find_tool("cuobjdump")
-    if tool is None:
-        raise FileNotFoundError("cuobjdump not found (PATH, CUDA_HOME/bin, triton/backends/nvidia/bin)")
-    with tempfile.TemporaryDirectory(prefix="kernelloop-sass-") as d:
-        path = Path(d) / "kernel.cubin"
-        path.write_bytes(cubin)
-        res = subprocess.run([str(tool), flag, str(path)], capture_output=True, text=True, timeout=timeout_s)
-    if res.returncode != 0:
-        raise RuntimeError(f"cuobjdump {flag} failed ({res.returncode}): {res.stderr.strip()[-1000:]}")
-    return res.stdout
-
-
-def disassemble(cubin: bytes, timeout_s: float = 60.0) -> str:
-    """SASS text of a cubin (`cuobjdump --dump-sass`)."""
-    return _cuobjdump(cubin, "--dump-sass", timeout_s)
-
-
-def resource_usage(cubin: bytes, timeout_s: float = 60.0) -> dict[str, dict[str, int]]:
-    """Per-function resource usage of a cubin (`cuobjdump --dump-resource-usage`)."""
-    return parse_resource_usage(_cuobjdump(cubin, "--dump-resource-usage", timeout_s))
 
 
 def resources_from_sass(stats: SassStats, *, registers: int | None = None, spills: int | None = None,

@@ -327,7 +327,8 @@ def materialize(proposal: KernelProposal, spec: OpSpec, parents: dict[str, Candi
 
 def _schedule_candidate(proposal: KernelProposal, spec: OpSpec, parents: dict[str, Candidate],
                         proposer: str) -> Candidate:
-    from ..schedule.patch import EditInvalid, materialize_edit
+    from ..gate.edit import materialize_edit
+    from ..schedule.patch import EditInvalid
     try:
         _, cand = materialize_edit(proposal.schedule, spec, sources={k: c.source for k, c in parents.items()},
                                    proposer=proposer, parent_ids=list(proposal.parent_ids),

@@ -17,7 +17,7 @@ def put_candidate(archive: Archive, candidate: PtxCandidate, original_ptx: str) 
     if sha256_hex(original_ptx) != candidate.original_ptx_sha256:
         raise ValueError("the PTX is not the one the edit was made from (sha256 differs)")
     diff = unified(original_ptx, edited_ptx(candidate, original_ptx), f"{candidate.kernel}.ptx")
-    with archive._tx("put PTX candidate") as conn:
+    with archive.transaction("put PTX candidate") as conn:
         conn.execute("INSERT OR IGNORE INTO ptx_sources(sha256, ptx) VALUES (?, ?)",
                      (candidate.original_ptx_sha256, original_ptx))
         conn.execute("INSERT OR IGNORE INTO ptx_candidates(id, parent_candidate_id, kernel, original_ptx_sha256, "
@@ -27,7 +27,7 @@ def put_candidate(archive: Archive, candidate: PtxCandidate, original_ptx: str) 
 
 
 def put_proof(archive: Archive, run_id: str, workload_id: str, report: ProofReport) -> None:
-    with archive._tx("put PTX proof") as conn:
+    with archive.transaction("put PTX proof") as conn:
         conn.execute("INSERT OR REPLACE INTO ptx_proofs(run_id, ptx_id, workload_id, verdict, created, json) "
                      "VALUES (?, ?, ?, ?, ?, ?)", (run_id, report.candidate_id, workload_id, report.verdict,
                                                    time.time(), report.model_dump_json()))
@@ -35,28 +35,28 @@ def put_proof(archive: Archive, run_id: str, workload_id: str, report: ProofRepo
 
 def candidates(archive: Archive, parent_candidate_id: str | None = None) -> list[PtxCandidate]:
     """Archived PTX candidates (of one source-level parent, or all), in id order."""
-    with archive._read("PTX candidates") as conn:
+    with archive.reading("PTX candidates") as conn:
         rows = conn.execute("SELECT json FROM ptx_candidates" + (" WHERE parent_candidate_id = ?" if parent_candidate_id
                             else "") + " ORDER BY id", (parent_candidate_id,) if parent_candidate_id else ()).fetchall()
     return [PtxCandidate.from_json(r[0]) for r in rows]
 
 
 def diff(archive: Archive, ptx_id: str) -> str:
-    with archive._read("PTX diff") as conn:
+    with archive.reading("PTX diff") as conn:
         row = conn.execute("SELECT diff FROM ptx_candidates WHERE id = ?", (ptx_id,)).fetchone()
     return row[0] if row else ""
 
 
 def source(archive: Archive, sha256: str) -> str | None:
     """The archived PTX with this sha256."""
-    with archive._read("PTX source") as conn:
+    with archive.reading("PTX source") as conn:
         row = conn.execute("SELECT ptx FROM ptx_sources WHERE sha256 = ?", (sha256,)).fetchone()
     return row[0] if row else None
 
 
 def proofs(archive: Archive, run_id: str, workload_id: str | None = None) -> list[tuple[str, ProofReport]]:
     """(workload id, report) of the run's proofs."""
-    with archive._read("PTX proofs") as conn:
+    with archive.reading("PTX proofs") as conn:
         rows = conn.execute("SELECT workload_id, json FROM ptx_proofs WHERE run_id = ?" + (
             " AND workload_id = ?" if workload_id else "") + " ORDER BY created",
             (run_id, workload_id) if workload_id else (run_id,)).fetchall()
@@ -78,7 +78,7 @@ def best_winner(archive: Archive, run_id: str, candidate_id: str, workload_id: s
             best = report
     if best is None:
         return None
-    with archive._read("PTX candidate") as conn:
+    with archive.reading("PTX candidate") as conn:
         row = conn.execute("SELECT json FROM ptx_candidates WHERE id = ?", (best.candidate_id,)).fetchone()
     cand = PtxCandidate.from_json(row[0])
     return cand, best, source(archive, cand.original_ptx_sha256) or ""

@@ -14,7 +14,7 @@ assembled into a kernel that Triton's launcher (built for the original) starts.
 
 from __future__ import annotations
 
-from ..profile.sass import parse_resource_usage
+from ..build.cubin import parse_resource_usage
 from . import parse
 from .records import Violation
 from .tools import assemble, run_tool

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from ..records import OpSpec
-from .override import PtxOverrides, write_files
+from ..build.ptx_override import PtxOverrides, write_files
 from .prove import ProofCase, ProofReport
 from .records import PtxCandidate
 

@@ -83,7 +83,7 @@ class TargetReport(Record):
     error: str = ""
 
 
-def _open(run_dir: Path):
+def open_archive(run_dir: Path):
     from ..archive import Archive
     path = run_dir / "archive.sqlite"
     if not path.is_file():
@@ -97,7 +97,7 @@ def targets(path: Path, workload: Workload | None = None) -> list[Target]:
     path = Path(path)
     if path.is_dir():
         from ..select.pareto import best_per_workload
-        archive = _open(path)
+        archive = open_archive(path)
         try:
             runs = archive.runs()
             if not runs:
@@ -273,7 +273,7 @@ def prove_target(target: Target, accepted: list[tuple[RecoveredKernel, EditCheck
         reports.append(report)
         if target.run_dir is not None:
             from .archive import put_candidate, put_proof
-            archive = _open(target.run_dir)
+            archive = open_archive(target.run_dir)
             try:
                 put_candidate(archive, cand, kernel.ptx)
                 put_proof(archive, target.run_id, target.workload.id, report)

@@ -1,7 +1,7 @@
 """Recovering a compiled Triton kernel's PTX and what it declares, from any of four inputs:
 
 - a kernelloop candidate (its JSON: template source + config): built for sm_90 on this machine exactly as
-  `kernelloop.spec.aot.build_configs` builds a configuration (no GPU needed), keeping each kernel's `asm`;
+  `kernelloop.build.aot.build_configs` builds a configuration (no GPU needed), keeping each kernel's `asm`;
 - a Triton cache entry folder (`<name>.ptx`, `<name>.cubin`, `<name>.json` metadata);
 - a `.ptx` file;
 - a `.cubin` file: its PTX only where the binary embeds one (`cuobjdump -ptx`); a cubin of SASS alone is
@@ -16,7 +16,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from ..profile.sass import parse_resource_usage
+from ..build.cubin import parse_resource_usage
 from ..records import Candidate, Workload
 from . import parse
 from .records import KernelReport, Origin, RecoveredKernel, Recovery
@@ -120,11 +120,11 @@ def parse_workload(text: str, op: str, dtype: str) -> Workload:
 
 def from_candidate(candidate: Candidate, workload: Workload | None = None, arch: int = 90,
                    op_dir: Path | None = None) -> tuple[list[RecoveredKernel], str]:
-    """Build the candidate for sm_`arch` on this machine (kernelloop.spec.aot) and recover every kernel its
+    """Build the candidate for sm_`arch` on this machine (kernelloop.build.aot) and recover every kernel its
     launch compiles; with the build's error when it did not build. The workload defaults to the op's first."""
     from ..builtin import resolve_op
     from ..spec import load_op
-    from ..spec.aot import BUILT, build_configs
+    from ..build.aot import BUILT, build_configs
     from ..spec.loader import load_workloads
     bundle = load_op(op_dir or resolve_op(candidate.op))
     if workload is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import functools
 
-from ..profile.sass import parse_resource_usage
+from ..build.cubin import parse_resource_usage
 from . import parse
 from .records import Difference, RecoveredKernel, RoundTrip
 from .tools import Assembly, assemble, run_tool

@@ -29,7 +29,7 @@ def _one_op(name: str, arch: int) -> list[SurveyRow]:
 
     from ..builtin import ops_dir
     from ..spec import load_op
-    from ..spec.aot import BUILT, build_configs
+    from ..build.aot import BUILT, build_configs
     from ..spec.loader import load_workloads
     from ..spec.space import selected_space
     bundle = load_op(ops_dir() / name)

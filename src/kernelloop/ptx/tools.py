@@ -4,7 +4,7 @@ ptxas is found as Triton finds it (`triton.backends.nvidia.compiler.get_ptxas(ar
 binary for sm_90 and newer, on older Triton `knobs.nvidia.ptxas`); its flags are those of Triton's
 `CUDABackend.make_cubin`: `-lineinfo` (or `-lineinfo -suppress-debug-info` when line info is off), `--fmad=false`
 when fp fusion is off, `-v`, `--regAllocOptLevel=2` where this Triton passes it, the kernel's `ptx_options`, and
-`--gpu-name=sm_90a`. cuobjdump and nvdisasm come from `kernelloop.profile.sass.find_tool`.
+`--gpu-name=sm_90a`. cuobjdump and nvdisasm come from `kernelloop.build.cubin.find_tool`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..profile.sass import find_tool
+from ..build.cubin import find_tool
 
 _USED_REGS = re.compile(r"Used (\d+) registers")
 

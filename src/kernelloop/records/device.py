@@ -92,7 +92,6 @@ class Device(Record):
             return f"cuda:{self.index}"
         if self.uuid is None:
             return "cuda"
-        from ..device import cuda_ordinal
         ordinal = cuda_ordinal(self.uuid)
         return f"cuda:{ordinal}" if ordinal is not None else "cpu"
 
@@ -102,4 +101,15 @@ class Device(Record):
         return Device(kind=self.kind)
 
 
-__all__ = ["Device"]
+def cuda_ordinal(uuid: str) -> int | None:
+    """The ordinal of the visible GPU whose UUID is `uuid` (GPU-... or MIG-...), None when none is."""
+    import torch
+    want = uuid.removeprefix("GPU-").removeprefix("MIG-")
+    for i in range(torch.cuda.device_count()):
+        got = str(getattr(torch.cuda.get_device_properties(i), "uuid", ""))
+        if got and got.removeprefix("GPU-").removeprefix("MIG-") == want:
+            return i
+    return None
+
+
+__all__ = ["Device", "cuda_ordinal"]

@@ -1,6 +1,6 @@
 """What one `Controller.run` returns (`RunResult`) and how fast a run went (`Throughput`).
 
-`Throughput` is computed from the archive alone (`kernelloop.report.throughput.throughput`), so `Controller.run`,
+`Throughput` is computed from the archive alone (`kernelloop.loop.throughput.throughput`), so `Controller.run`,
 `kernelloop show` and `kernelloop.Run.summary()` report the same figures for the same archive. What is measured:
 
 - wall time: the search phase of each invocation of the controller, from its first ask to the end of its last trial

@@ -6,6 +6,7 @@ import ast
 import math
 from enum import Enum
 from functools import lru_cache
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, field_validator, model_serializer, model_validator
@@ -37,7 +38,7 @@ _ALLOWED_FORMULA_NODES = (
     ast.Call, ast.Compare, ast.BoolOp, ast.And, ast.Or, ast.Not, ast.IfExp,
     ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
 )
-_FORMULA_FUNCS = {"min": min, "max": max, "cdiv": lambda a, b: -(-a // b), "sqrt_": lambda x: x ** 0.5,
+FORMULA_FUNCS = {"min": min, "max": max, "cdiv": lambda a, b: -(-a // b), "sqrt_": lambda x: x ** 0.5,
                   "next_pow2": lambda n: 1 << max(0, int(n - 1).bit_length())}
 
 
@@ -51,8 +52,8 @@ def check_expression(expr: str) -> ast.Expression:
     for node in ast.walk(tree):
         if not isinstance(node, _ALLOWED_FORMULA_NODES):
             raise ValueError(f"{type(node).__name__} is not allowed in an expression: {expr!r}")
-        if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in _FORMULA_FUNCS):
-            raise ValueError(f"only {sorted(_FORMULA_FUNCS)} may be called in {expr!r}")
+        if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in FORMULA_FUNCS):
+            raise ValueError(f"only {sorted(FORMULA_FUNCS)} may be called in {expr!r}")
     return tree
 
 
@@ -81,12 +82,12 @@ def _compiled(expr: str):
     """The checked expression's code and the names it reads. Pruning evaluates the same few constraint and resource
     expressions for every configuration of a space: parsing and checking each once is most of its time saved."""
     tree = check_expression(expr)
-    used = frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name)) - set(_FORMULA_FUNCS)
+    used = frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name)) - set(FORMULA_FUNCS)
     bounded = ast.fix_missing_locations(_BoundedPow().visit(tree))
     return compile(bounded, "<spec expression>", "eval"), used
 
 
-_GLOBALS = {"__builtins__": {}, **_FORMULA_FUNCS, "_pow": _pow}
+_GLOBALS = {"__builtins__": {}, **FORMULA_FUNCS, "_pow": _pow}
 
 
 def evaluate_expression(expr: str, names: dict[str, float | int]):
@@ -307,7 +308,7 @@ class OpSpec(Record):
             raise ValueError(f"no tolerance for dtype(s) {missing}")
         if self.scratch is not None:
             unknown = {n.id for n in ast.walk(check_expression(self.scratch.numel)) if isinstance(n, ast.Name)} \
-                - set(self.axes) - set(_FORMULA_FUNCS)
+                - set(self.axes) - set(FORMULA_FUNCS)
             if unknown:
                 raise ValueError(f"scratch numel {self.scratch.numel!r} uses unknown name(s) {sorted(unknown)}")
         for ax in self.heldout_axes or []:
@@ -364,3 +365,16 @@ class Workload(Record):
     @property
     def label(self) -> str:
         return f"{self.op}[{'x'.join(str(v) for v in self.axes.values())}]:{self.dtype.value}"
+
+
+class SpecError(ValueError):
+    """A malformed spec or workload file."""
+
+    def __init__(self, file: Path | str, field: str, message: str):
+        self.file, self.field, self.message = str(file), field, message
+        super().__init__(f"{file}: {field}: {message}" if field else f"{file}: {message}")
+
+
+class ReferenceOutputError(SpecError, RuntimeError):
+    """The reference's results do not match the spec's declared outputs (count, shape, dtype). A SpecError; also a
+    RuntimeError, so a run that meets it mid-way stops like any run that cannot continue (exit 3)."""

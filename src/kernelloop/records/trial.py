@@ -22,7 +22,7 @@ class Environment(Record):
     python: str
     host: str
     properties: dict = Field(default_factory=dict, description="Device properties used for pruning.")
-    sandbox: str = Field("", description="How candidate code is confined (execute/sandbox.py): 'audit hook; os "
+    sandbox: str = Field("", description="How candidate code is confined (sandbox/policy.py): 'audit hook; os "
                                          "layer: user+net+mount namespaces, read-only view except ...', '...: "
                                          "user+net namespaces; read-only view unavailable: <why>', '...: "
                                          "unavailable: <why>' (older runs: 'net-namespace'), or 'off'.")

@@ -41,7 +41,7 @@ def _axes_of(spec: OpSpec, inputs: list[torch.Tensor]) -> dict[str, int]:
 
 def check_reference_outputs(spec: OpSpec, reference_file: Path | str, outputs: list, axes: dict[str, int]) -> None:
     """Raise SpecError (file: the reference, field: the output) unless `outputs` match the spec's outputs."""
-    from ..spec.loader import ReferenceOutputError as SpecError
+    from ..records.spec import ReferenceOutputError as SpecError
     declared = spec.outputs
     names = ", ".join(t.name for t in declared)
     if len(outputs) != len(declared):

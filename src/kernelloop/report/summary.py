@@ -6,7 +6,7 @@ from ..records.device import Device
 
 from ..archive import Archive
 from ..select.pareto import best_per_workload, runner_up_per_workload
-from .throughput import throughput
+from ..loop.throughput import throughput
 
 
 def _ratio_dict(m) -> dict:

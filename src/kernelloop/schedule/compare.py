@@ -1,5 +1,5 @@
 """A generated template against the hand-written one it re-expresses: both built ahead of time for sm_90 on this host
-(kernelloop.spec.aot), their SASS compared after normalisation (kernelloop.ptx: addresses, encodings and label
+(kernelloop.build.aot), their SASS compared after normalisation (kernelloop.ptx: addresses, encodings and label
 numbers removed; each kernel's own name replaced by '<entry>'), with their registers and shared memory."""
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ def _sass(kernel: dict) -> list[str]:
 
 
 def match(original, generated) -> SassMatch:
-    """Two ahead-of-time builds (kernelloop.spec.aot.BuildOutcome, built with keep_asm) compared."""
-    from ..spec.aot import BUILT
+    """Two ahead-of-time builds (kernelloop.build.aot.BuildOutcome, built with keep_asm) compared."""
+    from ..build.aot import BUILT
     a, b = original, generated
     if a.status != BUILT or b.status != BUILT:
         return SassMatch(original=a.template, generated=b.template, config=b.config, built=False, identical=False,
@@ -57,7 +57,7 @@ def compare(spec: OpSpec, files: dict[str, Path], workload: Workload,
             pairs: list[tuple[str, str, dict, dict]], jobs: int = 2) -> list[SassMatch]:
     """`pairs`: (original template, generated template, original's config, generated's config); `files` maps each
     template name to its source file. Every configuration is built in one batch (`jobs` build processes)."""
-    from ..spec.aot import build_configs
+    from ..build.aot import build_configs
     configs = []
     for orig, gen, c_orig, c_gen in pairs:
         configs += [{"template": orig, **c_orig}, {"template": gen, **c_gen}]

@@ -1,11 +1,12 @@
-"""Schedule edits: a JSON Patch (RFC 6902) with a hypothesis, applied, validated, checked and lowered.
+"""Schedule edits: a JSON Patch (RFC 6902) with a hypothesis, applied and validated.
 
     edit = ScheduleEdit(base="gluon_ws", patch=[{"op": "replace", "path": "/ring/stages", "value": 4}],
                         rationale=..., hypothesis=...)
-    schedule, candidates = materialize_edit(edit, spec, config)
+    schedule = apply_patch(base_schedule(edit.base), edit.patch, edit.name)
 
-`materialize_edit` raises `EditInvalid` with the message a proposer gets back: a patch that does not apply, a
-schedule the record refuses (the field named), one the lowering cannot express, or one the static gate rejects
+The edit becomes a candidate through the static gate, `kernelloop.gate.edit.materialize_edit` (the gate checks
+schedules, so it sits above them), which raises `EditInvalid` with the message a proposer gets back: a patch that
+does not apply, a schedule the record refuses (the field named), one the lowering cannot express, or one the static gate rejects
 (barrier protocol, footprint; each finding with its field). A valid edit becomes a candidate whose source is the
 lowered schedule and whose config is the schedule's numbers. The op fixes the epilogue: the edited schedule is
 bound to its EPILOGUE (a patch of `/epilogue/fused` to anything else is refused).
@@ -17,9 +18,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..records import Candidate, OpSpec
+from ..records import OpSpec
 from .library import LIBRARY
-from .lower import NotLowerable, lower, schedule_of
+from .lower import schedule_of
 from .records import Schedule
 
 
@@ -90,35 +91,4 @@ def pinned_params(spec: OpSpec) -> dict:
     return {"EPILOGUE": "none", "TRANS_B": 0}
 
 
-def materialize_edit(edit: ScheduleEdit, spec: OpSpec, *, sources: dict[str, str] | None = None,
-                     elem: int = 2, limits: dict | None = None, proposer: str = "manual",
-                     parent_ids: list[str] | None = None, hypothesis: str = "") -> tuple[Schedule, Candidate]:
-    """The edited schedule and its candidate, or EditInvalid with the gate's message."""
-    from ..gate.check import check_schedule
-    sched = apply_patch(base_schedule(edit.base, sources), edit.patch, edit.name)
-    pinned = {**pinned_params(spec), **edit.config}
-    want = str(pinned.get("EPILOGUE", "none"))
-    if sched.epilogue.fused and sched.epilogue.name != want:
-        raise EditInvalid(f"epilogue.fused: {sched.epilogue.fused} is not the epilogue of {spec.name} "
-                          f"(EPILOGUE={want!r})", field="epilogue.fused")
-    try:
-        sched = sched.bind({"EPILOGUE": want})    # the op's fused operations, checked and lowered with the rest
-    except ValidationError as e:
-        raise EditInvalid(f"epilogue.fused: EPILOGUE={want!r} names no fused operations a schedule has: "
-                          f"{e.errors()[0]['msg']}", field="epilogue.fused") from None
-    findings = check_schedule(sched, elem, limits)
-    if findings:
-        f = findings[0]
-        more = "; ".join(f"{g.field}: {g.message}" for g in findings[1:])
-        raise EditInvalid(f"the static gate rejects the edited schedule: {f.field}: {f.message}"
-                          + (f" (also {more})" if more else ""), field=f.field, check=f.check)
-    try:
-        source = lower(sched)
-    except NotLowerable as e:   # check_schedule lowers first; kept for a direct caller's clarity
-        raise EditInvalid(str(e), field=e.field, check="lowering") from None
-    config = {**sched.config(), **pinned}
-    return sched, Candidate(op=spec.name, template="schedule", source=source, config=config,
-                            parent_ids=list(parent_ids or []), proposer=proposer, hypothesis=hypothesis)
-
-
-__all__ = ["EditInvalid", "ScheduleEdit", "apply_patch", "base_schedule", "materialize_edit", "pinned_params"]
+__all__ = ["EditInvalid", "ScheduleEdit", "apply_patch", "base_schedule", "pinned_params"]

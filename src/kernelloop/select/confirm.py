@@ -128,7 +128,7 @@ def attribute_thread(archive, evaluator, run_id: str, cand: Candidate, w: Worklo
     _, _, reply = evaluator.bench(cand, w, ["candidate", "eager", "copy"], evaluator.policy, census,
                                   settle_threads=True)
     again = evaluator.check_timed(w, reply, evaluator.refresh_seeds(cand, w)) if reply.status == "ok" else \
-        evaluator._failure_verdict(reply, "thread census")
+        evaluator.failure_verdict(reply, "thread census")
     archive.log_event(run_id, "confirm-thread-census", {
         "workload": w.id, "candidate": cand.id, "confirm_verdict": bad.message, "threads": bad.log,
         "alone": "PASSED" if again is None else f"{again.status.value}: {again.message}",

@@ -15,21 +15,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ..records import DType, OpSpec, Workload, sha256_hex
+from ..records.spec import ReferenceOutputError, SpecError  # noqa: F401 - defined with the spec records: reference/ raises one
 from .. import pyast
 from .extends import resolve
-
-
-class SpecError(ValueError):
-    """A malformed spec or workload file."""
-
-    def __init__(self, file: Path | str, field: str, message: str):
-        self.file, self.field, self.message = str(file), field, message
-        super().__init__(f"{file}: {field}: {message}" if field else f"{file}: {message}")
-
-
-class ReferenceOutputError(SpecError, RuntimeError):
-    """The reference's results do not match the spec's declared outputs (count, shape, dtype). A SpecError; also a
-    RuntimeError, so a run that meets it mid-way stops like any run that cannot continue (exit 3)."""
 
 
 @dataclass(frozen=True)

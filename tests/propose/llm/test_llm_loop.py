@@ -15,7 +15,8 @@ from kernelloop.builtin import ops_dir
 from kernelloop.archive import Archive
 from kernelloop.execute.evaluate import Timeouts
 from kernelloop.loop import Budget, RunOptions
-from kernelloop.propose.llm import LLMBudget, LLMConfig, Price, ReplayMiss, run_llm
+from kernelloop.loop.llm import run_llm
+from kernelloop.propose.llm import LLMBudget, LLMConfig, Price, ReplayMiss
 from kernelloop.propose.proposal import apply_unified_diff
 from kernelloop.records import Candidate, Workload
 from kernelloop.report.summary import run_summary

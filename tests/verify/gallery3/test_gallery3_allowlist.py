@@ -67,7 +67,7 @@ def test_the_deny_list_alone_would_have_let_it_through(spec, name):
 
 @pytest.fixture()
 def key_folder():
-    from kernelloop.execute.keys import key_dir
+    from kernelloop.sandbox.keys import key_dir
     keys = key_dir()   # the folder the run keys live in (the tests' conftest points it at a temporary folder)
     keys.mkdir(parents=True, exist_ok=True)
     planted = keys / "gallery3-allowlist-canary"

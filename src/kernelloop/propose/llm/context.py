@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ...agent.interface import op_interface, template_params
+from ..interface import op_interface, template_params
 from ...records import Candidate, OpSpec, Status, Trial, Workload
 
 LOG_CHARS = 3000     # compiler/runtime log kept for the debugger

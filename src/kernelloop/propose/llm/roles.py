@@ -130,7 +130,7 @@ class Roles:
         self.refused: list[tuple[str, ScheduleRefused, KernelProposal]] = []   # (workload, refusal, proposal)
 
     def _common(self, workload: Workload) -> dict:
-        from ...agent.interface import workload_shapes
+        from ..interface import workload_shapes
         return {"interface": self.ctx.interface_json(),
                 "workload": json.dumps(workload_shapes(self.ctx.spec, workload), sort_keys=True)}
 

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable
-
-if TYPE_CHECKING:
-    from .source import _Module
+from typing import Any, Callable, Iterable
 
 LIB = "library-op"
 HOT = "torch-on-hot-path"
@@ -36,18 +33,19 @@ PRIORITY: tuple[str, ...] = (LIB, ALIAS, STREAM, PROC, TIMING, MONKEY, INTRO, FI
 
 @dataclass(frozen=True)
 class Rule:
-    """One static rule: an id, the attack it closes, and a check yielding (node, what matched)."""
+    """One static rule: an id, the attack it closes, and a check yielding (node, what matched). The check takes the
+    parsed source (source.py's `_Module`, not imported here: source.py imports this registry)."""
 
     id: str
     rationale: str
-    check: Callable[["_Module"], Iterable[tuple[ast.AST, str]]]
+    check: Callable[[Any], Iterable[tuple[ast.AST, str]]]
 
 
 RULES: list[Rule] = []  # in reporting priority: the more specific rule first
 
 
 def rule(rule_id: str, rationale: str):
-    def register(fn: Callable[["_Module"], Iterable[tuple[ast.AST, str]]]):
+    def register(fn: Callable[[Any], Iterable[tuple[ast.AST, str]]]):
         RULES.append(Rule(rule_id, " ".join(rationale.split()), fn))
         RULES.sort(key=lambda r: PRIORITY.index(r.id))   # an id missing from PRIORITY fails here, at import
         return fn

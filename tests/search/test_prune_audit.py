@@ -5,8 +5,8 @@ from kernelloop.builtin import ops_dir
 from kernelloop.device import VIRTUAL_HOPPER
 from kernelloop.records import Workload
 from kernelloop.spec import load_op
-from kernelloop.spec.aot import BUILT, COMPILE_ERROR, BuildOutcome
-from kernelloop.spec.prune_audit import FAILS, RUNS, SPILLS, audit, build_class, outcomes_of, top_share
+from kernelloop.build.aot import BUILT, COMPILE_ERROR, BuildOutcome
+from kernelloop.search.prune_audit import FAILS, RUNS, SPILLS, audit, build_class, outcomes_of, top_share
 from kernelloop.spec.space import why_pruned
 
 PROPS = {**VIRTUAL_HOPPER, "virtual": False}

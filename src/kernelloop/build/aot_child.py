@@ -1,23 +1,23 @@
-"""The ahead-of-time build process of `spec.aot`: `python -m kernelloop.spec.aot_child JOB RESULT`.
+"""The ahead-of-time build process of `build.aot`: `python -m kernelloop.build.aot_child JOB RESULT`.
 
 Reads the job file (spec, workload, target arch and SM count, template files, the configurations to build) and
 appends one JSON line per event to the result file (flushed): `{"start": i}` when configuration i starts and
 `{"done": i, "status", "kernels", "error", "seconds"}` when it ends, so the parent knows which configuration a
 hung or killed process was building.
 
-Order matters: the read-only view (`execute/confine.py`) is set up before anything else, since it needs a process
-of one thread (so nothing here imports torch before it: `python -m` imports only `kernelloop` and `kernelloop.spec`
-first, neither of which imports torch); the audit-hook sandbox (`execute/sandbox.py`) is armed after the build's own
+Order matters: the read-only view (`sandbox/confine.py`) is set up before anything else, since it needs a process
+of one thread (so nothing here imports torch before it: `python -m` imports only `kernelloop` and `kernelloop.build`
+first, neither of which imports torch); the audit-hook sandbox (`sandbox/policy.py`) is armed after the build's own
 imports and before any template is imported.
 """
 
-# the read-only view (execute/confine.py) before anything else: it needs a process of one thread
-from kernelloop.execute.confine import confine_from_env
+# the read-only view (sandbox/confine.py) before anything else: it needs a process of one thread
+from kernelloop.sandbox.confine import confine_from_env
 
 
 def _setup(arch: int, sm_count: int, ptx_overrides: dict | None = None):
     """Imports, the stand-in driver (unless this host's GPU is the target and visible) and the compile-only launch
-    (with `ptx_overrides`, edited PTX substituted through Triton's IR override: kernelloop.ptx.override); returns
+    (with `ptx_overrides`, edited PTX substituted through Triton's IR override: kernelloop.build.ptx_override); returns
     (prepare, build_item): `prepare(spec, workload)` makes the workload's tensors (kept for the next builds
     of that workload), `build_item(module, spec, workload, config, keep_asm)` builds one configuration and returns
     its event (status, kernels, error, seconds)."""
@@ -26,7 +26,7 @@ def _setup(arch: int, sm_count: int, ptx_overrides: dict | None = None):
     from triton.backends.compiler import GPUTarget
     from triton.runtime.driver import driver
     from triton.runtime.jit import JITFunction
-    from kernelloop.profile.sass import resource_usage
+    from kernelloop.build.cubin import resource_usage
     from kernelloop.reference.inputs import alloc_outputs, alloc_scratch, make_inputs
     class _Target:
         """Stands in for the CUDA driver: reports the target; nothing is ever launched."""
@@ -64,8 +64,8 @@ def _setup(arch: int, sm_count: int, ptx_overrides: dict | None = None):
         return kernel
     JITFunction.run = _compile_only
     overrides = None
-    if ptx_overrides:   # edited PTX substituted through Triton's IR override (kernelloop.ptx.override)
-        from kernelloop.ptx.override import PtxOverrides
+    if ptx_overrides:   # edited PTX substituted through Triton's IR override (kernelloop.build.ptx_override)
+        from kernelloop.build.ptx_override import PtxOverrides
         overrides = PtxOverrides(ptx_overrides)
         _plain = _compile_only
 
@@ -125,12 +125,12 @@ def _import_template(path: str, name: str):
 
 
 def _arm_sandbox(folder: str, denial_file: str):
-    """Least privilege before any template is imported (execute/sandbox.py): Triton's compile, ptxas and cuobjdump
+    """Least privilege before any template is imported (sandbox/policy.py): Triton's compile, ptxas and cuobjdump
     keep working; a template's Python that reaches for anything else fails its configuration, naming the action."""
     import os
     if os.environ.get("KERNELLOOP_SANDBOX", "on") == "off":
         return None
-    from kernelloop.execute.sandbox import default_policy, install
+    from kernelloop.sandbox.policy import default_policy, install
     return install(default_policy([folder], denial_file))
 
 

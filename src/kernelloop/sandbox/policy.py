@@ -29,7 +29,7 @@ What it does not stop: native code (a C extension, ctypes from code that passes 
 own C build helpers called directly) can bypass it. docs/verification.md states the threat model; `os_layer()`
 reports whether an OS layer is available beside it: user and network namespaces (no network), and a mount namespace
 in which the process makes everything read-only but the folders it writes and hides the protected folders under an
-empty read-only tmpfs (`execute/confine.py`); `wrap_command` starts a process inside.
+empty read-only tmpfs (`sandbox/confine.py`); `wrap_command` starts a process inside.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from pydantic import Field
 from ..records.base import Record
 
 DENIAL_FILE = "sandbox.denied"
+SANDBOX_ENV = "KERNELLOOP_SANDBOX"   # "off" in the controller's environment: workers run without the sandbox
 IMPORTABLE = (".py", ".pyc", ".so", ".pth", ".pyi", ".typed")
 # ATen's and the driver's libraries a process may open through ctypes from any caller
 LIBRARIES = ("libcuda.so", "libnvidia-ml.so", "libcudart.so", "libnvrtc.so", "libnvJitLink.so")
@@ -173,7 +174,7 @@ from .confine import PROTECTED_ENV  # noqa: E402 - JSON list of folders a confin
 
 
 def protected_paths() -> list[str]:
-    """Folders no process that imports candidate code may open: the run-key folder (execute/keys.py), as the
+    """Folders no process that imports candidate code may open: the run-key folder (sandbox/keys.py), as the
     controller named it in $KERNELLOOP_PROTECTED, and as this process would find it."""
     from .keys import key_dir
     named = json.loads(os.environ.get(PROTECTED_ENV) or "[]")
@@ -427,7 +428,7 @@ def _unshare_probe(exe: str, flags: list[str], argv: list[str], env: dict | None
 @functools.lru_cache(maxsize=1)
 def os_layer() -> str:
     """What the OS adds to the audit hook here, probed once per process:
-    - f'{MOUNT}, {VIEW}' when `unshare --user --map-root-user --net --mount` runs and, inside it, `execute.confine`
+    - f'{MOUNT}, {VIEW}' when `unshare --user --map-root-user --net --mount` runs and, inside it, `sandbox.confine`
       makes every mount read-only but a test folder, a write outside it is refused and a remount read-write too;
     - f'{NET}; read-only view unavailable: <why>' when only the network namespace works;
     - 'unavailable: <why>' when no namespace can be had (no unshare binary, or the kernel refuses)."""
@@ -447,7 +448,7 @@ def os_layer() -> str:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
                                                           env.get("PYTHONPATH")]))
         r, why = _unshare_probe(exe, ["--user", "--map-root-user", "--net", "--mount"],
-                                [sys.executable, "-m", "kernelloop.execute.confine", str(job), str(outside)], env)
+                                [sys.executable, "-m", "kernelloop.sandbox.confine", str(job), str(outside)], env)
         if r is None or r.returncode != 0:
             return f"{NET}; read-only view unavailable: {why}"
         try:
@@ -481,7 +482,7 @@ def writable_roots(job_roots: list[str | os.PathLike], log_path: str | os.PathLi
 def wrap_command(argv: list[str], layer: str, writable: list[str] | None = None,
                  env: dict | None = None) -> list[str]:
     """`argv` run inside fresh namespaces when the OS layer is available, else unchanged. With the read-only view,
-    `writable` (what the process may still write) goes into `env` for `execute.confine.confine_from_env`, which
+    `writable` (what the process may still write) goes into `env` for `sandbox.confine.confine_from_env`, which
     the process calls before it imports candidate code."""
     exe = shutil.which("unshare") or "unshare"
     if read_only_view(layer) and writable is not None and env is not None:

@@ -92,10 +92,10 @@ def launch_limits(outcome: BuildOutcome, props: dict) -> list[str]:
     return out
 
 
-# The build process (`aot_child.py`, run as `python -m kernelloop.spec.aot_child JOB RESULT`): reads a job file,
+# The build process (`aot_child.py`, run as `python -m kernelloop.build.aot_child JOB RESULT`): reads a job file,
 # appends one JSON line per event to the result file (flushed), so the parent knows which configuration a hung or
 # killed process was building.
-_CHILD_MODULE = "kernelloop.spec.aot_child"
+_CHILD_MODULE = "kernelloop.build.aot_child"
 
 
 MAX_EVENT_BYTES = 16 << 20   # a build process's result file is read up to this size (it ran candidate code)
@@ -137,7 +137,7 @@ def _run_chunk(job: dict, items: list[dict], timeout_s: float, startup_s: float,
         err_path = job_path + ".stderr"
         argv, child_env = [sys.executable, "-m", _CHILD_MODULE, job_path, res_path], dict(env)
         if env.get("KERNELLOOP_SANDBOX", "on") != "off":   # the OS layer too: no network, a read-only view
-            from ..execute.sandbox import os_layer, read_only_view, wrap_command, writable_roots
+            from ..sandbox.policy import os_layer, read_only_view, wrap_command, writable_roots
             layer = os_layer()
             argv = wrap_command(argv, layer, writable_roots([workdir]) if read_only_view(layer) else None,
                                 child_env)
@@ -197,7 +197,7 @@ def build_configs(spec: OpSpec, template_files: dict[str, Path], workload: Workl
     `jobs` processes build at once, `chunk` configurations per process; a process gets `timeout_s` per configuration
     it has left plus `startup_s` (imports); past that, the configuration it was building is a timeout.
     With `keep_asm`, each kernel row also carries "asm": its PTX, cubin (base64) and Triton's metadata.
-    `ptx_overrides` ({kernel name: {sha256 of its PTX: edited PTX file}}, kernelloop.ptx.override) compiles
+    `ptx_overrides` ({kernel name: {sha256 of its PTX: edited PTX file}}, kernelloop.build.ptx_override) compiles
     those kernels with the edited PTX substituted; their rows say so ("ptx_override")."""
     items = [{"template": c["template"], "config": {k: v for k, v in c.items() if k != "template"}}
              for c in configs]

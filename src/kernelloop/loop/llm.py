@@ -6,8 +6,8 @@
     run_llm(bundle, workloads, options, other_dir, config, mode="replay", cassette_dir=run_dir / "llm")
 
 The loop (kernelloop.loop.run: the options checked, then the controller) is the one that freezes the manifest, evaluates and archives; this
-module only builds the proposer, its client and cassette, and the sink that appends the proposer's events to
-the run's archive (notes only: it never reads or writes trials).
+module only builds the proposer (kernelloop.propose.llm), its client and cassette, and the sink that appends the
+proposer's events to the run's archive (kernelloop.propose.llm.sink.ArchiveSink).
 """
 
 from __future__ import annotations
@@ -15,38 +15,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Literal
 
-from ...archive import Archive
-from ... import loop
-from ...loop import Progress, RunOptions
-from ...records import Workload
-from ...spec import OpBundle
-from .config import LLMConfig
-from .prompts import DEFAULT_VERSION, load_prompts
-from .proposer import LLMBudget, LLMProposer
-from .providers import Provider, make_provider
-from .recorder import Cassette, LLMClient
-from .roles import Limits
-
-
-class ArchiveSink:
-    """Appends proposer events to the run's archive, one transaction per event, through its own connection."""
-
-    def __init__(self, archive_path: str | Path):
-        self.path = Path(archive_path)
-
-    def __call__(self, run_id: str, events: list[tuple[str, dict]]) -> None:
-        with Archive(self.path) as archive:
-            for kind, payload in events:
-                archive.log_event(run_id, kind, payload)
-
-
-def default_knowledge():
-    """The repository's knowledge base, or None when it cannot be loaded."""
-    try:
-        from ...knowledge import load_knowledge
-        return load_knowledge()
-    except Exception:  # noqa: BLE001 - the proposer works without a knowledge base
-        return None
+from ..propose.llm.config import LLMConfig
+from ..propose.llm.prompts import DEFAULT_VERSION, load_prompts
+from ..propose.llm.proposer import LLMBudget, LLMProposer
+from ..propose.llm.providers import Provider, make_provider
+from ..propose.llm.recorder import Cassette, LLMClient
+from ..propose.llm.roles import Limits
+from ..propose.llm.sink import ArchiveSink, default_knowledge
+from ..records import Workload
+from ..spec import OpBundle
+from .options import Progress, RunOptions
 
 
 def run_llm(bundle: OpBundle, workloads: list[Workload], options: RunOptions, run_dir: str | Path,
@@ -64,10 +42,11 @@ def run_llm(bundle: OpBundle, workloads: list[Workload], options: RunOptions, ru
     proposer = LLMProposer(bundle, workloads, client, load_prompts(prompts_version, prompts_root),
                            device=options.device, kb=default_knowledge() if kb == "default" else kb, budget=budget,
                            limits=limits, sink=ArchiveSink(run_dir / "archive.sqlite"))
-    run_id = loop.run(bundle, workloads, options, run_dir, resume=resume, on_progress=on_progress,
-                      proposer=proposer).run_id
+    import kernelloop.loop as entry        # the package attribute: the one way into the loop (loop/entry.py)
+    run_id = entry.run(bundle, workloads, options, run_dir, resume=resume, on_progress=on_progress,
+                       proposer=proposer).run_id
     proposer.finish(run_id)
     return run_id
 
 
-__all__ = ["ArchiveSink", "default_knowledge", "run_llm"]
+__all__ = ["run_llm"]

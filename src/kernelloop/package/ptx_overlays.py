@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Callable
 
 from ..archive import Archive
-from ..package.table import DispatchTable, PtxOverlay
-from .archive import best_winner
-from .patch import edited_ptx, unified
+from ..ptx.archive import best_winner
+from ..ptx.patch import edited_ptx, unified
+from .table import DispatchTable, PtxOverlay
 
 
 def attach(archive: Archive, run: dict, table: DispatchTable, op_root: Path, write: Callable[[Path, str], None],

@@ -1,6 +1,6 @@
 """The read-only view of a process that imports candidate code: the file system layer of the sandbox's OS layer.
 
-`execute.sandbox.wrap_command` starts the worker (and the ahead-of-time build process) under
+`sandbox.policy.wrap_command` starts the worker (and the ahead-of-time build process) under
 `unshare --user --map-root-user --net --mount`: root of a user namespace of its own, which owns a fresh mount
 namespace (private propagation: nothing done in it reaches the host). Before any candidate code is imported, the
 process calls `readonly_view(writable)`, which
@@ -142,7 +142,7 @@ def readonly_view(writable, drop: bool = True) -> list[str]:
     return keep
 
 
-PROTECTED_ENV = "KERNELLOOP_PROTECTED"   # JSON list of folders to hide (execute/sandbox.py protected_paths)
+PROTECTED_ENV = "KERNELLOOP_PROTECTED"   # JSON list of folders to hide (sandbox/policy.py protected_paths)
 
 
 def protected_from_env() -> list[str]:

@@ -13,7 +13,7 @@ from kernelloop.device import VIRTUAL_HOPPER
 from kernelloop.profile.sass import find_tool
 from kernelloop.records import Workload
 from kernelloop.spec import load_op
-from kernelloop.spec.aot import BUILT, COMPILE_ERROR, CRASHED, LAUNCH_ERROR, TIMEOUT, BuildOutcome, build_configs, \
+from kernelloop.build.aot import BUILT, COMPILE_ERROR, CRASHED, LAUNCH_ERROR, TIMEOUT, BuildOutcome, build_configs, \
     launch_limits
 
 
@@ -145,12 +145,12 @@ def test_ahead_of_time_builds_match_the_kernels_a_real_launch_compiles():
 
 
 def test_the_build_process_module_imports_no_torch_before_its_read_only_view():
-    """`python -m kernelloop.spec.aot_child` imports its packages and the module before main() confines the
+    """`python -m kernelloop.build.aot_child` imports its packages and the module before main() confines the
     process; the read-only view needs one thread, so none of that may import torch."""
     import subprocess
     import sys
     src = str(Path(__file__).resolve().parents[2] / "src")
-    code = ("import os, sys, kernelloop.spec.aot_child as c; "
+    code = ("import os, sys, kernelloop.build.aot_child as c; "
             "print('torch' in sys.modules, len(os.listdir('/proc/self/task')), callable(c.main))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": src}, check=True)

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ..build.aot import BUILT, BuildOutcome, launch_limits
 from ..records import TemplateSpec, Workload, evaluate_expression
-from .aot import BUILT, BuildOutcome, launch_limits
-from .space import why_pruned, workload_names
+from ..spec.space import why_pruned, workload_names
 
 FAILS, SPILLS, RUNS = "fails", "spills", "runs"
 
@@ -139,7 +139,7 @@ def top_share(pruned_runners: list[dict], space: dict, workload_id: str, share: 
     while any pruned configuration is checked by neither."""
     from math import ceil
 
-    from ..search.encoding import config_key
+    from .encoding import config_key
 
     pruned = {config_key({"template": r["template"], **r["config"]}) for r in pruned_runners}
     times = []
@@ -174,7 +174,7 @@ def top_share(pruned_runners: list[dict], space: dict, workload_id: str, share: 
 
 def _with_screen(pruned: set[str], measured: set[str], screen: dict) -> dict:
     """The verdict over the pruned configurations this recording measured and those a screen checked."""
-    from ..search.encoding import config_key
+    from .encoding import config_key
 
     flagged = {config_key(c["config"]) for c in screen.get("to_confirm", [])}
     rest = pruned - measured
