@@ -1,6 +1,6 @@
 """The verification battery of one trial: which cases run, on which shapes, seeds and value distributions.
 
-Every draw mixes the run's secret (derived from the run key, which no proposer can read: execute/keys.py), the
+Every draw mixes the run's secret (derived from the run key, which no proposer can read: sandbox/keys.py), the
 workload and the candidate, so the cases of one candidate say nothing about the next one's:
 - `checks` cases on the workload itself, each from another value distribution, the first one run 3 times
   (bitwise determinism), and one more for each of the spec's `inputs_policy.always` distributions the cycle missed
