@@ -145,8 +145,10 @@ def test_calling_the_library_is_rejected_and_archived(ws, good):
     ans = submit(ws.root, Submission(source=CHEAT, config=CONFIG, parent=good["candidates"][0]["id"],
                                      agent="test"), **FAST)
     (r,) = ans["results"]
-    assert ans["verdict"] == "REJECTED" and r["reason"] == "rejected: library-op" and r["measurement"] is None
-    assert "library-op" in {h["rule"] for h in ans["candidates"][0]["static_rules"]}
+    # the allow-list names the library module first (`torch.nn.functional` is not declared); the library call is
+    # named by its own rule too
+    assert ans["verdict"] == "REJECTED" and r["reason"] == "rejected: not-allowed" and r["measurement"] is None
+    assert {"library-op", "not-allowed"} <= {h["rule"] for h in ans["candidates"][0]["static_rules"]}
     with Archive(ws.run_dir() / "archive.sqlite") as a:
         assert a.find_trial(ans["run"], ans["candidates"][0]["id"], r["workload_id"]).verdict.status.value == "REJECTED"
 

@@ -169,6 +169,7 @@ def test_status_mapping(archived):
         Status.RUNTIME_ERROR: Verdict(status=Status.RUNTIME_ERROR, message="illegal address", log="Traceback ..."),
         Status.TIMEOUT: Verdict(status=Status.TIMEOUT, message="deadline"),
         Status.REJECTED: Verdict(status=Status.REJECTED, message="static rule library-op"),
+        Status.TAMPERED: Verdict(status=Status.TAMPERED, message="the trial's row fails its MAC"),
     }
     assert set(verdicts) | {Status.PASSED} == set(Status) == set(STATUS_MAP)
     for status, v in verdicts.items():
