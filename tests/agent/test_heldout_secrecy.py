@@ -15,7 +15,8 @@ import pytest
 from kernelloop.builtin import ops_dir
 from kernelloop.agent import Submission, init_workspace, submit, workspace_status
 from kernelloop.archive import Archive
-from kernelloop.execute import battery, keys
+from kernelloop.execute import battery
+from kernelloop.sandbox import keys
 from kernelloop.execute.evaluate import Timeouts
 from kernelloop.records import Candidate, Workload
 
