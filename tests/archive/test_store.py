@@ -231,10 +231,12 @@ def test_run_round_trip_and_conflict(arch: Archive):
     assert MHASH in str(ei.value) and "m-other" in str(ei.value)
     assert arch.get_run(RUN)["manifest_hash"] == MHASH
 
-    arch.set_run_status(RUN, "finished")
-    assert arch.get_run(RUN)["status"] == "finished"
+    arch.set_run_status(RUN, "complete")
+    assert arch.get_run(RUN)["status"] == "complete"
+    with pytest.raises(ValueError):           # only the statuses a run is ever given (records.run.RunStatus)
+        arch.set_run_status(RUN, "finished")
     with pytest.raises(ArchiveError, match="no such run"):
-        arch.set_run_status("nope", "finished")
+        arch.set_run_status("nope", "complete")
 
     arch.create_run("run-0002", make_spec(), MANIFEST, "m-2", make_env(), {})
     assert [r["id"] for r in arch.runs()] == [RUN, "run-0002"]

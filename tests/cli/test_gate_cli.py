@@ -74,20 +74,17 @@ def test_precision_as_text(gated_run, tmp_path_factory):
 
 
 def test_gate_option_reaches_the_run_options(monkeypatch):
-    import kernelloop.cli.optimize as optimize_cli
+    import kernelloop.loop
     seen = []
 
     class Stop(RuntimeError):
         """Ends the command once the options are seen."""
 
-    class Fake:
-        def __init__(self, bundle, wls, opts, run_dir, on_progress):
-            seen.append(opts)
+    def fake(bundle, wls, opts, run_dir, **kw):   # the one way into the loop (loop/entry.py)
+        seen.append(opts)
+        raise Stop("run stopped here")
 
-        def run(self, resume=False):
-            raise Stop("run stopped here")
-
-    monkeypatch.setattr(optimize_cli, "Controller", Fake)
+    monkeypatch.setattr(kernelloop.loop, "run", fake)
     base = ["optimize", "layernorm", "--device", "interpret", "--budget", "1"]
     for extra in (["--gate", "off"], ["--gate", "audit"], []):
         assert run(app, base + extra).exit_code == 3
