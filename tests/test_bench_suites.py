@@ -107,22 +107,19 @@ def test_every_optimize_step_passes_the_commands_checks(bench, monkeypatch, tmp_
     class Checked(RuntimeError):
         pass
 
-    class FakeController:
-        def __init__(self, bundle, wls, opts, run_dir, on_progress):
-            self.bundle, self.wls, self.opts = bundle, wls, opts
-
-        def run(self, resume=False):
-            if self.opts.templates or self.opts.fixed:      # a narrowed space can prune to nothing
-                for w in self.wls:
-                    kept = [c for _, k, _ in selected_space(self.bundle.spec.templates, w, h200, self.opts.templates,
-                                                            self.opts.fixed) for c in k]
-                    assert kept, f"{w.label}: nothing kept for {self.opts.templates} {self.opts.fixed}"
-            seen.append(self.opts)
-            raise Checked("arguments checked")
+    def fake_run(bundle, wls, opts, run_dir, **kw):   # the one way into the loop (loop/entry.py)
+        if opts.templates or opts.fixed:      # a narrowed space can prune to nothing
+            for w in wls:
+                kept = [c for _, k, _ in selected_space(bundle.spec.templates, w, h200, opts.templates,
+                                                        opts.fixed) for c in k]
+                assert kept, f"{w.label}: nothing kept for {opts.templates} {opts.fixed}"
+        seen.append(opts)
+        raise Checked("arguments checked")
 
     monkeypatch.setattr(kernelloop.device, "cuda_available", lambda: True)
     monkeypatch.setattr(kernelloop.device, "device_properties", lambda device: dict(h200))  # the pre-run space check
-    monkeypatch.setattr(optimize_cli, "Controller", FakeController)
+    import kernelloop.loop as entry
+    monkeypatch.setattr(entry, "run", fake_run)
     monkeypatch.chdir(ROOT)
     steps = [st for s in bench.SUITES.values() for st in s.steps if st.optimize and "{out}" not in " ".join(st.argv)]
     assert len(steps) >= 10

@@ -74,7 +74,7 @@ def test_precision_as_text(gated_run, tmp_path_factory):
 
 
 def test_gate_option_reaches_the_run_options(monkeypatch):
-    import kernelloop.loop
+    import kernelloop.loop as entry
     seen = []
 
     class Stop(RuntimeError):
@@ -84,7 +84,7 @@ def test_gate_option_reaches_the_run_options(monkeypatch):
         seen.append(opts)
         raise Stop("run stopped here")
 
-    monkeypatch.setattr(kernelloop.loop, "run", fake)
+    monkeypatch.setattr(entry, "run", fake)
     base = ["optimize", "layernorm", "--device", "interpret", "--budget", "1"]
     for extra in (["--gate", "off"], ["--gate", "audit"], []):
         assert run(app, base + extra).exit_code == 3
