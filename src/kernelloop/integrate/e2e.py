@@ -177,7 +177,7 @@ def _originals(model, make, seeds) -> tuple[dict, str]:
     try:
         first = make(seeds[0])
         device = next((x.device.type for x in first if isinstance(x, torch.Tensor)), "cpu")
-        return {s: _logits(model(*make(s))) for s in seeds}, device
+        return {s: output_logits(model(*make(s))) for s in seeds}, device
     except Exception as e:  # noqa: BLE001 - the model's own failure on its inputs: said in one line
         text = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise ModelCallError(f"{type(model).__name__} raised on its example inputs: {type(e).__name__}: {text}") \
