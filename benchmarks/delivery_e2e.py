@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 import torch
-from kernelloop.builtin import ops_dir
+from kernelloop.base.builtin import ops_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINES = {"gemm_nt": ["cublas"], "attention_causal": ["sdpa-cudnn", "sdpa-flash"]}   # what the model calls
@@ -84,7 +84,7 @@ def time_liger(layers: int, shape: tuple[int, int], rounds: int, calls: int) -> 
         from liger_kernel.transformers import apply_liger_kernel_to_llama
     except ImportError as e:
         return {"note": f"not measured: {e}"}
-    from kernelloop.bench.stats import summarize
+    from kernelloop.core.bench.stats import summarize
     apply_liger_kernel_to_llama()
     model = llama8b_shaped(layers)
     x = ids(*shape)
@@ -125,7 +125,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     log = out / "commands.log"
     import kernelloop
-    from kernelloop.capture import write_workloads
+    from kernelloop.deliver.capture import write_workloads
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes]
     model = llama8b_shaped(args.layers)
     t0 = time.time()

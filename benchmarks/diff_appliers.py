@@ -1,4 +1,4 @@
-"""The proposal diff applier (kernelloop.propose.proposal.apply_unified_diff) beside a library that applies unified
+"""The proposal diff applier (kernelloop.tune.propose.proposal.apply_unified_diff) beside a library that applies unified
 diffs (whatthepatch) and GNU patch, on the kinds of diff an LLM proposer writes: exact, a hunk at another line
 than stated, several hunks with file headers, wrong hunk line counts, and context that is not in the source (which
 must be refused). Prints a markdown table; `pip install whatthepatch` for its column.
@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from kernelloop.propose.proposal import ProposalInvalid, apply_unified_diff
+from kernelloop.tune.propose.proposal import ProposalInvalid, apply_unified_diff
 
 SOURCE = "a\nb\nc\nd\ne\n"
 CASES = [   # (name, patch, the expected result; None = must be refused)

@@ -29,13 +29,13 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import torch  # noqa: E402
 
-from kernelloop.builtin import ops_dir
-from kernelloop.package.guards import AxisRange, Guard  # noqa: E402
-from kernelloop.package.runtime import Kernel, Package  # noqa: E402
-from kernelloop.package.records import MeasuredOn, PackageManifest, PackagedOp  # noqa: E402
-from kernelloop.package.table import DispatchEntry, DispatchTable, ShapeClaim  # noqa: E402
-from kernelloop.records import DType  # noqa: E402
-from kernelloop.spec import load_op  # noqa: E402
+from kernelloop.base.builtin import ops_dir
+from kernelloop.deliver.package.guards import AxisRange, Guard  # noqa: E402
+from kernelloop.deliver.package.runtime import Kernel, Package  # noqa: E402
+from kernelloop.deliver.package.records import MeasuredOn, PackageManifest, PackagedOp  # noqa: E402
+from kernelloop.deliver.package.table import DispatchEntry, DispatchTable, ShapeClaim  # noqa: E402
+from kernelloop.base.records import DType  # noqa: E402
+from kernelloop.core.spec import load_op  # noqa: E402
 
 
 

@@ -17,13 +17,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from kernelloop.builtin import ops_dir
-from kernelloop.bench.policy import policies_for
-from kernelloop.device import environment
-from kernelloop.execute.evaluate import Evaluator
-from kernelloop.execute.pool import Worker
-from kernelloop.records import Candidate, Workload
-from kernelloop.spec import load_op
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.bench.policy import policies_for
+from kernelloop.core.device import environment
+from kernelloop.core.execute.evaluate import Evaluator
+from kernelloop.core.execute.pool import Worker
+from kernelloop.base.records import Candidate, Workload
+from kernelloop.core.spec import load_op
 
 # the H200 winners of 2026-11-30 (their archives are in git history: benchmarks/results/2026-11-30-h200-s2)
 CASES = [

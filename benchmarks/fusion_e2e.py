@@ -1,4 +1,4 @@
-"""Fusion from the model's graph on a Llama-3-8B-shaped decoder, end to end, in one command (`kernelloop.fuse`).
+"""Fusion from the model's graph on a Llama-3-8B-shaped decoder, end to end, in one command (`kernelloop.deliver.fuse`).
 
 transformers' LlamaForCausalLM with Llama-3-8B's shapes (hidden 4096, intermediate 14336, 32 heads, 8 KV heads, head
 dim 128, vocab 128256, rms_norm_eps 1e-5 -- the fused norm carries that eps), LAYERS layers, random weights, bf16,
@@ -168,7 +168,7 @@ def main() -> int:
         log.flush()
 
     import torch
-    from kernelloop.fuse import fuse
+    from kernelloop.deliver.fuse import fuse
     (out / "env.json").write_text(json.dumps(environment(args), indent=1))
     dev = "cuda" if args.device == "cuda" else "cpu"
     model, vocab = build_model(args.config, args.layers, dev)

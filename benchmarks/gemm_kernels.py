@@ -21,7 +21,7 @@ import statistics
 import sys
 
 import torch
-from kernelloop.builtin import ops_dir
+from kernelloop.base.builtin import ops_dir
 
 
 SHAPES = {

@@ -1,5 +1,5 @@
 """Where a small GEMM's time goes between the kernel and the loop's timer: cuBLAS beside configurations of the tiled
-template on one shape, timed by the loop's own sampler (`kernelloop.bench.timer.sample`, the cold-L2 events policy)
+template on one shape, timed by the loop's own sampler (`kernelloop.core.bench.timer.sample`, the cold-L2 events policy)
 under three L2 states (flushed by a write, flushed by a read, not flushed), and from the profiler's kernel records
 (device-side durations, L2 flushed by a write). A diagnostic, not a benchmark of record.
 
@@ -19,7 +19,7 @@ import statistics
 import sys
 
 import torch
-from kernelloop.builtin import ops_dir
+from kernelloop.base.builtin import ops_dir
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -75,8 +75,8 @@ def main(argv=None):
     M, N, K = (int(x) for x in args.shape.split(","))
     if not torch.cuda.is_available():
         sys.exit("gemm_timing_gap.py needs a CUDA GPU")
-    from kernelloop.bench.policy import COLD_L2_EVENTS
-    from kernelloop.bench.timer import sample
+    from kernelloop.core.bench.policy import COLD_L2_EVENTS
+    from kernelloop.core.bench.timer import sample
     gemm_kernels = _load(ROOT / "benchmarks" / "gemm_kernels.py", "gemm_kernels_gap")
     subjects, errors = _subjects(M, N, K, torch.bfloat16)
     policies = {"write-flush": COLD_L2_EVENTS,

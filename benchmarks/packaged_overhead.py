@@ -5,7 +5,7 @@ For each (op, shape): a short `kernelloop optimize` run (or `--runs DIR` with ea
 --exact`, then 500 back-to-back calls (after warm-up; one synchronize at the end; wall per call; median of 7
 repeats) of:
   bare       the winner's launches on preallocated outputs, straight to their compiled kernels' launchers (the
-             handles recorded from the winner's `launch`, package/replay.py)
+             handles recorded from the winner's `launch`, deliver/package/replay.py)
   bare-jit   the winner's own `launch` on preallocated outputs, through Triton's JIT (binding, specialisation and
              cache lookup on every call)
   packaged   `pkg[op](...)`: guard decision, fresh outputs, the launch (replayed from the plan's third call on)
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 import torch
-from kernelloop.builtin import ops_dir
+from kernelloop.base.builtin import ops_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = {   # op -> shapes (axis values) and the eager op
@@ -75,9 +75,9 @@ def main() -> None:
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     import kernelloop
-    from kernelloop.reference.inputs import make_inputs
-    from kernelloop.records import DType, Workload
-    from kernelloop.spec import load_op
+    from kernelloop.core.reference.inputs import make_inputs
+    from kernelloop.base.records import DType, Workload
+    from kernelloop.core.spec import load_op
     results = {}
     runs = []
     for op in args.ops:
@@ -112,7 +112,7 @@ def main() -> None:
                 row["config"] = dict(config)
                 call = lambda: launch(*inputs, *outs, **extra, **scalars, **config)  # noqa: E731
                 row["bare-jit"] = wall_per_call(call)
-                from kernelloop.package.replay import Replay, record
+                from kernelloop.deliver.package.replay import Replay, record
                 rec = record([*inputs, *outs, *extra.values()], call)
                 if rec.why_not:
                     row["bare_why_not"] = rec.why_not

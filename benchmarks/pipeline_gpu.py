@@ -3,7 +3,7 @@
     python3 benchmarks/pipeline_gpu.py RUN_ARCHIVE [RUN_ARCHIVE ...] --baseline BASELINE_ARCHIVE --out FILE.json
 
 Each archive (a run folder, archive.sqlite or .sqlite.gz) is read with the same code `kernelloop show` uses
-(kernelloop.loop.throughput): trials, the search's wall time, trials per minute and per GPU-minute (per minute
+(kernelloop.tune.loop.throughput): trials, the search's wall time, trials per minute and per GPU-minute (per minute
 divided by the devices that worked), each device's busy share (verifying and timing over the wall time; target
 >= 0.9), the time the devices waited for builds, and where compilation happened (the build stage's compile seconds,
 the workers' first calls, whether the workers ran the build stage's binaries), the trials' verdicts and how each
@@ -25,10 +25,10 @@ sys.path.insert(0, str(ROOT / "src"))
 
 
 def figures(path: Path) -> dict:
-    from kernelloop.api import archive_file
-    from kernelloop.archive import Archive
-    from kernelloop.records import BuildArtifact
-    from kernelloop.loop.throughput import throughput
+    from kernelloop.deliver.api import archive_file
+    from kernelloop.core.archive import Archive
+    from kernelloop.base.records import BuildArtifact
+    from kernelloop.tune.loop.throughput import throughput
     with Archive(archive_file(path), readonly=True) as a:
         run = a.runs()[0]
         tp = throughput(a, run["id"])

@@ -28,10 +28,10 @@ import json
 import sys
 from pathlib import Path
 
-from kernelloop.archive import Archive
-from kernelloop.records import OpSpec, Status, Workload
-from kernelloop.report.summary import hypothesis_record
-from kernelloop.search.encoding import config_key
+from kernelloop.core.archive import Archive
+from kernelloop.base.records import OpSpec, Status, Workload
+from kernelloop.deliver.report.summary import hypothesis_record
+from kernelloop.tune.search.encoding import config_key
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_WORKLOAD = "layernorm[4096x4096]:fp16"
@@ -71,8 +71,8 @@ def exhaustive_reference(path: Path | list[Path], workload: str | None) -> dict:
     if isinstance(path, list) and len(path) == 1:
         path = path[0]
     if not isinstance(path, list) and _is_archive(path):
-        from kernelloop.device import VIRTUAL_HOPPER
-        from kernelloop.spec.space import prune
+        from kernelloop.core.device import VIRTUAL_HOPPER
+        from kernelloop.core.spec.space import prune
         with Archive(_archive_path(path)) as a:
             run = a.runs()[0]
             w = _workload(run, workload)
@@ -91,7 +91,7 @@ def exhaustive_reference(path: Path | list[Path], workload: str | None) -> dict:
                     "evaluated": len(trials), "passed": len(passed), "space_size": size,
                     "complete": len(trials) >= size, "device": env.get("gpu") or env.get("device"),
                     "lookup": {config_key(_config(a, t)): t.measurement.kernel.median_us for t in passed}}
-    from kernelloop.replay import load_space, merge_spaces
+    from kernelloop.tune.replay import load_space, merge_spaces
     paths = path if isinstance(path, list) else [path]
     shards = [load_space(p, workload=workload or DEFAULT_WORKLOAD) for p in paths]
     space = merge_spaces(shards)

@@ -5,7 +5,7 @@ gemm run), on a CUDA host with Nsight Compute:
 - picks one workload: the one whose label contains --workload, by default the fp16 workload whose axes are all
   4096 ([4096, 4096], or [4096, 4096, 4096] for a GEMM);
 - profiles the run's best passing trial on it and each --baseline (default: eager) with `kernelloop profile --ncu`
-  (the same API: `kernelloop.profile.on_demand.run_ncu_profiles`), which archives the reports;
+  (the same API: `kernelloop.tune.profile.on_demand.run_ncu_profiles`), which archives the reports;
 - prints a markdown table: subject, class (of the longest launch; launches profiled), DRAM % (duration-weighted
   over the launches), the fraction of the bandwidth roof from the profile (DRAM bytes / ncu duration / roof) and
   from the timing (the spec's bytes / timed kernel median / the same roof), their relative difference and whether
@@ -42,12 +42,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "src") not in sys.path:
     sys.path.insert(0, str(ROOT / "src"))
 
-from kernelloop.builtin import ops_dir  # noqa: E402
-from kernelloop.archive import Archive  # noqa: E402
-from kernelloop.profile.explain import profile_summary  # noqa: E402
-from kernelloop.profile.on_demand import NcuUnavailable, run_ncu_profiles  # noqa: E402
-from kernelloop.profile.roofline import default_pipe  # noqa: E402
-from kernelloop.select.pareto import best_per_workload  # noqa: E402
+from kernelloop.base.builtin import ops_dir  # noqa: E402
+from kernelloop.core.archive import Archive  # noqa: E402
+from kernelloop.tune.profile.explain import profile_summary  # noqa: E402
+from kernelloop.tune.profile.on_demand import NcuUnavailable, run_ncu_profiles  # noqa: E402
+from kernelloop.tune.profile.roofline import default_pipe  # noqa: E402
+from kernelloop.tune.select.pareto import best_per_workload  # noqa: E402
 
 
 def archive_file(path: Path) -> Path:
@@ -85,10 +85,10 @@ def clean_timing(archive: Archive, op_dir: Path, trial, workload, baselines: tup
                  samples: int = 100) -> dict[str, float]:
     """Kernel medians (µs) of the trial, the baselines and a device copy, timed in one interleaved bench with a
     clean L2 (read flush), like Nsight Compute's cache control."""
-    from kernelloop.bench.policy import COLD_L2_EVENTS
-    from kernelloop.execute.evaluate import Evaluator
-    from kernelloop.execute.pool import Worker
-    from kernelloop.spec import load_op
+    from kernelloop.core.bench.policy import COLD_L2_EVENTS
+    from kernelloop.core.execute.evaluate import Evaluator
+    from kernelloop.core.execute.pool import Worker
+    from kernelloop.core.spec import load_op
     bundle = load_op(op_dir)
     cand = archive.get_candidate(trial.candidate_id)
     policy = COLD_L2_EVENTS.model_copy(update={"name": "cold-l2-events-read", "flush_mode": "read",
@@ -111,9 +111,9 @@ def clean_timing(archive: Archive, op_dir: Path, trial, workload, baselines: tup
 def clean_agreement(archive: Archive, op_dir: Path, workload, rec: dict, subject_us: float | None,
                     copy_us: float | None) -> dict:
     """The profile-vs-timing agreement of one profiled record against its clean-L2 time and copy roof."""
-    from kernelloop.profile.aggregate import agreement
-    from kernelloop.profile.roofline import roofline_from_copy
-    from kernelloop.spec import load_op
+    from kernelloop.tune.profile.aggregate import agreement
+    from kernelloop.tune.profile.roofline import roofline_from_copy
+    from kernelloop.core.spec import load_op
     agg = rec.get("aggregate") or {}
     if subject_us is None or copy_us is None or not agg:
         return {}

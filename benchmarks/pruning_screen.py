@@ -38,9 +38,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from kernelloop.builtin import ops_dir
-from kernelloop.replay.space_file import read_space_document  # noqa: E402
-from kernelloop.search.encoding import config_key  # noqa: E402
+from kernelloop.base.builtin import ops_dir
+from kernelloop.tune.replay.space_file import read_space_document  # noqa: E402
+from kernelloop.tune.search.encoding import config_key  # noqa: E402
 
 
 def plan(audit: dict, recorded: dict | None, top: int, kept: str = "recorded") -> list[dict]:
@@ -80,7 +80,7 @@ def plan(audit: dict, recorded: dict | None, top: int, kept: str = "recorded") -
 
 def _launch_groups(rows: list[dict]) -> list[dict]:
     """The audit rows that run, grouped by identical launches: one item per group, kept first when it has one."""
-    from kernelloop.search.prune_audit import outcomes_of
+    from kernelloop.tune.search.prune_audit import outcomes_of
 
     groups: dict = {}
     for row, o in zip(rows, outcomes_of(rows)):
@@ -135,11 +135,11 @@ def screen(op_folder: Path, items: list[dict], out: Path, device: str, samples: 
     """Time every item not yet in `out`, appending one line per event."""
     import torch
 
-    from kernelloop.bench.policy import policies_for
-    from kernelloop.bench.timer import sample
-    from kernelloop.records import Workload
-    from kernelloop.reference.inputs import alloc_outputs, alloc_scratch, make_inputs
-    from kernelloop.spec import load_op
+    from kernelloop.core.bench.policy import policies_for
+    from kernelloop.core.bench.timer import sample
+    from kernelloop.base.records import Workload
+    from kernelloop.core.reference.inputs import alloc_outputs, alloc_scratch, make_inputs
+    from kernelloop.core.spec import load_op
 
     bundle = load_op(op_folder)
     spec = bundle.spec

@@ -4,7 +4,7 @@ candidate timed against its source-level parent.
 For each recorded H200 winner (the norms suite's archives: LayerNorm rowwise, RMSNorm persistent, softmax chunked on
 fp16 [4096, 4096]): recover its kernel for sm_90, round-trip it, then
 1. the mutation generator's wrong edits (dropped store, negated store predicate, a bounds test off by one, a store
-   and a load moved by their width: `kernelloop.ptx.mutate.wrong_edits`), each through the static checks (which
+   and a load moved by their width: `kernelloop.tune.ptx.mutate.wrong_edits`), each through the static checks (which
    they pass) and the differential proof (each must be rejected, or crash its own process);
 2. every rule-based edit whose SASS differs from the original's: the proof (seeded cases over the value
    distributions and the verifier's held-out shapes, bit for bit), the verifier, timing beside the original in the
@@ -51,12 +51,12 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--dry-run", action="store_true")
     args = ap.parse_args()
-    from kernelloop.ptx.checks import check_edit
-    from kernelloop.ptx.mutate import wrong_edits
-    from kernelloop.ptx.patch import hunks
-    from kernelloop.ptx.pipeline import Options, prove_target, targets, work
-    from kernelloop.ptx.records import PtxCandidate
-    from kernelloop.records.base import sha256_hex
+    from kernelloop.tune.ptx.checks import check_edit
+    from kernelloop.tune.ptx.mutate import wrong_edits
+    from kernelloop.tune.ptx.patch import hunks
+    from kernelloop.tune.ptx.pipeline import Options, prove_target, targets, work
+    from kernelloop.tune.ptx.records import PtxCandidate
+    from kernelloop.base.records.base import sha256_hex
     t0 = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
     results = {"wrong_edits": [], "rule_edits": [], "targets": [], "skipped": []}
@@ -72,7 +72,7 @@ def main() -> int:
             print(f"{target.label}: {len(accepted)} edits accepted with other SASS "
                   f"({sum(len(k.edits) for k in report.kernels)} proposed)", flush=True)
             kernels = {k.name: k for k, _ in accepted}
-            from kernelloop.ptx.pipeline import recover_target
+            from kernelloop.tune.ptx.pipeline import recover_target
             for k in recover_target(target):
                 if not k.recoverable:
                     continue
@@ -93,10 +93,10 @@ def main() -> int:
                         row["proof"] = None
                         row["why"] = "dry run" if args.dry_run else "time budget spent"
                     else:
-                        from kernelloop.ptx.gpu import prove_isolated
-                        from kernelloop.ptx.prove import proof_cases
-                        from kernelloop.spec import load_op
-                        from kernelloop.builtin import resolve_op
+                        from kernelloop.tune.ptx.gpu import prove_isolated
+                        from kernelloop.tune.ptx.prove import proof_cases
+                        from kernelloop.core.spec import load_op
+                        from kernelloop.base.builtin import resolve_op
                         bundle = load_op(resolve_op(target.candidate.op))
                         cases = proof_cases(bundle, target.candidate, target.workload, cand.id, f"s{args.seed}",
                                             args.checks)

@@ -15,7 +15,7 @@ import platform
 import time
 from pathlib import Path
 
-from kernelloop.ptx.survey import survey
+from kernelloop.tune.ptx.survey import survey
 
 
 def main() -> None:

@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def winners() -> list[tuple[str, object, object]]:
     """(archive name, candidate, workload) of every distinct (candidate, dtype) winner, on the first workload it won."""
-    from kernelloop.archive import Archive
-    from kernelloop.select.pareto import best_per_workload
+    from kernelloop.core.archive import Archive
+    from kernelloop.tune.select.pareto import best_per_workload
     out, seen = [], set()
     for gz in sorted((ROOT / "benchmarks" / "results").glob("*h200*/*.sqlite.gz")):
         with tempfile.TemporaryDirectory() as d:
@@ -49,9 +49,9 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None, help="at most this many winners (first ones)")
     args = ap.parse_args()
     import triton
-    from kernelloop.builtin import ops_dir
-    from kernelloop.ptx.recover import from_candidate
-    from kernelloop.ptx.roundtrip import round_trip
+    from kernelloop.base.builtin import ops_dir
+    from kernelloop.tune.ptx.recover import from_candidate
+    from kernelloop.tune.ptx.roundtrip import round_trip
     t0 = time.perf_counter()
     found = winners()[:args.limit]
 

@@ -30,15 +30,15 @@ from pathlib import Path
 
 import numpy as np
 
-from kernelloop.archive import Archive
-from kernelloop.execute.evaluate import derive_seed
-from kernelloop.records import OpSpec, Status, Workload
-from kernelloop.replay import load_space, merge_spaces
-from kernelloop.replay.metrics import best_so_far, evals_to_within
-from kernelloop.replay.runner import replay
-from kernelloop.replay.space import RecordedSpace
-from kernelloop.search.encoding import config_key
-from kernelloop.spec.space import selected_space
+from kernelloop.core.archive import Archive
+from kernelloop.core.execute.evaluate import derive_seed
+from kernelloop.base.records import OpSpec, Status, Workload
+from kernelloop.tune.replay import load_space, merge_spaces
+from kernelloop.tune.replay.metrics import best_so_far, evals_to_within
+from kernelloop.tune.replay.runner import replay
+from kernelloop.tune.replay.space import RecordedSpace
+from kernelloop.tune.search.encoding import config_key
+from kernelloop.core.spec.space import selected_space
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,7 +88,7 @@ def compare(real_path: Path, space_paths: list[Path], seeds: int = 20, within: f
     opts = run["options"]
     shards = [load_space(p, workload=w.id) for p in space_paths]
     recorded = merge_spaces(shards)
-    from kernelloop.device import VIRTUAL_HOPPER
+    from kernelloop.core.device import VIRTUAL_HOPPER
     props = run["environment"].get("properties") or VIRTUAL_HOPPER     # what the controller pruned with
     space = ordered_space(recorded, real["spec"], w, props, opts.get("templates"), opts.get("fixed"))
     strategy, seed = opts["strategy"], derive_seed(opts.get("seed", 0), w.id)

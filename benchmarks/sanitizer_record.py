@@ -9,15 +9,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from kernelloop.builtin import ops_dir
+from kernelloop.base.builtin import ops_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
-    from kernelloop.records import Workload
-    from kernelloop.spec import load_op
-    from kernelloop.verify.sanitizer import find_sanitizer, sanitize
+    from kernelloop.base.records import Workload
+    from kernelloop.core.spec import load_op
+    from kernelloop.core.verify.sanitizer import find_sanitizer, sanitize
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "sanitizer-out")
     out.mkdir(parents=True, exist_ok=True)
     print("compute-sanitizer:", find_sanitizer(), flush=True)

@@ -3,12 +3,12 @@ of GEMM against the hand-written Gluon templates. One command, on a GPU host (H2
 
     python3 benchmarks/schedule_gpu.py --out results/schedule-gpu [--budget 6]
 
-1. Gate precision (`gate/`): every pruned configuration of the hand-written Gluon templates and of the templates
+1. Gate precision (`tune/gate/`): every pruned configuration of the hand-written Gluon templates and of the templates
    generated from their schedules on fp16 4096^3, plus schedule edits the gate rejects that still launch (an MMA's
    slot released while it reads it; the data's wait on the wrong parity; a ring one stage deeper than shared memory
    allows), run through the loop with its static gate in audit mode (`--gate audit`: the schedule checked, then the
    build stage's sm_90 build checked, the decision archived and not enforced) and then verified on the GPU.
-   `gate-precision.json`: passed-then-failed by verdict, rejected-yet-passed (kernelloop.gate.precision).
+   `gate-precision.json`: passed-then-failed by verdict, rejected-yet-passed (kernelloop.tune.gate.precision).
 2. Schedule-level search: `kernelloop optimize gemm` restricted to the Gluon and schedule templates on the op's GPU
    workloads with --budget evaluations per workload; `search.json` is the run's summary (best per workload, which
    template won), with the gate on as in any run; `search-gate.json` is its `kernelloop gate precision --json`. The
@@ -21,18 +21,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kernelloop.builtin import ops_dir
-from kernelloop.device import device_properties
-from kernelloop.execute.evaluate import Timeouts
-from kernelloop.extend.regress import TaskProposer
-from kernelloop.gate import decisions, precision
-from kernelloop.loop import Controller, RunOptions
-from kernelloop.records import Candidate, Workload
-from kernelloop.schedule.library import gluon_ws
-from kernelloop.schedule.lower import lower
-from kernelloop.schedule.patch import apply_patch
-from kernelloop.spec import load_op
-from kernelloop.spec.space import prune
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.device import device_properties
+from kernelloop.core.execute.evaluate import Timeouts
+from kernelloop.deliver.extend.regress import TaskProposer
+from kernelloop.tune.gate import decisions, precision
+from kernelloop.tune.loop import Controller, RunOptions
+from kernelloop.base.records import Candidate, Workload
+from kernelloop.tune.schedule.library import gluon_ws
+from kernelloop.tune.schedule.lower import lower
+from kernelloop.tune.schedule.patch import apply_patch
+from kernelloop.core.spec import load_op
+from kernelloop.core.spec.space import prune
 
 TEMPLATES = ["gluon_ws", "gluon_subtiled", "gluon_pingpong", "schedule_ws", "schedule_subtiled", "schedule_pingpong"]
 UNSAFE = {   # schedule edits the gate rejects, which launch on a GPU all the same (no deadlock)
@@ -70,7 +70,7 @@ def gate_precision(out: Path) -> dict:
                       timeouts=Timeouts(check=120.0, bench=300.0), gate="audit")
     run_dir = out / "gate-run"
     run_id = Controller(bundle, [w], opts, run_dir, proposer=proposer).run().run_id
-    from kernelloop.archive import Archive
+    from kernelloop.core.archive import Archive
     with Archive(run_dir / "archive.sqlite") as a:
         decided = {d.candidate_id: d for d in decisions(a, run_id)}
         p = precision(a, run_id)

@@ -19,13 +19,13 @@ from pathlib import Path
 import torch
 import triton
 
-from kernelloop.builtin import ops_dir
-from kernelloop.bench.policy import COLD_L2_EVENTS
-from kernelloop.execute.evaluate import Evaluator
-from kernelloop.execute.pool import Worker
-from kernelloop.records import Candidate, Workload
-from kernelloop.reference.inputs import alloc_outputs, make_inputs
-from kernelloop.spec import load_op
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.bench.policy import COLD_L2_EVENTS
+from kernelloop.core.execute.evaluate import Evaluator
+from kernelloop.core.execute.pool import Worker
+from kernelloop.base.records import Candidate, Workload
+from kernelloop.core.reference.inputs import alloc_outputs, make_inputs
+from kernelloop.core.spec import load_op
 
 ROOT = Path(__file__).resolve().parents[1]
 CHEAT = ROOT / "tests" / "fixtures" / "cuda_cheats" / "side_stream_layernorm.py"

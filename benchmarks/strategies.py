@@ -17,7 +17,7 @@ Protocol (written into the results):
   the space size anyway;
 - per run: evaluations until the best found is within 5 % of the space's optimum (unreached = censored,
   counted as "more than the budget"), P@50 and P@100 (optimum / best after 50 / 100 evaluations), and the
-  methodology score of Willemsen et al. (FGCS 2024; see kernelloop.replay.metrics) over evaluations, capped at
+  methodology score of Willemsen et al. (FGCS 2024; see kernelloop.tune.replay.metrics) over evaluations, capped at
   the budget; the random-search curve it standardises against is checked against the autotuning_methodology
   package's own when that package is installed;
 - aggregate: median evaluations-to-5 % over all runs of all spaces, mean P@k, mean score over spaces; 95 %
@@ -53,8 +53,8 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from runpack import pack, unpack  # noqa: E402  (benchmarks/runpack.py: a results folder's runs)
 
-from kernelloop.replay import RecordedSpace, load_space, replay  # noqa: E402
-from kernelloop.replay.metrics import (bootstrap_ci, evals_to_within, fraction_of_optimum,  # noqa: E402
+from kernelloop.tune.replay import RecordedSpace, load_space, replay  # noqa: E402
+from kernelloop.tune.replay.metrics import (bootstrap_ci, evals_to_within, fraction_of_optimum,  # noqa: E402
                                        methodology_score, random_curve, score_range)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +112,7 @@ def kt_flat_space(space: RecordedSpace) -> tuple[dict, RecordedSpace]:
 @contextlib.contextmanager
 def kt_cache_for(path: str, space: RecordedSpace):
     """(plain Kernel Tuner cache file, space to look its trajectory up in) for a recorded space file."""
-    from kernelloop.replay.external import plain_cache
+    from kernelloop.tune.replay.external import plain_cache
     if space.meta.get("format") == "kernel_tuner_cache":
         with plain_cache(path) as plain:   # a Kernel Tuner cache: replayed as recorded
             yield plain, space
@@ -171,7 +171,7 @@ def run_one(task: tuple) -> dict:
     vals = space.valid_values
     t0 = time.perf_counter()
     if strategy.startswith("kt:"):
-        from kernelloop.replay.external import kernel_tuner_run
+        from kernelloop.tune.replay.external import kernel_tuner_run
         with kt_cache_for(path, space) as (plain, kt_space):
             if kt_space is space:   # a Kernel Tuner cache: its own stopping rule only
                 traj = kernel_tuner_run(plain, kt_space, strategy[3:], seed, budget)
@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     not_run: dict[str, str] = {}
     strategies = OURS + OPTUNA
     try:
-        from kernelloop.replay.external import SKIPPED_KT, kernel_tuner_strategies
+        from kernelloop.tune.replay.external import SKIPPED_KT, kernel_tuner_strategies
         strategies += [f"kt:{s}" for s in kernel_tuner_strategies()]
         not_run.update({f"kt:{k}": v for k, v in SKIPPED_KT.items()})
     except ImportError as e:

@@ -12,7 +12,7 @@ Protocol (written into the results):
   verification and timing as recorded, failures included; censored runs count their whole spend and are marked);
 - Kernel Tuner's strategies (`kt:NAME`) replay the same spaces in its simulation mode; in the "kept" condition
   every recorded configuration is in its search space and a failed one is a failed evaluation it sees as such
-  (kernelloop.replay.external, failures_kept);
+  (kernelloop.tune.replay.external, failures_kept);
 - our strategies are told each failure's recorded status (so they see its kind) and each evaluation's cost;
 - aggregate per space and condition: medians over seeds.
 
@@ -48,10 +48,10 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from runpack import PACK_NAME, pack, unpack  # noqa: E402  (benchmarks/runpack.py: a results folder's runs)
 
-from kernelloop.replay import RecordedSpace, load_space  # noqa: E402
-from kernelloop.replay.metrics import best_so_far, evals_to_within, fraction_of_optimum  # noqa: E402
-from kernelloop.search import make_strategy  # noqa: E402
-from kernelloop.search.encoding import config_key  # noqa: E402
+from kernelloop.tune.replay import RecordedSpace, load_space  # noqa: E402
+from kernelloop.tune.replay.metrics import best_so_far, evals_to_within, fraction_of_optimum  # noqa: E402
+from kernelloop.tune.search import make_strategy  # noqa: E402
+from kernelloop.tune.search.encoding import config_key  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -108,7 +108,7 @@ def trajectory(strategy: str, space: RecordedSpace, seed: int, budget: int, kept
     """(values, costs, strategy seconds) of one run; `options` go to our strategy's constructor."""
     t0 = time.perf_counter()
     if strategy.startswith("kt:"):
-        from kernelloop.replay.external import kernel_tuner_run
+        from kernelloop.tune.replay.external import kernel_tuner_run
         doc, flat = kt_doc(space, kept)
         with tempfile.TemporaryDirectory(prefix="kl-kt-") as tmp:
             path = Path(tmp) / "cache.json"

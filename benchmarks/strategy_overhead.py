@@ -30,8 +30,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from kernelloop.search import make_strategy  # noqa: E402
-from kernelloop.search.encoding import config_key  # noqa: E402
+from kernelloop.tune.search import make_strategy  # noqa: E402
+from kernelloop.tune.search.encoding import config_key  # noqa: E402
 
 LEVELS = (10, 10, 6, 5, 6)
 

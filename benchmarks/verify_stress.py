@@ -4,7 +4,7 @@
                                        [--json out.json]
     python benchmarks/verify_stress.py --first-call 60 [--dtype float32]
 
-The first form runs the controller's verification battery (execute/evaluate.py `Evaluator.verify`: seeded and held-out
+The first form runs the controller's verification battery (core/execute/evaluate.py `Evaluator.verify`: seeded and held-out
 cases, repeats, the worker's copy of the inputs against the controller's regeneration) on each template's own source
 with a configuration its pruning keeps, for each workload of the op's interpreter suite, `--seeds` times with another
 run secret each time (so other seeds, distributions and held-out shapes), in a fresh worker per seed, while `--load`
@@ -13,7 +13,7 @@ verdict that is not PASSED. An honest kernel must always pass; exit code 1 when 
 
 The second form counts fresh processes in which the first parallel call of torch's CPU `log` (MKL's vector math
 library) returned other values than later calls of the same op in the same process: the cause of the honest kernels
-once judged WRONG_INPUT_MUTATED, when inputs were drawn with torch's log (reference/inputs.py).
+once judged WRONG_INPUT_MUTATED, when inputs were drawn with torch's log (core/reference/inputs.py).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class FirstCallRecord(BaseModel):
 
 def op_folder(op: str) -> Path:
     try:
-        from kernelloop.builtin import op_folder as builtin
+        from kernelloop.base.builtin import op_folder as builtin
         return builtin(op)
     except ImportError:
         return ROOT / "ops" / op
@@ -84,14 +84,14 @@ def stress(ops: list[str], seeds: int, load: int = 0, checks: int = 2, work: Pat
            secret_prefix: str = "stress", workloads_per_op: int | None = None, log=print) -> StressRecord:
     """Verify each op's templates (their own source, a configuration pruning keeps) on each interpreter workload,
     `seeds` times with another secret each time (the first `workloads_per_op` workloads, or all)."""
-    from kernelloop.bench.policy import policies_for
-    from kernelloop.device import device_properties
-    from kernelloop.execute.evaluate import Evaluator
-    from kernelloop.execute.pool import Worker
-    from kernelloop.records import Candidate, Status
-    from kernelloop.spec import load_op
-    from kernelloop.spec.loader import load_workloads
-    from kernelloop.spec.space import prune
+    from kernelloop.core.bench.policy import policies_for
+    from kernelloop.core.device import device_properties
+    from kernelloop.core.execute.evaluate import Evaluator
+    from kernelloop.core.execute.pool import Worker
+    from kernelloop.base.records import Candidate, Status
+    from kernelloop.core.spec import load_op
+    from kernelloop.core.spec.loader import load_workloads
+    from kernelloop.core.spec.space import prune
     work = Path(work or tempfile.mkdtemp(prefix="verify-stress-"))
     props = device_properties("interpret")
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(load)]

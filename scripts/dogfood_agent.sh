@@ -25,8 +25,8 @@ KL=(python3 -m kernelloop.cli.app)
 DEVICE=${DEVICE:-cuda}
 WS=${WS:-runs/dogfood-agent-$(date -u +%Y%m%d-%H%M%S)}
 WL=${WL:-benchmarks/workloads/layernorm-dogfood.toml}
-KERNEL=src/kernelloop/builtin/ops/layernorm/chunked.py
-TEMPLATE=src/kernelloop/builtin/ops/layernorm/kernel.py
+KERNEL=src/kernelloop/base/builtin/ops/layernorm/chunked.py
+TEMPLATE=src/kernelloop/base/builtin/ops/layernorm/kernel.py
 GUESS=${GUESS:-'{"CHUNK": 1024, "ROWS": 1, "num_warps": 8, "WB_FIRST": 0}'}
 SPACE=${SPACE:-'{"CHUNK": [512, 1024, 2048, 4096], "num_warps": [4, 8, 16]}'}
 # The template's space holds its recorded H200 winners on these shapes (benchmarks/results/2026-11-30-h200).

@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kernelloop.builtin import ops_dir
+from kernelloop.base.builtin import ops_dir
 
 OPS = ops_dir()
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -60,11 +60,11 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True, scope="session")
 def _run_keys_in_a_temp_folder(tmp_path_factory):
-    """Runs' keys (sandbox/keys.py) and the package signing key go to a folder of the test session, not the user's ~/.config (nor a folder
+    """Runs' keys (core/sandbox/keys.py) and the package signing key go to a folder of the test session, not the user's ~/.config (nor a folder
     $KERNELLOOP_KEY_DIR names outside the tests)."""
     olds = {v: os.environ.get(v) for v in ("KERNELLOOP_KEY_DIR", "KERNELLOOP_SIGNING_DIR")}
     os.environ["KERNELLOOP_KEY_DIR"] = str(tmp_path_factory.mktemp("run-keys"))
-    os.environ["KERNELLOOP_SIGNING_DIR"] = str(tmp_path_factory.mktemp("signing"))   # package/signing.py
+    os.environ["KERNELLOOP_SIGNING_DIR"] = str(tmp_path_factory.mktemp("signing"))   # deliver/package/signing.py
     yield
     for var, old in olds.items():
         if old is None:
@@ -75,7 +75,7 @@ def _run_keys_in_a_temp_folder(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def layernorm():
-    from kernelloop.spec import load_op
+    from kernelloop.core.spec import load_op
     return load_op(OPS / "layernorm")
 
 
@@ -90,9 +90,9 @@ def evaluator_for(tmp_path_factory):
     of its own (a folder of the test session; `sandbox` as Worker takes it), timing with INTERPRETER_WALLCLOCK (at
     `samples` samples when given); `options` go to Evaluator (checks, timeouts, static_rules, aten_ops). Its
     workers are closed after the test module."""
-    from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
-    from kernelloop.execute.evaluate import Evaluator
-    from kernelloop.execute.pool import Worker
+    from kernelloop.core.bench.policy import INTERPRETER_WALLCLOCK
+    from kernelloop.core.execute.evaluate import Evaluator
+    from kernelloop.core.execute.pool import Worker
     workers = []
 
     def make(bundle, secret: str, samples: int | None = None, sandbox: bool | None = None, **options):
@@ -109,7 +109,7 @@ def evaluator_for(tmp_path_factory):
 @pytest.fixture
 def job_dir(tmp_path):
     """job_dir(evaluator, name="job"): a job folder of this test inside the folder of `evaluator`'s worker. The
-    worker's read-only view (sandbox/confine.py) keeps its own folder writable, so a job there runs in the worker
+    worker's read-only view (core/sandbox/confine.py) keeps its own folder writable, so a job there runs in the worker
     as it is; a job folder elsewhere (tmp_path) stops the worker, and the next request starts a fresh one that
     imports torch and Triton again (seconds per test). The controller puts its jobs there too (loop.py)."""
     def make(evaluator, name: str = "job") -> Path:

@@ -13,12 +13,12 @@ import pytest
 from typer.testing import CliRunner
 
 import kernelloop
-from kernelloop import api
-from kernelloop.builtin import ops_dir
+from kernelloop.deliver import api
+from kernelloop.base.builtin import ops_dir
 from kernelloop.cli.app import app
-from kernelloop.records import Status, Trial, Workload
-from kernelloop.records.summary import BestSummary, FrontEntry, RunSummary
-from kernelloop.spec import load_op, load_workloads
+from kernelloop.base.records import Status, Trial, Workload
+from kernelloop.base.records.summary import BestSummary, FrontEntry, RunSummary
+from kernelloop.core.spec import load_op, load_workloads
 
 LAYERNORM = ops_dir() / "layernorm"
 ARCHIVES = Path(__file__).resolve().parent / "fixtures" / "archives"   # runs archived by earlier versions
@@ -130,16 +130,16 @@ def test_load_the_archive_file_and_a_gzipped_copy(run_dir, tmp_path):
 
 def test_agent_submit_and_status_report_figures_under_the_names_show_uses(run_dir, show_json):
     import importlib
-    status = importlib.import_module("kernelloop.agent.status")
-    submit = importlib.import_module("kernelloop.agent.submit")   # the package exports functions of these names
+    status = importlib.import_module("kernelloop.deliver.agent.status")
+    submit = importlib.import_module("kernelloop.deliver.agent.submit")   # the package exports functions of these names
     run = kernelloop.Run.load(run_dir)
     label = SMALL[0]
     best = run.best(label)
     m = next(t for t in run.trials(workload=label) if t.id == best.trial).measurement
     shown = next(w for w in show_json["workloads"] if w["label"] == label)["best"]["search"]
-    # the answer's `measurement` is a MeasurementSummary record (kernelloop.agent.answer.WorkloadAnswer)
-    from kernelloop.agent.answer import WorkloadAnswer
-    from kernelloop.records.summary import MeasurementSummary
+    # the answer's `measurement` is a MeasurementSummary record (kernelloop.deliver.agent.answer.WorkloadAnswer)
+    from kernelloop.deliver.agent.answer import WorkloadAnswer
+    from kernelloop.base.records.summary import MeasurementSummary
     assert WorkloadAnswer.model_fields["measurement"].annotation == MeasurementSummary | None
     assert hasattr(submit, "trial_result")
     answered = MeasurementSummary.of(m).model_dump(mode="json")
@@ -150,8 +150,8 @@ def test_agent_submit_and_status_report_figures_under_the_names_show_uses(run_di
 CALLER = textwrap.dedent("""
     import json, sys
     import kernelloop
-    from kernelloop.spec import load_op, load_workloads
-    op = kernelloop.api.load_bundle("layernorm")
+    from kernelloop.core.spec import load_op, load_workloads
+    op = kernelloop.deliver.api.load_bundle("layernorm")
     wls = [w for w in load_workloads(op.folder / "workloads-interpret.toml", op.spec) if w.label == "layernorm[1x512]:bf16"]
     run = kernelloop.optimize("layernorm", workloads=wls, budget=1, device="interpret", out=sys.argv[1], confirm=False)
     print("RESULT " + json.dumps({"passed": len(run.trials(status="PASSED")), "best": run.best().label}))
@@ -260,7 +260,7 @@ def test_pinned_parameters_hold_for_every_trial(tmp_path):
     w = _small_workloads()[:1]
     run = kernelloop.optimize("layernorm", workloads=w, budget=2, device="interpret", out=tmp_path / "run",
                               fix={"ROWS": 1, "num_warps": 2}, confirm=False)
-    from kernelloop.archive import Archive
+    from kernelloop.core.archive import Archive
     with Archive(run.path) as a:
         configs = [a.get_candidate(t.candidate_id).config for t in run.trials()]
     assert len(configs) == 2 and all(c["ROWS"] == 1 and c["num_warps"] == 2 for c in configs)

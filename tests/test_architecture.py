@@ -1,7 +1,7 @@
-"""The layer contract (pyproject.toml [tool.importlinter], docs/architecture.md): base, core, loop, deliver, cli;
-ordered rows inside each floor, so no import runs upward and no two top-level packages import each other (function-
-level imports counted). The contract holds on this tree and breaks on a copy given one upward import or one cycle.
-Import-linter cannot see private names: `private_imports` checks that no `_name` crosses a top-level package."""
+"""The layer contract (pyproject.toml [tool.importlinter], docs/architecture.md): the floor folders base, core, tune,
+deliver under cli; ordered rows inside each floor, so no import runs upward and no two packages of a floor import each
+other (function-level imports counted). The contract holds on this tree and breaks on a copy given one upward import or
+one cycle. Import-linter cannot see private names: `private_imports` checks that no `_name` crosses a package."""
 
 from __future__ import annotations
 
@@ -43,40 +43,47 @@ def add_line(path: Path, line: str) -> None:
     path.write_text(path.read_text() + f"\n\ndef _breaks_the_contract():\n    {line}\n")
 
 
-def test_the_contract_names_every_top_level_package():
+FLOORS = ["cli", "deliver", "tune", "core", "base"]
+
+
+def test_the_contracts_name_every_package_of_their_container():
     contracts = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]
-    packages = {p.stem for p in (SRC / "kernelloop").iterdir()
-                if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()}
+    assert [c["containers"] for c in contracts] == [["kernelloop"], *[[f"kernelloop.{f}"] for f in FLOORS[1:]]]
     for contract in contracts:
+        folder = SRC.joinpath(*contract["containers"][0].split("."))
+        packages = {p.stem for p in folder.iterdir()
+                    if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()}
         named = {n.strip() for row in contract["layers"] for n in row.replace("|", ":").split(":")}
         assert named == packages, contract["id"]
+    assert contracts[0]["layers"] == FLOORS
 
 
 def test_the_layer_contract_holds():
     r = lint(SRC)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "2 kept, 0 broken" in r.stdout
+    assert "5 kept, 0 broken" in r.stdout
 
 
 def test_an_upward_import_breaks_the_contract(tmp_path):
-    """records (base) reaching up for the CLI, inside a function: both contracts name it."""
+    """records (base) reaching up for the CLI, inside a function: the floors contract names it, and every floor
+    whose packages import records now reaches the CLI through it."""
     src = copy_tree(tmp_path)
-    add_line(src / "kernelloop" / "records" / "base.py", "from ..cli import common")
+    add_line(src / "kernelloop" / "base" / "records" / "base.py", "from ...cli import common")
     r = lint(src)
     assert r.returncode == 1, r.stdout
-    assert "0 kept, 2 broken" in r.stdout
-    assert "kernelloop.records is not allowed to import kernelloop.cli" in r.stdout
-    assert "kernelloop.records.base -> kernelloop.cli.common" in r.stdout
+    assert "1 kept, 4 broken" in r.stdout
+    assert "kernelloop.base is not allowed to import kernelloop.cli" in r.stdout
+    assert "kernelloop.base.records.base -> kernelloop.cli.common" in r.stdout
 
 
 def test_a_cycle_inside_a_floor_breaks_the_contract(tmp_path):
-    """reference importing spec (both core, spec imports reference): the floors hold, the rows do not."""
+    """reference importing spec (both core, spec imports reference): the floors hold, core's rows do not."""
     src = copy_tree(tmp_path)
-    add_line(src / "kernelloop" / "reference" / "inputs.py", "from ..spec import loader")
+    add_line(src / "kernelloop" / "core" / "reference" / "inputs.py", "from ..spec import loader")
     r = lint(src)
     assert r.returncode == 1, r.stdout
-    assert "1 kept, 1 broken" in r.stdout
-    assert "kernelloop.reference is not allowed to import kernelloop.spec" in r.stdout
+    assert "4 kept, 1 broken" in r.stdout
+    assert "kernelloop.core.reference is not allowed to import kernelloop.core.spec" in r.stdout
 
 
 def module_cycles() -> list[list[str]]:
@@ -129,13 +136,14 @@ def test_no_module_imports_itself_through_others(monkeypatch):
 
 def private_imports(src: Path) -> list[str]:
     """`from kernelloop.X... import _name` (or a `_module`, or `module._name` of such an import) where X is not the
-    importer's own top-level package."""
+    importer's own package (kernelloop.<floor>.<package>, or cli)."""
     out = []
     for path in sorted((src / "kernelloop").rglob("*.py")):
         parts = list(path.relative_to(src).with_suffix("").parts)
         package = parts if parts[-1] == "__init__" else parts[:-1]
         package = [p for p in package if p != "__init__"]
-        own = parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] != "__init__") else ""
+        depth = 3 if len(parts) > 1 and parts[1] in FLOORS[1:] else 2   # kernelloop.<floor>.<package>, or cli
+        own = parts[1:depth] if len(parts) > depth or (len(parts) == depth and parts[-1] != "__init__") else []
         modules: dict[str, list[str]] = {}
         tree = ast.parse(path.read_text(), str(path))
         for node in ast.walk(tree):
@@ -143,7 +151,7 @@ def private_imports(src: Path) -> list[str]:
                 continue
             base = package[:len(package) - node.level + 1] if node.level else []
             mod = base + (node.module.split(".") if node.module else [])
-            if mod[:1] != ["kernelloop"] or len(mod) < 2 or mod[1] == own:
+            if mod[:1] != ["kernelloop"] or len(mod) < depth or mod[1:depth] == own:
                 continue
             for alias in node.names:
                 names = mod[1:] + [alias.name]
@@ -163,11 +171,11 @@ def test_no_private_name_crosses_a_top_level_package():
 
 def test_a_private_name_from_another_package_is_found(tmp_path):
     src = tmp_path / "src"
-    (src / "kernelloop" / "fuse").mkdir(parents=True)
-    (src / "kernelloop" / "integrate").mkdir(parents=True)
-    (src / "kernelloop" / "fuse" / "compose.py").write_text(
+    (src / "kernelloop" / "deliver" / "fuse").mkdir(parents=True)
+    (src / "kernelloop" / "deliver" / "integrate").mkdir(parents=True)
+    (src / "kernelloop" / "deliver" / "fuse" / "compose.py").write_text(
         "from ..integrate.apply import _caller, caller\nfrom ..integrate import apply\n"
         "from . import _own\nx = apply._hidden\n")
-    (src / "kernelloop" / "integrate" / "apply.py").write_text("from ._helpers import _x\n")
-    assert private_imports(src) == ["kernelloop/fuse/compose.py:1: kernelloop.integrate.apply._caller",
-                                    "kernelloop/fuse/compose.py:4: kernelloop.integrate.apply._hidden"]
+    (src / "kernelloop" / "deliver" / "integrate" / "apply.py").write_text("from ._helpers import _x\n")
+    assert private_imports(src) == ["kernelloop/deliver/fuse/compose.py:1: kernelloop.deliver.integrate.apply._caller",
+                                    "kernelloop/deliver/fuse/compose.py:4: kernelloop.deliver.integrate.apply._hidden"]

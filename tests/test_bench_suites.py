@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-import kernelloop.device
-from kernelloop.builtin import resolve_path
+import kernelloop.core.device
+from kernelloop.base.builtin import resolve_path
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHIVE = ROOT / "tests" / "fixtures" / "archives" / "h200-attention-exhaustive.sqlite.gz"
@@ -86,7 +86,7 @@ def test_every_repository_file_a_suite_reads_exists(bench):
     refs = {a for s in bench.SUITES.values() for st in s.steps for a in st.argv
             if re.match(r"(benchmarks|ops|tests)/", a)}
     assert "benchmarks/results/2026-12-01-h200-gemm/gemm-prefill.sqlite.gz" in refs
-    # ops/<name>/... is the built-in op's file (kernelloop.builtin.resolve_path), the rest is relative to the clone
+    # ops/<name>/... is the built-in op's file (kernelloop.base.builtin.resolve_path), the rest is relative to the clone
     assert sorted(r for r in refs if not ((ROOT / r).exists() or resolve_path(r).exists())) == []
 
 
@@ -98,8 +98,8 @@ def test_every_optimize_step_passes_the_commands_checks(bench, monkeypatch, tmp_
 
     import kernelloop.cli.optimize as optimize_cli
     from kernelloop.cli.app import app
-    from kernelloop.device import device_properties
-    from kernelloop.spec.space import selected_space
+    from kernelloop.core.device import device_properties
+    from kernelloop.core.spec.space import selected_space
 
     h200 = {**device_properties("interpret"), "virtual": False, "name": "H200-like (sm_90, 132 SMs)"}
     seen = []
@@ -107,7 +107,7 @@ def test_every_optimize_step_passes_the_commands_checks(bench, monkeypatch, tmp_
     class Checked(RuntimeError):
         pass
 
-    def fake_run(bundle, wls, opts, run_dir, **kw):   # the one way into the loop (loop/entry.py)
+    def fake_run(bundle, wls, opts, run_dir, **kw):   # the one way into the loop (tune/loop/entry.py)
         if opts.templates or opts.fixed:      # a narrowed space can prune to nothing
             for w in wls:
                 kept = [c for _, k, _ in selected_space(bundle.spec.templates, w, h200, opts.templates,
@@ -116,9 +116,9 @@ def test_every_optimize_step_passes_the_commands_checks(bench, monkeypatch, tmp_
         seen.append(opts)
         raise Checked("arguments checked")
 
-    monkeypatch.setattr(kernelloop.device, "cuda_available", lambda: True)
-    monkeypatch.setattr(kernelloop.device, "device_properties", lambda device: dict(h200))  # the pre-run space check
-    import kernelloop.loop as entry
+    monkeypatch.setattr(kernelloop.core.device, "cuda_available", lambda: True)
+    monkeypatch.setattr(kernelloop.core.device, "device_properties", lambda device: dict(h200))  # the pre-run space check
+    import kernelloop.tune.loop as entry
     monkeypatch.setattr(entry, "run", fake_run)
     monkeypatch.chdir(ROOT)
     steps = [st for s in bench.SUITES.values() for st in s.steps if st.optimize and "{out}" not in " ".join(st.argv)]
@@ -155,7 +155,7 @@ def test_a_suite_run_writes_its_results_folder(bench, tmp_path):
     fake_optimize = ("import gzip, shutil, sys, json; from pathlib import Path; run = Path(sys.argv[1]); "
                      "run.mkdir(parents=True); src = gzip.open(sys.argv[2]); "
                      "shutil.copyfileobj(src, open(run / 'archive.sqlite', 'wb')); "
-                     "from kernelloop.archive import Archive; from kernelloop.report.summary import run_summary; "
+                     "from kernelloop.core.archive import Archive; from kernelloop.deliver.report.summary import run_summary; "
                      "a = Archive(run / 'archive.sqlite', readonly=True); print(json.dumps(run_summary(a)))")
     suite = bench.Suite("fake", "stand-in steps", (
         bench.Step("opt", ("python3", "-c", fake_optimize, "{runs}/opt", str(ARCHIVE)), 60, optimize=True),

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelloop.builtin import ops_dir
+from kernelloop.base.builtin import ops_dir
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gemm_timing_gap.py"
 

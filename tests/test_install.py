@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.builtin import builtin_ops
+from kernelloop.base.builtin import builtin_ops
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILTIN = ROOT / "src" / "kernelloop" / "builtin"
@@ -65,11 +65,11 @@ def test_wheel_carries_every_builtin_file(installed):
     want = _source_files(BUILTIN)
     got = _source_files(site / "builtin")
     assert want - got == set(), f"the installed package lacks {sorted(want - got)}"
-    assert {"kernelloop/builtin/ops/layernorm/spec.toml", "kernelloop/builtin/knowledge/hopper-facts.toml",
-            "kernelloop/builtin/prompts/v1/system.md"} <= got
+    assert {"kernelloop/base/builtin/ops/layernorm/spec.toml", "kernelloop/base/builtin/knowledge/hopper-facts.toml",
+            "kernelloop/base/builtin/prompts/v1/system.md"} <= got
     templates = {p.relative_to(ROOT / "src").as_posix() for p in (ROOT / "src" / "kernelloop").glob("*/templates/*")
                  if p.is_file()}
-    assert "kernelloop/schedule/templates/schedule_module.py.j2" in templates
+    assert "kernelloop/tune/schedule/templates/schedule_module.py.j2" in templates
     missing = sorted(t for t in templates if not (site.parent / t).is_file())
     assert not missing, f"the installed package lacks {missing}"
 

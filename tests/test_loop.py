@@ -5,15 +5,15 @@ import shutil
 
 import pytest
 
-from kernelloop.builtin import ops_dir
-from kernelloop.archive import Archive
-from kernelloop.execute.evaluate import Timeouts
-from kernelloop.loop import Budget, Controller, RunOptions
-from kernelloop.records import Status, Workload
-from kernelloop.report.summary import run_summary
-from kernelloop.report.terminal import render
-from kernelloop.select.confirm import CONFIRM_PROCESSES
-from kernelloop.spec import load_op
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.archive import Archive
+from kernelloop.core.execute.evaluate import Timeouts
+from kernelloop.tune.loop import Budget, Controller, RunOptions
+from kernelloop.base.records import Status, Workload
+from kernelloop.deliver.report.summary import run_summary
+from kernelloop.deliver.report.terminal import render
+from kernelloop.tune.select.confirm import CONFIRM_PROCESSES
+from kernelloop.core.spec import load_op
 
 OPS = ops_dir()
 
@@ -120,7 +120,7 @@ def test_run_survives_every_fault_and_confirms_the_honest_winner(faulty_op, tmp_
 
 
 def test_disk_full_on_archive_write_stops_cleanly_and_keeps_the_archive_consistent(layernorm, tmp_path, monkeypatch):
-    from kernelloop.archive import ArchiveError
+    from kernelloop.core.archive import ArchiveError
 
     real = Archive.record_trial
     calls = {"n": 0}
@@ -150,8 +150,8 @@ def test_disk_full_on_archive_write_stops_cleanly_and_keeps_the_archive_consiste
 
 
 def test_confirmation_baselines_come_from_the_op_folder():
-    from kernelloop.loop import op_baseline_names
-    from kernelloop.spec import load_op
+    from kernelloop.tune.loop import op_baseline_names
+    from kernelloop.core.spec import load_op
     assert op_baseline_names(load_op(OPS / "layernorm")) == ["liger"]
     assert "cublas" in op_baseline_names(load_op(OPS / "gemm"))
     assert "sdpa-cudnn" in op_baseline_names(load_op(OPS / "attention"))
@@ -225,8 +225,8 @@ def test_a_library_baselines_late_thread_is_attributed_by_a_census_of_the_winner
 
 
 def test_the_confirmation_fails_when_the_winner_alone_still_leaves_a_thread(lazy_op, tmp_path, monkeypatch):
-    from kernelloop.execute.evaluate import Evaluator
-    from kernelloop.records import Verdict
+    from kernelloop.core.execute.evaluate import Evaluator
+    from kernelloop.base.records import Verdict
     real_check, real_bench = Evaluator.check_timed, Evaluator.bench
     left = Verdict(status=Status.REJECTED, message="thread-left-behind: 1 thread(s) still running after the timed "
                    "calls ('spy'); work outside the call escapes the timer", log="[]")

@@ -4,10 +4,10 @@ reach it, and a screen times candidates with a few samples first, in full only w
 
 import pytest
 
-import kernelloop.loop.proposers as loop
-from kernelloop.archive import Archive
-from kernelloop.loop import Budget, Controller, RunOptions
-from kernelloop.records import Workload
+import kernelloop.tune.loop.proposers as loop
+from kernelloop.core.archive import Archive
+from kernelloop.tune.loop import Budget, Controller, RunOptions
+from kernelloop.base.records import Workload
 
 
 @pytest.fixture
@@ -33,7 +33,7 @@ def told(monkeypatch):
 
 def test_strategies_are_told_status_and_costs_and_a_screen_times_in_full_only_what_is_promoted(
         layernorm, tmp_path, told, monkeypatch):
-    from kernelloop.search.budget import SuccessiveHalving
+    from kernelloop.tune.search.budget import SuccessiveHalving
 
     verdicts = iter([True, False])          # the first screened candidate is promoted, the second is not
     screened = []

@@ -16,23 +16,23 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kernelloop.builtin import ops_dir
-from kernelloop.archive import Archive
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.archive import Archive
 from kernelloop.cli import common
 from kernelloop.cli.app import app
-from kernelloop.device import VIRTUAL_HOPPER
-from kernelloop.execute.evaluate import Timeouts
-from kernelloop.loop import Budget, Controller, RunOptions
-from kernelloop.profile.evidence import (EvidenceContext, EvidenceRequest, NcuEvidence, TimingEvidence, kernel_regex,
+from kernelloop.core.device import VIRTUAL_HOPPER
+from kernelloop.core.execute.evaluate import Timeouts
+from kernelloop.tune.loop import Budget, Controller, RunOptions
+from kernelloop.tune.profile.evidence import (EvidenceContext, EvidenceRequest, NcuEvidence, TimingEvidence, kernel_regex,
                                          report_for)
-from kernelloop.profile.ncu_csv import read_details_csv, select_kernel
-from kernelloop.propose import PlannerStrategy
-from kernelloop.records import (BuildArtifact, Candidate, Environment, Hypothesis, Measurement, Stats, Status,
+from kernelloop.tune.profile.ncu_csv import read_details_csv, select_kernel
+from kernelloop.tune.propose import PlannerStrategy
+from kernelloop.base.records import (BuildArtifact, Candidate, Environment, Hypothesis, Measurement, Stats, Status,
                                 TimingPolicy, Trial, Verdict, Workload, canonical_json)
-from kernelloop.report.summary import run_summary
-from kernelloop.spec import load_op, load_workloads
-from kernelloop.spec.space import prune
-from kernelloop.spec.start import StartError, parse_assignments, resolve_start
+from kernelloop.deliver.report.summary import run_summary
+from kernelloop.core.spec import load_op, load_workloads
+from kernelloop.core.spec.space import prune
+from kernelloop.core.spec.start import StartError, parse_assignments, resolve_start
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -293,7 +293,7 @@ def _measured(us, wid):
 
 
 def test_ncu_evidence_profiles_the_build_kernels_and_archives_outcomes(op, tmp_path, monkeypatch):
-    from kernelloop.profile import ncu_report_adapter
+    from kernelloop.tune.profile import ncu_report_adapter
     exe = tmp_path / "tools" / "ncu"
     exe.parent.mkdir()
     exe.write_text(FAKE_NCU)
@@ -346,7 +346,7 @@ def test_ncu_evidence_profiles_the_build_kernels_and_archives_outcomes(op, tmp_p
 
 @pytest.mark.gpu
 def test_gpu_planner_profiles_every_passed_trial_with_ncu(tmp_path):
-    from kernelloop.profile.ncu_report_adapter import find_ncu
+    from kernelloop.tune.profile.ncu_report_adapter import find_ncu
     if find_ncu() is None:
         pytest.skip("ncu not found ($KERNELLOOP_NCU, PATH)")
     out = tmp_path / "run"

@@ -1,4 +1,4 @@
-"""kernelloop.pyast: `ast.parse` one at a time in a process (CPython 3.11 fails concurrent AST builds from threads
+"""kernelloop.base.pyast: `ast.parse` one at a time in a process (CPython 3.11 fails concurrent AST builds from threads
 with "AST constructor recursion depth mismatch")."""
 
 import ast
@@ -7,8 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from kernelloop import pyast
-from kernelloop.builtin import ops_dir
+from kernelloop.base import pyast
+from kernelloop.base.builtin import ops_dir
 
 
 def test_parses_like_ast_parse_in_both_modes():

@@ -8,12 +8,12 @@ import sqlite3
 import pytest
 from typer.testing import CliRunner
 
-from kernelloop.archive import Archive
+from kernelloop.core.archive import Archive
 from kernelloop.cli.app import app
-from kernelloop.execute.evaluate import Timeouts
-from kernelloop.loop import AS_BEFORE, KEPT, OPTIONS_FORMAT, Budget, Controller, RunOptions
-from kernelloop.records import Costs, RunResult, Status, Trial, Verdict, Workload
-from kernelloop.loop.throughput import compute
+from kernelloop.core.execute.evaluate import Timeouts
+from kernelloop.tune.loop import AS_BEFORE, KEPT, OPTIONS_FORMAT, Budget, Controller, RunOptions
+from kernelloop.base.records import Costs, RunResult, Status, Trial, Verdict, Workload
+from kernelloop.tune.loop.throughput import compute
 
 W = Workload(op="layernorm", axes={"M": 4, "N": 300}, dtype="fp32")
 
@@ -108,7 +108,7 @@ def test_throughput_over_sessions_and_uncovered_trials():
 
 
 def test_throughput_per_device_with_builds_ahead_and_the_measured_wait():
-    from kernelloop.records import BuildArtifact
+    from kernelloop.base.records import BuildArtifact
     ahead = BuildArtifact(compile_s=4.0, toolchain="t", compiled_by="build stage", first_call_s=0.1)
     first = BuildArtifact(compile_s=1.5, toolchain="t", compiled_by="first call")
     trials = [_trial(0, 100.0, 110.0, 4.0, 5.0, 3.0).model_copy(update={"device": "cuda:0", "build": ahead}),

@@ -2,15 +2,15 @@
 
 The delivery path, as a Python API (each name is imported on first use, so `import kernelloop` stays light):
 
-    report = kernelloop.capture(model, example_inputs)      # operator cards (kernelloop.capture.CaptureReport)
-    kernelloop.capture.write_workloads(report, "cards/")    # one workloads file per op the cards map onto
+    report = kernelloop.capture(model, example_inputs)      # operator cards (kernelloop.deliver.capture.CaptureReport)
+    kernelloop.deliver.capture.write_workloads(report, "cards/")    # one workloads file per op the cards map onto
     # kernelloop optimize <op> --workloads cards/<op>.toml --out runs/<op>    (the loop, per op)
     kernelloop.export(["runs/rmsnorm", "runs/gemm_nt"], "pkg/")              # a verified, hashed package
     pkg = kernelloop.load_package("pkg/")
     with kernelloop.apply(model, pkg) as patched: ...        # the model calls the package's torch ops
     result = kernelloop.e2e(model, pkg, example_inputs)     # outputs within tolerance? faster?
 
-The loop itself (kernelloop.api; docs/api.md):
+The loop itself (kernelloop.deliver.api; docs/api.md):
 
     run = kernelloop.optimize("layernorm", budget=4, device="interpret", out="runs/ln")   # -> kernelloop.Run
     run = kernelloop.Run.load("runs/ln")
@@ -21,34 +21,34 @@ from __future__ import annotations
 
 import importlib
 
-from .version import __version__
+from .base.version import __version__
 
 __all__ = ["Run", "UsageError", "apply", "capture", "e2e", "export", "load_package", "optimize"]
 
 
 def export(runs, out, **options):
-    """Package runs' PASSED winners (see kernelloop.package.export.ExportOptions for the options)."""
+    """Package runs' PASSED winners (see kernelloop.deliver.package.export.ExportOptions for the options)."""
     from pathlib import Path
 
-    from .package.export import ExportOptions, export_package
+    from .deliver.package.export import ExportOptions, export_package
     return export_package([Path(r) for r in runs], ExportOptions(out=Path(out), **options))
 
 
 def __getattr__(name: str):
     if name == "capture":
-        return importlib.import_module(".capture", __name__)   # a module that is also callable: capture(model, x)
+        return importlib.import_module(".deliver.capture", __name__)   # a module that is also callable: capture(model, x)
     if name == "apply":
-        from .integrate.apply import apply
+        from .deliver.integrate.apply import apply
         return apply
     if name == "e2e":
-        from .integrate.e2e import e2e
+        from .deliver.integrate.e2e import e2e
         return e2e
     if name == "api":
-        return importlib.import_module(".api", __name__)
+        return importlib.import_module(".deliver.api", __name__)
     if name in ("optimize", "Run", "UsageError"):
-        from . import api
+        from .deliver import api
         return getattr(api, name)
     if name == "load_package":
-        from .package.runtime import load_package
+        from .deliver.package.runtime import load_package
         return load_package
     raise AttributeError(f"module 'kernelloop' has no attribute {name!r}")

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("mcp", reason="the MCP SDK is a test extra (absent on the GPU image)")
 import anyio  # noqa: E402
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
-from kernelloop.builtin import ops_dir
+from kernelloop.base.builtin import ops_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 CHEATS = ROOT / "tests" / "fixtures" / "cheats"

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.builtin import ops_dir
-from kernelloop.agent import (Submission, SubmissionError, Workspace, WorkspaceError, init_workspace, submit,
+from kernelloop.base.builtin import ops_dir
+from kernelloop.deliver.agent import (Submission, SubmissionError, Workspace, WorkspaceError, init_workspace, submit,
                               workspace_status)
-from kernelloop.archive import Archive
-from kernelloop.execute.evaluate import Timeouts
-from kernelloop.records import Candidate
+from kernelloop.core.archive import Archive
+from kernelloop.core.execute.evaluate import Timeouts
+from kernelloop.base.records import Candidate
 
 OP = ops_dir() / "layernorm"
 TEMPLATE = (OP / "kernel.py").read_text()
@@ -50,7 +50,7 @@ def test_init_shows_the_interface_not_the_verifier(ws):
     assert iface["launch"] == "launch(x, weight, bias, y, *, eps, **config)"
     assert iface["workloads"][0]["tensors"]["x"] == {"shape": [4, 64], "dtype": "fp16"}
     assert iface["templates"]["rowwise"]["params"]["BLOCK_N"][0] == 256
-    from kernelloop.spec import load_op
+    from kernelloop.core.spec import load_op
     assert iface["code"] == load_op(OP).spec.code_policy.model_dump(mode="json")   # the allow-list it is held to
     assert "triton.jit" in iface["code"]["names"] and "getattr" not in iface["code"]["builtins"]
     text = (ws.root / "interface.json").read_text() + (ws.root / "README.md").read_text()
@@ -173,7 +173,7 @@ def test_baseline_from_a_run_archive(ws, good, tmp_path):
 
 
 def test_cuda_needs_a_gpu_and_no_workspace_is_an_error(ws, tmp_path):
-    from kernelloop.device import cuda_available
+    from kernelloop.core.device import cuda_available
     if not cuda_available():
         with pytest.raises(WorkspaceError, match="no CUDA device"):
             submit(ws.root, Submission(source=TEMPLATE, config=CONFIG), device="cuda")

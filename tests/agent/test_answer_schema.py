@@ -7,9 +7,9 @@ import json
 import re
 from pathlib import Path
 
-from kernelloop.agent.answer import (AnswerCandidate, ParentResult, StaticRuleHit, SubmitAnswer, WorkloadAnswer,
+from kernelloop.deliver.agent.answer import (AnswerCandidate, ParentResult, StaticRuleHit, SubmitAnswer, WorkloadAnswer,
                                      answer_schema)
-from kernelloop.records import Costs
+from kernelloop.base.records import Costs
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
 

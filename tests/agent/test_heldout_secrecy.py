@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.builtin import ops_dir
-from kernelloop.agent import Submission, init_workspace, submit, workspace_status
-from kernelloop.archive import Archive
-from kernelloop.execute import battery
-from kernelloop.sandbox import keys
-from kernelloop.execute.evaluate import Timeouts
-from kernelloop.records import Candidate, Workload
+from kernelloop.base.builtin import ops_dir
+from kernelloop.deliver.agent import Submission, init_workspace, submit, workspace_status
+from kernelloop.core.archive import Archive
+from kernelloop.core.execute import battery
+from kernelloop.core.sandbox import keys
+from kernelloop.core.execute.evaluate import Timeouts
+from kernelloop.base.records import Candidate, Workload
 
 ROOT = Path(__file__).resolve().parents[2]
 OP = ops_dir() / "layernorm"
@@ -76,7 +76,7 @@ OP_SPEC = None
 @pytest.fixture(scope="module", autouse=True)
 def _spec():
     global OP_SPEC
-    from kernelloop.spec import load_op
+    from kernelloop.core.spec import load_op
     OP_SPEC = load_op(OP).spec
 
 

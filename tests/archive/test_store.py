@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.archive import Archive, ArchiveError, LATEST_VERSION, MIGRATIONS, Migration
-from kernelloop.archive.schema import migrate
-from kernelloop.records import (
+from kernelloop.core.archive import Archive, ArchiveError, LATEST_VERSION, MIGRATIONS, Migration
+from kernelloop.core.archive.schema import migrate
+from kernelloop.base.records import (
     Axis, BuildArtifact, BuildFailure, Candidate, Costs, Environment, ErrorMetrics, Measurement, OpSpec,
     ParamSpace, Ratio, Stats, Status, TemplateSpec, TensorSpec, TimingPolicy, Tolerance, Trial, Verdict, Workload,
 )
@@ -485,8 +485,8 @@ def test_events_round_trip(arch: Archive):
 
 CHILD = textwrap.dedent('''
     import json, sys
-    from kernelloop.archive import Archive
-    from kernelloop.records import Candidate, Trial, Workload
+    from kernelloop.core.archive import Archive
+    from kernelloop.base.records import Candidate, Trial, Workload
 
     db, plan_path = sys.argv[1], sys.argv[2]
     plan = json.load(open(plan_path))

@@ -3,7 +3,7 @@
 import pytest
 from pydantic import ValidationError
 
-from kernelloop.bench.policy import COLD_L2_EVENTS, COLD_L2_EVENTS_CONFIRM, policies_for
+from kernelloop.core.bench.policy import COLD_L2_EVENTS, COLD_L2_EVENTS_CONFIRM, policies_for
 
 
 def test_cuda_policies_flush_by_writing_and_confirm_with_more_samples():
@@ -26,7 +26,7 @@ def test_flush_mode_is_part_of_the_policy_identity():
 def test_both_flush_modes_time_a_copy_on_the_gpu(mode):
     import torch
 
-    from kernelloop.bench.timer import sample
+    from kernelloop.core.bench.timer import sample
     src = torch.ones(16 << 20, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
     policy = COLD_L2_EVENTS.model_copy(update={"samples": 5, "warmup": 2, "flush_mode": mode})
@@ -38,7 +38,7 @@ def test_both_flush_modes_time_a_copy_on_the_gpu(mode):
 @pytest.mark.parametrize("mode", ["write", "read"])
 def test_flush_call_runs_in_both_modes(mode):
     """The flush's own torch calls (the GPU tier found `sum(out=)` without `dim` rejected by torch 2.11)."""
-    from kernelloop.bench.timer import _Flush
+    from kernelloop.core.bench.timer import _Flush
     f = _Flush(4096, mode, device="cpu")
     f.buf.fill_(1)
     f()
@@ -50,7 +50,7 @@ def test_flush_call_runs_in_both_modes(mode):
 
 def test_launch_exposed_reads_the_start_event():
     """A start event already complete once the call is launched means the device idled before the call."""
-    from kernelloop.bench.timer import launch_exposed
+    from kernelloop.core.bench.timer import launch_exposed
 
     class Event:
         def __init__(self, done):

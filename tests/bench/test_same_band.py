@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.bench.stats import ratio_verdict, verdict_for
-from kernelloop.profile.hypothesis import DEFAULT_NOISE, Noise, Observation, _moved
-from kernelloop.propose.planner import PlannerLimits
-from kernelloop.records import Comparison, Direction
-from kernelloop.records.measurement import SAME_MARGIN, TimingPolicy
+from kernelloop.core.bench.stats import ratio_verdict, verdict_for
+from kernelloop.tune.profile.hypothesis import DEFAULT_NOISE, Noise, Observation, _moved
+from kernelloop.tune.propose.planner import PlannerLimits
+from kernelloop.base.records import Comparison, Direction
+from kernelloop.base.records.measurement import SAME_MARGIN, TimingPolicy
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "kernelloop"
 

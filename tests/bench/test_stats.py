@@ -1,4 +1,4 @@
-"""Tests of kernelloop.bench.stats: summaries, paired speed-ups, verdict rule, speed, errors."""
+"""Tests of kernelloop.core.bench.stats: summaries, paired speed-ups, verdict rule, speed, errors."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from kernelloop.bench.stats import _bootstrap_medians, paired_speedup, summarize, verdict_for
-from kernelloop.records import Comparison, Ratio, Stats
+from kernelloop.core.bench.stats import _bootstrap_medians, paired_speedup, summarize, verdict_for
+from kernelloop.base.records import Comparison, Ratio, Stats
 
 BOOT = dict(bootstrap=1000, confidence=0.95)
 
@@ -126,7 +126,7 @@ def test_bootstrap_medians_equal_naive_gather_median(n):
 
 
 def test_bootstrap_chunking_does_not_change_results(monkeypatch):
-    import kernelloop.bench.stats as st
+    import kernelloop.core.bench.stats as st
 
     x = np.random.default_rng(0).normal(size=50)
     whole = st._bootstrap_medians([x], 333, seed=4)[0]

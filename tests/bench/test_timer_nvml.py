@@ -1,4 +1,4 @@
-"""Which GPU the timing environment's NVML snapshot describes (bench/timer.py): NVML ignores CUDA_VISIBLE_DEVICES,
+"""Which GPU the timing environment's NVML snapshot describes (core/bench/timer.py): NVML ignores CUDA_VISIBLE_DEVICES,
 so a worker that sees one GPU of several finds its own by UUID, never GPU 0 of the host by default."""
 
 import types
@@ -6,7 +6,7 @@ import types
 import pytest
 import torch
 
-from kernelloop.bench import timer
+from kernelloop.core.bench import timer
 
 
 class _Nvml:

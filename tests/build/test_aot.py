@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.builtin import ops_dir
-from kernelloop.device import VIRTUAL_HOPPER
-from kernelloop.profile.sass import find_tool
-from kernelloop.records import Workload
-from kernelloop.spec import load_op
-from kernelloop.build.aot import BUILT, COMPILE_ERROR, CRASHED, LAUNCH_ERROR, TIMEOUT, BuildOutcome, build_configs, \
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.device import VIRTUAL_HOPPER
+from kernelloop.tune.profile.sass import find_tool
+from kernelloop.base.records import Workload
+from kernelloop.core.spec import load_op
+from kernelloop.core.build.aot import BUILT, COMPILE_ERROR, CRASHED, LAUNCH_ERROR, TIMEOUT, BuildOutcome, build_configs, \
     launch_limits
 
 
@@ -145,12 +145,12 @@ def test_ahead_of_time_builds_match_the_kernels_a_real_launch_compiles():
 
 
 def test_the_build_process_module_imports_no_torch_before_its_read_only_view():
-    """`python -m kernelloop.build.aot_child` imports its packages and the module before main() confines the
+    """`python -m kernelloop.core.build.aot_child` imports its packages and the module before main() confines the
     process; the read-only view needs one thread, so none of that may import torch."""
     import subprocess
     import sys
     src = str(Path(__file__).resolve().parents[2] / "src")
-    code = ("import os, sys, kernelloop.build.aot_child as c; "
+    code = ("import os, sys, kernelloop.core.build.aot_child as c; "
             "print('torch' in sys.modules, len(os.listdir('/proc/self/task')), callable(c.main))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": src}, check=True)

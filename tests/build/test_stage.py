@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.build.stage import BuildStage
-from kernelloop.gate.step import StaticGate
-from kernelloop.loop.pipeline import default_steps
-from kernelloop.device import VIRTUAL_HOPPER
-from kernelloop.build.merge import merge_build
-from kernelloop.records import BuildArtifact, Built, Candidate, Status, Workload
-from kernelloop.records.device import Device
+from kernelloop.core.build.stage import BuildStage
+from kernelloop.tune.gate.step import StaticGate
+from kernelloop.tune.loop.pipeline import default_steps
+from kernelloop.core.device import VIRTUAL_HOPPER
+from kernelloop.core.build.merge import merge_build
+from kernelloop.base.records import BuildArtifact, Built, Candidate, Status, Workload
+from kernelloop.base.records.device import Device
 
 CHEATS = Path(__file__).resolve().parents[1] / "fixtures" / "cheats"
 W = Workload(op="layernorm", axes={"M": 64, "N": 1024}, dtype="fp16")
@@ -99,14 +99,14 @@ def test_the_trial_keeps_the_workers_view_of_the_binaries_and_the_build_stages_c
 
 
 def test_a_gate_is_one_more_step_and_its_verdict_ends_the_trial_before_the_gpu(tmp_path):
-    """The seam: the static gate over typed schedules (kernelloop.gate.step) runs as a step of the build stage."""
-    from kernelloop.builtin import ops_dir
-    from kernelloop.build.steps import StaticRules
-    from kernelloop.gate.step import StaticGate
-    from kernelloop.schedule.library import gluon_ws
-    from kernelloop.schedule.lower import lower
-    from kernelloop.schedule.patch import apply_patch
-    from kernelloop.spec import load_op
+    """The seam: the static gate over typed schedules (kernelloop.tune.gate.step) runs as a step of the build stage."""
+    from kernelloop.base.builtin import ops_dir
+    from kernelloop.core.build.steps import StaticRules
+    from kernelloop.tune.gate.step import StaticGate
+    from kernelloop.tune.schedule.library import gluon_ws
+    from kernelloop.tune.schedule.lower import lower
+    from kernelloop.tune.schedule.patch import apply_patch
+    from kernelloop.core.spec import load_op
     spec = load_op(ops_dir() / "gemm").spec
     w = Workload(op="gemm", axes={"M": 2048, "N": 4096, "K": 4096}, dtype="fp16")
     broken = apply_patch(gluon_ws(), [{"op": "replace", "path": "/roles/0/k_step/0/parity", "value": "phase^1"}])

@@ -1,21 +1,21 @@
-"""kernelloop.builtin: the package data's folders and the one op resolution every command uses."""
+"""kernelloop.base.builtin: the package data's folders and the one op resolution every command uses."""
 
 import shutil
 from pathlib import Path
 
 import pytest
 
-from kernelloop.builtin import builtin_ops, knowledge_dir, op_folder, ops_dir, prompts_dir, resolve_op, resolve_path
-from kernelloop.knowledge.loader import default_dir
-from kernelloop.propose.llm.prompts import prompts_root
-from kernelloop.spec import SpecError, load_op
+from kernelloop.base.builtin import builtin_ops, knowledge_dir, op_folder, ops_dir, prompts_dir, resolve_op, resolve_path
+from kernelloop.tune.knowledge.loader import default_dir
+from kernelloop.tune.propose.llm.prompts import prompts_root
+from kernelloop.core.spec import SpecError, load_op
 
 PKG = Path(__file__).resolve().parents[2] / "src" / "kernelloop"
 
 
 def test_folders_are_the_package_data():
-    assert ops_dir() == PKG / "builtin" / "ops"   # this editable checkout; tests/test_install.py checks a wheel
-    assert knowledge_dir() == PKG / "builtin" / "knowledge" and any(knowledge_dir().glob("*.toml"))
+    assert ops_dir() == PKG / "base" / "builtin" / "ops"   # this editable checkout; tests/test_install.py checks a wheel
+    assert knowledge_dir() == PKG / "base" / "builtin" / "knowledge" and any(knowledge_dir().glob("*.toml"))
     assert (prompts_dir() / "v1" / "system.md").is_file()
     names = builtin_ops()
     assert {"layernorm", "rmsnorm", "softmax", "gemm", "gemm_nt", "attention_causal"} <= set(names)
@@ -68,8 +68,8 @@ def test_an_unknown_name_stays_a_path_that_fails_to_load(monkeypatch, tmp_path):
 
 
 def test_export_finds_a_runs_op_the_same_way(monkeypatch, tmp_path):
-    from kernelloop.package.export import ExportError, _op_bundle
-    from kernelloop.records import sha256_hex
+    from kernelloop.deliver.package.export import ExportError, _op_bundle
+    from kernelloop.base.records import sha256_hex
     monkeypatch.chdir(tmp_path)
     b = load_op(ops_dir() / "rmsnorm")
     man = {"spec_sha256": sha256_hex((b.folder / "spec.toml").read_bytes()), "reference_sha256": b.reference_hash,

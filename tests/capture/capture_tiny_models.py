@@ -68,7 +68,7 @@ def not_a_pair():
 
 
 def several_examples():
-    """A list of examples (as `kernelloop.fuse` takes) where one call's arguments belong."""
+    """A list of examples (as `kernelloop.deliver.fuse` takes) where one call's arguments belong."""
     return nn.Linear(4, 4), [(torch.randn(2, 4),), (torch.randn(3, 4),)]
 
 

@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kernelloop.builtin import ops_dir
-from kernelloop.capture import CaptureReport
+from kernelloop.base.builtin import ops_dir
+from kernelloop.deliver.capture import CaptureReport
 from kernelloop.cli import common
 from kernelloop.cli.app import app
-from kernelloop.spec import load_op, load_workloads
+from kernelloop.core.spec import load_op, load_workloads
 
 HERE = Path(__file__).resolve().parent
 OPS = ops_dir()

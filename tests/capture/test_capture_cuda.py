@@ -6,11 +6,11 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from kernelloop.builtin import ops_dir
-from kernelloop.capture import capture, write_workloads  # noqa: E402
-from kernelloop.capture.mapping import ATTENTION_PREFIXES  # noqa: E402
-from kernelloop.capture.models import build  # noqa: E402
-from kernelloop.spec import load_op, load_workloads  # noqa: E402
+from kernelloop.base.builtin import ops_dir
+from kernelloop.deliver.capture import capture, write_workloads  # noqa: E402
+from kernelloop.deliver.capture.mapping import ATTENTION_PREFIXES  # noqa: E402
+from kernelloop.deliver.capture.models import build  # noqa: E402
+from kernelloop.core.spec import load_op, load_workloads  # noqa: E402
 
 OPS = ops_dir()
 pytestmark = pytest.mark.gpu

@@ -8,9 +8,9 @@ from torch import nn
 
 from capture_tiny_models import Attn, Block, MyRMSNorm, OffsetRMSNorm, Tiny, build, build_raises
 
-from kernelloop.builtin import ops_dir
-from kernelloop.capture import CaptureError, capture, write_workloads
-from kernelloop.records import DType
+from kernelloop.base.builtin import ops_dir
+from kernelloop.deliver.capture import CaptureError, capture, write_workloads
+from kernelloop.base.records import DType
 
 OPS = ops_dir()
 
@@ -165,7 +165,7 @@ def test_device_times_partition_the_gpu_timeline():
 
     from torch.autograd import DeviceType
 
-    from kernelloop.capture.core import _device_times
+    from kernelloop.deliver.capture.core import _device_times
 
     def ev(name, start, end, *, ann=False, dev=DeviceType.CUDA):
         return NS(name=name, device_type=dev, is_user_annotation=ann, time_range=NS(start=start, end=end))

@@ -6,11 +6,11 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from kernelloop.builtin import ops_dir
-from kernelloop.capture import CaptureReport, capture, write_workloads  # noqa: E402
-from kernelloop.capture.models import MODELS, build, llama_tiny  # noqa: E402
-from kernelloop.records import DType  # noqa: E402
-from kernelloop.spec import load_op, load_workloads  # noqa: E402
+from kernelloop.base.builtin import ops_dir
+from kernelloop.deliver.capture import CaptureReport, capture, write_workloads  # noqa: E402
+from kernelloop.deliver.capture.models import MODELS, build, llama_tiny  # noqa: E402
+from kernelloop.base.records import DType  # noqa: E402
+from kernelloop.core.spec import load_op, load_workloads  # noqa: E402
 
 OPS = ops_dir()
 LAYERS = (0, 1)

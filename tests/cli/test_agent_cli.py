@@ -5,7 +5,7 @@ import json
 
 from typer.testing import CliRunner
 
-from kernelloop.builtin import ops_dir
+from kernelloop.base.builtin import ops_dir
 from kernelloop.cli import common
 from kernelloop.cli.app import app
 
@@ -101,7 +101,7 @@ def test_submit_timeout_kills_a_hanging_kernel(tmp_path):
 def test_a_changed_manifest_says_how_to_continue(tmp_path, monkeypatch):
     import importlib
 
-    agent_submit = importlib.import_module("kernelloop.agent.submit")   # the module; the package exports a function
+    agent_submit = importlib.import_module("kernelloop.deliver.agent.submit")   # the module; the package exports a function
 
     (tmp_path / "wl.toml").write_text('op = "layernorm"\n[[workload]]\naxes = { M = 4, N = 64 }\ndtype = "fp16"\n')
     ws = tmp_path / "ws"

@@ -6,11 +6,11 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from kernelloop.builtin import ops_dir
+from kernelloop.base.builtin import ops_dir
 from kernelloop.cli import common
 from kernelloop.cli.app import app
-from kernelloop.profile.sass import find_tool
-from kernelloop.replay.space_file import write_space_file
+from kernelloop.tune.profile.sass import find_tool
+from kernelloop.tune.replay.space_file import write_space_file
 
 runner = CliRunner()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kernelloop.builtin import ops_dir
+from kernelloop.base.builtin import ops_dir
 from kernelloop.cli.app import app
 from kernelloop.cli import common
 
@@ -97,7 +97,7 @@ def test_bad_budget_and_missing_run(tmp_path):
     r = runner.invoke(app, ["optimize", "softmax", "--budget", "ten", "--device", "interpret"])
     assert r.exit_code == common.BAD_INPUT
     assert runner.invoke(app, ["show", str(tmp_path / "nothing")]).exit_code == common.BAD_INPUT
-    assert "budget 'ten'" in r.output   # kernelloop.api.parse_budget's message (tests/test_api.py: the grammar)
+    assert "budget 'ten'" in r.output   # kernelloop.deliver.api.parse_budget's message (tests/test_api.py: the grammar)
     twice = runner.invoke(app, ["optimize", "softmax", "--budget", "4,gpu:30s", "--gpu-budget", "30",
                                 "--device", "interpret"])
     assert twice.exit_code == common.BAD_INPUT and "given twice" in twice.output

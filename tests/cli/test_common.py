@@ -60,7 +60,7 @@ def test_a_validation_error_is_one_line_naming_the_model_and_field(tmp_path):
     import pytest
     from pydantic import ValidationError
 
-    from kernelloop.records.device import Device
+    from kernelloop.base.records.device import Device
     with pytest.raises(ValidationError) as e:
         Device.of("abc")
     assert common.error_text(e.value) == ("Device: unknown device 'abc': expected cuda, cuda:N, cuda:MIG-..., "

@@ -7,22 +7,22 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from kernelloop.archive import Archive
-from kernelloop.builtin import ops_dir
+from kernelloop.core.archive import Archive
+from kernelloop.base.builtin import ops_dir
 from kernelloop.cli.app import app
-from kernelloop.gate import GateDecision, GateFinding, record_decision
-from kernelloop.records import Candidate, Environment, Status, Trial, Verdict, Workload
-from kernelloop.schedule.library import gluon_ws
-from kernelloop.schedule.lower import lower
-from kernelloop.schedule.patch import apply_patch
-from kernelloop.spec import load_op
+from kernelloop.tune.gate import GateDecision, GateFinding, record_decision
+from kernelloop.base.records import Candidate, Environment, Status, Trial, Verdict, Workload
+from kernelloop.tune.schedule.library import gluon_ws
+from kernelloop.tune.schedule.lower import lower
+from kernelloop.tune.schedule.patch import apply_patch
+from kernelloop.core.spec import load_op
 
 run = CliRunner().invoke
 W = Workload(op="gemm", axes={"M": 256, "N": 256, "K": 256}, dtype="fp16")
 
 
 def test_check_rejects_a_broken_schedule_without_building(tmp_path, monkeypatch):
-    import kernelloop.build.aot as aot
+    import kernelloop.core.build.aot as aot
     monkeypatch.setattr(aot, "build_configs", lambda *a, **k: (_ for _ in ()).throw(AssertionError("built")))
     broken = apply_patch(gluon_ws(), [{"op": "replace", "path": "/roles/1/k_step/0/parity", "value": "phase"}])
     cand = Candidate(op="gemm", template="schedule", source=lower(broken), config=gluon_ws().config())
@@ -74,13 +74,13 @@ def test_precision_as_text(gated_run, tmp_path_factory):
 
 
 def test_gate_option_reaches_the_run_options(monkeypatch):
-    import kernelloop.loop as entry
+    import kernelloop.tune.loop as entry
     seen = []
 
     class Stop(RuntimeError):
         """Ends the command once the options are seen."""
 
-    def fake(bundle, wls, opts, run_dir, **kw):   # the one way into the loop (loop/entry.py)
+    def fake(bundle, wls, opts, run_dir, **kw):   # the one way into the loop (tune/loop/entry.py)
         seen.append(opts)
         raise Stop("run stopped here")
 
@@ -97,7 +97,7 @@ def test_gate_option_reaches_the_run_options(monkeypatch):
 @pytest.fixture
 def broken_candidate(tmp_path, monkeypatch):
     """A candidate whose schedule deadlocks (rejected before any build; a build would fail the test)."""
-    import kernelloop.build.aot as aot
+    import kernelloop.core.build.aot as aot
     monkeypatch.setattr(aot, "build_configs", lambda *a, **k: (_ for _ in ()).throw(AssertionError("built")))
     broken = apply_patch(gluon_ws(), [{"op": "replace", "path": "/roles/1/k_step/0/parity", "value": "phase"}])
     path = tmp_path / "c.json"
@@ -115,7 +115,7 @@ def test_check_refuses_a_workload_without_the_ops_axes(broken_candidate):
 
 
 def test_check_records_only_under_a_run_of_the_candidates_op(broken_candidate, tmp_path):
-    from kernelloop.gate import decisions
+    from kernelloop.tune.gate import decisions
     env = Environment(device="cuda", gpu="NVIDIA H200", driver="580", cuda="13.0", torch="2.11", triton="3.6.0",
                       python="3.12", host="h", properties={})
     with Archive(tmp_path / "archive.sqlite") as a:
@@ -156,7 +156,7 @@ def test_messages_are_printed_verbatim(tmp_path):
 
 def test_a_finding_without_a_field_prints_check_and_message(tmp_path, monkeypatch):
     """A build finding names no schedule field: 'shared: ...', not 'shared : ...'."""
-    import kernelloop.gate as gate_mod
+    import kernelloop.tune.gate as gate_mod
     finding = GateFinding(check="shared", field="", message="_gemm_kernel: 1572864 bytes of shared memory > 232448")
     monkeypatch.setattr(gate_mod, "gate_candidate", lambda cand, spec, w: GateDecision(
         candidate_id=cand.id, workload_id=w.id, template=cand.template, passed=False, findings=[finding]))

@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from kernelloop.builtin import ops_dir
+from kernelloop.base.builtin import ops_dir
 from kernelloop.cli import common
 from kernelloop.cli.app import app
 

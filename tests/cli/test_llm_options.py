@@ -4,7 +4,7 @@ KERNELLOOP_LLM_* variables, then the options."""
 import pytest
 
 from kernelloop.cli.llm_options import llm_config
-from kernelloop.propose.llm import LLMConfigError
+from kernelloop.tune.propose.llm import LLMConfigError
 
 
 def test_options_override_the_file_and_the_environment(tmp_path, monkeypatch):
@@ -29,8 +29,8 @@ def _no_llm_environment(monkeypatch):
 
 
 def _recording(folder, *models):
-    from kernelloop.propose.llm import Cassette, ChatRequest, ChatResponse
-    from kernelloop.propose.llm.providers import Message
+    from kernelloop.tune.propose.llm import Cassette, ChatRequest, ChatResponse
+    from kernelloop.tune.propose.llm.providers import Message
     cassette = Cassette(folder, "record")
     for i, (provider, model) in enumerate(models):
         request = ChatRequest(provider=provider, model=model, system="s", messages=[Message(role="user", content="u")],

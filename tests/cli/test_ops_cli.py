@@ -5,7 +5,7 @@ import shutil
 
 from typer.testing import CliRunner
 
-from kernelloop.builtin import builtin_ops, ops_dir
+from kernelloop.base.builtin import builtin_ops, ops_dir
 from kernelloop.cli.app import app
 
 runner = CliRunner()

@@ -10,18 +10,18 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kernelloop.builtin import ops_dir
-from kernelloop.archive import Archive
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.archive import Archive
 from kernelloop.cli import common
 from kernelloop.cli.app import app
-from kernelloop.device import device_properties
-from kernelloop.records import Workload
-from kernelloop.replay.space_file import FORMAT, write_space_file
-from kernelloop.search import make_strategy
-from kernelloop.search.encoding import config_key
-from kernelloop.search.history import TransferPrior
-from kernelloop.spec import load_op, load_workloads
-from kernelloop.spec.space import selected_space
+from kernelloop.core.device import device_properties
+from kernelloop.base.records import Workload
+from kernelloop.tune.replay.space_file import FORMAT, write_space_file
+from kernelloop.tune.search import make_strategy
+from kernelloop.tune.search.encoding import config_key
+from kernelloop.tune.search.history import TransferPrior
+from kernelloop.core.spec import load_op, load_workloads
+from kernelloop.core.spec.space import selected_space
 
 RMSNORM = ops_dir() / "rmsnorm"
 runner = CliRunner()
@@ -198,7 +198,7 @@ def test_an_earlier_runs_archive_is_a_prior(tmp_path, workloads, earlier_run):
             cand = a.get_candidate(t.candidate_id)
             key = config_key({"template": cand.template, **cand.config})
             times[key] = min(times.get(key, math.inf), t.measurement.kernel.median_us)
-    from kernelloop.replay.prior import read_prior
+    from kernelloop.tune.replay.prior import read_prior
     data = {f.name: f.read_bytes() for f in first.iterdir() if f.name in ("archive.sqlite", "archive.sqlite-wal")}
     rec = read_prior(first, "rmsnorm")
     assert {n: (first / n).read_bytes() for n in data} == data, "reading the archive changed nothing in it"

@@ -10,10 +10,10 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import kernelloop.cli.optimize as optimize_cli
-from kernelloop.builtin import ops_dir
+from kernelloop.base.builtin import ops_dir
 from kernelloop.cli import common
 from kernelloop.cli.app import app
-from kernelloop.report.terminal import render
+from kernelloop.deliver.report.terminal import render
 
 runner = CliRunner()
 WL = 'op = "rmsnorm"\n[[workload]]\naxes = { M = 8, N = 256 }\ndtype = "fp32"\n'

@@ -6,15 +6,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kernelloop.builtin import ops_dir
-from kernelloop.archive import Archive
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.archive import Archive
 from kernelloop.cli import common
 from kernelloop.cli.app import app
 from kernelloop.cli.profile import NO_PROFILE
-from kernelloop.profile.ceilings import store_ceilings
-from kernelloop.profile.ncu_csv import read_details_csv, select_kernel
-from kernelloop.profile.report import make_report
-from kernelloop.records import (BuildArtifact, Candidate, Ceilings, DType, Environment, Measurement, Stats, Status,
+from kernelloop.tune.profile.ceilings import store_ceilings
+from kernelloop.tune.profile.ncu_csv import read_details_csv, select_kernel
+from kernelloop.tune.profile.report import make_report
+from kernelloop.base.records import (BuildArtifact, Candidate, Ceilings, DType, Environment, Measurement, Stats, Status,
                                 TimingPolicy, Trial, Verdict, Workload)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,7 +137,7 @@ def test_trial_selection_and_errors(run, tmp_path):
 # -- issue 4: --ncu (profile now) and --baseline -----------------------------------------------------------------
 
 def test_ncu_without_nsight_compute_is_a_clear_error(run, monkeypatch):
-    from kernelloop.profile import ncu_report_adapter
+    from kernelloop.tune.profile import ncu_report_adapter
     folder, _ = run
     monkeypatch.setattr(ncu_report_adapter, "find_ncu", lambda ncu=None: None)
     r = runner.invoke(app, ["profile", str(folder), "--ncu"])
@@ -150,7 +150,7 @@ def test_ncu_without_nsight_compute_is_a_clear_error(run, monkeypatch):
 def test_ncu_without_a_gpu_is_a_clear_error(run, monkeypatch, tmp_path):
     import torch
 
-    from kernelloop.profile import ncu_report_adapter
+    from kernelloop.tune.profile import ncu_report_adapter
     folder, _ = run
     monkeypatch.setattr(ncu_report_adapter, "find_ncu", lambda ncu=None: tmp_path / "ncu")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -182,7 +182,7 @@ def fake_gpu(tmp_path, monkeypatch):
     (7 launches: random-number kernels, three layer_norms, a GEMM) and torch reporting a CUDA device."""
     import torch
 
-    from kernelloop.profile import ncu_report_adapter
+    from kernelloop.tune.profile import ncu_report_adapter
     from tests.profile.test_ncu_runner import FAKE_NCU
     exe = tmp_path / "tools" / "ncu"
     exe.parent.mkdir()

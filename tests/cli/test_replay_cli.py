@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kernelloop.builtin import ops_dir
+from kernelloop.base.builtin import ops_dir
 from kernelloop.cli import common
 from kernelloop.cli.app import app
 
@@ -76,7 +76,7 @@ def test_record_then_replay_on_a_gpu(tmp_path):
 
 
 def test_record_shards_in_the_interpreter_join_into_the_whole_space(tmp_path):
-    from kernelloop.replay import load_space, merge_spaces
+    from kernelloop.tune.replay import load_space, merge_spaces
     wl = tmp_path / "w.toml"
     wl.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 300 }\ndtype = "fp32"\n')
     outs = []
@@ -120,8 +120,8 @@ def test_record_shards_in_the_interpreter_join_into_the_whole_space(tmp_path):
 
 
 def test_record_writes_after_every_configuration_and_resumes(tmp_path):
-    from kernelloop.replay import load_space
-    from kernelloop.replay.space_file import read_space_document, write_space_file
+    from kernelloop.tune.replay import load_space
+    from kernelloop.tune.replay.space_file import read_space_document, write_space_file
     wl = tmp_path / "w.toml"
     wl.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 300 }\ndtype = "fp32"\n')
     out = tmp_path / "s.json"
@@ -151,7 +151,7 @@ def test_record_writes_after_every_configuration_and_resumes(tmp_path):
 
 
 def test_record_template_records_only_that_template_and_resume_checks_it(tmp_path):
-    from kernelloop.replay.space_file import read_space_document, write_space_file
+    from kernelloop.tune.replay.space_file import read_space_document, write_space_file
     wl = tmp_path / "w.toml"
     wl.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 300 }\ndtype = "fp32"\n')
     out = tmp_path / "p.json"
@@ -171,7 +171,7 @@ def test_record_template_records_only_that_template_and_resume_checks_it(tmp_pat
 
 
 def test_record_fix_records_only_the_pinned_configurations_and_resume_checks_it(tmp_path):
-    from kernelloop.replay.space_file import read_space_document, write_space_file
+    from kernelloop.tune.replay.space_file import read_space_document, write_space_file
     wl = tmp_path / "w.toml"
     wl.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 300 }\ndtype = "fp32"\n')
     out = tmp_path / "f.json"
@@ -193,11 +193,11 @@ def test_record_fix_records_only_the_pinned_configurations_and_resume_checks_it(
 
 
 def test_record_configs_records_exactly_the_listed_configurations_pruned_or_not(tmp_path):
-    from kernelloop.replay.space_file import read_space_document
-    from kernelloop.spec import load_op
-    from kernelloop.spec.space import expand, why_pruned
-    from kernelloop.device import VIRTUAL_HOPPER
-    from kernelloop.records import Workload
+    from kernelloop.tune.replay.space_file import read_space_document
+    from kernelloop.core.spec import load_op
+    from kernelloop.core.spec.space import expand, why_pruned
+    from kernelloop.core.device import VIRTUAL_HOPPER
+    from kernelloop.base.records import Workload
     wl = tmp_path / "w.toml"
     wl.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 300 }\ndtype = "fp32"\n')
     b = load_op(ops_dir() / "rmsnorm")

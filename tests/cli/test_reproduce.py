@@ -8,16 +8,16 @@ import sqlite3
 import pytest
 from typer.testing import CliRunner
 
-import kernelloop.select.reproduce as reproduce_mod
-from kernelloop.agent.submit import SubmissionProposer
-from kernelloop.archive import Archive
-from kernelloop.bench.stats import summarize
-from kernelloop.builtin import ops_dir
+import kernelloop.tune.select.reproduce as reproduce_mod
+from kernelloop.deliver.agent.submit import SubmissionProposer
+from kernelloop.core.archive import Archive
+from kernelloop.core.bench.stats import summarize
+from kernelloop.base.builtin import ops_dir
 from kernelloop.cli.app import app
-from kernelloop.execute.evaluate import Timeouts
-from kernelloop.loop import Budget, Controller, RunOptions
-from kernelloop.records import Candidate, Measurement, Workload
-from kernelloop.spec import load_op
+from kernelloop.core.execute.evaluate import Timeouts
+from kernelloop.tune.loop import Budget, Controller, RunOptions
+from kernelloop.base.records import Candidate, Measurement, Workload
+from kernelloop.core.spec import load_op
 
 W = Workload(op="layernorm", axes={"M": 4, "N": 64}, dtype="fp16")
 RAISES = "def launch(x, weight, bias, y, *, eps, **config):\n    raise RuntimeError('planned failure')\n"

@@ -24,8 +24,8 @@ def test_show_lower_check(tmp_path):
 
 
 def test_compare_reports_each_pair(monkeypatch):
-    import kernelloop.schedule.compare as cmp
-    from kernelloop.schedule.compare import SassMatch
+    import kernelloop.tune.schedule.compare as cmp
+    from kernelloop.tune.schedule.compare import SassMatch
     seen = {}
 
     def fake(spec, files, w, pairs, jobs=2):

@@ -6,13 +6,13 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from kernelloop.builtin import ops_dir
-from kernelloop.agent.submit import SubmissionProposer
+from kernelloop.base.builtin import ops_dir
+from kernelloop.deliver.agent.submit import SubmissionProposer
 from kernelloop.cli.app import app
-from kernelloop.execute.evaluate import Timeouts
-from kernelloop.loop import Budget, Controller, RunOptions
-from kernelloop.records import Candidate, Workload
-from kernelloop.spec import load_op
+from kernelloop.core.execute.evaluate import Timeouts
+from kernelloop.tune.loop import Budget, Controller, RunOptions
+from kernelloop.base.records import Candidate, Workload
+from kernelloop.core.spec import load_op
 
 ROOT = Path(__file__).resolve().parents[2]
 HARDCODED = (ROOT / "tests" / "fixtures" / "cheats" / "hardcoded_shape.py").read_text()

@@ -12,11 +12,11 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from kernelloop.builtin import ops_dir
-from kernelloop.agent import Submission, submit, workspace_status
+from kernelloop.base.builtin import ops_dir
+from kernelloop.deliver.agent import Submission, submit, workspace_status
 from kernelloop.cli import common
 from kernelloop.cli.app import app
-from kernelloop.execute.evaluate import Timeouts
+from kernelloop.core.execute.evaluate import Timeouts
 
 OP = ops_dir() / "layernorm"
 EXAMPLE = ops_dir() / "layernorm" / "chunked.py"  # written in the agent-mode dogfood, now the op's second template

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.execute.evaluate import Timeouts
-from kernelloop.records import Candidate, Workload
+from kernelloop.core.execute.evaluate import Timeouts
+from kernelloop.base.records import Candidate, Workload
 
 ROWWISE_CONFIG = {"BLOCK_N": 256, "ROWS": 2, "num_warps": 4, "EVICT_FIRST": 0}
 
@@ -39,7 +39,7 @@ def with_code(layernorm):
 def aot_build(layernorm, path: Path, cache: Path):
     """Build the rowwise LayerNorm in `path` for sm_90 with a cold Triton cache (ptxas really runs) through the
     ahead-of-time build process, which runs under the sandbox; returns its one result."""
-    from kernelloop.build.aot import build_configs
+    from kernelloop.core.build.aot import build_configs
     os.environ["TRITON_CACHE_DIR"] = str(cache)
     try:
         return build_configs(layernorm.spec, {"rowwise": path}, Workload(op="layernorm", axes={"M": 64, "N": 1024},
@@ -59,7 +59,7 @@ def aot():
 def real_sm90_build(layernorm, tmp_path):
     """The rowwise LayerNorm built for sm_90 through the sandboxed build process (ptxas and cuobjdump ran, the cubin
     is in the cold cache tmp_path/cache); skipped where this Triton has no ptxas."""
-    from kernelloop.sandbox import policy as sandbox
+    from kernelloop.core.sandbox import policy as sandbox
     if not any(t.endswith("ptxas") for t in sandbox.default_policy([tmp_path]).tools):
         pytest.skip("no ptxas here")
     out = aot_build(layernorm, layernorm.folder / "kernel.py", tmp_path / "cache")

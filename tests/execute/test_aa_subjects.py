@@ -6,12 +6,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from kernelloop.builtin import ops_dir
-from kernelloop.bench.policy import policies_for
-from kernelloop.execute import worker
-from kernelloop.execute.evaluate import Evaluator
-from kernelloop.execute.pool import Worker
-from kernelloop.records import Candidate, Workload
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.bench.policy import policies_for
+from kernelloop.core.execute import worker
+from kernelloop.core.execute.evaluate import Evaluator
+from kernelloop.core.execute.pool import Worker
+from kernelloop.base.records import Candidate, Workload
 
 
 @pytest.mark.parametrize("sets", [1, 3])
@@ -93,7 +93,7 @@ def with_workspace(tmp_path):
     import shutil
     from pathlib import Path
 
-    from kernelloop.spec import load_op
+    from kernelloop.core.spec import load_op
     folder = tmp_path / "layernorm"
     shutil.copytree(ops_dir() / "layernorm", folder,
                     ignore=shutil.ignore_patterns("__pycache__"))

@@ -1,9 +1,9 @@
-"""The ATen recorder (execute/aten.py): what a launch may issue (allocation, views, copies, fills, scalar reads),
+"""The ATen recorder (core/execute/aten.py): what a launch may issue (allocation, views, copies, fills, scalar reads),
 what it may not (any computation; the ops' library implementations named as such), and the verdict's message."""
 
 import torch
 
-from kernelloop.execute.aten import LIBRARY, AtenRecorder, AtenReport
+from kernelloop.core.execute.aten import LIBRARY, AtenRecorder, AtenReport
 
 
 def test_allocation_views_copies_and_fills_are_allowed():

@@ -1,7 +1,7 @@
 """The batch audit's decision rule (the CUDA measurement itself runs in the gpu tier)."""
 
-from kernelloop.execute.evaluate import Evaluator
-from kernelloop.records import Status
+from kernelloop.core.execute.evaluate import Evaluator
+from kernelloop.base.records import Status
 
 
 def test_consistent_batch_passes():

@@ -4,7 +4,7 @@ elementwise kernel, which Nsight Compute can profile)."""
 import pytest
 import torch
 
-from kernelloop.execute.worker import make_baseline
+from kernelloop.core.execute.worker import make_baseline
 
 
 @pytest.mark.parametrize("name", ["copy", "copy-kernel"])

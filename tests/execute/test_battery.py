@@ -4,10 +4,10 @@ import textwrap
 
 import pytest
 
-from kernelloop.execute.evaluate import Timeouts
-from kernelloop.records import Candidate, Status, Workload
-from kernelloop.reference.inputs import make_inputs
-from kernelloop.verify.explain import failure_reason
+from kernelloop.core.execute.evaluate import Timeouts
+from kernelloop.base.records import Candidate, Status, Workload
+from kernelloop.core.reference.inputs import make_inputs
+from kernelloop.core.verify.explain import failure_reason
 from layernorm_source import LN_KERNEL
 
 W = Workload(op="layernorm", axes={"M": 6, "N": 200}, dtype="fp32")

@@ -1,12 +1,12 @@
-"""Timing replies against the controller's own evidence (execute/evidence.py): each check catches a reply that an
+"""Timing replies against the controller's own evidence (core/execute/evidence.py): each check catches a reply that an
 unchecked controller would have timed with, and an honest-looking reply passes."""
 
 import pytest
 
-from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
-from kernelloop.execute import protocol as P
-from kernelloop.execute.evidence import FLOOR_BANDWIDTH, timing_evidence
-from kernelloop.records import Status, Workload
+from kernelloop.core.bench.policy import INTERPRETER_WALLCLOCK
+from kernelloop.core.execute import protocol as P
+from kernelloop.core.execute.evidence import FLOOR_BANDWIDTH, timing_evidence
+from kernelloop.base.records import Status, Workload
 
 W = Workload(op="layernorm", axes={"M": 8, "N": 256}, dtype="fp32")
 POLICY = INTERPRETER_WALLCLOCK.model_copy(update={"samples": 5})

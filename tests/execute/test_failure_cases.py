@@ -4,10 +4,10 @@ told of a held-out crash is its class, not its shape."""
 
 import pytest
 
-from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
-from kernelloop.execute.evaluate import Evaluator, Timeouts
-from kernelloop.records import Candidate, Status, Workload
-from kernelloop.verify.explain import failure_reason, proposer_verdict
+from kernelloop.core.bench.policy import INTERPRETER_WALLCLOCK
+from kernelloop.core.execute.evaluate import Evaluator, Timeouts
+from kernelloop.base.records import Candidate, Status, Workload
+from kernelloop.core.verify.explain import failure_reason, proposer_verdict
 from layernorm_source import LN_KERNEL
 
 W = Workload(op="layernorm", axes={"M": 8, "N": 64}, dtype="fp32")

@@ -2,9 +2,9 @@
 
 import pytest
 
-from kernelloop.execute.evaluate import Timeouts
-from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
-from kernelloop.records import Candidate, Status, Workload
+from kernelloop.core.execute.evaluate import Timeouts
+from kernelloop.core.bench.policy import INTERPRETER_WALLCLOCK
+from kernelloop.base.records import Candidate, Status, Workload
 
 from pathlib import Path
 

@@ -6,15 +6,15 @@ import shutil
 
 import pytest
 
-from kernelloop.builtin import ops_dir
-from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
-from kernelloop.device import device_properties
-from kernelloop.execute.evaluate import Evaluator, Timeouts
-from kernelloop.execute.pool import Worker
-from kernelloop.records import Candidate, Status, Workload
-from kernelloop.spec import SpecError, load_op, load_workloads
-from kernelloop.spec.loader import in_domain
-from kernelloop.spec.space import prune, why_pruned
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.bench.policy import INTERPRETER_WALLCLOCK
+from kernelloop.core.device import device_properties
+from kernelloop.core.execute.evaluate import Evaluator, Timeouts
+from kernelloop.core.execute.pool import Worker
+from kernelloop.base.records import Candidate, Status, Workload
+from kernelloop.core.spec import SpecError, load_op, load_workloads
+from kernelloop.core.spec.loader import in_domain
+from kernelloop.core.spec.space import prune, why_pruned
 from layernorm_source import LN_KERNEL
 
 OPS = ops_dir()

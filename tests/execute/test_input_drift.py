@@ -4,12 +4,12 @@ anything larger, or a change during the call, is WRONG_INPUT_MUTATED."""
 
 import torch
 
-from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
-from kernelloop.execute.evaluate import Evaluator
-from kernelloop.records import Status, Workload
-from kernelloop.reference.inputs import TORCH_DTYPES, make_inputs
-from kernelloop.reference.truth import truth
-from kernelloop.verify.compare import input_drift
+from kernelloop.core.bench.policy import INTERPRETER_WALLCLOCK
+from kernelloop.core.execute.evaluate import Evaluator
+from kernelloop.base.records import Status, Workload
+from kernelloop.core.reference.inputs import TORCH_DTYPES, make_inputs
+from kernelloop.core.reference.truth import truth
+from kernelloop.core.verify.compare import input_drift
 
 W = Workload(op="layernorm", axes={"M": 6, "N": 200}, dtype="fp16")
 CASE = {"workload": W, "seed": 1234, "distribution": "normal"}

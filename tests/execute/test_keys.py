@@ -1,4 +1,4 @@
-"""The run key (kernelloop.sandbox.keys): kept outside what a proposer reads, checked on resume, never given to a
+"""The run key (kernelloop.core.sandbox.keys): kept outside what a proposer reads, checked on resume, never given to a
 worker process."""
 
 import os
@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.builtin import ops_dir
-from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
-from kernelloop.sandbox import keys
-from kernelloop.execute.evaluate import Evaluator, Timeouts
-from kernelloop.execute.pool import Worker
-from kernelloop.loop import Budget, Controller, RunOptions
-from kernelloop.archive import Archive
-from kernelloop.records import Candidate, Status, Workload
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.bench.policy import INTERPRETER_WALLCLOCK
+from kernelloop.core.sandbox import keys
+from kernelloop.core.execute.evaluate import Evaluator, Timeouts
+from kernelloop.core.execute.pool import Worker
+from kernelloop.tune.loop import Budget, Controller, RunOptions
+from kernelloop.core.archive import Archive
+from kernelloop.base.records import Candidate, Status, Workload
 
 OPS = ops_dir()
 W = Workload(op="layernorm", axes={"M": 4, "N": 64}, dtype="fp16")
@@ -59,7 +59,7 @@ def test_key_file_is_private_and_refused_inside_the_run_folder_or_workspace(key_
 
 
 def test_a_run_resumes_with_its_key_and_refuses_without_it(key_dir, tmp_path, monkeypatch):
-    layernorm = __import__("kernelloop.spec", fromlist=["load_op"]).load_op(OPS / "layernorm")
+    layernorm = __import__("kernelloop.core.spec", fromlist=["load_op"]).load_op(OPS / "layernorm")
     opts = RunOptions(device="interpret", budget=Budget(evals=1), strategy="random", checks=1, confirm=False,
                       timeouts=Timeouts(check=60.0, bench=60.0))
     run_dir = tmp_path / "run"

@@ -1,4 +1,4 @@
-"""The worker protocol's records (execute/protocol.py): what crosses the socket pair, and how it is read back."""
+"""The worker protocol's records (core/execute/protocol.py): what crosses the socket pair, and how it is read back."""
 
 import socket
 import struct
@@ -7,9 +7,9 @@ from multiprocessing.connection import Connection
 import pytest
 from pydantic import ValidationError
 
-from kernelloop.execute import protocol as P
-from kernelloop.bench.policy import policies_for
-from kernelloop.records import Workload
+from kernelloop.core.execute import protocol as P
+from kernelloop.core.bench.policy import policies_for
+from kernelloop.base.records import Workload
 
 
 def _wire(record):
@@ -56,7 +56,7 @@ def test_a_malformed_reply_is_a_protocol_failure_not_an_exception():
 
 
 def test_the_spec_is_validated_once_per_text(layernorm, monkeypatch):
-    from kernelloop.records import OpSpec
+    from kernelloop.base.records import OpSpec
     text = layernorm.spec.model_dump_json()
     calls = []
     real = OpSpec.model_validate_json.__func__
@@ -111,7 +111,7 @@ def test_replies_carry_the_sequence_number_of_their_request():
 
 
 def test_cuda_ipc_handles_cross_as_base64(tmp_path):
-    from kernelloop.execute.shared import SharedTensor, arenas_outside
+    from kernelloop.core.execute.shared import SharedTensor, arenas_outside
     t = SharedTensor(transport="cuda-ipc", dtype="float32", shape=[2], stride=[1],
                      ipc=[[2], [1], 0, 0, b"\x00\xffh", 8, 0, b"/torch_1", 3, None, True])
     assert SharedTensor.model_validate_json(t.model_dump_json()) == t

@@ -1,4 +1,4 @@
-"""The sandbox of processes that import candidate code (sandbox/policy.py): each forbidden action denied and named,
+"""The sandbox of processes that import candidate code (core/sandbox/policy.py): each forbidden action denied and named,
 through paths the static rules never see (the candidates here run with the rules off, as code the rules cannot
 parse would); honest candidates untouched; a real sm_90 ahead-of-time compile (ptxas, cuobjdump, Triton's cache)
 working inside it; the OS layer detected or reported unavailable (its read-only view: test_sandbox_view.py)."""
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.sandbox import policy as sandbox
-from kernelloop.records import Candidate, Status, Workload
-from kernelloop.verify.explain import failure_reason
+from kernelloop.core.sandbox import policy as sandbox
+from kernelloop.base.records import Candidate, Status, Workload
+from kernelloop.core.verify.explain import failure_reason
 
 W = Workload(op="layernorm", axes={"M": 8, "N": 256}, dtype="fp32")
 CONFIG = {"BLOCK_N": 256, "ROWS": 2, "num_warps": 4, "EVICT_FIRST": 0}
@@ -22,7 +22,7 @@ CONFIG = {"BLOCK_N": 256, "ROWS": 2, "num_warps": 4, "EVICT_FIRST": 0}
 # prints, per attack, the denial message or "allowed".
 PROBE = r'''
 import json, os, sys
-from kernelloop.sandbox.policy import SandboxDenied, default_policy, install
+from kernelloop.core.sandbox.policy import SandboxDenied, default_policy, install
 job, outside = sys.argv[1], sys.argv[2]
 box = install(default_policy([job], os.path.join(job, "sandbox.denied")))
 def attempt(name, fn):
@@ -114,7 +114,7 @@ def test_every_denial_is_also_in_the_denial_file(probe):
 
 
 def test_a_second_sandbox_in_one_process_is_refused(tmp_path):
-    script = ("from kernelloop.sandbox.policy import default_policy, install\n"
+    script = ("from kernelloop.core.sandbox.policy import default_policy, install\n"
               f"install(default_policy([{str(tmp_path)!r}]))\n"
               "try:\n    install(default_policy([]))\nexcept RuntimeError as e:\n    print('refused:', e)\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
@@ -125,7 +125,7 @@ def test_tritons_launcher_cache_key_works_once_armed(tmp_path):
     """Triton's launcher build keys its cache with platform.architecture(), which runs `file -b` on the
     interpreter: computed before arming, so the first CUDA launch of an honest candidate is not denied for it."""
     script = ("import sys\n"
-              "from kernelloop.sandbox.policy import default_policy, install\n"
+              "from kernelloop.core.sandbox.policy import default_policy, install\n"
               f"box = install(default_policy([{str(tmp_path)!r}], {str(tmp_path / 'denials')!r}))\n"
               "from triton.runtime.build import platform_key\n"
               "print('key', platform_key())\n"
@@ -260,7 +260,7 @@ def test_without_unshare_the_os_layer_is_reported_unavailable(monkeypatch):
 
 
 def test_the_environment_record_names_the_sandbox(monkeypatch):
-    from kernelloop.device import environment
+    from kernelloop.core.device import environment
     assert environment("interpret").sandbox.startswith("audit hook; os layer: ")
     monkeypatch.setenv("KERNELLOOP_SANDBOX", "off")
     assert environment("interpret").sandbox == "off"
@@ -288,7 +288,7 @@ def test_a_module_first_imported_after_arming_writes_no_bytecode_and_is_no_denia
     (lib / "freshmod" / "__init__.py").write_text("VALUE = 41 + 1\n")
     script = r'''
 import os, sys
-from kernelloop.sandbox.policy import default_policy, install
+from kernelloop.core.sandbox.policy import default_policy, install
 job, lib = sys.argv[1], sys.argv[2]
 policy = default_policy([job], os.path.join(job, "sandbox.denied"))
 policy.read_roots.append(lib)

@@ -1,4 +1,4 @@
-"""The read-only view of the sandbox's OS layer (sandbox/confine.py, started by sandbox/policy.py `wrap_command`):
+"""The read-only view of the sandbox's OS layer (core/sandbox/confine.py, started by core/sandbox/policy.py `wrap_command`):
 a process that imports candidate code sees every mount read-only but its job folder, Triton's cache, its temp
 folder and its log, also for writes the audit hook never sees (a C++ open inside torch); it cannot make the view
 writable again; Triton's compile (ptxas, a C build loaded from the cache) keeps working in it; honest candidates
@@ -13,21 +13,21 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.sandbox import confine
-from kernelloop.sandbox import policy as sandbox
-from kernelloop.records import Candidate, Status, Workload
+from kernelloop.core.sandbox import confine
+from kernelloop.core.sandbox import policy as sandbox
+from kernelloop.base.records import Candidate, Status, Workload
 
 LAYER = sandbox.os_layer()
 needs_view = pytest.mark.skipif(not sandbox.read_only_view(LAYER), reason=f"no read-only view here: {LAYER}")
 W = Workload(op="layernorm", axes={"M": 8, "N": 256}, dtype="fp32")
 CONFIG = {"BLOCK_N": 256, "ROWS": 2, "num_warps": 4, "EVICT_FIRST": 0}
-SRC = str(Path(confine.__file__).resolve().parents[2])
+SRC = str(Path(confine.__file__).resolve().parents[3])
 
 # Runs inside the namespaces with no audit hook armed (standing for native code, which the hook never sees): sets
 # the view up as a worker does, then prints, per attempt, "allowed" or the errno name.
 INSIDE = r'''
 import ctypes, json, os, shutil, subprocess, sys, tempfile
-from kernelloop.sandbox.confine import CLONE_NEWUSER, MS_BIND, MS_REMOUNT, _libc, confine_from_env
+from kernelloop.core.sandbox.confine import CLONE_NEWUSER, MS_BIND, MS_REMOUNT, _libc, confine_from_env
 view = confine_from_env()
 job, cache, outside = sys.argv[1:4]
 def create(path):
@@ -124,7 +124,7 @@ def test_the_job_folder_tritons_cache_and_the_temp_folder_stay_writable(inside, 
 
 @needs_view
 def test_a_view_that_cannot_be_set_up_is_reported_and_the_process_goes_on(tmp_path):
-    script = "from kernelloop.sandbox.confine import confine_from_env\nprint(confine_from_env())"
+    script = "from kernelloop.core.sandbox.confine import confine_from_env\nprint(confine_from_env())"
     env = _env()
     argv = sandbox.wrap_command([sys.executable, "-c", script], LAYER, ["/"], env)
     out = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
@@ -140,7 +140,7 @@ def test_the_probe_says_what_the_os_layer_is():
 
 
 def test_the_environment_record_names_the_read_only_view():
-    from kernelloop.device import environment
+    from kernelloop.core.device import environment
     assert environment("interpret").sandbox == f"audit hook; os layer: {LAYER}"
     if sandbox.read_only_view(LAYER):
         assert environment("interpret").sandbox == (
@@ -192,7 +192,7 @@ def test_the_audit_hook_alone_does_not_see_a_write_inside_torchs_cpp(tmp_path):
     """Why the view matters: torch.save to a path opens the file in C++ (no audit event)."""
     job, target = tmp_path / "job", tmp_path / "planted.pt"
     job.mkdir()
-    script = ("import sys, torch\nfrom kernelloop.sandbox.policy import default_policy, install\n"
+    script = ("import sys, torch\nfrom kernelloop.core.sandbox.policy import default_policy, install\n"
               "box = install(default_policy([sys.argv[1]]))\ntorch.save(1, sys.argv[2])\n"
               "print(len(box.take_denials()))")
     out = subprocess.run([sys.executable, "-c", script, str(job), str(target)], capture_output=True, text=True,

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelloop.builtin import ops_dir
-from kernelloop.propose.interface import launch_signature, op_interface
-from kernelloop.execute.evaluate import Timeouts
-from kernelloop.records import Candidate, OpSpec, Status, Workload
-from kernelloop.reference.inputs import alloc_scratch, is_poison
-from kernelloop.spec import load_op
+from kernelloop.base.builtin import ops_dir
+from kernelloop.tune.propose.interface import launch_signature, op_interface
+from kernelloop.core.execute.evaluate import Timeouts
+from kernelloop.base.records import Candidate, OpSpec, Status, Workload
+from kernelloop.core.reference.inputs import alloc_scratch, is_poison
+from kernelloop.core.spec import load_op
 
 OPS = ops_dir()
 
@@ -112,8 +112,8 @@ def test_a_malformed_workspace_is_refused(with_scratch):
 
 
 def test_launch_interface_and_static_rules_know_the_workspace(with_scratch):
-    from kernelloop.propose.proposal import ProposalInvalid, check_interface
-    from kernelloop.verify.rules import check_source
+    from kernelloop.tune.propose.proposal import ProposalInvalid, check_interface
+    from kernelloop.core.verify.rules import check_source
     spec = with_scratch.spec
     check_interface("def launch(x, weight, bias, y, *, eps, scratch, **config):\n    pass\n", spec, set())
     check_interface("def launch(x, weight, bias, y, **kw):\n    pass\n", spec, set())

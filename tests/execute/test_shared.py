@@ -1,8 +1,8 @@
-"""How a worker's tensors reach the controller (execute/shared.py): a CUDA run hands the candidate tensors on its
+"""How a worker's tensors reach the controller (core/execute/shared.py): a CUDA run hands the candidate tensors on its
 device whatever the transport, the host arena where CUDA IPC is refused included, and says which transport ran.
 
 No GPU is needed: a worker state of kind `cuda` whose tensors are CPU tensors of a subclass that says `is_cuda`
-(as the build stage's stand-in does, build/aot_child.py) stands in for a GPU worker. The fake candidate refuses
+(as the build stage's stand-in does, core/build/aot_child.py) stands in for a GPU worker. The fake candidate refuses
 host tensors as the Gluon templates do, so handing it an arena's pages -- what a CUDA run once did when CUDA IPC
 was refused -- fails these tests."""
 
@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelloop.bench.policy import COLD_L2_EVENTS
-from kernelloop.execute import protocol as P
-from kernelloop.execute import worker as W
-from kernelloop.execute.shared import read_all, resolve_transport
-from kernelloop.reference.guards import guard_breach, unguard
-from kernelloop.records import BuildArtifact, Workload
-from kernelloop.records.device import Device
+from kernelloop.core.bench.policy import COLD_L2_EVENTS
+from kernelloop.core.execute import protocol as P
+from kernelloop.core.execute import worker as W
+from kernelloop.core.execute.shared import read_all, resolve_transport
+from kernelloop.core.reference.guards import guard_breach, unguard
+from kernelloop.base.records import BuildArtifact, Workload
+from kernelloop.base.records.device import Device
 
 WL = Workload(op="layernorm", axes={"M": 4, "N": 64}, dtype="fp32")
 CANDIDATE = '''
@@ -57,7 +57,7 @@ def test_an_interpreter_worker_always_shares_its_arena(asked):
 @pytest.fixture
 def gpu_worker(layernorm, tmp_path, monkeypatch):
     """A worker state of kind cuda, in this process, whose inputs and outputs are made 'on the device' (recorded)."""
-    import kernelloop.reference.inputs as inputs
+    import kernelloop.core.reference.inputs as inputs
     made = []
 
     def on_device(make, at):   # `at`: the position of the device argument
@@ -71,7 +71,7 @@ def gpu_worker(layernorm, tmp_path, monkeypatch):
     monkeypatch.setattr(inputs, "alloc_outputs", on_device(inputs.alloc_outputs, 2))
     guarded = inputs.alloc_guarded_outputs
 
-    def guarded_on_device(spec, workload, device):   # the guarded backings (reference/guards.py) 'on the device'
+    def guarded_on_device(spec, workload, device):   # the guarded backings (core/reference/guards.py) 'on the device'
         assert device == "cuda", device
         outs, backings = guarded(spec, workload, "cpu")
         outs, backings = [t.as_subclass(_OnDevice) for t in outs], [t.as_subclass(_OnDevice) for t in backings]
@@ -138,12 +138,12 @@ def test_the_cuda_ipc_probe_is_answered_and_said_refused_without_a_gpu(gpu_worke
 
 def test_the_snapshots_of_a_gpu_worker_come_back_in_a_host_arena_where_ipc_is_refused(gpu_worker, tmp_path,
                                                                                       monkeypatch):
-    from kernelloop.execute import timing
+    from kernelloop.core.execute import timing
     state, _, _ = gpu_worker
 
     def refused(t):
         raise RuntimeError("CUDA IPC is not supported here")
-    monkeypatch.setattr("kernelloop.execute.shared.share_cuda", refused)
+    monkeypatch.setattr("kernelloop.core.execute.shared.share_cuda", refused)
     outs = [torch.full((4,), 2.0).as_subclass(_OnDevice)]
     msg = P.BenchRequest(spec="{}", workload=WL, policy=COLD_L2_EVENTS, subjects=["candidate"], seed=1,
                          job_dir=str(tmp_path), transport="cuda-ipc")
@@ -157,7 +157,7 @@ def exports_start_a_thread(monkeypatch):
     """CUDA IPC exports stand-in: the first one starts a thread (as a first export in a fresh process may), each
     returns a record of the tensor; the thread ends at teardown."""
     import threading
-    from kernelloop.execute.shared import SharedTensor
+    from kernelloop.core.execute.shared import SharedTensor
     stop, started = threading.Event(), []
 
     def share(t):
@@ -167,7 +167,7 @@ def exports_start_a_thread(monkeypatch):
         return SharedTensor(transport="cuda-ipc", dtype="float32", shape=list(t.shape), stride=list(t.stride()),
                             ipc=[list(t.shape), list(t.stride()), 0, 0, b"h", 4, 0, b"/r", 0, None, False])
     monkeypatch.setattr(W, "share_cuda", share)
-    monkeypatch.setattr("kernelloop.execute.shared.share_cuda", share)
+    monkeypatch.setattr("kernelloop.core.execute.shared.share_cuda", share)
     yield started
     stop.set()
     for t in started:
@@ -185,8 +185,8 @@ def test_the_thread_census_is_taken_before_the_tensors_are_shared(gpu_worker, la
 
 def test_the_timed_calls_thread_census_is_taken_before_the_snapshots_are_shared(gpu_worker, layernorm, tmp_path,
                                                                                 exports_start_a_thread, monkeypatch):
-    from kernelloop.bench.policy import policies_for
-    from kernelloop.execute import timing
+    from kernelloop.core.bench.policy import policies_for
+    from kernelloop.core.execute import timing
     state, _, _ = gpu_worker
     monkeypatch.setattr(timing, "_sync", lambda device: None)
     policy = policies_for("interpret")[0].model_copy(update={"samples": 3, "warmup": 1})
@@ -202,8 +202,8 @@ def test_the_timed_calls_thread_census_is_taken_before_the_snapshots_are_shared(
 def test_a_check_or_bench_of_a_candidate_this_worker_never_loaded_is_said_so(gpu_worker, layernorm, tmp_path):
     """A worker started after the load (the previous one replaced) answers with a protocol failure the controller
     acts on (it loads again), not a KeyError reported as the candidate's runtime error."""
-    from kernelloop.bench.policy import COLD_L2_EVENTS
-    from kernelloop.execute import timing
+    from kernelloop.core.bench.policy import COLD_L2_EVENTS
+    from kernelloop.core.execute import timing
     state, _, _ = gpu_worker
     (tmp_path / "job").mkdir()
     check = P.CheckRequest(spec=layernorm.spec.model_dump_json(), source_hash="d" * 16, job_dir=str(tmp_path / "job"),

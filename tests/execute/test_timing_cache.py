@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
-from kernelloop.execute.evaluate import Timeouts
-from kernelloop.execute.timing import snapshot_plan
-from kernelloop.records import Candidate, Status, Workload
-from kernelloop.reference.inputs import PERTURBED, make_inputs, perturb_
+from kernelloop.core.bench.policy import INTERPRETER_WALLCLOCK
+from kernelloop.core.execute.evaluate import Timeouts
+from kernelloop.core.execute.timing import snapshot_plan
+from kernelloop.base.records import Candidate, Status, Workload
+from kernelloop.core.reference.inputs import PERTURBED, make_inputs, perturb_
 from layernorm_source import LN_KERNEL
 
 CHEATS = Path(__file__).resolve().parents[1] / "fixtures" / "cheats"

@@ -1,4 +1,4 @@
-"""Which transport an evaluator asks its worker for (execute/transport.py): on a GPU a probe decides CUDA IPC once,
+"""Which transport an evaluator asks its worker for (core/execute/transport.py): on a GPU a probe decides CUDA IPC once,
 before the first request that shares tensors; where it is refused -- the worker cannot export, this process cannot
 open the handle, or the controller does not address the GPU -- the host arena is asked for, and the evaluation says
 why. A worker stands in for a GPU's (no GPU is needed): it answers the requests and records them."""
@@ -6,13 +6,13 @@ why. A worker stands in for a GPU's (no GPU is needed): it answers the requests 
 import pytest
 import torch
 
-from kernelloop.bench.policy import COLD_L2_EVENTS
-from kernelloop.execute import protocol as P
-from kernelloop.execute.aten import AtenCall
-from kernelloop.execute.evaluate import Evaluator
-from kernelloop.execute.pool import Reply
-from kernelloop.execute.shared import SharedTensor
-from kernelloop.records import Candidate, Status, Workload
+from kernelloop.core.bench.policy import COLD_L2_EVENTS
+from kernelloop.core.execute import protocol as P
+from kernelloop.core.execute.aten import AtenCall
+from kernelloop.core.execute.evaluate import Evaluator
+from kernelloop.core.execute.pool import Reply
+from kernelloop.core.execute.shared import SharedTensor
+from kernelloop.base.records import Candidate, Status, Workload
 
 WL = Workload(op="layernorm", axes={"M": 4, "N": 64}, dtype="fp32")
 CANDIDATE = "def launch(x, weight, bias, y, *, eps, **config):\n    y.copy_(x)\n"
@@ -35,7 +35,7 @@ class _FakeWorker:
 
 @pytest.fixture
 def hopper(monkeypatch):
-    import kernelloop.device as dev
+    import kernelloop.core.device as dev
     monkeypatch.setattr(dev, "device_properties", lambda device: dict(dev.VIRTUAL_HOPPER))
 
 
@@ -91,7 +91,7 @@ class _FakeBenchWorker(_FakeWorker):
 
 
 def test_timed_snapshots_a_process_cannot_open_are_timed_again_through_the_host_arena(layernorm, tmp_path, hopper):
-    from kernelloop.execute.shared import Arena
+    from kernelloop.core.execute.shared import Arena
     arena = Arena(tmp_path / "timed.arena", [torch.arange(8, dtype=torch.float32)])
     worker = _FakeBenchWorker(arena)
     ev = Evaluator(layernorm, "cuda", worker, COLD_L2_EVENTS, secret="s")
@@ -242,7 +242,7 @@ def test_exports_this_process_cannot_open_are_released_before_the_host_arena_ret
 def test_timed_snapshots_not_copied_are_released(layernorm, tmp_path, hopper, opens, refuse):
     """A thread left behind in the timed calls: the snapshots are released, never copied; snapshots this process
     cannot open: released before the timing is asked again through the host arena."""
-    from kernelloop.execute.shared import Arena
+    from kernelloop.core.execute.shared import Arena
     shots = _exports(2)
     worker = _FakeBenchWorker(Arena(tmp_path / "timed.arena", [torch.arange(8, dtype=torch.float32)]))
     census = P.ThreadCensus(base=3, after=3 if refuse else 4)

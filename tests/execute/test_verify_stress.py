@@ -1,7 +1,7 @@
 """No honest kernel rejected at random: the interpreter verification of every row op's templates, several secrets,
 under a busy background process, passes every time with no input regeneration drift; and the CPU inputs a worker
 draws are bit-identical to the controller's whatever the process, its thread count, or the state of torch's
-MKL-backed math (whose first parallel call in a process was seen to return other values: reference/inputs.py).
+MKL-backed math (whose first parallel call in a process was seen to return other values: core/reference/inputs.py).
 The long run is benchmarks/verify_stress.py."""
 
 import hashlib
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelloop.records import Workload
-from kernelloop.reference import inputs as inputs_mod
-from kernelloop.reference.inputs import make_inputs
-from kernelloop.spec import load_op
+from kernelloop.base.records import Workload
+from kernelloop.core.reference import inputs as inputs_mod
+from kernelloop.core.reference.inputs import make_inputs
+from kernelloop.core.spec import load_op
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "verify_stress.py"
@@ -29,9 +29,9 @@ sys.path.insert(0, {src!r})
 torch.set_num_threads(int(sys.argv[1]))
 if sys.argv[2] == "touch":   # torch's MKL-backed math called first, as a worker's earlier work would
     x = torch.rand(64, 512); torch.log(x); torch.exp(x); torch.sqrt(x)
-from kernelloop.records import Workload
-from kernelloop.reference.inputs import make_inputs
-from kernelloop.spec import load_op
+from kernelloop.base.records import Workload
+from kernelloop.core.reference.inputs import make_inputs
+from kernelloop.core.spec import load_op
 h = hashlib.sha256()
 for op, axes in {shapes!r}.items():
     spec = load_op({folders!r}[op]).spec

@@ -1,5 +1,5 @@
 """A worker outlives no controller: once its parent is killed, the watch thread ends it, even while the candidate
-code in it spins forever (execute/child.py `exit_with_parent`)."""
+code in it spins forever (core/execute/child.py `exit_with_parent`)."""
 
 import os
 import signal
@@ -9,7 +9,7 @@ import time
 
 
 # the "worker": the watch thread, then a loop that never returns (a hanging candidate's launch)
-SPIN = ("from kernelloop.execute.child import exit_with_parent; exit_with_parent(0.1)\n"
+SPIN = ("from kernelloop.core.execute.child import exit_with_parent; exit_with_parent(0.1)\n"
         "while True:\n    pass\n")
 # the "controller": starts the worker, says its pid, then waits to be killed
 PARENT = ("import subprocess, sys, time\n"
@@ -46,7 +46,7 @@ def test_a_spinning_worker_ends_when_its_controller_is_killed():
 
 
 def test_the_watch_leaves_a_process_whose_parent_lives_alone():
-    code = ("import time\nfrom kernelloop.execute.child import exit_with_parent\nt = exit_with_parent(0.05)\n"
+    code = ("import time\nfrom kernelloop.core.execute.child import exit_with_parent\nt = exit_with_parent(0.05)\n"
             "time.sleep(0.5)\nprint('alive', t.is_alive(), t.daemon)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
@@ -55,9 +55,9 @@ def test_the_watch_leaves_a_process_whose_parent_lives_alone():
 
 def test_the_worker_program_starts_the_watch_after_its_view_and_before_its_first_request(monkeypatch):
     """child.main: the read-only view first (it needs a process of one thread), then the watch, then the loop."""
-    import kernelloop.execute.child as child
-    import kernelloop.sandbox.confine as confine
-    import kernelloop.execute.worker as worker
+    import kernelloop.core.execute.child as child
+    import kernelloop.core.sandbox.confine as confine
+    import kernelloop.core.execute.worker as worker
     calls = []
     monkeypatch.setattr(confine, "confine_from_env", lambda: calls.append("view") or "the view")
     monkeypatch.setattr(child, "exit_with_parent", lambda: calls.append("watch"))

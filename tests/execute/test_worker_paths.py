@@ -3,7 +3,7 @@ any working directory: the worker process runs in its own folder, so the paths i
 
 from pathlib import Path
 
-from kernelloop.execute.pool import Worker
+from kernelloop.core.execute.pool import Worker
 
 
 def test_relative_work_dir_and_log_path(tmp_path, monkeypatch):

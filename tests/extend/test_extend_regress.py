@@ -1,4 +1,4 @@
-"""kernelloop.extend: the task sets, the comparison that refuses a regressing extension and records its effect, and
+"""kernelloop.deliver.extend: the task sets, the comparison that refuses a regressing extension and records its effect, and
 the CI subset run for real (interpreter verdicts through the loop, sm_90 builds through the gate) against the
 verdicts committed in extensions/ci-verdicts.json: any regression there fails CI."""
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kernelloop.builtin import builtin_ops
+from kernelloop.base.builtin import builtin_ops
 from kernelloop.cli.app import app
-from kernelloop.extend import (Extension, TaskVerdict, check_extension, ledger_entries, record, run_tasks,
+from kernelloop.deliver.extend import (Extension, TaskVerdict, check_extension, ledger_entries, record, run_tasks,
                                task_set)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +53,7 @@ def test_regressions_refuse_and_every_check_is_recorded(tmp_path):
 @pytest.mark.timeout(300)
 def test_ci_subset_does_not_regress(tmp_path):
     """The regression check CI runs: the CI subset now, against the committed verdicts."""
-    from kernelloop.ptx.tools import toolchain_missing
+    from kernelloop.tune.ptx.tools import toolchain_missing
     if toolchain_missing():
         pytest.skip(toolchain_missing())
     committed = [TaskVerdict.model_validate(x)
@@ -81,7 +81,7 @@ def test_extend_commands(tmp_path, monkeypatch):
 
 
 def test_ledger_defaults_to_the_repository_and_refuses_a_corrupt_one(tmp_path, monkeypatch):
-    import kernelloop.extend as extend
+    import kernelloop.deliver.extend as extend
     monkeypatch.chdir(tmp_path)                                  # outside the clone: the default is still its ledger
     out = CliRunner().invoke(app, ["extend", "ledger", "--json"])
     assert out.exit_code == 0, out.output

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import torch
 
-from kernelloop.fuse.compose import Choice, choose, shape_key
-from kernelloop.fuse.evidence import Evidence, Realisation, WorkloadEvidence
-from kernelloop.fuse.plans import OpPlan, PortPlan
+from kernelloop.deliver.fuse.compose import Choice, choose, shape_key
+from kernelloop.deliver.fuse.evidence import Evidence, Realisation, WorkloadEvidence
+from kernelloop.deliver.fuse.plans import OpPlan, PortPlan
 
 WL = {"M": 16, "N": 128, "K": 64}
 

@@ -8,10 +8,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from kernelloop.fuse import DiscoveryReport, discover
+from kernelloop.deliver.fuse import DiscoveryReport, discover
 
 pytest.importorskip("transformers")
-from kernelloop.capture import models  # noqa: E402
+from kernelloop.deliver.capture import models  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +166,7 @@ def test_llama_eager_scale_mask_softmax():
 
 
 def test_capture_weighting():
-    from kernelloop.capture import capture
+    from kernelloop.deliver.capture import capture
     model, inputs = models.build("llama-tiny")
     rep = capture(model, inputs)
     r = discover(model, inputs, capture_report=rep)

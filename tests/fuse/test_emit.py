@@ -10,14 +10,14 @@ import pytest
 import torch
 import torch.fx as fx
 
-from kernelloop.fuse import graph as G
-from kernelloop.fuse.discover import discover_graph
-from kernelloop.fuse.emit import EmitError, Port, reference_source
-from kernelloop.fuse.opgen import reference_for
-from kernelloop.fuse.plans import plan_candidate
+from kernelloop.deliver.fuse import graph as G
+from kernelloop.deliver.fuse.discover import discover_graph
+from kernelloop.deliver.fuse.emit import EmitError, Port, reference_source
+from kernelloop.deliver.fuse.opgen import reference_for
+from kernelloop.deliver.fuse.plans import plan_candidate
 
 pytest.importorskip("transformers")
-from kernelloop.capture import models  # noqa: E402
+from kernelloop.deliver.capture import models  # noqa: E402
 
 
 class _Recorder(fx.Interpreter):

@@ -19,11 +19,11 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from kernelloop.archive import Archive  # noqa: E402
-from kernelloop.fuse import FuseReport, PatternTable, fuse  # noqa: E402
+from kernelloop.core.archive import Archive  # noqa: E402
+from kernelloop.deliver.fuse import FuseReport, PatternTable, fuse  # noqa: E402
 
 pytest.importorskip("transformers")
-from kernelloop.capture import models  # noqa: E402
+from kernelloop.deliver.capture import models  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.environ.get("KERNELLOOP_GPU_TIER") == "1", reason="interpreter tests")
 
@@ -182,6 +182,6 @@ def test_cli_refuses_a_bad_family_strategy_or_table_before_any_work(work, tmp_pa
                                        *args])
         assert res.exit_code == 2, (args, res.output)
         assert said in " ".join(res.output.split()), (args, res.output)
-    from kernelloop.api import UsageError
+    from kernelloop.deliver.api import UsageError
     with pytest.raises(UsageError, match="not a pattern table"):
         fuse(torch.nn.Linear(2, 2), [(torch.ones(1, 2),)], out=tmp_path / "o", table=corrupt)

@@ -9,8 +9,8 @@ pytestmark = pytest.mark.gpu
 
 
 def test_fuse_llama_tiny_on_cuda(tmp_path):
-    from kernelloop.capture import models
-    from kernelloop.fuse import fuse
+    from kernelloop.deliver.capture import models
+    from kernelloop.deliver.fuse import fuse
     model, inputs = models.build("llama-tiny", device="cuda")
     r = fuse(model, [inputs], out=tmp_path, budget=1, confirm=False, sanitize=False, rounds=3, calls=2,
              liger=False).report

@@ -1,12 +1,12 @@
-"""Export's explicit causal masks given back to SDPA as is_causal (fuse/masks.py): only where provably the same."""
+"""Export's explicit causal masks given back to SDPA as is_causal (deliver/fuse/masks.py): only where provably the same."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from kernelloop.fuse.graph import export_program
-from kernelloop.fuse.masks import SDPA, _is_causal, causal_sdpa
+from kernelloop.deliver.fuse.graph import export_program
+from kernelloop.deliver.fuse.masks import SDPA, _is_causal, causal_sdpa
 
 transformers = pytest.importorskip("transformers")
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernelloop.fuse import discover
-from kernelloop.fuse.codegen import CodegenError, epilogue_source
-from kernelloop.fuse.plans import plan_candidate
-from kernelloop.fuse.records import Step
-from kernelloop.fuse.table import pattern_key
+from kernelloop.deliver.fuse import discover
+from kernelloop.deliver.fuse.codegen import CodegenError, epilogue_source
+from kernelloop.deliver.fuse.plans import plan_candidate
+from kernelloop.deliver.fuse.records import Step
+from kernelloop.deliver.fuse.table import pattern_key
 
 pytest.importorskip("transformers")
-from kernelloop.capture import models  # noqa: E402
+from kernelloop.deliver.capture import models  # noqa: E402
 
 
 def _plans(report):

@@ -4,10 +4,10 @@ runs."""
 
 from __future__ import annotations
 
-from kernelloop.fuse.evidence import Evidence, WorkloadEvidence
-from kernelloop.fuse.plans import OpPlan, PortPlan
-from kernelloop.fuse.table import Conditions, PatternTable, facts_of
-from kernelloop.records.measurement import Comparison, Ratio
+from kernelloop.deliver.fuse.evidence import Evidence, WorkloadEvidence
+from kernelloop.deliver.fuse.plans import OpPlan, PortPlan
+from kernelloop.deliver.fuse.table import Conditions, PatternTable, facts_of
+from kernelloop.base.records.measurement import Comparison, Ratio
 
 PLAN = OpPlan(kind="add_norm", family="residual_add_norm", signature="sig-x", steps=[0, 1], dtype="bf16",
               inputs=[PortPlan(name="a", axes=["M", "N"], operand="in0")],

@@ -153,7 +153,7 @@ def dumps_json(v) -> str:
 
 def to_toml(v) -> str:
     """TOML for a mutated value: every top-level key as `key = <inline value>`; None (no TOML form) dropped."""
-    from kernelloop.interop import toml_out as T
+    from kernelloop.deliver.interop import toml_out as T
 
     def clean(x):
         if isinstance(x, dict):

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from fuzzkit import EXPRESSIONS, dumps_json, encoded, expect, mutate, mutate_bytes
-from kernelloop.builtin import ops_dir
+from kernelloop.base.builtin import ops_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_OPS = ("rmsnorm", "layernorm", "softmax", "gemm")
@@ -71,7 +71,7 @@ def make_bases(scratch: Path, package: Path | None = None) -> Bases:
 def package_counts(package: Path) -> dict:
     """The counts a real package writes after a few calls: one shape its entry covers, one it does not."""
     import torch
-    from kernelloop.package import load_package
+    from kernelloop.deliver.package import load_package
     pkg = load_package(package)
     k = pkg["rmsnorm"]
     for m, n in ((5, 256), (5, 256), (3, 128)):
@@ -88,7 +88,7 @@ def _cleanup_modules(prefix: str) -> None:
 
 def case_spec_dict(data, ctx: Bases) -> None:
     """OpSpec.model_validate on mutated spec dicts: pydantic's ValidationError is its documented error."""
-    from kernelloop.records import OpSpec
+    from kernelloop.base.records import OpSpec
     base = ctx.specs[data.draw(st.sampled_from(SPEC_OPS), label="op")]
     spec, _ = expect("OpSpec.model_validate", (ValidationError,), OpSpec.model_validate, mutate(data, base))
     if spec is not None:
@@ -117,7 +117,7 @@ TEMPLATES = [None, "def launch(*a, **k):\n    pass\n", "launch = None\n", "x = 1
 
 def case_spec_folder(data, ctx: Bases) -> None:
     """load_op on an op folder with a generated spec.toml, reference.py and templates: SpecError only."""
-    from kernelloop.spec import SpecError, load_op
+    from kernelloop.core.spec import SpecError, load_op
     op = data.draw(st.sampled_from(SPEC_OPS), label="op")
     src = ops_dir() / op
     folder = ctx.fresh("spec") / op
@@ -160,7 +160,7 @@ def case_spec_folder(data, ctx: Bases) -> None:
 
 def case_workloads(data, ctx: Bases) -> None:
     """load_workloads on generated workload files against a real spec: SpecError only."""
-    from kernelloop.spec import SpecError, load_op, load_workloads
+    from kernelloop.core.spec import SpecError, load_op, load_workloads
     op = data.draw(st.sampled_from(("rmsnorm", "gemm")), label="op")
     if ("bundle", op) not in ctx.specs:
         ctx.specs[("bundle", op)] = load_op(ops_dir() / op)
@@ -181,8 +181,8 @@ def case_workloads(data, ctx: Bases) -> None:
 def _proposal_bases(ctx: Bases):
     got = ctx.specs.get("proposal")
     if got is None:
-        from kernelloop.records import Candidate
-        from kernelloop.spec import load_op
+        from kernelloop.base.records import Candidate
+        from kernelloop.core.spec import load_op
         bundle = load_op(ops_dir() / "rmsnorm")
         source = bundle.template_sources["rowwise"]
         parent = Candidate(op="rmsnorm", template="rowwise", source=source,
@@ -200,7 +200,7 @@ def _proposal_bases(ctx: Bases):
 def case_proposal(data, ctx: Bases) -> None:
     """parse_proposal on reply text or decoded JSON, then materialize: ProposalInvalid only; accepted proposals give
     candidates that can be hashed and archived."""
-    from kernelloop.propose.proposal import ProposalInvalid, materialize, parse_proposal
+    from kernelloop.tune.propose.proposal import ProposalInvalid, materialize, parse_proposal
     spec, parent, bases = _proposal_bases(ctx)
     value = mutate(data, data.draw(st.sampled_from(bases), label="base"))
     form = data.draw(st.integers(0, 4), label="form")
@@ -227,10 +227,10 @@ PACKAGE_JSON = ("kernelloop-package.json", "ops/rmsnorm/dispatch.json", "ops/rms
 def _resign(root: Path) -> None:
     """Recompute the manifest's file hashes and digest and sign it with the user's key, as an exporter with a bug
     would write them: the mutation then reaches the parsers behind the signature and integrity checks."""
-    from kernelloop.package.records import MANIFEST_FILE, PackageManifest
-    from kernelloop.package.runtime import manifest_digest
-    from kernelloop.package.signing import load_signing_key, sign
-    from kernelloop.records import sha256_hex
+    from kernelloop.deliver.package.records import MANIFEST_FILE, PackageManifest
+    from kernelloop.deliver.package.runtime import manifest_digest
+    from kernelloop.deliver.package.signing import load_signing_key, sign
+    from kernelloop.base.records import sha256_hex
     mpath = root / MANIFEST_FILE
     try:
         m = json.loads(mpath.read_text())
@@ -253,7 +253,7 @@ def _resign(root: Path) -> None:
 def case_package(data, ctx: Bases) -> None:
     """load_package on a real exported package with one or more JSON files mutated (then re-signed, or not), or a
     file removed or added: PackageError only."""
-    from kernelloop.package import PackageError, load_package
+    from kernelloop.deliver.package import PackageError, load_package
     root = ctx.fresh("pkg") / "PKG"
     shutil.copytree(ctx.package, root)
     for _ in range(data.draw(st.integers(1, 2), label="files")):
@@ -285,10 +285,10 @@ def case_package(data, ctx: Bases) -> None:
 
 def case_counts(data, ctx: Bases) -> None:
     """workloads_from_counts on mutated dispatch counts of a real package: CountsError only."""
-    from kernelloop.package.counts import CountsError, workloads_from_counts
+    from kernelloop.deliver.package.counts import CountsError, workloads_from_counts
     spec = ctx.specs.setdefault(("bundle", "rmsnorm"), None)
     if spec is None:
-        from kernelloop.spec import load_op
+        from kernelloop.core.spec import load_op
         spec = ctx.specs[("bundle", "rmsnorm")] = load_op(ops_dir() / "rmsnorm")
     path = ctx.fresh("counts") / "counts.json"
     path.write_bytes(encoded(data, mutate(data, ctx.counts)))
@@ -317,8 +317,8 @@ def _fi(ctx: Bases):
 
 def case_interop_parse(data, ctx: Bases) -> None:
     """interop.parse of each record kind on mutated dicts or JSON text: InteropError only."""
-    from kernelloop.interop import InteropError, parse
-    from kernelloop.interop import flashinfer_trace as fi
+    from kernelloop.deliver.interop import InteropError, parse
+    from kernelloop.deliver.interop import flashinfer_trace as fi
     d, s, wls = _fi(ctx)
     env = {"hardware": "NVIDIA_H100", "libs": {"torch": "2.6.0"}}
     trace = {"definition": d["name"], "workload": wls[0]["workload"] if "workload" in wls[0] else wls[0],
@@ -338,7 +338,7 @@ def case_interop_parse(data, ctx: Bases) -> None:
 def case_import_definition(data, ctx: Bases) -> None:
     """import_definition of a mutated Definition, workloads and Solution into an ops folder: InteropError only, and
     nothing written when it refuses."""
-    from kernelloop.interop import InteropError, import_definition
+    from kernelloop.deliver.interop import InteropError, import_definition
     d, s, wls = _fi(ctx)
     which = data.draw(st.integers(0, 7), label="mutated")
     d2 = mutate(data, d) if which & 1 or which == 0 else d

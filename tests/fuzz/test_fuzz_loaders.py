@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loader_cases import CASES
-from kernelloop.builtin import ops_dir
+from kernelloop.base.builtin import ops_dir
 
 EXAMPLES = {"OpSpec.model_validate": 250, "load_op": 150, "load_workloads": 200, "parse_proposal+materialize": 250,
             "load_package": 120, "workloads_from_counts": 250, "interop.parse": 250, "import_definition": 120}
@@ -39,7 +39,7 @@ def test_malformed_expression_is_a_validation_error():
 
     from pydantic import ValidationError
 
-    from kernelloop.records import OpSpec
+    from kernelloop.base.records import OpSpec
     from loader_cases import ROOT
     d = tomllib.loads((ops_dir() / "rmsnorm" / "spec.toml").read_text())
     for bad in ("1 +", "(" * 300 + "1" + ")" * 300, "9" * 5000):
@@ -50,8 +50,8 @@ def test_malformed_expression_is_a_validation_error():
 def test_non_utf8_files_are_loader_errors(tmp_path):
     import json
 
-    from kernelloop.package.counts import CountsError, workloads_from_counts
-    from kernelloop.spec import SpecError, load_op, load_workloads
+    from kernelloop.deliver.package.counts import CountsError, workloads_from_counts
+    from kernelloop.core.spec import SpecError, load_op, load_workloads
     from loader_cases import ROOT
     spec = load_op(ops_dir() / "rmsnorm").spec
     f = tmp_path / "w.toml"
@@ -69,7 +69,7 @@ def test_non_utf8_files_are_loader_errors(tmp_path):
 def test_non_finite_proposal_numbers_are_invalid():
     import json
 
-    from kernelloop.propose.proposal import ProposalInvalid, parse_proposal
+    from kernelloop.tune.propose.proposal import ProposalInvalid, parse_proposal
     hyp = {"metrics": [{"metric": "registers", "direction": "down"}], "latency_change_pct": -5}
     ok = {"source": "def launch(*a, **k):\n    pass\n", "rationale": "r", "hypothesis": hyp}
     with pytest.raises(ProposalInvalid, match="finite"):
@@ -85,7 +85,7 @@ def test_resigned_package_that_points_outside_is_a_package_error(fuzz_bases, tmp
     import json
     import shutil
 
-    from kernelloop.package import PackageError, load_package
+    from kernelloop.deliver.package import PackageError, load_package
     from loader_cases import _resign
 
     def broken(edit_dispatch=None, edit_manifest=None):

@@ -1,16 +1,16 @@
-"""kernelloop.gaps and `kernelloop gaps`: gaps recorded in two runs' archives (by the LLM sink's events and a
+"""kernelloop.tune.gaps and `kernelloop gaps`: gaps recorded in two runs' archives (by the LLM sink's events and a
 strategy's search events) and failure classes recurring across runs, ranked by tasks blocked and expected gain."""
 
 import json
 
 from typer.testing import CliRunner
 
-from kernelloop.archive import Archive
-from kernelloop.builtin import ops_dir
+from kernelloop.core.archive import Archive
+from kernelloop.base.builtin import ops_dir
 from kernelloop.cli.app import app
-from kernelloop.gaps import CapabilityGap, rank, record_gap
-from kernelloop.records import Candidate, Environment, Status, Trial, Verdict, Workload
-from kernelloop.spec import load_op
+from kernelloop.tune.gaps import CapabilityGap, rank, record_gap
+from kernelloop.base.records import Candidate, Environment, Status, Trial, Verdict, Workload
+from kernelloop.core.spec import load_op
 
 ENV = Environment(device="cuda", gpu="NVIDIA H200", driver="580", cuda="13.0", torch="2.11", triton="3.6.0",
                   python="3.12", host="h", properties={})

@@ -1,11 +1,11 @@
-"""kernelloop.gate.archive: decisions archived as a run's events, and the gate's precision against the GPU verdicts of
+"""kernelloop.tune.gate.archive: decisions archived as a run's events, and the gate's precision against the GPU verdicts of
 the same (candidate, workload): passed then failed, and (audit mode) rejected yet passed."""
 
-from kernelloop.archive import Archive
-from kernelloop.gate import GateDecision, GateFinding, decisions, precision, record_decision
-from kernelloop.records import Candidate, Environment, Status, Trial, Verdict, Workload
-from kernelloop.spec import load_op
-from kernelloop.builtin import ops_dir
+from kernelloop.core.archive import Archive
+from kernelloop.tune.gate import GateDecision, GateFinding, decisions, precision, record_decision
+from kernelloop.base.records import Candidate, Environment, Status, Trial, Verdict, Workload
+from kernelloop.core.spec import load_op
+from kernelloop.base.builtin import ops_dir
 
 W = Workload(op="gemm", axes={"M": 256, "N": 256, "K": 256}, dtype="fp16")
 

@@ -1,17 +1,17 @@
-"""kernelloop.gate.check: schedule candidates are checked before any build (a broken schedule never reaches the
+"""kernelloop.tune.gate.check: schedule candidates are checked before any build (a broken schedule never reaches the
 compiler, its finding names the field); builds are checked against the device and the declared budget; one real
 ahead-of-time sm_90 build of a generated template passes with its resources."""
 
 import pytest
 
-from kernelloop.builtin import ops_dir
-from kernelloop.gate import Budget, check_build, gate, gate_candidate
-from kernelloop.records import Candidate, Workload
-from kernelloop.schedule.library import gluon_ws
-from kernelloop.schedule.lower import lower
-from kernelloop.schedule.patch import apply_patch
-from kernelloop.spec import load_op
-from kernelloop.build.aot import BuildOutcome
+from kernelloop.base.builtin import ops_dir
+from kernelloop.tune.gate import Budget, check_build, gate, gate_candidate
+from kernelloop.base.records import Candidate, Workload
+from kernelloop.tune.schedule.library import gluon_ws
+from kernelloop.tune.schedule.lower import lower
+from kernelloop.tune.schedule.patch import apply_patch
+from kernelloop.core.spec import load_op
+from kernelloop.core.build.aot import BuildOutcome
 
 SPEC = load_op(ops_dir() / "gemm").spec
 W = Workload(op="gemm", axes={"M": 2048, "N": 4096, "K": 4096}, dtype="fp16")
@@ -34,7 +34,7 @@ def kernel(**over) -> dict:
     ([{"op": "replace", "path": "/roles/0/registers", "value": 160}], "roles[0].registers"),  # accumulator > budget
 ])
 def test_broken_schedules_never_reach_the_compiler(monkeypatch, patch, field):
-    import kernelloop.build.aot as aot
+    import kernelloop.core.build.aot as aot
     monkeypatch.setattr(aot, "build_configs", lambda *a, **k: pytest.fail("a rejected schedule was built"))
     d = gate_candidate(candidate(apply_patch(gluon_ws(), patch)), SPEC, W)
     assert not d.passed and d.first.field == field and d.build_status == ""
@@ -95,7 +95,7 @@ def test_a_triton_candidate_gets_the_device_limits_only():
 
 
 def test_real_build_of_a_generated_template_passes():
-    from kernelloop.ptx.tools import toolchain_missing
+    from kernelloop.tune.ptx.tools import toolchain_missing
     if toolchain_missing():
         pytest.skip(toolchain_missing())
     d = gate_candidate(candidate(), SPEC, W)
@@ -109,8 +109,8 @@ def test_gate_as_a_build_step():
     lowered from a schedule is skipped (no build asked for); in audit mode nothing is rejected, all is recorded."""
     from types import SimpleNamespace
 
-    from kernelloop.gate.step import StaticGate
-    from kernelloop.records import Status
+    from kernelloop.tune.gate.step import StaticGate
+    from kernelloop.base.records import Status
     broken = apply_patch(gluon_ws(), [{"op": "replace", "path": "/roles/0/k_step/0/parity", "value": "phase^1"}])
     ctx = SimpleNamespace(spec=SPEC)
     step = StaticGate()

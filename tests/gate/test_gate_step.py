@@ -1,16 +1,16 @@
-"""kernelloop.gate.step with a compile step in the stage (`compiled`): a schedule's checks come first (a rejected
+"""kernelloop.tune.gate.step with a compile step in the stage (`compiled`): a schedule's checks come first (a rejected
 schedule waits for no build), then `build_check` holds the compile's build to the device and the schedule's budget;
 `settle` decides on a job the compile ended; a build that was not made leaves a schedule-only decision that says so."""
 
 from types import SimpleNamespace
 
-from kernelloop.build.steps import BuildJob
-from kernelloop.gate.step import StaticGate
-from kernelloop.records import Candidate, Status, Workload
-from kernelloop.schedule.library import gluon_ws
-from kernelloop.schedule.lower import lower
-from kernelloop.schedule.patch import apply_patch
-from kernelloop.build.aot import BuildOutcome
+from kernelloop.core.build.steps import BuildJob
+from kernelloop.tune.gate.step import StaticGate
+from kernelloop.base.records import Candidate, Status, Workload
+from kernelloop.tune.schedule.library import gluon_ws
+from kernelloop.tune.schedule.lower import lower
+from kernelloop.tune.schedule.patch import apply_patch
+from kernelloop.core.build.aot import BuildOutcome
 
 W = Workload(op="gemm", axes={"M": 2048, "N": 4096, "K": 4096}, dtype="fp16")
 CFG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=4, EPILOGUE="none", TRANS_B=0)

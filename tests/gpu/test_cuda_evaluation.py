@@ -1,17 +1,17 @@
 """GPU tier: the evaluation path on a real CUDA device (run by scripts/gpu_tier.sh on the GPU host).
 
 The worker's tensors come back to the controller by CUDA IPC where the probe finds it works, else through a host
-arena (execute/shared.py); `host_arena` forces the latter, so both transports are exercised: either way the
+arena (core/execute/shared.py); `host_arena` forces the latter, so both transports are exercised: either way the
 candidate must get CUDA tensors (a Triton kernel given host tensors raises, so none of these would pass)."""
 
 from pathlib import Path
 
 import pytest
 
-from kernelloop.bench.policy import COLD_L2_EVENTS
-from kernelloop.execute.evaluate import Evaluator, Timeouts
-from kernelloop.execute.pool import Worker
-from kernelloop.records import Candidate, Status, Workload
+from kernelloop.core.bench.policy import COLD_L2_EVENTS
+from kernelloop.core.execute.evaluate import Evaluator, Timeouts
+from kernelloop.core.execute.pool import Worker
+from kernelloop.base.records import Candidate, Status, Workload
 
 pytestmark = pytest.mark.gpu
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "candidates"

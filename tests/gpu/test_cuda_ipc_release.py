@@ -1,4 +1,4 @@
-"""GPU tier: a worker's CUDA IPC exports that the controller does not copy are released (execute/shared.py).
+"""GPU tier: a worker's CUDA IPC exports that the controller does not copy are released (core/execute/shared.py).
 
 Each buffer a worker exports by CUDA IPC stays allocated until the controller has opened and dropped it. A trial
 judged before the copy (here: `launch` returns a value, REJECTED) must release them, or every such trial leaks its
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.bench.policy import COLD_L2_EVENTS
-from kernelloop.execute.evaluate import Evaluator, Timeouts
-from kernelloop.execute.pool import Worker
-from kernelloop.records import Candidate, Status, Workload
+from kernelloop.core.bench.policy import COLD_L2_EVENTS
+from kernelloop.core.execute.evaluate import Evaluator, Timeouts
+from kernelloop.core.execute.pool import Worker
+from kernelloop.base.records import Candidate, Status, Workload
 
 pytestmark = pytest.mark.gpu
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "candidates"

@@ -4,10 +4,10 @@ trial PASSED, its transport recorded and the build stage's binaries the ones the
 
 import pytest
 
-from kernelloop.api import optimize
-from kernelloop.archive import Archive
-from kernelloop.loop.controller import TRANSPORT_EVENT
-from kernelloop.records import Status, Workload
+from kernelloop.deliver.api import optimize
+from kernelloop.core.archive import Archive
+from kernelloop.tune.loop.controller import TRANSPORT_EVENT
+from kernelloop.base.records import Status, Workload
 
 pytestmark = pytest.mark.gpu
 

@@ -1,4 +1,4 @@
-"""GPU tier: the fused epilogues of the typed GEMM schedules (kernelloop.schedule.lower) on an sm_90 device.
+"""GPU tier: the fused epilogues of the typed GEMM schedules (kernelloop.tune.schedule.lower) on an sm_90 device.
 
 Each library schedule's generated template (ops/gemm/schedule_*.py) is launched with every epilogue it lowers —
 bias, bias + exact GELU, bias + SiLU, bias + ReLU — and without one, at fp16 and bf16, on shapes with whole tiles and
@@ -11,9 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernelloop.builtin import ops_dir
-from kernelloop.schedule.library import GENERATED_FILES, LIBRARY
-from kernelloop.schedule.resources import check_resources
+from kernelloop.base.builtin import ops_dir
+from kernelloop.tune.schedule.library import GENERATED_FILES, LIBRARY
+from kernelloop.tune.schedule.resources import check_resources
 
 pytestmark = pytest.mark.gpu
 

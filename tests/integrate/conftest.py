@@ -19,7 +19,7 @@ def package_dir(tmp_path_factory, side_by_side) -> Path:
     if os.environ.get("KERNELLOOP_GPU_TIER") == "1":
         pytest.skip("interpreter package")
     import kernelloop
-    from kernelloop.builtin import ops_dir
+    from kernelloop.base.builtin import ops_dir
     base = tmp_path_factory.mktemp("apply")
     runs = [base / op for op in RUNS]
     jobs = []

@@ -16,7 +16,7 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 import kernelloop  # noqa: E402
-from kernelloop.integrate.e2e import Tolerance  # noqa: E402
+from kernelloop.deliver.integrate.e2e import Tolerance  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(os.environ.get("KERNELLOOP_GPU_TIER") == "1", reason="interpreter tests")

@@ -14,7 +14,7 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from kernelloop.builtin import ops_dir
+from kernelloop.base.builtin import ops_dir
 import kernelloop  # noqa: E402
 
 pytest.importorskip("transformers")
@@ -24,9 +24,9 @@ pytestmark = [pytest.mark.slow,
 
 
 def test_gpt2_conv1d_and_layernorm_run_from_the_package(tmp_path, side_by_side):
-    model, inputs = kernelloop.capture.models.build("gpt2-tiny")
+    model, inputs = kernelloop.deliver.capture.models.build("gpt2-tiny")
     report = kernelloop.capture(model, inputs)
-    files = kernelloop.capture.write_workloads(report, tmp_path / "cards", ops_dir())
+    files = kernelloop.deliver.capture.write_workloads(report, tmp_path / "cards", ops_dir())
     assert {"layernorm", "gemm_bias"} <= set(files)
     runs = [tmp_path / op for op in ("layernorm", "gemm_bias")]
     side_by_side([(op, files[op], tmp_path / op, []) for op in ("layernorm", "gemm_bias")], tmp_path)

@@ -1,10 +1,10 @@
-"""Which path an applied module's call takes (integrate/apply.py `kernel_caller`): the dispatcher itself in eager
+"""Which path an applied module's call takes (deliver/integrate/apply.py `kernel_caller`): the dispatcher itself in eager
 inference; the package's torch op under autograd, inside a dispatch mode, and when torch.compile traces it."""
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from kernelloop.integrate.apply import kernel_caller
+from kernelloop.deliver.integrate.apply import kernel_caller
 
 
 class Passthrough(TorchDispatchMode):

@@ -3,7 +3,7 @@ max |diff| (each of the two logits may move by max |diff|)."""
 
 import torch
 
-from kernelloop.integrate.e2e import Tolerance, compare
+from kernelloop.deliver.integrate.e2e import Tolerance, compare
 
 
 def test_a_gap_under_twice_max_diff_is_a_near_tie_not_a_flip():

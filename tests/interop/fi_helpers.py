@@ -7,11 +7,11 @@ import sys
 import tomllib
 from pathlib import Path
 
-from kernelloop.builtin import ops_dir
-from kernelloop.device import VIRTUAL_HOPPER
-from kernelloop.records import Candidate, Workload
-from kernelloop.spec import load_op
-from kernelloop.spec.space import prune
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.device import VIRTUAL_HOPPER
+from kernelloop.base.records import Candidate, Workload
+from kernelloop.core.spec import load_op
+from kernelloop.core.spec.space import prune
 
 ROOT = Path(__file__).resolve().parents[2]
 OPS = sorted(p.name for p in (ops_dir()).iterdir() if (p / "spec.toml").is_file())

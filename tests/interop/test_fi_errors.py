@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from kernelloop.cli.trace import trace_app
-from kernelloop.interop import InteropError, import_definition
-from kernelloop.interop import flashinfer_trace as fi
-from kernelloop.interop.errors import parse
+from kernelloop.deliver.interop import InteropError, import_definition
+from kernelloop.deliver.interop import flashinfer_trace as fi
+from kernelloop.deliver.interop.errors import parse
 
 from test_fi_import import definition, solution, workloads
 

@@ -18,13 +18,13 @@ import torch  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from kernelloop.cli.trace import trace_app  # noqa: E402
-from kernelloop.interop import import_definition  # noqa: E402
-from kernelloop.records import DType, Status  # noqa: E402
-from kernelloop.reference.inputs import alloc_outputs, make_inputs  # noqa: E402
-from kernelloop.reference.truth import truth  # noqa: E402
-from kernelloop.spec import load_workloads  # noqa: E402
-from kernelloop.verify.compare import check_outputs  # noqa: E402
-from kernelloop.verify.rules import check_source  # noqa: E402
+from kernelloop.deliver.interop import import_definition  # noqa: E402
+from kernelloop.base.records import DType, Status  # noqa: E402
+from kernelloop.core.reference.inputs import alloc_outputs, make_inputs  # noqa: E402
+from kernelloop.core.reference.truth import truth  # noqa: E402
+from kernelloop.core.spec import load_workloads  # noqa: E402
+from kernelloop.core.verify.compare import check_outputs  # noqa: E402
+from kernelloop.core.verify.rules import check_source  # noqa: E402
 
 from fi_helpers import import_file  # noqa: E402
 
@@ -158,7 +158,7 @@ def test_cli_import_of_a_dataset_with_a_solution_file(tmp_path):
 
 def test_description_escapes_and_more_workloads(tmp_path):
     """Text with quotes, backslashes, newlines and non-ASCII survives spec.toml; import_workloads adds a file."""
-    from kernelloop.interop import Definition, InteropError, import_workloads, parse
+    from kernelloop.deliver.interop import Definition, InteropError, import_workloads, parse
     d = definition()
     d["description"] = 'RMSNorm "fused" \\ path\nsecond line: ünïcode ✓'
     d["reference"] = d["reference"] + "\n# a trailing quote: '''\n"  # not embeddable as a raw string: repr'd

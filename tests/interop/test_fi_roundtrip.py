@@ -9,12 +9,12 @@ import json
 import pytest
 import torch
 
-from kernelloop.interop import (Definition, Solution, Trace, export_definition, export_solution, export_workloads,
+from kernelloop.deliver.interop import (Definition, Solution, Trace, export_definition, export_solution, export_workloads,
                                 import_definition)
-from kernelloop.records import Workload
-from kernelloop.reference.inputs import make_inputs
-from kernelloop.reference.truth import load_reference, truth
-from kernelloop.spec import load_op, load_workloads
+from kernelloop.base.records import Workload
+from kernelloop.core.reference.inputs import make_inputs
+from kernelloop.core.reference.truth import load_reference, truth
+from kernelloop.core.spec import load_op, load_workloads
 
 from fi_helpers import OPS, bundle, first_candidate, workloads
 

@@ -19,11 +19,11 @@ import textwrap  # noqa: E402
 
 import pytest  # noqa: E402
 
-from kernelloop.interop import Solution, export_definition, export_solution  # noqa: E402
-from kernelloop.records import Status  # noqa: E402
-from kernelloop.reference.inputs import alloc_outputs, make_inputs  # noqa: E402
-from kernelloop.reference.truth import truth  # noqa: E402
-from kernelloop.verify.compare import check_outputs  # noqa: E402
+from kernelloop.deliver.interop import Solution, export_definition, export_solution  # noqa: E402
+from kernelloop.base.records import Status  # noqa: E402
+from kernelloop.core.reference.inputs import alloc_outputs, make_inputs  # noqa: E402
+from kernelloop.core.reference.truth import truth  # noqa: E402
+from kernelloop.core.verify.compare import check_outputs  # noqa: E402
 
 from fi_helpers import OPS, bundle, candidate, import_file, smallest  # noqa: E402
 
@@ -39,7 +39,7 @@ def test_exported_solution_runs_and_matches(op, template, tmp_path):
     for dps in (False, True):
         if c is None:  # sm_90-only templates (Gluon): nothing launches in the interpreter; the export still builds
             any_config = {p.name: p.values[0] for p in b.spec.template(template).params}
-            from kernelloop.records import Candidate
+            from kernelloop.base.records import Candidate
             c0 = Candidate(op=op, template=template, source=b.template_sources[template], config=any_config)
             ast.parse(export_solution(c0, b.spec, w.dtype, destination_passing_style=dps).sources[0].content)
             continue

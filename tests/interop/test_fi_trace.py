@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kernelloop.builtin import ops_dir
-from kernelloop.archive import Archive
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.archive import Archive
 from kernelloop.cli.trace import trace_app
-from kernelloop.interop import STATUS_MAP, InteropError, export_trace, load_dataset, solution_name
-from kernelloop.interop import flashinfer_trace as fi
-from kernelloop.records import ErrorMetrics, OpSpec, Status, Verdict
+from kernelloop.deliver.interop import STATUS_MAP, InteropError, export_trace, load_dataset, solution_name
+from kernelloop.deliver.interop import flashinfer_trace as fi
+from kernelloop.base.records import ErrorMetrics, OpSpec, Status, Verdict
 
 from fi_helpers import ROOT
 

@@ -11,11 +11,11 @@ import os
 if os.environ.get("KERNELLOOP_GPU_TIER") != "1":
     os.environ["TRITON_INTERPRET"] = "1"
 
-from kernelloop.interop import export_definition, export_solution, import_definition  # noqa: E402
-from kernelloop.records import Candidate, Status  # noqa: E402
-from kernelloop.reference.inputs import alloc_outputs, make_inputs  # noqa: E402
-from kernelloop.reference.truth import truth  # noqa: E402
-from kernelloop.verify.compare import check_outputs  # noqa: E402
+from kernelloop.deliver.interop import export_definition, export_solution, import_definition  # noqa: E402
+from kernelloop.base.records import Candidate, Status  # noqa: E402
+from kernelloop.core.reference.inputs import alloc_outputs, make_inputs  # noqa: E402
+from kernelloop.core.reference.truth import truth  # noqa: E402
+from kernelloop.core.verify.compare import check_outputs  # noqa: E402
 
 from fi_helpers import bundle, candidate, import_file, smallest  # noqa: E402
 

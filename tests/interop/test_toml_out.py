@@ -1,11 +1,11 @@
-"""interop/toml_out.py: what import writes reads back with tomllib, whatever text a Definition carries."""
+"""deliver/interop/toml_out.py: what import writes reads back with tomllib, whatever text a Definition carries."""
 
 import tomllib
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernelloop.interop.toml_out import comment, string
+from kernelloop.deliver.interop.toml_out import comment, string
 
 
 def test_control_characters_in_a_comment_are_written_visibly():

@@ -4,9 +4,9 @@ import textwrap
 
 import pytest
 
-from kernelloop.device import VIRTUAL_HOPPER
-from kernelloop.knowledge import EVIDENCE_NAMES, KnowledgeError, check_fact, load_file, load_knowledge
-from kernelloop.knowledge.loader import default_dir
+from kernelloop.core.device import VIRTUAL_HOPPER
+from kernelloop.tune.knowledge import EVIDENCE_NAMES, KnowledgeError, check_fact, load_file, load_knowledge
+from kernelloop.tune.knowledge.loader import default_dir
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +126,7 @@ def test_schema_version_and_syntax(tmp_path):
 
 @pytest.mark.gpu
 def test_facts_hold_on_this_gpu(kb):
-    from kernelloop.device import device_properties
+    from kernelloop.core.device import device_properties
     props = device_properties("cuda")
     results = [check_fact(f, props) for f in kb.facts.values()]
     violated = [(r.id, r.note) for r in results if r.status == "violated"]

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.archive import Archive
-from kernelloop.builtin import ops_dir
-from kernelloop.execute.evaluate import Timeouts
-from kernelloop.loop import Budget, Controller, RunOptions
-from kernelloop.records import Workload
-from kernelloop.spec import load_op
+from kernelloop.core.archive import Archive
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.execute.evaluate import Timeouts
+from kernelloop.tune.loop import Budget, Controller, RunOptions
+from kernelloop.base.records import Workload
+from kernelloop.core.spec import load_op
 
 HONEST = Path(__file__).resolve().parents[1] / "fixtures" / "candidates" / "honest_layernorm.py"
 # the honest kernel, launched as MODE says: as it is, with a wrong epsilon, or not at all (an exception)
@@ -61,7 +61,7 @@ def run_archive(bundle, run_dir: Path, monkeypatch, on_progress=None, **options)
     """Run the controller with a fixed key and salt; the archive's trials as (index, candidate, workload, status,
     message, case, device) in index order."""
     monkeypatch.setenv("KERNELLOOP_KEY", KEY)
-    monkeypatch.setattr("kernelloop.sandbox.keys.secrets.token_hex", lambda n: "5" * (2 * n))
+    monkeypatch.setattr("kernelloop.core.sandbox.keys.secrets.token_hex", lambda n: "5" * (2 * n))
     opts = RunOptions(**{"device": "interpret", "budget": Budget(evals=3), "strategy": "exhaustive", "checks": 1,
                          "confirm": False, "static_rules": False, "in_flight": 2,
                          "timeouts": Timeouts(check=120.0, bench=120.0), **options})

@@ -12,17 +12,17 @@ import json
 
 import pytest
 
-from kernelloop.archive import Archive
-from kernelloop.builtin import ops_dir
-from kernelloop.execute.executor import LocalExecutor
-from kernelloop.extend.regress import TaskProposer
-from kernelloop.gate import decisions, precision
-from kernelloop.loop import Budget, Controller, RunOptions
-from kernelloop.records import Candidate, Status, Workload
-from kernelloop.schedule.library import gluon_ws
-from kernelloop.schedule.lower import lower
-from kernelloop.schedule.patch import apply_patch
-from kernelloop.spec import load_op
+from kernelloop.core.archive import Archive
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.execute.executor import LocalExecutor
+from kernelloop.deliver.extend.regress import TaskProposer
+from kernelloop.tune.gate import decisions, precision
+from kernelloop.tune.loop import Budget, Controller, RunOptions
+from kernelloop.base.records import Candidate, Status, Workload
+from kernelloop.tune.schedule.library import gluon_ws
+from kernelloop.tune.schedule.lower import lower
+from kernelloop.tune.schedule.patch import apply_patch
+from kernelloop.core.spec import load_op
 
 W = Workload(op="gemm", axes={"M": 48, "N": 40, "K": 72}, dtype="fp16")
 CFG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=4, EPILOGUE="none", TRANS_B=0)

@@ -1,5 +1,5 @@
 """One way into the loop: every caller (the API, `kernelloop optimize`, `kernelloop agent llm`, agent submissions,
-fusion's realisations, the extension regressions, the LLM runner) reaches `kernelloop.loop.run` with a RunOptions
+fusion's realisations, the extension regressions, the LLM runner) reaches `kernelloop.tune.loop.run` with a RunOptions
 record that passes its own checks against the op and workloads; nothing else constructs the controller."""
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 import kernelloop
-from kernelloop import api, loop
-from kernelloop.builtin import ops_dir
-from kernelloop.loop import Budget, RunOptions
-from kernelloop.spec import load_op
+from kernelloop.deliver import api
+from kernelloop.tune import loop
+from kernelloop.base.builtin import ops_dir
+from kernelloop.tune.loop import Budget, RunOptions
+from kernelloop.core.spec import load_op
 
 SRC = Path(kernelloop.__file__).parent
 WL = 'op = "layernorm"\n[[workload]]\naxes = { M = 4, N = 64 }\ndtype = "fp16"\n'
@@ -26,7 +27,7 @@ class Reached(Exception):
 
 @pytest.fixture
 def reached(monkeypatch):
-    """`kernelloop.loop.run` replaced: each call's options are checked against its op and workloads (as the real
+    """`kernelloop.tune.loop.run` replaced: each call's options are checked against its op and workloads (as the real
     entry does) and recorded; then the caller is stopped."""
     calls = []
 
@@ -40,7 +41,7 @@ def reached(monkeypatch):
 
 def test_only_the_entry_point_constructs_the_controller():
     found = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if re.search(r"\bController\(", p.read_text()))
-    assert found == ["loop/entry.py"]
+    assert found == ["tune/loop/entry.py"]
 
 
 def test_the_api(reached, tmp_path):
@@ -76,7 +77,7 @@ def test_the_cli_agent_llm_and_the_llm_runner(reached, tmp_path):
 
 
 def test_agent_submit(reached, tmp_path):
-    from kernelloop.agent import Submission, init_workspace, submit
+    from kernelloop.deliver.agent import Submission, init_workspace, submit
     (tmp_path / "wl.toml").write_text(WL)
     ws = init_workspace(ops_dir() / "layernorm", tmp_path / "ws", workloads_file=tmp_path / "wl.toml", checks=1,
                         device="interpret")
@@ -88,8 +89,8 @@ def test_agent_submit(reached, tmp_path):
 
 
 def test_fusion_realisations(reached, tmp_path):
-    from kernelloop.fuse.realise import RealiseOptions, TableProposer, _loop
-    from kernelloop.records import Candidate, Workload
+    from kernelloop.deliver.fuse.realise import RealiseOptions, TableProposer, _loop
+    from kernelloop.base.records import Candidate, Workload
     bundle = load_op(ops_dir() / "layernorm")
     w = Workload(op="layernorm", axes={"M": 4, "N": 64}, dtype="fp16")
     cand = Candidate(op="layernorm", template="rowwise", source=bundle.template_sources["rowwise"],
@@ -103,7 +104,7 @@ def test_fusion_realisations(reached, tmp_path):
 
 
 def test_extension_regressions(reached, tmp_path):
-    from kernelloop.extend.regress import _interpret, task_set
+    from kernelloop.deliver.extend.regress import _interpret, task_set
     tasks = [t for t in task_set("ci", ops=["rmsnorm"]) if t.mode == "interpret"]
     assert tasks
     with pytest.raises(Reached):
@@ -114,7 +115,7 @@ def test_extension_regressions(reached, tmp_path):
 
 def test_the_entry_point_refuses_options_that_do_not_fit_before_anything_is_created(tmp_path):
     bundle = load_op(ops_dir() / "layernorm")
-    from kernelloop.records import Workload
+    from kernelloop.base.records import Workload
     w = Workload(op="layernorm", axes={"M": 4, "N": 64}, dtype="fp16")
     for options, match in [(RunOptions(device="interpret", templates=["nope"]), r"template 'nope': layernorm has"),
                            (RunOptions(device="interpret", baselines=["magic"]), r"baseline 'magic': choose from"),

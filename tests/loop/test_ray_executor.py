@@ -7,8 +7,8 @@ import signal
 
 import pytest
 
-from kernelloop.execute import ray_executor
-from kernelloop.execute.ray_executor import ray_available
+from kernelloop.core.execute import ray_executor
+from kernelloop.core.execute.ray_executor import ray_available
 from modes import modes_op, run_archive, single  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.skipif(ray_available() is not None, reason=str(ray_available()))

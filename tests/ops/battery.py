@@ -2,10 +2,10 @@
 (held-out shapes, repeats, timed-call re-checks with outputs and workspace poisoned before each), every workload
 PASSED with a measurement."""
 
-from kernelloop.bench.policy import policies_for
-from kernelloop.execute.evaluate import Evaluator
-from kernelloop.execute.pool import Worker
-from kernelloop.records import Candidate, Status, Workload
+from kernelloop.core.bench.policy import policies_for
+from kernelloop.core.execute.evaluate import Evaluator
+from kernelloop.core.execute.pool import Worker
+from kernelloop.base.records import Candidate, Status, Workload
 
 
 def assert_battery_passes(bundle, template: str, config: dict, cases, tmp_path) -> None:

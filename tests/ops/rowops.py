@@ -5,7 +5,7 @@ import importlib.util
 from pathlib import Path
 
 import torch
-from kernelloop.builtin import ops_dir
+from kernelloop.base.builtin import ops_dir
 
 OPS = ops_dir()
 DT = {"fp16": torch.float16, "fp32": torch.float32}

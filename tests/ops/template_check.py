@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kernelloop.builtin import ops_dir
+from kernelloop.base.builtin import ops_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 GEMM = ops_dir() / "gemm"
@@ -25,11 +25,11 @@ GEMM = ops_dir() / "gemm"
 SCRIPT = r"""
 import importlib.util, json, sys, torch
 from pathlib import Path
-from kernelloop.records import Workload
-from kernelloop.reference.inputs import is_poison, make_inputs, poison_
-from kernelloop.reference.truth import truth
-from kernelloop.spec import load_op
-from kernelloop.verify.compare import check_outputs, error_metrics
+from kernelloop.base.records import Workload
+from kernelloop.core.reference.inputs import is_poison, make_inputs, poison_
+from kernelloop.core.reference.truth import truth
+from kernelloop.core.spec import load_op
+from kernelloop.core.verify.compare import check_outputs, error_metrics
 job = json.loads(sys.argv[1])
 gemm, device = Path(job["gemm"]), job["device"]
 s = importlib.util.spec_from_file_location("template_under_check", gemm / job["file"])

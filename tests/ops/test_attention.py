@@ -17,15 +17,15 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from kernelloop.builtin import ops_dir
-from kernelloop.device import VIRTUAL_HOPPER  # noqa: E402
-from kernelloop.records import Status, Workload  # noqa: E402
-from kernelloop.reference.inputs import is_poison, make_inputs, poison_  # noqa: E402
-from kernelloop.reference.truth import truth  # noqa: E402
-from kernelloop.spec import load_op, load_workloads  # noqa: E402
-from kernelloop.spec.space import expand, prune  # noqa: E402
-from kernelloop.verify.compare import check_outputs, error_metrics  # noqa: E402
-from kernelloop.verify.rules import check_source  # noqa: E402
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.device import VIRTUAL_HOPPER  # noqa: E402
+from kernelloop.base.records import Status, Workload  # noqa: E402
+from kernelloop.core.reference.inputs import is_poison, make_inputs, poison_  # noqa: E402
+from kernelloop.core.reference.truth import truth  # noqa: E402
+from kernelloop.core.spec import load_op, load_workloads  # noqa: E402
+from kernelloop.core.spec.space import expand, prune  # noqa: E402
+from kernelloop.core.verify.compare import check_outputs, error_metrics  # noqa: E402
+from kernelloop.core.verify.rules import check_source  # noqa: E402
 
 OPS = ["attention", "attention_causal"]
 H200 = {**VIRTUAL_HOPPER, "virtual": False, "name": "H200 (limits of sm_90)"}
@@ -234,8 +234,8 @@ def test_baselines_are_the_sdpa_backends_and_need_cuda(op):
 def test_baselines_share_one_implementation_that_honours_causal(op, monkeypatch):
     # Both ops' baselines.py list their names (read without importing) and take factories from one module; the
     # math backend, run on CPU tensors, computes each op's own reference (causal or not) with and without GQA.
-    from kernelloop.execute import sdpa_baselines
-    from kernelloop.loop.winners import op_baseline_names
+    from kernelloop.core.execute import sdpa_baselines
+    from kernelloop.tune.loop.winners import op_baseline_names
     assert op_baseline_names(BUNDLES[op]) == ["sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-math"]
     mod = _module(ops_dir() / op / "baselines.py", f"_test_shared_base_{op}")
     assert mod.sdpa_factory is sdpa_baselines.sdpa_factory

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelloop.builtin import ops_dir
-from kernelloop.device import VIRTUAL_HOPPER
-from kernelloop.records import Workload, evaluate_expression
-from kernelloop.spec import load_op, load_workloads
-from kernelloop.spec.space import prune, why_pruned, workload_names
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.device import VIRTUAL_HOPPER
+from kernelloop.base.records import Workload, evaluate_expression
+from kernelloop.core.spec import load_op, load_workloads
+from kernelloop.core.spec.space import prune, why_pruned, workload_names
 
 ROOT = Path(__file__).resolve().parents[2]
 ATTENTION = ops_dir() / "attention"
@@ -118,8 +118,8 @@ def test_launch_says_why_it_cannot_run():
 
 
 def _build(op, w, configs, keep_asm=False):
-    from kernelloop.profile.sass import find_tool
-    from kernelloop.build.aot import build_configs
+    from kernelloop.tune.profile.sass import find_tool
+    from kernelloop.core.build.aot import build_configs
     if find_tool("cuobjdump") is None:
         pytest.skip("no cuobjdump (Triton's wheel ships one)")
     b = load_op(ops_dir() / op)
@@ -136,8 +136,8 @@ def test_pruned_space_builds_for_sm90_within_the_estimates(op, w):
     tile (d128: 12), two without the overlap and two persistent ones, and a subset of the d64 causal GQA space,
     builds for sm_90 with this host's Triton: no spills, 384 threads at maxnreg 168, shared memory at most 512 bytes
     under the estimate and within sm_90's opt-in limit."""
-    from kernelloop.build.aot import BUILT
-    from kernelloop.search.prune_audit import _estimate
+    from kernelloop.core.build.aot import BUILT
+    from kernelloop.tune.search.prune_audit import _estimate
     t = _template(op)
     kept, _ = prune(t, w, HOPPER)
     two = [c for c in kept if c["num_stages"] == 2 and c["PINGPONG"]]
@@ -173,8 +173,8 @@ def test_build_issues_warpgroup_mmas_and_hands_registers_over():
     BLOCK_N / 16 of them a block), the loader down to 40 registers and the consumers up to 232; exp2 a score. Its
     SASS: ptxas added no warpgroup waits of its own (one per `warpgroup_mma_wait` of the source, 4 a consumer), so
     the product of block j - 1 is still in flight during the softmax of block j."""
-    from kernelloop.profile.sass import disassemble
-    from kernelloop.build.aot import BUILT
+    from kernelloop.tune.profile.sass import disassemble
+    from kernelloop.core.build.aot import BUILT
     w = _w("attention", 1, 8, 8, 4096, 128)
     (o,) = _build("attention", w, [_cfg("attention", bn=64)], keep_asm=True)
     if o.status != BUILT and "no Gluon" in o.error:
@@ -197,11 +197,11 @@ def test_build_issues_warpgroup_mmas_and_hands_registers_over():
 GPU_CHECK = r"""
 import importlib.util, json, sys, torch
 from pathlib import Path
-from kernelloop.records import Workload
-from kernelloop.reference.inputs import is_poison, make_inputs, poison_
-from kernelloop.reference.truth import truth
-from kernelloop.spec import load_op
-from kernelloop.verify.compare import check_outputs, error_metrics
+from kernelloop.base.records import Workload
+from kernelloop.core.reference.inputs import is_poison, make_inputs, poison_
+from kernelloop.core.reference.truth import truth
+from kernelloop.core.spec import load_op
+from kernelloop.core.verify.compare import check_outputs, error_metrics
 ops = Path(sys.argv[1])
 s = importlib.util.spec_from_file_location("gluon_fa_gpu", ops / "attention" / "gluon_kernel.py")
 kernel = importlib.util.module_from_spec(s); s.loader.exec_module(kernel)

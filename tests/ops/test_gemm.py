@@ -21,17 +21,17 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from kernelloop.builtin import ops_dir
-import kernelloop.records.spec as records_spec  # noqa: E402
-import kernelloop.spec.space as space  # noqa: E402
+from kernelloop.base.builtin import ops_dir
+import kernelloop.base.records.spec as records_spec  # noqa: E402
+import kernelloop.core.spec.space as space  # noqa: E402
 from kernelloop.cli.app import app  # noqa: E402
-from kernelloop.device import device_properties  # noqa: E402
-from kernelloop.records import DType, Status, Workload  # noqa: E402
-from kernelloop.reference.inputs import TORCH_DTYPES, is_poison, make_inputs, poison_  # noqa: E402
-from kernelloop.reference.truth import truth  # noqa: E402
-from kernelloop.spec import load_op, load_workloads  # noqa: E402
-from kernelloop.verify.compare import check_outputs, error_metrics  # noqa: E402
-from kernelloop.verify.rules import check_source  # noqa: E402
+from kernelloop.core.device import device_properties  # noqa: E402
+from kernelloop.base.records import DType, Status, Workload  # noqa: E402
+from kernelloop.core.reference.inputs import TORCH_DTYPES, is_poison, make_inputs, poison_  # noqa: E402
+from kernelloop.core.reference.truth import truth  # noqa: E402
+from kernelloop.core.spec import load_op, load_workloads  # noqa: E402
+from kernelloop.core.verify.compare import check_outputs, error_metrics  # noqa: E402
+from kernelloop.core.verify.rules import check_source  # noqa: E402
 
 from battery import assert_battery_passes  # noqa: E402
 
@@ -407,11 +407,11 @@ def test_optimize_gemm_end_to_end(tmp_path):
 GPU_SWEEP = r"""
 import importlib.util, json, sys, torch
 from pathlib import Path
-from kernelloop.records import Workload, evaluate_expression
-from kernelloop.reference.inputs import TORCH_DTYPES, is_poison, make_inputs, poison_
-from kernelloop.reference.truth import truth
-from kernelloop.spec import load_op
-from kernelloop.verify.compare import check_outputs, error_metrics
+from kernelloop.base.records import Workload, evaluate_expression
+from kernelloop.core.reference.inputs import TORCH_DTYPES, is_poison, make_inputs, poison_
+from kernelloop.core.reference.truth import truth
+from kernelloop.core.spec import load_op
+from kernelloop.core.verify.compare import check_outputs, error_metrics
 ops_dir, op = Path(sys.argv[1]), sys.argv[2]
 s = importlib.util.spec_from_file_location("gemm_kernel_gpu", ops_dir / "gemm" / "kernel.py")
 kernel = importlib.util.module_from_spec(s); s.loader.exec_module(kernel)
@@ -510,11 +510,11 @@ def test_gpu_sweep_passes_the_verifier():
 def test_subtiled_epilogue_fits_four_stages_at_128x256_for_sm90():
     """Storing c in halves frees half the c staging buffer: the persistent 128x256x64 tile fits 4 stages (it needs
     262,176 bytes with the whole tile staged), and the spec's estimate follows the build to within 64 bytes."""
-    from kernelloop.device import VIRTUAL_HOPPER
-    from kernelloop.profile.sass import find_tool
-    from kernelloop.build.aot import BUILT, build_configs
-    from kernelloop.search.prune_audit import _estimate
-    from kernelloop.spec.space import why_pruned, workload_names
+    from kernelloop.core.device import VIRTUAL_HOPPER
+    from kernelloop.tune.profile.sass import find_tool
+    from kernelloop.core.build.aot import BUILT, build_configs
+    from kernelloop.tune.search.prune_audit import _estimate
+    from kernelloop.core.spec.space import why_pruned, workload_names
     if find_tool("cuobjdump") is None:
         pytest.skip("no cuobjdump (Triton's wheel ships one)")
     b = bundle("gemm")
@@ -538,11 +538,11 @@ def test_subtiled_epilogue_fits_four_stages_at_128x256_for_sm90():
 def test_shared_memory_estimate_is_never_below_the_build(op):
     """The spec's shared-memory estimate against sm_90 builds of configurations around the limit, on both sides of
     the 64-row boundary where Triton's pipeline keeps one buffer fewer, with and without TMA, persistent or not."""
-    from kernelloop.device import VIRTUAL_HOPPER
-    from kernelloop.profile.sass import find_tool
-    from kernelloop.build.aot import BUILT, build_configs
-    from kernelloop.search.prune_audit import _estimate
-    from kernelloop.spec.space import workload_names
+    from kernelloop.core.device import VIRTUAL_HOPPER
+    from kernelloop.tune.profile.sass import find_tool
+    from kernelloop.core.build.aot import BUILT, build_configs
+    from kernelloop.tune.search.prune_audit import _estimate
+    from kernelloop.core.spec.space import workload_names
     if find_tool("cuobjdump") is None:
         pytest.skip("no cuobjdump (Triton's wheel ships one)")
     b = bundle(op)
@@ -613,11 +613,11 @@ def test_ws_and_split_k_estimates_against_sm90_builds():
     """Ahead-of-time sm_90 builds: the shared-memory estimates of the persistent_ws and splitk templates are never
     below the build (at most 1 KB above); WS=1 at 4 warps builds 12 warps (a producer and two consumer warp groups:
     specialized), at 8 warps it builds 8 (not specialized: pruned); 64x256 does not specialize at all (pruned)."""
-    from kernelloop.device import VIRTUAL_HOPPER
-    from kernelloop.profile.sass import find_tool
-    from kernelloop.build.aot import BUILT, build_configs
-    from kernelloop.search.prune_audit import _estimate
-    from kernelloop.spec.space import why_pruned, workload_names
+    from kernelloop.core.device import VIRTUAL_HOPPER
+    from kernelloop.tune.profile.sass import find_tool
+    from kernelloop.core.build.aot import BUILT, build_configs
+    from kernelloop.tune.search.prune_audit import _estimate
+    from kernelloop.core.spec.space import why_pruned, workload_names
     if find_tool("cuobjdump") is None:
         pytest.skip("no cuobjdump (Triton's wheel ships one)")
     b = bundle("gemm")

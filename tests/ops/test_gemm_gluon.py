@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelloop.builtin import ops_dir
-from kernelloop.device import VIRTUAL_HOPPER
-from kernelloop.records import Workload, evaluate_expression
-from kernelloop.spec import load_op, load_workloads
-from kernelloop.spec.space import prune, why_pruned, workload_names
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.device import VIRTUAL_HOPPER
+from kernelloop.base.records import Workload, evaluate_expression
+from kernelloop.core.spec import load_op, load_workloads
+from kernelloop.core.spec.space import prune, why_pruned, workload_names
 
 import template_check
 
@@ -136,8 +136,8 @@ def test_subtiled_template_fits_four_stages_of_the_128x256_tile():
 
 
 def _build(configs, axes, dtype="fp16", op="gemm", name="gluon_ws"):
-    from kernelloop.profile.sass import find_tool
-    from kernelloop.build.aot import build_configs
+    from kernelloop.tune.profile.sass import find_tool
+    from kernelloop.core.build.aot import build_configs
     if find_tool("cuobjdump") is None:
         pytest.skip("no cuobjdump (Triton's wheel ships one)")
     b = _bundle(op)
@@ -152,8 +152,8 @@ def _build(configs, axes, dtype="fp16", op="gemm", name="gluon_ws"):
 def test_whole_pruned_space_builds_for_sm90_within_the_estimates(op, name):
     """Every configuration pruning keeps builds for sm_90 (this host's Triton, ahead of time), without spills, with
     the threads the spec says, shared memory at most 256 bytes under the estimate and registers at maxnreg."""
-    from kernelloop.build.aot import BUILT
-    from kernelloop.search.prune_audit import _estimate
+    from kernelloop.core.build.aot import BUILT
+    from kernelloop.tune.search.prune_audit import _estimate
     t = _template(op, name)
     axes = {"M": 2048, "N": 4096, "K": 4096}
     kept, _ = prune(t, Workload(op=op, axes=axes, dtype="fp16"), HOPPER)
@@ -181,7 +181,7 @@ def test_whole_pruned_space_builds_for_sm90_within_the_estimates(op, name):
 def test_pruned_four_stage_128x256_does_not_fit():
     """The estimate's one exclusion that matters: 128x256 with 4 stages and the staged c tile builds past sm_90's
     shared memory per block, so pruning it loses nothing."""
-    from kernelloop.build.aot import BUILT
+    from kernelloop.core.build.aot import BUILT
     t = _template()
     axes = {"M": 4096, "N": 4096, "K": 4096}
     cfg = _cfg(stages=4) | {"EPILOGUE": "none", "TRANS_B": 0}

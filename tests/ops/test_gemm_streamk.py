@@ -17,15 +17,15 @@ import importlib.util  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from kernelloop.builtin import ops_dir
-from kernelloop.device import VIRTUAL_HOPPER  # noqa: E402
-from kernelloop.records import DType, Status, Workload  # noqa: E402
-from kernelloop.reference.inputs import TORCH_DTYPES, is_poison, make_inputs, poison_  # noqa: E402
-from kernelloop.reference.truth import truth  # noqa: E402
-from kernelloop.spec import load_op  # noqa: E402
-from kernelloop.spec.space import prune, why_pruned, workload_names  # noqa: E402
-from kernelloop.verify.compare import check_outputs, error_metrics  # noqa: E402
-from kernelloop.verify.rules import check_source  # noqa: E402
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.device import VIRTUAL_HOPPER  # noqa: E402
+from kernelloop.base.records import DType, Status, Workload  # noqa: E402
+from kernelloop.core.reference.inputs import TORCH_DTYPES, is_poison, make_inputs, poison_  # noqa: E402
+from kernelloop.core.reference.truth import truth  # noqa: E402
+from kernelloop.core.spec import load_op  # noqa: E402
+from kernelloop.core.spec.space import prune, why_pruned, workload_names  # noqa: E402
+from kernelloop.core.verify.compare import check_outputs, error_metrics  # noqa: E402
+from kernelloop.core.verify.rules import check_source  # noqa: E402
 
 import template_check  # noqa: E402
 from battery import assert_battery_passes  # noqa: E402
@@ -190,9 +190,9 @@ def test_template_source_passes_the_static_rules_and_the_space_targets_ragged_wa
 def test_ahead_of_time_builds_fit_the_estimates():
     """sm_90 builds (this host's Triton) of kept configurations around the shared-memory limit: built, no spills,
     and the spec's shared-memory estimate never below the build."""
-    from kernelloop.profile.sass import find_tool
-    from kernelloop.build.aot import BUILT, build_configs
-    from kernelloop.search.prune_audit import _estimate
+    from kernelloop.tune.profile.sass import find_tool
+    from kernelloop.core.build.aot import BUILT, build_configs
+    from kernelloop.tune.search.prune_audit import _estimate
     if find_tool("cuobjdump") is None:
         pytest.skip("no cuobjdump (Triton's wheel ships one)")
     w = Workload(op="gemm", axes={"M": 512, "N": 14336, "K": 4096}, dtype="bf16")

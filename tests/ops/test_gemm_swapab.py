@@ -20,15 +20,15 @@ import re  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from kernelloop.builtin import ops_dir  # noqa: E402
-from kernelloop.device import VIRTUAL_HOPPER  # noqa: E402
-from kernelloop.records import DType, Status, Workload, evaluate_expression  # noqa: E402
-from kernelloop.reference.inputs import TORCH_DTYPES, is_poison, make_inputs, poison_  # noqa: E402
-from kernelloop.reference.truth import truth  # noqa: E402
-from kernelloop.spec import load_op, load_workloads  # noqa: E402
-from kernelloop.spec.space import prune, why_pruned, workload_names  # noqa: E402
-from kernelloop.verify.compare import check_outputs, error_metrics  # noqa: E402
-from kernelloop.verify.rules import check_source  # noqa: E402
+from kernelloop.base.builtin import ops_dir  # noqa: E402
+from kernelloop.core.device import VIRTUAL_HOPPER  # noqa: E402
+from kernelloop.base.records import DType, Status, Workload, evaluate_expression  # noqa: E402
+from kernelloop.core.reference.inputs import TORCH_DTYPES, is_poison, make_inputs, poison_  # noqa: E402
+from kernelloop.core.reference.truth import truth  # noqa: E402
+from kernelloop.core.spec import load_op, load_workloads  # noqa: E402
+from kernelloop.core.spec.space import prune, why_pruned, workload_names  # noqa: E402
+from kernelloop.core.verify.compare import check_outputs, error_metrics  # noqa: E402
+from kernelloop.core.verify.rules import check_source  # noqa: E402
 
 import template_check  # noqa: E402
 from battery import assert_battery_passes  # noqa: E402
@@ -336,9 +336,9 @@ def test_ahead_of_time_builds_use_warpgroup_mma_with_the_tokens_as_its_narrow_n(
     within the estimates: shared memory never below the build and at most 8 bytes above it (its barriers: 16 bytes
     a stage with b as [K, N], 8 with b as [N, K]), registers never below.
     (The whole pruned spaces of four decode shapes, 580 configurations, were built the same way: see the spec.)"""
-    from kernelloop.profile.sass import find_tool
-    from kernelloop.build.aot import BUILT, build_configs
-    from kernelloop.search.prune_audit import _estimate
+    from kernelloop.tune.profile.sass import find_tool
+    from kernelloop.core.build.aot import BUILT, build_configs
+    from kernelloop.tune.search.prune_audit import _estimate
     if find_tool("cuobjdump") is None:
         pytest.skip("no cuobjdump (Triton's wheel ships one)")
     b = BUNDLES[op]

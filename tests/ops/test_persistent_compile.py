@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from fresh_build import run_build
-from kernelloop.builtin import ops_dir
+from kernelloop.base.builtin import ops_dir
 
 OPS = ops_dir()
 

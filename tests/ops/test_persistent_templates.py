@@ -15,7 +15,7 @@ if os.environ.get("KERNELLOOP_GPU_TIER") != "1":  # the GPU tier (pytest -m gpu)
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from kernelloop.spec import load_op, load_workloads  # noqa: E402
+from kernelloop.core.spec import load_op, load_workloads  # noqa: E402
 
 from battery import assert_battery_passes  # noqa: E402
 from rowops import DT, OPS, strided_case, template_module, truth  # noqa: E402
@@ -80,7 +80,7 @@ def test_softmax_row_of_minus_inf_is_nan_like_torch():
 
 @pytest.mark.parametrize("op", ["layernorm", "rmsnorm", "softmax"])
 def test_persistent_template_is_declared_pruned_and_passes_the_source_rules(op):
-    from kernelloop.verify.rules import check_source
+    from kernelloop.core.verify.rules import check_source
     bundle = load_op(OPS / op)
     assert "persistent" in bundle.template_sources
     assert check_source(bundle.template_sources["persistent"], bundle.spec) == []

@@ -15,9 +15,9 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from kernelloop.builtin import ops_dir
-from kernelloop.records import OpSpec  # noqa: E402
-from kernelloop.spec import load_op, load_workloads  # noqa: E402
+from kernelloop.base.builtin import ops_dir
+from kernelloop.base.records import OpSpec  # noqa: E402
+from kernelloop.core.spec import load_op, load_workloads  # noqa: E402
 
 OPS_DIR = ops_dir()
 # Rows past M (SINGLE path, M % ROWS != 0) compute exp(-inf) sums of 0 and 1/0 before their masked

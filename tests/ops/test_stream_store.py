@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from kernelloop.builtin import ops_dir
+from kernelloop.base.builtin import ops_dir
 
 OPS = ops_dir()
 

@@ -18,11 +18,11 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from kernelloop.builtin import ops_dir
-from kernelloop.package import PackageError, load_package  # noqa: E402
-from kernelloop.package import runtime  # noqa: E402
-from kernelloop.package.build import ExportError  # noqa: E402
-from kernelloop.package.export import ExportOptions, export_package  # noqa: E402
+from kernelloop.base.builtin import ops_dir
+from kernelloop.deliver.package import PackageError, load_package  # noqa: E402
+from kernelloop.deliver.package import runtime  # noqa: E402
+from kernelloop.deliver.package.build import ExportError  # noqa: E402
+from kernelloop.deliver.package.export import ExportOptions, export_package  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(os.environ.get("KERNELLOOP_GPU_TIER") == "1", reason="interpreter tests")
@@ -118,8 +118,8 @@ def test_counts_become_workloads_weighted_by_calls(package_dir, tmp_path):
     data = json.loads(counts.read_text())["ops"]["rmsnorm"]
     assert data["entries"] == {"e0": 3} and data["fallbacks"] == {"no entry covers the shape": 2}
     assert {(s["axes"]["M"], s["calls"], s["covered"]) for s in data["shapes"]} == {(8, 3, True), (64, 2, False)}
-    from kernelloop.package.counts import workloads_from_counts
-    from kernelloop.spec import load_op
+    from kernelloop.deliver.package.counts import workloads_from_counts
+    from kernelloop.core.spec import load_op
     wls = workloads_from_counts(counts, load_op(ops_dir() / "rmsnorm").spec)
     assert {(w.axes["M"], w.weight) for w in wls} == {(8, 3.0), (64, 2.0)}
     assert workloads_from_counts(counts, load_op(ops_dir() / "rmsnorm").spec, uncovered_only=True)[0].axes["M"] == 64
@@ -228,13 +228,13 @@ def test_a_proved_ptx_edit_travels_with_its_entry_and_runs_only_where_proved(run
     in this process (the interpreter) the runtime keeps the source-level kernel and says why."""
     import triton
 
-    from kernelloop.archive import Archive
-    from kernelloop.ptx.archive import put_candidate, put_proof
-    from kernelloop.ptx.patch import edited_ptx
-    from kernelloop.ptx.prove import ProofReport, TimingComparison
-    from kernelloop.ptx.recover import from_candidate
-    from kernelloop.ptx.rules import propose
-    from kernelloop.select.pareto import best_per_workload
+    from kernelloop.core.archive import Archive
+    from kernelloop.tune.ptx.archive import put_candidate, put_proof
+    from kernelloop.tune.ptx.patch import edited_ptx
+    from kernelloop.tune.ptx.prove import ProofReport, TimingComparison
+    from kernelloop.tune.ptx.recover import from_candidate
+    from kernelloop.tune.ptx.rules import propose
+    from kernelloop.tune.select.pareto import best_per_workload
     run = tmp_path / "run"
     shutil.copytree(run_dir, run)
     with Archive(run / "archive.sqlite") as a:

@@ -1,4 +1,4 @@
-"""compute-sanitizer at export (package/export.py, select/sanitize.py): findings leave a winner out with the tool's
+"""compute-sanitizer at export (deliver/package/export.py, tune/select/sanitize.py): findings leave a winner out with the tool's
 report in audit/<op>.json, a clean kernel is packaged, not_run is recorded with its reason, and a winner the run's
 own sanitizer rejected is not packaged.
 
@@ -17,11 +17,11 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-from kernelloop.archive import Archive  # noqa: E402
-from kernelloop.builtin import ops_dir  # noqa: E402
-from kernelloop.package.export import ExportOptions, export_package  # noqa: E402
-from kernelloop.select.sanitize import INTERPRETER_REASON, SANITIZE_EVENT  # noqa: E402
-from kernelloop.verify.sanitizer import ERROR_EXIT, sanitize  # noqa: E402
+from kernelloop.core.archive import Archive  # noqa: E402
+from kernelloop.base.builtin import ops_dir  # noqa: E402
+from kernelloop.deliver.package.export import ExportOptions, export_package  # noqa: E402
+from kernelloop.tune.select.sanitize import INTERPRETER_REASON, SANITIZE_EVENT  # noqa: E402
+from kernelloop.core.verify.sanitizer import ERROR_EXIT, sanitize  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "sanitizer"

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from kernelloop.builtin import ops_dir
+from kernelloop.base.builtin import ops_dir
 import kernelloop
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ def test_gpu_package_routes_a_layernorm_through_graphs_and_compile(gpu_package):
 
 
 def test_gpu_package_replays_the_launch_through_its_compiled_kernel(gpu_package):
-    """From a plan's third call the launch goes straight to the compiled kernel (package/replay.py): the same
+    """From a plan's third call the launch goes straight to the compiled kernel (deliver/package/replay.py): the same
     output bit for bit as the JIT path, on new tensors each call, and inside a CUDA graph."""
     pkg = kernelloop.load_package(gpu_package)
     k = pkg["layernorm"]

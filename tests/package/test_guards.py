@@ -6,12 +6,12 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from kernelloop.builtin import ops_dir
-from kernelloop.package.build import Winner, build_table, edge_points
-from kernelloop.package.guards import AxisRange, Guard, PartitionError, check_partition, overlap, pairwise_disjoint
-from kernelloop.package.table import DispatchEntry, DispatchTable, Dispatcher, ShapeClaim
-from kernelloop.records import Candidate, DType, Status, Trial, Verdict, Workload
-from kernelloop.spec import load_op
+from kernelloop.base.builtin import ops_dir
+from kernelloop.deliver.package.build import Winner, build_table, edge_points
+from kernelloop.deliver.package.guards import AxisRange, Guard, PartitionError, check_partition, overlap, pairwise_disjoint
+from kernelloop.deliver.package.table import DispatchEntry, DispatchTable, Dispatcher, ShapeClaim
+from kernelloop.base.records import Candidate, DType, Status, Trial, Verdict, Workload
+from kernelloop.core.spec import load_op
 
 AXES = ["M", "N"]
 dtypes = st.sampled_from([DType.fp16, DType.bf16])

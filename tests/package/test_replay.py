@@ -1,4 +1,4 @@
-"""Launch replay (package/replay.py) on the CPU: Triton's JIT run stands in for the compiled-kernel lookup, and a
+"""Launch replay (deliver/package/replay.py) on the CPU: Triton's JIT run stands in for the compiled-kernel lookup, and a
 fake compiled kernel records what its launcher was handed. What is checked: the replay hands the launcher the new
 call's tensors in the recorded places and everything else as recorded; launches that a replay would not reproduce
 (ATen work, a tensor that is not the call's, calls that differ) keep the JIT path with the reason. The real
@@ -12,7 +12,7 @@ import pytest
 import torch
 from triton.runtime.jit import JITFunction
 
-from kernelloop.package import replay as rp
+from kernelloop.deliver.package import replay as rp
 
 
 def _body(X, Y, N, eps, BLOCK: "tl.constexpr"):  # noqa: F821 - never compiled

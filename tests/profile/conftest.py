@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.profile.ncu_csv import read_details_csv
+from kernelloop.tune.profile.ncu_csv import read_details_csv
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 NCU_CSV = FIXTURES / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv.gz"

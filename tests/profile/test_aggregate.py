@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.profile.aggregate import AGREEMENT_TOLERANCE, aggregate, agreement, dram_bytes_of
-from kernelloop.profile.ncu_csv import parse_details_csv, read_csv_text, split_preamble
-from kernelloop.profile.report import make_baseline_report, roofline_for
-from kernelloop.records import BottleneckClass, DType, Workload
+from kernelloop.tune.profile.aggregate import AGREEMENT_TOLERANCE, aggregate, agreement, dram_bytes_of
+from kernelloop.tune.profile.ncu_csv import parse_details_csv, read_csv_text, split_preamble
+from kernelloop.tune.profile.report import make_baseline_report, roofline_for
+from kernelloop.base.records import BottleneckClass, DType, Workload
 
 NCU_CSV = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv.gz"
 W = Workload(op="layernorm", axes={"M": 4096, "N": 4096}, dtype=DType.fp16)

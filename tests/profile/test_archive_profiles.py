@@ -4,9 +4,9 @@ import sqlite3
 
 import pytest
 
-from kernelloop.archive import Archive, ArchiveError, LATEST_VERSION, MIGRATIONS
-from kernelloop.archive.schema import migrate
-from kernelloop.records import (Axis, Candidate, Environment, KernelProfile, OpSpec, ParamSpace, ProfileReport,
+from kernelloop.core.archive import Archive, ArchiveError, LATEST_VERSION, MIGRATIONS
+from kernelloop.core.archive.schema import migrate
+from kernelloop.base.records import (Axis, Candidate, Environment, KernelProfile, OpSpec, ParamSpace, ProfileReport,
                                 Status, TemplateSpec, TensorSpec, Tolerance, Trial, Verdict, Workload)
 
 SPEC = OpSpec(name="layernorm", axes={"M": Axis(), "N": Axis()}, inputs=[TensorSpec(name="x", shape=["M", "N"])],

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from kernelloop.profile.ceilings import (CACHE_FORMAT, CeilingPlan, CeilingsCacheError, cache_path, cached_ceilings,
+from kernelloop.tune.profile.ceilings import (CACHE_FORMAT, CeilingPlan, CeilingsCacheError, cache_path, cached_ceilings,
                                          get_ceilings, load_cache, measure_ceilings, store_ceilings)
-from kernelloop.records import Ceilings, ceilings_key
+from kernelloop.base.records import Ceilings, ceilings_key
 
 
 def _ceil(device="NVIDIA H200", driver="580.159.04", torch="2.11.0", copy=3300.0) -> Ceilings:

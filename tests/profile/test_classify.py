@@ -2,8 +2,8 @@
 
 import pytest
 
-from kernelloop.profile.classify import EVIDENCE, Thresholds, classify, decide
-from kernelloop.records import BottleneckClass as C, BuildResources, KernelProfile
+from kernelloop.tune.profile.classify import EVIDENCE, Thresholds, classify, decide
+from kernelloop.base.records import BottleneckClass as C, BuildResources, KernelProfile
 
 
 def test_recorded_h200_kernels(h200_profiles):

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelloop.builtin import ops_dir
-from kernelloop.profile import harness
-from kernelloop.profile.ncu import NVTX_RANGE, NcuOptions, baseline_job, harness_job, ncu_command
-from kernelloop.records import DType, Workload
-from kernelloop.reference.inputs import make_inputs
+from kernelloop.base.builtin import ops_dir
+from kernelloop.tune.profile import harness
+from kernelloop.tune.profile.ncu import NVTX_RANGE, NcuOptions, baseline_job, harness_job, ncu_command
+from kernelloop.base.records import DType, Workload
+from kernelloop.core.reference.inputs import make_inputs
 
 OPS = ops_dir()
 W = Workload(op="layernorm", axes={"M": 8, "N": 64}, dtype=DType.fp32)

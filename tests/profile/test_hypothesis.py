@@ -3,9 +3,9 @@
 import pytest
 from pydantic import ValidationError
 
-from kernelloop.profile.hypothesis import (LATENCY, Noise, Observation, evaluate, evaluate_hypotheses,
+from kernelloop.tune.profile.hypothesis import (LATENCY, Noise, Observation, evaluate, evaluate_hypotheses,
                                            format_hypotheses, observations, parse_hypotheses)
-from kernelloop.records import BuildResources, Direction, Hypothesis, KernelProfile, ProfileReport
+from kernelloop.base.records import BuildResources, Direction, Hypothesis, KernelProfile, ProfileReport
 
 D = Direction
 

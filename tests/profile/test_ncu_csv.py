@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.profile.metrics import EXTRA_RAW_METRICS, normalize
-from kernelloop.profile.ncu_csv import (NcuParseError, parse_details_csv, parse_number, read_csv_text, read_details_csv,
+from kernelloop.tune.profile.metrics import EXTRA_RAW_METRICS, normalize
+from kernelloop.tune.profile.ncu_csv import (NcuParseError, parse_details_csv, parse_number, read_csv_text, read_details_csv,
                                         select_kernel, split_preamble)
 
 NCU_CSV = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv.gz"

@@ -14,12 +14,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from kernelloop.profile.ncu_csv import read_csv_text
+from kernelloop.tune.profile.ncu_csv import read_csv_text
 
-from kernelloop.builtin import ops_dir
-from kernelloop.profile import ncu_report_adapter as adapter
-from kernelloop.profile.metrics import SECTIONS
-from kernelloop.profile.ncu import (NVTX_RANGE, NcuOptions, harness_job, load_profiles, ncu_command,
+from kernelloop.base.builtin import ops_dir
+from kernelloop.tune.profile import ncu_report_adapter as adapter
+from kernelloop.tune.profile.metrics import SECTIONS
+from kernelloop.tune.profile.ncu import (NVTX_RANGE, NcuOptions, harness_job, load_profiles, ncu_command,
                                     profile_candidate, run_ncu)
 
 NCU_CSV = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv.gz"
@@ -146,7 +146,7 @@ def test_profile_candidate_keeps_the_matching_kernel(tmp_path, fake_ncu, monkeyp
     assert json.loads((tmp_path / "work" / "profile-job.json").read_text())["seed"] == 7
     assert any("CSV export" in n for n in res.notes) and any("7 launches" in n for n in res.notes)
     (call,) = _calls(tmp_path)
-    assert call[call.index("--") + 1:][1:3] == ["-m", "kernelloop.profile.harness"]
+    assert call[call.index("--") + 1:][1:3] == ["-m", "kernelloop.tune.profile.harness"]
 
 
 # -- the ncu_report adapter ----------------------------------------------------------------------------------
@@ -266,9 +266,9 @@ def test_module_is_found_next_to_the_ncu_install(fake_install, tmp_path, monkeyp
 
 def test_profile_trial_archives_report_and_ncu_rep(tmp_path, fake_ncu, monkeypatch, layernorm):
     """The controller's hook: profile one trial, keep the .ncu-rep in the run folder, archive the report."""
-    from kernelloop.archive import Archive
-    from kernelloop.profile.report import profile_trial
-    from kernelloop.records import (BuildResources, Candidate, DType, Environment, Hypothesis, Status, Trial,
+    from kernelloop.core.archive import Archive
+    from kernelloop.tune.profile.report import profile_trial
+    from kernelloop.base.records import (BuildResources, Candidate, DType, Environment, Hypothesis, Status, Trial,
                                     Verdict, Workload)
     monkeypatch.setenv("KERNELLOOP_NCU", str(fake_ncu))
     monkeypatch.setattr(adapter, "load_ncu_report_module", lambda ncu=None: None)
@@ -298,7 +298,7 @@ def test_profile_trial_archives_report_and_ncu_rep(tmp_path, fake_ncu, monkeypat
 
 
 def test_rejected_metric_names_are_found_in_ncu_messages():
-    from kernelloop.profile.ncu import _rejected
+    from kernelloop.tune.profile.ncu import _rejected
     requested = ("sm__pipe_fp16_cycles_active.avg.pct_of_peak_sustained_active", "dram__bytes.sum",
                  "bogus__metric.sum")
     log = ("==ERROR== Failed to find metric regex:^sm__pipe_fp16_cycles_active\\.avg\\.pct_of_peak_sustained_active$\n"

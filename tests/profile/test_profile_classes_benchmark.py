@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.builtin import ops_dir
-from kernelloop.archive import Archive
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.archive import Archive
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,7 +22,7 @@ def _bench_module():
 @pytest.fixture
 def two_workload_run(tmp_path, layernorm, monkeypatch):
     from tests.cli.test_profile_cli import CFG, ENV, W, _measure
-    from kernelloop.records import BuildArtifact, Candidate, DType, Status, Trial, Verdict, Workload
+    from kernelloop.base.records import BuildArtifact, Candidate, DType, Status, Trial, Verdict, Workload
     monkeypatch.setenv("KERNELLOOP_CACHE_DIR", str(tmp_path / "cache"))
     small = Workload(op="layernorm", axes={"M": 1, "N": 4096}, dtype=DType.fp16)
     cand = Candidate(op="layernorm", template="rowwise", source=layernorm.template_sources["rowwise"],
@@ -43,7 +43,7 @@ def test_benchmark_profiles_the_4096_workload_and_leaves_the_source_archive_alon
                                                                                  monkeypatch):
     import torch
 
-    from kernelloop.profile import ncu_report_adapter
+    from kernelloop.tune.profile import ncu_report_adapter
     from tests.profile.test_ncu_runner import FAKE_NCU
     exe = tmp_path / "ncu"
     exe.write_text(FAKE_NCU)
@@ -73,7 +73,7 @@ def test_benchmark_profiles_the_4096_workload_and_leaves_the_source_archive_alon
 
 
 def test_clean_agreement_compares_the_profile_with_the_clean_l2_time(layernorm):
-    from kernelloop.records import DType, Workload
+    from kernelloop.base.records import DType, Workload
     bench = _bench_module()
     w = Workload(op="layernorm", axes={"M": 4096, "N": 4096}, dtype=DType.fp16)
     nbytes = layernorm.spec.bytes_moved(w.axes, w.dtype)

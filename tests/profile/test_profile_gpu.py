@@ -4,8 +4,8 @@ import importlib.util
 
 import pytest
 
-from kernelloop.builtin import ops_dir
-from kernelloop.profile.ncu_report_adapter import find_ncu
+from kernelloop.base.builtin import ops_dir
+from kernelloop.tune.profile.ncu_report_adapter import find_ncu
 
 CONFIG = {"BLOCK_N": 4096, "ROWS": 1, "num_warps": 4, "EVICT_FIRST": 0, "STREAM_STORE": 0}
 
@@ -15,10 +15,10 @@ CONFIG = {"BLOCK_N": 4096, "ROWS": 1, "num_warps": 4, "EVICT_FIRST": 0, "STREAM_
 def test_ncu_profiles_one_candidate_kernel(tmp_path, layernorm):
     if find_ncu() is None:
         pytest.skip("Nsight Compute (ncu) not installed on this GPU host")
-    from kernelloop.profile.classify import classify
-    from kernelloop.profile.ncu import NcuOptions, harness_job, profile_candidate
-    from kernelloop.profile.roofline import dram_check
-    from kernelloop.records import DType, Workload
+    from kernelloop.tune.profile.classify import classify
+    from kernelloop.tune.profile.ncu import NcuOptions, harness_job, profile_candidate
+    from kernelloop.tune.profile.roofline import dram_check
+    from kernelloop.base.records import DType, Workload
     w = Workload(op="layernorm", axes={"M": 4096, "N": 4096}, dtype=DType.fp16)
     job = harness_job(ops_dir() / "layernorm", ops_dir() / "layernorm" / "kernel.py", CONFIG,
                       w.model_dump_json(), seed=1)
@@ -49,7 +49,7 @@ def test_ncu_profiles_one_candidate_kernel(tmp_path, layernorm):
 def test_build_resources_of_a_compiled_triton_kernel():
     import torch
 
-    from kernelloop.profile.sass import find_tool, resources_from_triton
+    from kernelloop.tune.profile.sass import find_tool, resources_from_triton
     if find_tool("cuobjdump") is None:
         pytest.skip("no cuobjdump")
     spec = importlib.util.spec_from_file_location("ln_gpu_kernel", ops_dir() / "layernorm" / "kernel.py")
@@ -94,14 +94,14 @@ def test_eager_layernorm_is_bandwidth_bound_and_its_profile_agrees_with_its_timi
     the run's timer (formula bytes / cold-L2 kernel median), both under the same roof: a device copy of the bytes."""
     if find_ncu() is None:
         pytest.skip("Nsight Compute (ncu) not installed on this GPU host")
-    from kernelloop.bench.policy import COLD_L2_EVENTS
-    from kernelloop.bench.timer import sample
-    from kernelloop.execute.worker import make_baseline
-    from kernelloop.profile.aggregate import aggregate, agreement
-    from kernelloop.profile.ncu import NcuOptions, baseline_job, profile_candidate
-    from kernelloop.profile.roofline import roofline_from_copy
-    from kernelloop.records import BottleneckClass, DType, Workload
-    from kernelloop.reference.inputs import make_inputs
+    from kernelloop.core.bench.policy import COLD_L2_EVENTS
+    from kernelloop.core.bench.timer import sample
+    from kernelloop.core.execute.worker import make_baseline
+    from kernelloop.tune.profile.aggregate import aggregate, agreement
+    from kernelloop.tune.profile.ncu import NcuOptions, baseline_job, profile_candidate
+    from kernelloop.tune.profile.roofline import roofline_from_copy
+    from kernelloop.base.records import BottleneckClass, DType, Workload
+    from kernelloop.core.reference.inputs import make_inputs
     spec = layernorm.spec
     w = Workload(op="layernorm", axes={"M": 4096, "N": 4096}, dtype=DType.fp16)
     job = baseline_job(ops_dir() / "layernorm", "eager", w, seed=1)
@@ -131,9 +131,9 @@ def test_gemm_candidate_is_compute_bound(tmp_path):
     """A tensor-core GEMM (ops/gemm template, 128x256x64 tiles, TMA, persistent) on fp16 4096^3."""
     if find_ncu() is None:
         pytest.skip("Nsight Compute (ncu) not installed on this GPU host")
-    from kernelloop.profile.aggregate import aggregate
-    from kernelloop.profile.ncu import NcuOptions, harness_job, profile_candidate
-    from kernelloop.records import BottleneckClass, DType, Workload
+    from kernelloop.tune.profile.aggregate import aggregate
+    from kernelloop.tune.profile.ncu import NcuOptions, harness_job, profile_candidate
+    from kernelloop.base.records import BottleneckClass, DType, Workload
     w = Workload(op="gemm", axes={"M": 4096, "N": 4096, "K": 4096}, dtype=DType.fp16)
     job = harness_job(ops_dir() / "gemm", ops_dir() / "gemm" / "kernel.py", GEMM_CONFIG, w.model_dump_json(),
                       seed=1)

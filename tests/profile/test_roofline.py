@@ -2,10 +2,10 @@
 
 import pytest
 
-from kernelloop.profile.report import make_report
-from kernelloop.profile.roofline import (DramTolerance, dram_check, roofline_from_ceilings, roofline_from_copy,
+from kernelloop.tune.profile.report import make_report
+from kernelloop.tune.profile.roofline import (DramTolerance, dram_check, roofline_from_ceilings, roofline_from_copy,
                                          roofline_position)
-from kernelloop.records import (Ceilings, DType, Measurement, ProfileReport, Stats, Status, TimingPolicy, Trial,
+from kernelloop.base.records import (Ceilings, DType, Measurement, ProfileReport, Stats, Status, TimingPolicy, Trial,
                                 Verdict, Workload)
 
 W = Workload(op="layernorm", axes={"M": 4096, "N": 4096}, dtype=DType.fp16)

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.builtin import ops_dir
-from kernelloop.profile.sass import (find_tool, parse_instruction, parse_resource_usage, parse_sass,
+from kernelloop.base.builtin import ops_dir
+from kernelloop.tune.profile.sass import (find_tool, parse_instruction, parse_resource_usage, parse_sass,
                                      resources_from_cubin, resources_from_sass)
 
 SASS = Path(__file__).resolve().parents[1] / "fixtures" / "sass"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.profile.ncu_csv import NcuParseError
-from kernelloop.profile.source_page import named, opcode, parse_source_csv, pick_metric, read_source_csv
+from kernelloop.tune.profile.ncu_csv import NcuParseError
+from kernelloop.tune.profile.source_page import named, opcode, parse_source_csv, pick_metric, read_source_csv
 
 PAGE = Path(__file__).parents[1] / "fixtures" / "ptx" / "handwritten-ncu-source-page.csv"
 ALL = "Warp Stall Sampling (All Samples)"
@@ -63,9 +63,9 @@ def test_a_trials_profile_keeps_its_source_page(tmp_path, monkeypatch):
     what it holds; an export that fails or holds no counters says so."""
     from types import SimpleNamespace
 
-    import kernelloop.profile.ncu as ncu
-    from kernelloop.profile.ncu import NcuOptions, ncu_command
-    from kernelloop.profile.report import _keep_source_page, source_page_path
+    import kernelloop.tune.profile.ncu as ncu
+    from kernelloop.tune.profile.ncu import NcuOptions, ncu_command
+    from kernelloop.tune.profile.report import _keep_source_page, source_page_path
     assert "SourceCounters" in ncu_command("ncu", ["x"], tmp_path / "r", NcuOptions(sections=("SourceCounters",)))
     (tmp_path / "profiles").mkdir()
     rep = tmp_path / "profiles" / "t1.ncu-rep"

@@ -5,15 +5,15 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.device import VIRTUAL_HOPPER
-from kernelloop.knowledge import KnowledgeError, load_knowledge
-from kernelloop.profile.classify import classify
-from kernelloop.profile.ncu_csv import read_details_csv, select_kernel
-from kernelloop.profile.roofline import roofline_from_copy
-from kernelloop.propose import PlannerLimits, PlannerStrategy, RulePlanner, flatten_evidence
-from kernelloop.propose.planner import condition_holds, neighbours
-from kernelloop.records import BuildResources, DType, ProfileReport, Workload, canonical_json
-from kernelloop.spec.space import prune
+from kernelloop.core.device import VIRTUAL_HOPPER
+from kernelloop.tune.knowledge import KnowledgeError, load_knowledge
+from kernelloop.tune.profile.classify import classify
+from kernelloop.tune.profile.ncu_csv import read_details_csv, select_kernel
+from kernelloop.tune.profile.roofline import roofline_from_copy
+from kernelloop.tune.propose import PlannerLimits, PlannerStrategy, RulePlanner, flatten_evidence
+from kernelloop.tune.propose.planner import condition_holds, neighbours
+from kernelloop.base.records import BuildResources, DType, ProfileReport, Workload, canonical_json
+from kernelloop.core.spec.space import prune
 
 NCU_CSV = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv.gz"
 W = Workload(op="layernorm", axes={"M": 4096, "N": 4096}, dtype=DType.fp16)

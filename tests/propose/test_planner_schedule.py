@@ -2,14 +2,14 @@
 is skipped and kept as a capability gap (with the field), as is a rule whose moves leave every template's space; the
 planner proposer lowers a planned edit into a candidate."""
 
-from kernelloop.builtin import ops_dir
-from kernelloop.knowledge import Experience, KnowledgeBase, load_knowledge
-from kernelloop.propose.planner import PlannerStrategy, RulePlanner
-from kernelloop.propose.planner_proposer import PlannerProposer
-from kernelloop.records import Workload
-from kernelloop.schedule.library import gluon_ws
-from kernelloop.schedule.lower import schedule_of
-from kernelloop.spec import load_op
+from kernelloop.base.builtin import ops_dir
+from kernelloop.tune.knowledge import Experience, KnowledgeBase, load_knowledge
+from kernelloop.tune.propose.planner import PlannerStrategy, RulePlanner
+from kernelloop.tune.propose.planner_proposer import PlannerProposer
+from kernelloop.base.records import Workload
+from kernelloop.tune.schedule.library import gluon_ws
+from kernelloop.tune.schedule.lower import schedule_of
+from kernelloop.core.spec import load_op
 
 PARENT = {"template": "schedule_ws", "BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8,
           "num_stages": 3, "EPILOGUE": "none", "TRANS_B": 0}

@@ -1,11 +1,11 @@
-"""Shared fixture: every built-in op's templates built once for sm_90 (kernelloop.ptx.survey), for the whole
+"""Shared fixture: every built-in op's templates built once for sm_90 (kernelloop.tune.ptx.survey), for the whole
 tests/ptx session."""
 
 from pathlib import Path
 
 import pytest
 
-from kernelloop.ptx.tools import toolchain_missing
+from kernelloop.tune.ptx.tools import toolchain_missing
 
 
 @pytest.fixture(scope="session")
@@ -13,7 +13,7 @@ def surveyed():
     why = toolchain_missing()
     if why:
         pytest.skip(why)
-    from kernelloop.ptx.survey import survey
+    from kernelloop.tune.ptx.survey import survey
     return survey(jobs=2)
 
 
@@ -34,5 +34,5 @@ FIXTURE_PTX = Path(__file__).parents[1] / "fixtures" / "ptx" / "scale_rows.ptx"
 def scale_rows():
     """A hand-written kernel (tests/fixtures/ptx/scale_rows.ptx): a loop with masked loads and a store, a branch
     around a short block; recovered from its text."""
-    from kernelloop.ptx.recover import from_ptx
+    from kernelloop.tune.ptx.recover import from_ptx
     return from_ptx(FIXTURE_PTX.read_text(), origin="ptx", path=str(FIXTURE_PTX), metadata={"shared": 0})

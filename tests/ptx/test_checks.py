@@ -3,7 +3,7 @@ the rule it breaks, every harmless one accepted (on row-wise, persistent and TMA
 
 import pytest
 
-from kernelloop.ptx import check_edit, mutations
+from kernelloop.tune.ptx import check_edit, mutations
 
 KERNELS = ["rmsnorm/rowwise", "softmax/persistent", "gemm/persistent_ws"]
 BREAKING = {"rename_entry", "add_param", "remove_param", "retype_param", "change_reqntid", "add_maxnreg",

@@ -6,10 +6,10 @@ import base64
 
 import pytest
 
-from kernelloop.builtin import ops_dir
-from kernelloop.ptx.mutate import wrong_edits
-from kernelloop.ptx.patch import hunks
-from kernelloop.records import Candidate, Workload
+from kernelloop.base.builtin import ops_dir
+from kernelloop.tune.ptx.mutate import wrong_edits
+from kernelloop.tune.ptx.patch import hunks
+from kernelloop.base.records import Candidate, Workload
 
 pytestmark = pytest.mark.gpu
 
@@ -18,7 +18,7 @@ W = Workload(op="rmsnorm", axes={"M": 64, "N": 4096}, dtype="fp16")
 
 @pytest.fixture(scope="module")
 def target():
-    from kernelloop.ptx.pipeline import Options, Target, work
+    from kernelloop.tune.ptx.pipeline import Options, Target, work
     source = (ops_dir() / "rmsnorm" / "kernel.py").read_text()
     cand = Candidate(op="rmsnorm", template="rowwise", source=source,
                      config={"BLOCK_N": 1024, "ROWS": 1, "num_warps": 4, "EVICT_FIRST": 0, "STREAM_STORE": 0})
@@ -29,7 +29,7 @@ def target():
 
 
 def test_a_rule_edit_is_proved_and_timed_on_the_gpu(target):
-    from kernelloop.ptx.pipeline import Options, prove_target
+    from kernelloop.tune.ptx.pipeline import Options, prove_target
     t, accepted = target
     (r,) = prove_target(t, accepted[:1], Options(prove=True, executor="gpu", checks=3, time_it=True))
     assert r.passed and r.stage == "done" and r.timing.samples >= 3, r.message
@@ -38,9 +38,9 @@ def test_a_rule_edit_is_proved_and_timed_on_the_gpu(target):
 
 
 def test_wrong_edits_are_rejected_on_the_gpu(target):
-    from kernelloop.ptx.gpu import prove_isolated
-    from kernelloop.ptx.prove import proof_cases
-    from kernelloop.spec import load_op
+    from kernelloop.tune.ptx.gpu import prove_isolated
+    from kernelloop.tune.ptx.prove import proof_cases
+    from kernelloop.core.spec import load_op
     t, accepted = target
     k, _ = accepted[0]
     bundle = load_op(ops_dir() / "rmsnorm")

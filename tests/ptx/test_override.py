@@ -5,14 +5,14 @@ that compiles to other PTX (another configuration) is left as it is."""
 import base64
 import hashlib
 
-from kernelloop.builtin import ops_dir
-from kernelloop.build.ptx_override import PtxOverrides, write_files
-from kernelloop.ptx.patch import edited_ptx
-from kernelloop.ptx.rules import propose
-from kernelloop.ptx.tools import assemble
-from kernelloop.spec import load_op
-from kernelloop.build.aot import BUILT, build_configs
-from kernelloop.spec.loader import load_workloads
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.build.ptx_override import PtxOverrides, write_files
+from kernelloop.tune.ptx.patch import edited_ptx
+from kernelloop.tune.ptx.rules import propose
+from kernelloop.tune.ptx.tools import assemble
+from kernelloop.core.spec import load_op
+from kernelloop.core.build.aot import BUILT, build_configs
+from kernelloop.core.spec.loader import load_workloads
 
 
 def test_the_edited_ptx_is_what_triton_compiles(kernels, surveyed, tmp_path):

@@ -13,13 +13,13 @@ if os.environ.get("KERNELLOOP_GPU_TIER") != "1":
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from kernelloop.builtin import ops_dir  # noqa: E402
-from kernelloop.ptx.mutate import mutations, wrong_edits  # noqa: E402
-from kernelloop.ptx.patch import hunks  # noqa: E402
-from kernelloop.ptx.prove import StandInExecutor, bit_equal, proof_cases, prove  # noqa: E402
-from kernelloop.ptx.rules import propose  # noqa: E402
-from kernelloop.records import Candidate, Workload  # noqa: E402
-from kernelloop.spec import load_op  # noqa: E402
+from kernelloop.base.builtin import ops_dir  # noqa: E402
+from kernelloop.tune.ptx.mutate import mutations, wrong_edits  # noqa: E402
+from kernelloop.tune.ptx.patch import hunks  # noqa: E402
+from kernelloop.tune.ptx.prove import StandInExecutor, bit_equal, proof_cases, prove  # noqa: E402
+from kernelloop.tune.ptx.rules import propose  # noqa: E402
+from kernelloop.base.records import Candidate, Workload  # noqa: E402
+from kernelloop.core.spec import load_op  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.environ.get("KERNELLOOP_GPU_TIER") == "1", reason="the CPU stand-in")
 
@@ -104,7 +104,7 @@ def test_a_statically_broken_edit_is_refused_before_anything_runs(setup):
 def test_wrong_edits_pass_every_static_check(kernels, scale_rows):
     """What the mutation generator's wrong edits are for: they keep the ABI, so only the differential proof on a
     GPU can refuse them (benchmarks/ptx_proof.py runs that)."""
-    from kernelloop.ptx.checks import check_edit
+    from kernelloop.tune.ptx.checks import check_edit
     for k in (scale_rows, kernels["rmsnorm/rowwise"]):
         got = wrong_edits(k.ptx, seed=1)
         assert {m.kind for m in got} == {"drop_store", "negate_predicate", "store_offset", "load_offset",

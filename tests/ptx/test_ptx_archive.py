@@ -6,10 +6,10 @@ import gzip
 import shutil
 from pathlib import Path
 
-from kernelloop.archive import Archive
-from kernelloop.ptx.archive import best_winner, candidates, diff, proofs, put_candidate, put_proof, source
-from kernelloop.ptx.prove import ProofReport, StandInExecutor, TimingComparison
-from kernelloop.ptx.rules import propose
+from kernelloop.core.archive import Archive
+from kernelloop.tune.ptx.archive import best_winner, candidates, diff, proofs, put_candidate, put_proof, source
+from kernelloop.tune.ptx.prove import ProofReport, StandInExecutor, TimingComparison
+from kernelloop.tune.ptx.rules import propose
 
 OLD = Path(__file__).parents[1] / "fixtures" / "archives" / "h200-layernorm-planner.sqlite.gz"
 

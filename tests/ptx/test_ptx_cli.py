@@ -13,9 +13,9 @@ from pathlib import Path  # noqa: E402
 
 from typer.testing import CliRunner  # noqa: E402
 
-from kernelloop.builtin import ops_dir  # noqa: E402
+from kernelloop.base.builtin import ops_dir  # noqa: E402
 from kernelloop.cli.app import app  # noqa: E402
-from kernelloop.records import Candidate  # noqa: E402
+from kernelloop.base.records import Candidate  # noqa: E402
 
 runner = CliRunner()
 
@@ -103,8 +103,8 @@ def test_propose_and_show_on_a_recorded_run(tmp_path):
     res = runner.invoke(app, ["ptx", "show", str(run)])
     assert res.exit_code == 0 and "no PTX-level edits" in res.stdout
     # the winner's source page, kept where `kernelloop profile --ncu` keeps it, weighs its windows
-    from kernelloop.profile.report import source_page_path
-    from kernelloop.ptx.pipeline import recover_target, targets
+    from kernelloop.tune.profile.report import source_page_path
+    from kernelloop.tune.ptx.pipeline import recover_target, targets
     (target,) = targets(run)
     (kernel,) = recover_target(target)
     source_page_path(run, target.trial_id).parent.mkdir()
@@ -130,9 +130,9 @@ SMALL = {"BLOCK_N": 1024, "ROWS": 1, "num_warps": 4, "EVICT_FIRST": 0, "STREAM_S
 
 def _small(tmp_path):
     """rmsnorm's row-wise candidate on M=64,N=1024 (no survey needed), and its kernel built as `ptx` builds it."""
-    from kernelloop.ptx.pipeline import recover_target, targets
-    from kernelloop.ptx.recover import parse_axes
-    from kernelloop.records import Workload
+    from kernelloop.tune.ptx.pipeline import recover_target, targets
+    from kernelloop.tune.ptx.recover import parse_axes
+    from kernelloop.base.records import Workload
     cand = Candidate(op="rmsnorm", template="rowwise", source=(ops_dir() / "rmsnorm" / "kernel.py").read_text(),
                      config=SMALL)
     path = tmp_path / "cand.json"
@@ -144,7 +144,7 @@ def _small(tmp_path):
 
 def _source_page(kernel) -> str:
     """A source page export of the kernel's own SASS (as loaded at 0x7f3a00000000): samples 1 per instruction."""
-    from kernelloop.ptx.windows import _cubin_of, sass_lines
+    from kernelloop.tune.ptx.windows import _cubin_of, sass_lines
     rows = ['"Kernel Name","%s"' % kernel.name,
             '"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed"']
     rows += [f'"{0x7f3a00000000 + addr:#x}","{text}","1","64"' for addr, _, _, text in sass_lines(_cubin_of(kernel))]
@@ -187,8 +187,8 @@ def test_propose_asks_the_llm(tmp_path, monkeypatch):
     repaired edit checked and written; the recording replays without a server; a bad setting is refused."""
     sys.path.insert(0, str(Path(__file__).parents[1] / "propose" / "llm"))   # the scripted server of the LLM tests
     from llm_script import ScriptedLLMServer
-    from kernelloop.ptx.checks import check_edit
-    from kernelloop.ptx.windows import hot_windows
+    from kernelloop.tune.ptx.checks import check_edit
+    from kernelloop.tune.ptx.windows import hot_windows
     for var in ("KERNELLOOP_LLM_CONFIG", "KERNELLOOP_LLM_PROVIDER", "KERNELLOOP_LLM_MODEL", "KERNELLOOP_LLM_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("SCRIPTED_KEY", "sk-test")

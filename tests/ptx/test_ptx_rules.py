@@ -6,12 +6,12 @@ import re
 
 import pytest
 
-from kernelloop.ptx import blocks as B
-from kernelloop.ptx.checks import check_edit
-from kernelloop.ptx.patch import PatchError, apply, edited_ptx, hunks
-from kernelloop.ptx.records import HotWindow
-from kernelloop.ptx.rules import Context, predications, propose
-from kernelloop.ptx.windows import hot_windows
+from kernelloop.tune.ptx import blocks as B
+from kernelloop.tune.ptx.checks import check_edit
+from kernelloop.tune.ptx.patch import PatchError, apply, edited_ptx, hunks
+from kernelloop.tune.ptx.records import HotWindow
+from kernelloop.tune.ptx.rules import Context, predications, propose
+from kernelloop.tune.ptx.windows import hot_windows
 
 
 def _changed_lines(c):
@@ -57,7 +57,7 @@ def test_hoisting_keeps_every_dependence(scale_rows):
     lines = ["\tst.global.b32 \t[ %rd9 + 0 ], %f9;", "\tadd.s32 \t%r9, %r9, 1;",
              "\tld.global.b32 \t%f8, [ %rd5 + 0 ];"]
     ptx = scale_rows.ptx.replace("\tfma.rn.f32", "\n".join(lines) + "\n\tfma.rn.f32", 1)
-    from kernelloop.ptx.recover import from_ptx
+    from kernelloop.tune.ptx.recover import from_ptx
     k2 = from_ptx(ptx, origin="ptx", metadata={"shared": 0})
     for c in propose(k2, parent="c-p", rules=["hoist_loads"]):
         t = edited_ptx(c, ptx)
@@ -115,13 +115,13 @@ def test_windows_come_from_the_sass(kernels, scale_rows):
     assert abs(sum(w.weight for w in ws) - 1) < 1e-3 and all(w.source == "sass" for w in ws)
     k = kernels["rmsnorm/rowwise"]
     ws = hot_windows(k)
-    from kernelloop.ptx.roundtrip import sass
+    from kernelloop.tune.ptx.roundtrip import sass
     import base64
     n = len([ln for ln in sass(base64.b64decode(k.cubin_b64)) if not ln.startswith("Function")])
     assert abs(sum(w.sass_instructions for w in ws) - n) < 1   # every SASS instruction lands in one window
     assert ws[0].loop and ws[1].loop and ws[0].weight + ws[1].weight > 0.9
     # a profile's samples (per SASS address) decide instead: all samples on the entry block's code
-    from kernelloop.ptx.windows import sass_lines
+    from kernelloop.tune.ptx.windows import sass_lines
     rows = sass_lines(base64.b64decode(k.cubin_b64))
     first = [a for a, src, loop, _ in rows if src and not loop][:3]
     prof = hot_windows(k, samples={a: 100.0 for a in first})

@@ -4,9 +4,9 @@
 import base64
 import json
 
-from kernelloop.ptx import parse
-from kernelloop.ptx.recover import from_cache_dir, from_cubin, recover
-from kernelloop.ptx.roundtrip import round_trip
+from kernelloop.tune.ptx import parse
+from kernelloop.tune.ptx.recover import from_cache_dir, from_cubin, recover
+from kernelloop.tune.ptx.roundtrip import round_trip
 
 
 def test_every_builtin_template_round_trips(surveyed):

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.profile.source_page import parse_source_csv, read_source_csv
-from kernelloop.ptx.tools import toolchain_missing
-from kernelloop.ptx.windows import ProfileMismatch, _cubin_of, hot_windows, profile_samples, window_sass
+from kernelloop.tune.profile.source_page import parse_source_csv, read_source_csv
+from kernelloop.tune.ptx.tools import toolchain_missing
+from kernelloop.tune.ptx.windows import ProfileMismatch, _cubin_of, hot_windows, profile_samples, window_sass
 
 pytestmark = pytest.mark.skipif(bool(toolchain_missing()), reason=toolchain_missing() or "")
 

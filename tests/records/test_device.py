@@ -2,10 +2,10 @@
 
 import pytest
 
-from kernelloop.execute.executor import check_one_model, resolve_devices
-from kernelloop.execute.pool import worker_visible_devices
-from kernelloop.loop import RunOptions
-from kernelloop.records.device import Device
+from kernelloop.core.execute.executor import check_one_model, resolve_devices
+from kernelloop.core.execute.pool import worker_visible_devices
+from kernelloop.tune.loop import RunOptions
+from kernelloop.base.records.device import Device
 
 
 @pytest.mark.parametrize("text", ["cuda", "cuda:1", "cuda:MIG-4f1c2d", "cuda:GPU-8e0f", "interpret", "interpret:2"])
@@ -49,7 +49,7 @@ def test_interpreter_devices_and_one_model_per_run():
 
 
 def test_the_devices_option_takes_a_count_or_a_list_of_one_kind():
-    from kernelloop import api
+    from kernelloop.deliver import api
     assert api.parse_devices(None, "interpret") is None
     assert api.parse_devices(2, "interpret") == [Device.of("interpret:0"), Device.of("interpret:1")]
     assert api.parse_devices("cuda:0, cuda:2", "cuda") == [Device.of("cuda:0"), Device.of("cuda:2")]
@@ -80,7 +80,7 @@ def test_a_gpu_the_controller_does_not_see_is_refused_by_name(monkeypatch):
     """The controller regenerates each case's inputs on the worker's GPU: a UUID it does not see (its tensors would
     be drawn on the CPU) is refused, not run with every honest kernel judged wrong."""
     import torch
-    import kernelloop.records.device as dev
+    import kernelloop.base.records.device as dev
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "NVIDIA H200")
     monkeypatch.setattr(dev, "cuda_ordinal", lambda uuid: 0 if uuid == "GPU-8e0f" else None)

@@ -2,7 +2,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from kernelloop.records import (BuildArtifact, Candidate, ErrorMetrics, Status, Trial, Verdict, Workload,
+from kernelloop.base.records import (BuildArtifact, Candidate, ErrorMetrics, Status, Trial, Verdict, Workload,
                                 canonical_json)
 
 
@@ -54,7 +54,7 @@ def test_trial_round_trip_with_discriminated_build():
 
 
 def test_tolerance_scales_atol_with_the_reduction_length():
-    from kernelloop.records import Tolerance
+    from kernelloop.base.records import Tolerance
     t = Tolerance(atol=1e-3, rtol=1e-2, atol_scale="sqrt_(K)")
     assert t.resolve({"K": 4096}).atol == pytest.approx(0.064)
     assert t.resolve({"K": 4096}).rtol == 1e-2
@@ -74,8 +74,8 @@ def test_build_artifact_keeps_the_compiled_warp_count_and_reads_records_without_
 def test_evaluate_expression_parses_once_and_still_checks_every_call():
     """The parsed, checked code of an expression is cached: the same expression with other names gives their value,
     a name missing on a later call is still refused, and a disallowed expression is refused every time."""
-    from kernelloop.records import evaluate_expression
-    from kernelloop.records.spec import _compiled
+    from kernelloop.base.records import evaluate_expression
+    from kernelloop.base.records.spec import _compiled
     expr = "cdiv(M, BLOCK_M) * num_warps + 1"
     assert evaluate_expression(expr, {"M": 100, "BLOCK_M": 64, "num_warps": 4}) == 9
     hits = _compiled.cache_info().hits

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from kernelloop.replay import load_space
-from kernelloop.replay.space_file import FORMAT, write_space_file
+from kernelloop.tune.replay import load_space
+from kernelloop.tune.replay.space_file import FORMAT, write_space_file
 
 CACHE = {
     "device_name": "Fake GPU", "kernel_name": "k", "problem_size": [64], "objective": "time",
@@ -95,10 +95,10 @@ def test_space_file_validation_names_the_field(tmp_path):
 def test_workload_spaces_and_the_prior_of_a_recording(tmp_path):
     import hashlib
 
-    from kernelloop.replay.load import load_workload_spaces
-    from kernelloop.replay.prior import read_prior
-    from kernelloop.search.encoding import config_key
-    from kernelloop.search.history import TransferPrior
+    from kernelloop.tune.replay.load import load_workload_spaces
+    from kernelloop.tune.replay.prior import read_prior
+    from kernelloop.tune.search.encoding import config_key
+    from kernelloop.tune.search.history import TransferPrior
 
     path = write_space_file(tmp_path / "s.json.gz", doc())
     w1, w2 = load_workload_spaces(path)

@@ -6,13 +6,13 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from kernelloop.builtin import ops_dir
-from kernelloop.archive import Archive
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.archive import Archive
 from kernelloop.cli.app import app
-from kernelloop.device import VIRTUAL_HOPPER
-from kernelloop.records import Status
-from kernelloop.spec import load_op, load_workloads
-from kernelloop.spec.space import prune
+from kernelloop.core.device import VIRTUAL_HOPPER
+from kernelloop.base.records import Status
+from kernelloop.core.spec import load_op, load_workloads
+from kernelloop.core.spec.space import prune
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()

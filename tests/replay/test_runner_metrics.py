@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from kernelloop.replay import RecordedSpace, ReplayError, replay
-from kernelloop.replay.metrics import (best_so_far, bootstrap_ci, cutoff_fevals, evals_to_within,
+from kernelloop.tune.replay import RecordedSpace, ReplayError, replay
+from kernelloop.tune.replay.metrics import (best_so_far, bootstrap_ci, cutoff_fevals, evals_to_within,
                                        fraction_of_optimum, methodology_score, random_curve, score_range)
-from kernelloop.replay.runner import drive
+from kernelloop.tune.replay.runner import drive
 
 
 def space(n=50):
@@ -112,8 +112,8 @@ def test_kernel_tuner_strategies_replay_the_same_recording(tmp_path):
     pytest.importorskip("kernel_tuner")
     import json as _json
 
-    from kernelloop.replay import load_space
-    from kernelloop.replay.external import kernel_tuner_run, plain_cache
+    from kernelloop.tune.replay import load_space
+    from kernelloop.tune.replay.external import kernel_tuner_run, plain_cache
 
     entries = {f"{a},{b}": {"a": a, "b": b, "time": 1.0 + abs(a - 8) + abs(b - 2)}
                for a in (1, 2, 4, 8, 16) for b in (1, 2, 3)}
@@ -135,8 +135,8 @@ def test_kernel_tuner_searches_the_failures_when_they_are_kept(tmp_path):
     pytest.importorskip("kernel_tuner")
     import json as _json
 
-    from kernelloop.replay import load_space
-    from kernelloop.replay.external import kernel_tuner_run
+    from kernelloop.tune.replay import load_space
+    from kernelloop.tune.replay.external import kernel_tuner_run
 
     entries = {f"{a},{b}": {"a": a, "b": b, "time": "RuntimeFailedConfig" if a * b >= 16 else 1.0 + a + b,
                             "compile_time": 1000.0, "verification_time": 0, "benchmark_time": 500.0}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.replay import load_space
-from kernelloop.replay.space_file import FORMAT, write_space_file
+from kernelloop.tune.replay import load_space
+from kernelloop.tune.replay.space_file import FORMAT, write_space_file
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,7 +1,7 @@
 """The report's figures: the Pareto panel of a run whose builds reported no registers (the interpreter's) says
 so instead of drawing every candidate at 0 registers."""
 
-from kernelloop.report import figures
+from kernelloop.deliver.report import figures
 
 
 def _points(registers):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kernelloop.archive import Archive
+from kernelloop.core.archive import Archive
 from kernelloop.cli.app import app
 
 ARCHIVES = Path(__file__).resolve().parents[1] / "fixtures" / "archives"

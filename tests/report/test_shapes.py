@@ -1,4 +1,4 @@
-"""Robustness across shapes of a multi-workload recorded space (kernelloop.report.shapes, `replay --shapes`)."""
+"""Robustness across shapes of a multi-workload recorded space (kernelloop.deliver.report.shapes, `replay --shapes`)."""
 
 import json
 
@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from kernelloop.cli import common
 from kernelloop.cli.app import app
-from kernelloop.report.shapes import shape_robustness
+from kernelloop.deliver.report.shapes import shape_robustness
 
 runner = CliRunner()
 

@@ -9,10 +9,10 @@ from schedule_fixtures import CONFIGS, GEMM, PINNED, WORKLOAD
 @pytest.fixture(scope="session")
 def library_builds():
     """{template name: BuildOutcome} for every original and generated template (one batch, two build processes)."""
-    from kernelloop.ptx.tools import toolchain_missing
-    from kernelloop.schedule.compare import library_pairs
-    from kernelloop.spec import load_op
-    from kernelloop.build.aot import build_configs
+    from kernelloop.tune.ptx.tools import toolchain_missing
+    from kernelloop.tune.schedule.compare import library_pairs
+    from kernelloop.core.spec import load_op
+    from kernelloop.core.build.aot import build_configs
     why = toolchain_missing()
     if why:
         pytest.skip(why)
@@ -32,11 +32,11 @@ def epilogue_builds(tmp_path_factory):
     """{(template, EPILOGUE): (bound schedule, BuildOutcome)}: the generated templates with fused epilogues (every
     epilogue on schedule_ws, the exact GELU on the other two, SiLU on a register-store lowering), built for sm_90 as
     gemm_bias (launch(a, b, bias, c)) in one batch."""
-    from kernelloop.ptx.tools import toolchain_missing
-    from kernelloop.schedule.library import LIBRARY
-    from kernelloop.schedule.lower import lower
-    from kernelloop.spec import load_op
-    from kernelloop.build.aot import build_configs
+    from kernelloop.tune.ptx.tools import toolchain_missing
+    from kernelloop.tune.schedule.library import LIBRARY
+    from kernelloop.tune.schedule.lower import lower
+    from kernelloop.core.spec import load_op
+    from kernelloop.core.build.aot import build_configs
     why = toolchain_missing()
     if why:
         pytest.skip(why)

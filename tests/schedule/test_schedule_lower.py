@@ -1,4 +1,4 @@
-"""kernelloop.schedule.lower: the generated template files are the lowering of the library's schedules, each embeds
+"""kernelloop.tune.schedule.lower: the generated template files are the lowering of the library's schedules, each embeds
 its schedule, the lowering refuses what it cannot express (naming the field), and — built for sm_90 on this host —
 every generated template gives the SASS, registers and shared memory of the hand-written template it re-expresses,
 and every fused epilogue (bias, then exact GELU, SiLU or ReLU) builds, spilling only where the gate says it would."""
@@ -8,11 +8,11 @@ import ast
 import pytest
 
 from schedule_fixtures import CONFIGS, GEMM
-from kernelloop.schedule.compare import match
-from kernelloop.schedule.library import (GENERATED_FILES, LIBRARY, generated_template, gluon_pingpong,
+from kernelloop.tune.schedule.compare import match
+from kernelloop.tune.schedule.library import (GENERATED_FILES, LIBRARY, generated_template, gluon_pingpong,
                                          gluon_subtiled, gluon_ws)
-from kernelloop.schedule.lower import EPILOGUES, NotLowerable, lower, schedule_of
-from kernelloop.schedule.records import Schedule
+from kernelloop.tune.schedule.lower import EPILOGUES, NotLowerable, lower, schedule_of
+from kernelloop.tune.schedule.records import Schedule
 
 
 @pytest.mark.parametrize("name", sorted(LIBRARY))
@@ -35,12 +35,12 @@ def _defs(path) -> dict[str, str]:
 
 
 def test_generated_modules_paste_the_frame_module_and_pass_the_candidate_rules():
-    # The shared Gluon functions come from one real module (kernelloop/schedule/gluon_frame.py), pasted because
+    # The shared Gluon functions come from one real module (kernelloop/tune/schedule/gluon_frame.py), pasted because
     # candidates may not import it; the hand-written gluon_kernel.py keeps copies of the same text.
     import importlib
-    lowering = importlib.import_module("kernelloop.schedule.lower")
-    from kernelloop.spec import load_op
-    from kernelloop.verify.rules import ALLOWED_IMPORT_ROOTS, check_source
+    lowering = importlib.import_module("kernelloop.tune.schedule.lower")
+    from kernelloop.core.spec import load_op
+    from kernelloop.core.verify.rules import ALLOWED_IMPORT_ROOTS, check_source
     frame = _defs(lowering._FRAME)
     assert "kernelloop" not in ALLOWED_IMPORT_ROOTS
     assert lowering._TEMPLATE.suffix == ".j2" and lowering._TEMPLATE.is_file()
@@ -122,7 +122,7 @@ def test_fused_epilogues_build_for_sm90_as_the_gate_predicts(epilogue_builds):
     """Each library schedule with each fused epilogue (and a register-store schedule with one), built for sm_90 on this
     host: every one builds, with the plain store's shared memory, and it spills exactly where the static gate's
     footprint check rejects it (epilogue.fused)."""
-    from kernelloop.schedule.resources import check_resources, footprint
+    from kernelloop.tune.schedule.resources import check_resources, footprint
     assert len(epilogue_builds) == 7
     for (template, epilogue), (schedule, out) in epilogue_builds.items():
         assert out.status == "built", (template, epilogue, out.error[:500])

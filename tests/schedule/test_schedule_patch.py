@@ -1,13 +1,13 @@
-"""kernelloop.schedule.patch: schedule edits as JSON patches; a valid edit becomes a lowered candidate, an invalid
+"""kernelloop.tune.schedule.patch: schedule edits as JSON patches; a valid edit becomes a lowered candidate, an invalid
 one comes back with the message (and field) of whatever refused it: the patch, the record, the gate."""
 
 import pytest
 
-from kernelloop.builtin import ops_dir
-from kernelloop.schedule.lower import schedule_of
-from kernelloop.gate.edit import materialize_edit
-from kernelloop.schedule.patch import EditInvalid, ScheduleEdit, apply_patch, base_schedule
-from kernelloop.spec import load_op
+from kernelloop.base.builtin import ops_dir
+from kernelloop.tune.schedule.lower import schedule_of
+from kernelloop.tune.gate.edit import materialize_edit
+from kernelloop.tune.schedule.patch import EditInvalid, ScheduleEdit, apply_patch, base_schedule
+from kernelloop.core.spec import load_op
 
 SPEC = load_op(ops_dir() / "gemm").spec
 

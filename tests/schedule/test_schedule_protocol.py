@@ -1,12 +1,12 @@
-"""kernelloop.schedule.protocol: the library's schedules hold on every interleaving; deliberately broken schedules
+"""kernelloop.tune.schedule.protocol: the library's schedules hold on every interleaving; deliberately broken schedules
 (a missing arrive, a wrong phase, a ring slot reused too early, counts that do not match, ping-pong without its turn
 barriers) are each found, with the field to change."""
 
 import pytest
 
-from kernelloop.schedule.library import LIBRARY, gluon_pingpong, gluon_ws
-from kernelloop.schedule.protocol import check_balance, check_protocol, instances
-from kernelloop.schedule.records import Schedule
+from kernelloop.tune.schedule.library import LIBRARY, gluon_pingpong, gluon_ws
+from kernelloop.tune.schedule.protocol import check_balance, check_protocol, instances
+from kernelloop.tune.schedule.records import Schedule
 
 
 def edit(s: Schedule, fn) -> Schedule:

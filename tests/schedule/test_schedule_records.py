@@ -1,10 +1,10 @@
-"""kernelloop.schedule.records: the schedule's invariants, its numbers as template parameters, and field paths."""
+"""kernelloop.tune.schedule.records: the schedule's invariants, its numbers as template parameters, and field paths."""
 
 import pytest
 from pydantic import ValidationError
 
-from kernelloop.schedule.library import LIBRARY, gluon_pingpong, gluon_ws
-from kernelloop.schedule.records import Schedule
+from kernelloop.tune.schedule.library import LIBRARY, gluon_pingpong, gluon_ws
+from kernelloop.tune.schedule.records import Schedule
 
 
 def test_config_and_bind_round_trip():

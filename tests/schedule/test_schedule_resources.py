@@ -1,12 +1,12 @@
-"""kernelloop.schedule.resources: the footprint of each library schedule against its sm_90 build, and the limits a
+"""kernelloop.tune.schedule.resources: the footprint of each library schedule against its sm_90 build, and the limits a
 schedule breaks named by field (shared memory over the limit, a register budget overrun, an accumulator beyond its
 role's budget, warps that do not stack)."""
 
 import pytest
 
-from kernelloop.schedule.library import LIBRARY, generated_template, gluon_pingpong, gluon_subtiled, gluon_ws
-from kernelloop.schedule.records import Schedule
-from kernelloop.schedule.resources import check_resources, footprint
+from kernelloop.tune.schedule.library import LIBRARY, generated_template, gluon_pingpong, gluon_subtiled, gluon_ws
+from kernelloop.tune.schedule.records import Schedule
+from kernelloop.tune.schedule.resources import check_resources, footprint
 from schedule_fixtures import CONFIGS
 
 

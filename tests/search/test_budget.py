@@ -2,8 +2,8 @@
 
 import pytest
 
-from kernelloop.search import make_strategy
-from kernelloop.search.budget import GpuBudget, Screening, SuccessiveHalving
+from kernelloop.tune.search import make_strategy
+from kernelloop.tune.search.budget import GpuBudget, Screening, SuccessiveHalving
 from search_spaces import grid_space, grid_value
 
 

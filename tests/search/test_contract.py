@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from kernelloop.replay import RecordedSpace, replay
-from kernelloop.search import STRATEGIES, config_key, make_strategy
+from kernelloop.tune.replay import RecordedSpace, replay
+from kernelloop.tune.search import STRATEGIES, config_key, make_strategy
 
 from search_spaces import grid_space, grid_value
 
@@ -111,14 +111,14 @@ def test_unknown_strategy_names_the_choices():
 
 def test_strategies_never_import_gpu_compiler_or_archive():
     code = ("import sys, json\n"
-            "from kernelloop.search import STRATEGIES, make_strategy\n"
+            "from kernelloop.tune.search import STRATEGIES, make_strategy\n"
             "space=[{'a':a,'b':b} for a in (1,2,4,8) for b in (1,2,3)]\n"
             "for n in STRATEGIES:\n"
             "    s=make_strategy(n, space, 0)\n"
             "    for _ in range(6):\n"
             "        c=s.ask(); s.tell(c, float(c['a']*c['b']))\n"
             "bad=[m for m in sys.modules if m.split('.')[0] in ('torch','triton') or "
-            "m.startswith(('kernelloop.execute','kernelloop.archive','kernelloop.loop','kernelloop.bench'))]\n"
+            "m.startswith(('kernelloop.core.execute','kernelloop.core.archive','kernelloop.tune.loop','kernelloop.core.bench'))]\n"
             "print(json.dumps(bad))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

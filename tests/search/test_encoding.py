@@ -1,6 +1,6 @@
 import numpy as np
 
-from kernelloop.search.encoding import SpaceEncoding
+from kernelloop.tune.search.encoding import SpaceEncoding
 from search_spaces import grid_space, mixed_space
 
 

@@ -4,9 +4,9 @@ stops proposing into it, at a recorded exploration rate; failure kinds are disti
 import numpy as np
 import pytest
 
-from kernelloop.search import STRATEGIES, make_strategy
-from kernelloop.search.encoding import SpaceEncoding
-from kernelloop.search.feasibility import KIND_WEIGHT, FeasibilityModel, failure_kind
+from kernelloop.tune.search import STRATEGIES, make_strategy
+from kernelloop.tune.search.encoding import SpaceEncoding
+from kernelloop.tune.search.feasibility import KIND_WEIGHT, FeasibilityModel, failure_kind
 
 from search_spaces import over_limit, resource_space, resource_value
 

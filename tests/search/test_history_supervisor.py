@@ -1,9 +1,9 @@
 import numpy as np
 
-from kernelloop.replay import RecordedSpace
-from kernelloop.search.encoding import SpaceEncoding, config_key
-from kernelloop.search.history import BadRegions, TransferPrior
-from kernelloop.search.supervisor import Supervisor
+from kernelloop.tune.replay import RecordedSpace
+from kernelloop.tune.search.encoding import SpaceEncoding, config_key
+from kernelloop.tune.search.history import BadRegions, TransferPrior
+from kernelloop.tune.search.supervisor import Supervisor
 from search_spaces import grid_space, grid_value, mixed_space
 
 

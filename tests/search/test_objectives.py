@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from kernelloop.search.objectives import (MultiWorkloadObjective, geomean_speedup, overfitting, specialize,
+from kernelloop.tune.search.objectives import (MultiWorkloadObjective, geomean_speedup, overfitting, specialize,
                                           worst_speedup)
 
 BASE = {"small": 10.0, "large": 100.0}

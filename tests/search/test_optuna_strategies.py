@@ -4,7 +4,7 @@ passes, Optuna's included, is tests/search/test_contract.py and test_feasibility
 
 import pytest
 
-from kernelloop.search import OptunaNSGAII, make_strategy
+from kernelloop.tune.search import OptunaNSGAII, make_strategy
 
 from search_spaces import resource_space, resource_value
 

@@ -1,13 +1,13 @@
 """The pruning audit's arithmetic on known builds: recall of would-fail configurations, kept failures, pruned
 configurations that run, resource estimates against the builds, and the top-1 % check on a recorded space."""
 
-from kernelloop.builtin import ops_dir
-from kernelloop.device import VIRTUAL_HOPPER
-from kernelloop.records import Workload
-from kernelloop.spec import load_op
-from kernelloop.build.aot import BUILT, COMPILE_ERROR, BuildOutcome
-from kernelloop.search.prune_audit import FAILS, RUNS, SPILLS, audit, build_class, outcomes_of, top_share
-from kernelloop.spec.space import why_pruned
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.device import VIRTUAL_HOPPER
+from kernelloop.base.records import Workload
+from kernelloop.core.spec import load_op
+from kernelloop.core.build.aot import BUILT, COMPILE_ERROR, BuildOutcome
+from kernelloop.tune.search.prune_audit import FAILS, RUNS, SPILLS, audit, build_class, outcomes_of, top_share
+from kernelloop.core.spec.space import why_pruned
 
 PROPS = {**VIRTUAL_HOPPER, "virtual": False}
 W = Workload(op="gemm", axes={"M": 4096, "N": 4096, "K": 4096}, dtype="fp16")

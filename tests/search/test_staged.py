@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernelloop.replay import RecordedSpace, load_space, replay
-from kernelloop.replay.metrics import evals_to_within
-from kernelloop.search import DEFAULT_STRATEGY, make_strategy
-from kernelloop.search.history import TransferPrior
+from kernelloop.tune.replay import RecordedSpace, load_space, replay
+from kernelloop.tune.replay.metrics import evals_to_within
+from kernelloop.tune.search import DEFAULT_STRATEGY, make_strategy
+from kernelloop.tune.search.history import TransferPrior
 
 SPACES = Path(__file__).resolve().parents[2] / "benchmarks" / "spaces"   # vendored: benchmarks/vendor_spaces.py
 

@@ -4,8 +4,8 @@ import numpy as np
 
 from search_spaces import grid_value
 
-from kernelloop.search.staged import Staged
-from kernelloop.search.surrogate import (GaussianProcess, best_by_expected_improvement, expected_improvement,
+from kernelloop.tune.search.staged import Staged
+from kernelloop.tune.search.surrogate import (GaussianProcess, best_by_expected_improvement, expected_improvement,
                                          thompson_index)
 
 

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from kernelloop.search.encoding import SpaceEncoding
-from kernelloop.search.surrogate import (GaussianProcess, best_by_expected_improvement, expected_improvement,
+from kernelloop.tune.search.encoding import SpaceEncoding
+from kernelloop.tune.search.surrogate import (GaussianProcess, best_by_expected_improvement, expected_improvement,
                                          gp_features, power_of_two_levels)
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.builtin import ops_dir
-from kernelloop.execute.evaluate import Timeouts
-from kernelloop.loop import Budget, Controller, RunOptions
-from kernelloop.records import Workload
-from kernelloop.spec import load_op
-from kernelloop.verify.sanitizer import sanitize
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.execute.evaluate import Timeouts
+from kernelloop.tune.loop import Budget, Controller, RunOptions
+from kernelloop.base.records import Workload
+from kernelloop.core.spec import load_op
+from kernelloop.core.verify.sanitizer import sanitize
 
 # sanitize() as on a CUDA host (the candidate cannot launch here: warm=False), with whatever tool the environment names
 ON_A_DEVICE = functools.partial(sanitize, cuda_available=True, warm=False)

@@ -1,14 +1,14 @@
-"""Confirmation across fresh worker processes (select/confirm.py): the stated interval covers the spread between
+"""Confirmation across fresh worker processes (tune/select/confirm.py): the stated interval covers the spread between
 processes; the controller confirms in two distinct fresh workers and archives the typed record."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernelloop.archive import Archive
-from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
-from kernelloop.bench.stats import paired_speedup, summarize
-from kernelloop.records import Comparison, Measurement
-from kernelloop.select.confirm import stated
+from kernelloop.core.archive import Archive
+from kernelloop.core.bench.policy import INTERPRETER_WALLCLOCK
+from kernelloop.core.bench.stats import paired_speedup, summarize
+from kernelloop.base.records import Comparison, Measurement
+from kernelloop.tune.select.confirm import stated
 
 POLICY = INTERPRETER_WALLCLOCK
 

@@ -1,4 +1,4 @@
-"""Tests of kernelloop.select.pareto on hand-made objective sets and real Trial records."""
+"""Tests of kernelloop.tune.select.pareto on hand-made objective sets and real Trial records."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import math
 
 import pytest
 
-from kernelloop.records import (
+from kernelloop.base.records import (
     BuildArtifact, BuildFailure, ErrorMetrics, Measurement, Stats, Status, TimingPolicy, Trial, Verdict,
 )
-from kernelloop.select import best_per_workload, front_for_workload, pareto_front, runner_up_per_workload
-from kernelloop.select.pareto import OBJECTIVES
+from kernelloop.tune.select import best_per_workload, front_for_workload, pareto_front, runner_up_per_workload
+from kernelloop.tune.select.pareto import OBJECTIVES
 
 # ---------------------------------------------------------------- pareto_front on plain dicts
 

@@ -1,4 +1,4 @@
-"""compute-sanitizer before a winner is confirmed (select/sanitize.py, loop.Controller._confirm): the small shape,
+"""compute-sanitizer before a winner is confirmed (tune/select/sanitize.py, loop.Controller._confirm): the small shape,
 a finding rejects the winner and the next fastest is confirmed, not_run is recorded and confirmation goes on.
 
 The tool is a stand-in script ($KERNELLOOP_COMPUTE_SANITIZER) that prints a recorded report
@@ -12,16 +12,16 @@ from pathlib import Path
 
 from rich.console import Console
 
-from kernelloop import api
-from kernelloop.archive import Archive
-from kernelloop.builtin import ops_dir
-from kernelloop.records import Candidate, Workload
-from kernelloop.report.terminal import render
-from kernelloop.select.sanitize import (INTERPRETER_REASON, SANITIZE_EVENT, default_sanitizer, rejected,
+from kernelloop.deliver import api
+from kernelloop.core.archive import Archive
+from kernelloop.base.builtin import ops_dir
+from kernelloop.base.records import Candidate, Workload
+from kernelloop.deliver.report.terminal import render
+from kernelloop.tune.select.sanitize import (INTERPRETER_REASON, SANITIZE_EVENT, default_sanitizer, rejected,
                                         sanitize_candidate)
-from kernelloop.spec import load_op
-from kernelloop.spec.loader import in_domain
-from kernelloop.verify.sanitizer import ERROR_EXIT, sanitize, small_workload
+from kernelloop.core.spec import load_op
+from kernelloop.core.spec.loader import in_domain
+from kernelloop.core.verify.sanitizer import ERROR_EXIT, sanitize, small_workload
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sanitizer"
 ON_A_DEVICE = functools.partial(sanitize, cuda_available=True, warm=False)
@@ -119,11 +119,11 @@ def test_no_sanitize_reaches_the_controller(monkeypatch, tmp_path):
     class Stop(RuntimeError):
         """Stops the command once the controller is reached."""
 
-    def capture(bundle, wls, opts, run_dir, **kw):   # the one way into the loop (loop/entry.py)
+    def capture(bundle, wls, opts, run_dir, **kw):   # the one way into the loop (tune/loop/entry.py)
         seen["opts"] = opts
         raise Stop("captured")
 
-    import kernelloop.loop as entry
+    import kernelloop.tune.loop as entry
     monkeypatch.setattr(entry, "run", capture)
     for flag, want in (("--no-sanitize", False), ("--sanitize", True)):
         r = CliRunner().invoke(app, ["optimize", "layernorm", "--device", "interpret", "--budget", "1",

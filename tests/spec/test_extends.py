@@ -1,4 +1,4 @@
-"""`extends` in spec.toml (kernelloop.spec.extends): the built-in extensions load as the specs they replaced, the
+"""`extends` in spec.toml (kernelloop.core.spec.extends): the built-in extensions load as the specs they replaced, the
 merge rule, the errors for a missing base or a cycle, and the hash that covers the whole chain."""
 
 import hashlib
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.builtin import ops_dir
-from kernelloop.spec import SpecError, load_op
-from kernelloop.spec.extends import merge
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.spec import SpecError, load_op
+from kernelloop.core.spec.extends import merge
 
 OPS = ops_dir()
 FROZEN = Path(__file__).parent / "fixtures" / "resolved_gemm_bias_specs.json"
@@ -135,12 +135,12 @@ def test_the_spec_hash_covers_the_base(ops_root):
 
 
 def test_the_manifest_and_the_workspace_record_the_chain(ops_root):
-    from kernelloop.agent.workspace import _op_files
-    from kernelloop.manifest import build_manifest
+    from kernelloop.deliver.agent.workspace import _op_files
+    from kernelloop.core.manifest import build_manifest
     b = load_op(_child(ops_root, "child", "base"))
     assert "../base/spec.toml" in _op_files(b) and "spec.toml" in _op_files(b)
-    from kernelloop.bench.policy import INTERPRETER_WALLCLOCK as policy
-    from kernelloop.records import Environment
+    from kernelloop.core.bench.policy import INTERPRETER_WALLCLOCK as policy
+    from kernelloop.base.records import Environment
     env = Environment(device="interpret", torch="", triton="", python="", host="")
     man = build_manifest(b, policy, policy, env, checks=1)
     assert man["spec_sha256"] == b.spec_hash

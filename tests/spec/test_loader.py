@@ -3,11 +3,11 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.builtin import ops_dir
-from kernelloop.records import DType, Workload
-from kernelloop.spec import SpecError, load_op, load_workloads
-from kernelloop.spec.space import expand, prune
-from kernelloop.device import device_properties
+from kernelloop.base.builtin import ops_dir
+from kernelloop.base.records import DType, Workload
+from kernelloop.core.spec import SpecError, load_op, load_workloads
+from kernelloop.core.spec.space import expand, prune
+from kernelloop.core.device import device_properties
 
 OPS = ops_dir()
 

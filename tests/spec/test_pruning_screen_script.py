@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kernelloop.replay.space_file import write_space_file
+from kernelloop.tune.replay.space_file import write_space_file
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,11 +1,11 @@
-"""kernelloop.spec.space.selected_space: the space `optimize` searches and `record` measures."""
+"""kernelloop.core.spec.space.selected_space: the space `optimize` searches and `record` measures."""
 
 
-from kernelloop.builtin import ops_dir
-from kernelloop.device import VIRTUAL_HOPPER
-from kernelloop.records import DType, Workload
-from kernelloop.spec import load_op
-from kernelloop.spec.space import prune, selected_space
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.device import VIRTUAL_HOPPER
+from kernelloop.base.records import DType, Workload
+from kernelloop.core.spec import load_op
+from kernelloop.core.spec.space import prune, selected_space
 
 
 

@@ -1,4 +1,4 @@
-"""Every kernel kernelloop ships or writes passes the allow-list (verify/rules/allow.py) and every other static rule:
+"""Every kernel kernelloop ships or writes passes the allow-list (core/verify/rules/allow.py) and every other static rule:
 the templates of every built-in op (gluon_kernel.py, swapab_kernel.py and the generated schedule_*.py included),
 the schedule lowering's output for every schedule of its library, and the fused templates with every epilogue
 translation the fusion's code generator can write."""
@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from kernelloop.builtin import ops_dir
-from kernelloop.fuse import codegen
-from kernelloop.fuse.opgen import TEMPLATE_FILE, _gemm_helpers, _template_text
-from kernelloop.fuse.plans import GEMM_ARGS
-from kernelloop.schedule.library import LIBRARY
-from kernelloop.schedule.lower import lower
-from kernelloop.spec import load_op
-from kernelloop.verify.rules import check_source
+from kernelloop.base.builtin import ops_dir
+from kernelloop.deliver.fuse import codegen
+from kernelloop.deliver.fuse.opgen import TEMPLATE_FILE, _gemm_helpers, _template_text
+from kernelloop.deliver.fuse.plans import GEMM_ARGS
+from kernelloop.tune.schedule.library import LIBRARY
+from kernelloop.tune.schedule.lower import lower
+from kernelloop.core.spec import load_op
+from kernelloop.core.verify.rules import check_source
 
 OPS = sorted(p.name for p in ops_dir().iterdir() if (p / "spec.toml").is_file())
 BUILTIN = [(op, name) for op in OPS for name in load_op(ops_dir() / op).template_sources]

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.bench.policy import COLD_L2_EVENTS
-from kernelloop.execute.evaluate import Evaluator, Timeouts
-from kernelloop.execute.pool import Worker
-from kernelloop.records import Candidate, Status, Workload
-from kernelloop.verify.rules import RULE_IDS, check_source
+from kernelloop.core.bench.policy import COLD_L2_EVENTS
+from kernelloop.core.execute.evaluate import Evaluator, Timeouts
+from kernelloop.core.execute.pool import Worker
+from kernelloop.base.records import Candidate, Status, Workload
+from kernelloop.core.verify.rules import RULE_IDS, check_source
 
 CHEATS = Path(__file__).resolve().parents[1] / "fixtures" / "cheats"
 MANIFEST: dict[str, dict] = tomllib.loads((CHEATS / "expected.toml").read_text())

@@ -4,7 +4,7 @@ an exported package -- each with its expected verdict; and the honest kernel of 
 sandbox and the ATen recorder.
 
 Candidates that the source rules would refuse run here with the rules off (as code the rules cannot see would):
-what is tested is the layer behind them (sandbox/policy.py, execute/aten.py, the verification battery, the
+what is tested is the layer behind them (core/sandbox/policy.py, core/execute/aten.py, the verification battery, the
 package's manifest).
 """
 
@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.bench.policy import COLD_L2_EVENTS, INTERPRETER_WALLCLOCK
-from kernelloop.builtin import ops_dir
-from kernelloop.device import device_properties
-from kernelloop.execute.evaluate import Evaluator, Timeouts
-from kernelloop.execute.pool import Worker
-from kernelloop.records import Candidate, Status, Workload
-from kernelloop.spec import load_op
-from kernelloop.spec.space import prune
-from kernelloop.verify.rules import check_source
+from kernelloop.core.bench.policy import COLD_L2_EVENTS, INTERPRETER_WALLCLOCK
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.device import device_properties
+from kernelloop.core.execute.evaluate import Evaluator, Timeouts
+from kernelloop.core.execute.pool import Worker
+from kernelloop.base.records import Candidate, Status, Workload
+from kernelloop.core.spec import load_op
+from kernelloop.core.spec.space import prune
+from kernelloop.core.verify.rules import check_source
 
 CHEATS = Path(__file__).resolve().parents[1] / "fixtures" / "cheats2"
 W = Workload(op="layernorm", axes={"M": 8, "N": 256}, dtype="fp32")
@@ -174,7 +174,7 @@ def launch(*args, **kwargs):
 def package_dir(tmp_path_factory, persistent_rmsnorm_runs):
     """A package exported from rmsnorm's persistent template pinned to PROGRAMS_PER_SM=1,num_warps=4,PREFETCH=0 on
     M 5 at N 256, fp16 (budget 1, no confirmation; tests/conftest.py runs it beside the other modules' runs)."""
-    from kernelloop.package.export import ExportOptions, export_package
+    from kernelloop.deliver.package.export import ExportOptions, export_package
     out = tmp_path_factory.mktemp("pkg2") / "p"
     export_package([persistent_rmsnorm_runs["tests/verify/test_cheat_gallery2.py"]],
                    ExportOptions(out=out, ops_root=ops_dir(), extend=["M=1:8"], interior=1))
@@ -186,7 +186,7 @@ def test_a_package_changed_after_export_refuses_to_load(package_dir, tmp_path, h
     import hashlib
     import json
 
-    from kernelloop.package import PackageError, load_package
+    from kernelloop.deliver.package import PackageError, load_package
     p = tmp_path / "p"
     shutil.copytree(package_dir, p)
     kernel = next((p / "ops/rmsnorm/kernels").iterdir())

@@ -1,16 +1,16 @@
-"""The degenerate-output check (verify/compare.py): constant or zero answers are WRONG_VALUES where the reference
+"""The degenerate-output check (core/verify/compare.py): constant or zero answers are WRONG_VALUES where the reference
 varies in the output's dtype; a reference that spans less than one unit in the last place of that dtype has a
 constant as its correctly rounded answer, which passes. Found by benchmarks/verify_stress.py: the honest tiled
 gemm_bias_gelu kernel was judged degenerate on a held-out 17x1x1 near-zero case."""
 
 import torch
 
-from kernelloop.builtin import ops_dir
-from kernelloop.records import Status, Workload
-from kernelloop.reference.inputs import make_inputs
-from kernelloop.reference.truth import truth
-from kernelloop.spec import load_op
-from kernelloop.verify.compare import check_outputs, is_degenerate
+from kernelloop.base.builtin import ops_dir
+from kernelloop.base.records import Status, Workload
+from kernelloop.core.reference.inputs import make_inputs
+from kernelloop.core.reference.truth import truth
+from kernelloop.core.spec import load_op
+from kernelloop.core.verify.compare import check_outputs, is_degenerate
 
 
 def _case(op: str, axes: dict, dtype: str, seed: int, dist: str):

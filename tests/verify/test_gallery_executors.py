@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
-from kernelloop.execute.evaluate import Timeouts
-from kernelloop.execute.executor import EvalContext
-from kernelloop.execute.ray_executor import ray_available
-from kernelloop.loop import RunOptions
-from kernelloop.loop.pipeline import Pipeline
-from kernelloop.records import Candidate, Status, Workload
+from kernelloop.core.bench.policy import INTERPRETER_WALLCLOCK
+from kernelloop.core.execute.evaluate import Timeouts
+from kernelloop.core.execute.executor import EvalContext
+from kernelloop.core.execute.ray_executor import ray_available
+from kernelloop.tune.loop import RunOptions
+from kernelloop.tune.loop.pipeline import Pipeline
+from kernelloop.base.records import Candidate, Status, Workload
 
 CHEATS = Path(__file__).resolve().parents[1] / "fixtures" / "cheats"
 MANIFEST = tomllib.loads((CHEATS / "expected.toml").read_text())

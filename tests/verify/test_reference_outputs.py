@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.builtin import ops_dir
-from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
-from kernelloop.execute.evaluate import Evaluator, Timeouts
-from kernelloop.execute.pool import Worker
-from kernelloop.records import Candidate, Status, Workload
-from kernelloop.spec import SpecError, load_op
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.bench.policy import INTERPRETER_WALLCLOCK
+from kernelloop.core.execute.evaluate import Evaluator, Timeouts
+from kernelloop.core.execute.pool import Worker
+from kernelloop.base.records import Candidate, Status, Workload
+from kernelloop.core.spec import SpecError, load_op
 
 SPEC = '''
 name = "pair"

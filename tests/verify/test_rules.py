@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.builtin import ops_dir
-from kernelloop.records import StaticRuleHit
-from kernelloop.spec import load_op
-from kernelloop.verify.rules import RULE_IDS, RULES, check_source
+from kernelloop.base.builtin import ops_dir
+from kernelloop.base.records import StaticRuleHit
+from kernelloop.core.spec import load_op
+from kernelloop.core.verify.rules import RULE_IDS, RULES, check_source
 
 ROOT = Path(__file__).resolve().parents[2]
 OPS = ops_dir()
@@ -141,7 +141,7 @@ def test_registry_has_the_issue_rules_each_with_a_rationale():
 
 
 def test_rules_keep_their_reporting_priority_whichever_family_module_registers_them():
-    from kernelloop.verify.rules import PRIORITY
+    from kernelloop.core.verify.rules import PRIORITY
     assert RULE_IDS == PRIORITY == ("library-op", "output-aliasing", "new-stream", "thread-or-process",
                                     "timing-access", "monkey-patch", "introspection", "file-or-env-access",
                                     "dynamic-code", "precision-downcast", "global-state", "try-except",
@@ -150,11 +150,11 @@ def test_rules_keep_their_reporting_priority_whichever_family_module_registers_t
 
 
 def test_the_manifest_hashes_every_module_of_the_static_rules():
-    import kernelloop.verify.rules as package
-    from kernelloop.manifest import VERIFIER_FILES
+    import kernelloop.core.verify.rules as package
+    from kernelloop.core.manifest import VERIFIER_FILES
     folder = Path(package.__file__).parent
     assert {f"verify/rules/{p.name}" for p in folder.glob("*.py")} <= set(VERIFIER_FILES)
-    assert "verify/rules/__init__.py" in VERIFIER_FILES
+    assert "core/verify/rules/__init__.py" in VERIFIER_FILES
 
 
 def test_hit_carries_rule_line_col_snippet_rationale_and_round_trips(specs):
@@ -564,7 +564,7 @@ def test_allowed_imports(specs):
      "dynamic-code"),
     ("@triton.jit\ndef _k(A, Y):\n    p = (A + 0).to(tl.pointer_type(tl.float32))\n    tl.store(Y, tl.load(p))\n",
      "introspection"),
-    ("import kernelloop.reference.truth\n", "disallowed-import"),
+    ("import kernelloop.core.reference.truth\n", "disallowed-import"),
     ("@triton.jit\ndef _j(x, y):\n    y.copy_(x)\n\n\ndef launch(x, weight, bias, y, *, eps):\n    _j.fn(x, y)\n",
      "torch-on-hot-path"),
     ("@triton.jit\ndef _j(x, y):\n    y.copy_(x)\n\n\ndef launch(x, weight, bias, y, *, eps):\n    _j(x, y)\n",

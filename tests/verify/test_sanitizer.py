@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.builtin import ops_dir
-from kernelloop.records import Status, Workload
-from kernelloop.spec import load_op
-from kernelloop.verify.sanitize_runner import FAILED_EXIT, LAUNCHED_MARK
-from kernelloop.verify.sanitizer import (ERROR_EXIT, command_line, judge, run_command, runner_command, runner_env,
+from kernelloop.base.builtin import ops_dir
+from kernelloop.base.records import Status, Workload
+from kernelloop.core.spec import load_op
+from kernelloop.core.verify.sanitize_runner import FAILED_EXIT, LAUNCHED_MARK
+from kernelloop.core.verify.sanitizer import (ERROR_EXIT, command_line, judge, run_command, runner_command, runner_env,
                                          sanitize, write_job)
-from kernelloop.verify.sanitizer_report import SanitizerReport, ToolRun, parse_report
+from kernelloop.core.verify.sanitizer_report import SanitizerReport, ToolRun, parse_report
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "sanitizer"
@@ -39,7 +39,7 @@ def test_command_lines(tmp_path):
         cmd = command_line(tool, job, "/opt/cuda/bin/compute-sanitizer", print_limit=7)
         assert cmd[:7] == ["/opt/cuda/bin/compute-sanitizer", "--tool", tool, "--error-exitcode", str(ERROR_EXIT),
                            "--print-limit", "7"]
-        assert cmd[-4:] == [sys.executable, "-m", "kernelloop.verify.sanitize_runner", str(job)]
+        assert cmd[-4:] == [sys.executable, "-m", "kernelloop.core.verify.sanitize_runner", str(job)]
     assert "--racecheck-report" in command_line("racecheck", job)
     with pytest.raises(ValueError, match="unknown"):
         command_line("leakcheck", job)
@@ -194,7 +194,7 @@ def test_runner_launches_once_in_the_interpreter(rmsnorm, tmp_path):
 @pytest.mark.xfail(strict=True, reason="on an H200 (torch 2.11, Triton 3.6, 2026-12-03) memcheck reported 0 errors for "
                    "the fixture's unmasked read past the rows' end: not yet explained")
 def test_memcheck_on_gpu(rmsnorm):
-    from kernelloop.verify.sanitizer import find_sanitizer
+    from kernelloop.core.verify.sanitizer import find_sanitizer
     if find_sanitizer() is None:
         pytest.skip("compute-sanitizer not installed")
     honest = sanitize(rmsnorm.template_sources["rowwise"], HONEST_CONFIG, rmsnorm.spec, W, tools=("memcheck",),

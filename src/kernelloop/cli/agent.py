@@ -29,8 +29,8 @@ def init(
     as_json: Annotated[bool, typer.Option("--json", help="Print the workspace manifest as JSON.")] = False,
 ) -> None:
     """Create a workspace: spec and reference copies for reading, the launch interface, baseline figures."""
-    from ..agent.workspace import WorkspaceError, init_workspace
-    from ..spec import SpecError
+    from ..deliver.agent.workspace import WorkspaceError, init_workspace
+    from ..core.spec import SpecError
     console = common.console(stderr=True)
     op = common.resolve_op(spec)
     target = out or Path(f"agent-{op.name if op.is_dir() else op.parent.name}-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -56,8 +56,8 @@ def status(
                                                          "command's --json).")] = True,
 ) -> None:
     """The workspace run's front, best kernel time per workload, counts and recent submissions (JSON)."""
-    from ..agent.status import workspace_status
-    from ..agent.workspace import WorkspaceError
+    from ..deliver.agent.status import workspace_status
+    from ..deliver.agent.workspace import WorkspaceError
     try:
         print(json.dumps(workspace_status(workspace, device), indent=2))
     except WorkspaceError as e:
@@ -89,14 +89,14 @@ def llm(
     as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
 ) -> None:
     """Run the loop with the LLM proposer (planner, coder, debugger); every call is recorded under RUN/llm."""
-    from .. import api
-    from ..archive import Archive, ArchiveError
-    from ..loop import Budget, RunOptions
-    from ..manifest import ManifestChanged
-    from ..loop.llm import run_llm
-    from ..propose.llm import LLMBudget, LLMConfigError, ReplayMiss, render_llm
-    from ..report.terminal import render
-    from ..spec import SpecError, load_op, load_workloads
+    from ..deliver import api
+    from ..core.archive import Archive, ArchiveError
+    from ..tune.loop import Budget, RunOptions
+    from ..core.manifest import ManifestChanged
+    from ..tune.loop.llm import run_llm
+    from ..tune.propose.llm import LLMBudget, LLMConfigError, ReplayMiss, render_llm
+    from ..deliver.report.terminal import render
+    from ..core.spec import SpecError, load_op, load_workloads
     console = common.console(stderr=as_json)
     try:
         bundle = load_op(common.resolve_op(spec))

@@ -18,13 +18,13 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from ..device import VIRTUAL_HOPPER, cuda_available, device_properties
-from ..replay.space_file import read_space_document
-from ..spec import SpecError, load_op, load_workloads
-from ..build.aot import build_configs
-from ..search.encoding import config_key
-from ..search.prune_audit import audit, outcomes_of, top_share
-from ..spec.space import expand
+from ..core.device import VIRTUAL_HOPPER, cuda_available, device_properties
+from ..tune.replay.space_file import read_space_document
+from ..core.spec import SpecError, load_op, load_workloads
+from ..core.build.aot import build_configs
+from ..tune.search.encoding import config_key
+from ..tune.search.prune_audit import audit, outcomes_of, top_share
+from ..core.spec.space import expand
 from . import common
 from .common import esc
 

@@ -3,7 +3,7 @@
 
 Runs a model once and prints its operator cards (module class, how many paths, calls, the kernelloop op with its
 axes or the reason there is none) and the to-do list (the ATen overloads outside mapped cards, by device time when
-profiled, else by count). MODEL is a built-in tiny model (kernelloop.capture.models.MODELS: llama-tiny, qwen2-tiny,
+profiled, else by count). MODEL is a built-in tiny model (kernelloop.deliver.capture.models.MODELS: llama-tiny, qwen2-tiny,
 gpt2-tiny; they need the `models` extra) or `module.path:factory` / `path/to/file.py:factory`, a callable returning
 (model, example_inputs), example_inputs being ONE call's arguments: a tensor (the model is called as model(x)), a
 tuple of positional arguments (model(*example_inputs)) or a dict of keyword arguments (capture only; `fuse` exports
@@ -31,10 +31,10 @@ from rich.console import Console
 from rich.table import Table
 from torch.utils._pytree import tree_leaves, tree_map
 
-from ..capture import CaptureError, CaptureReport, write_workloads
-from ..capture import capture as run_capture
-from ..capture.mapping import default_ops_root
-from ..records.spec import DType
+from ..deliver.capture import CaptureError, CaptureReport, write_workloads
+from ..deliver.capture import capture as run_capture
+from ..deliver.capture.mapping import default_ops_root
+from ..base.records.spec import DType
 from . import common
 from .common import ExitCode, esc
 from .model_args import BatchOpt, DtypeOpt, JsonOpt, ModelArg, SeedOpt, SeqOpt, require_dtype
@@ -80,7 +80,7 @@ def load_model(spec: str, *, device: str, dtype: str | None, seed: int, batch: i
     says what is wrong. dtype None: a factory is not offered one (its own default holds), a built-in model is bf16."""
     torch_dtype = getattr(torch, DType(dtype or "bf16").torch_name)
     if ":" not in spec:
-        from ..capture.models import MODELS
+        from ..deliver.capture.models import MODELS
         if spec not in MODELS:
             raise ModelError(f"unknown model {spec!r}: the built-in ones are {', '.join(MODELS)}; or give "
                              f"module.path:factory")

@@ -1,4 +1,4 @@
-"""Shared CLI helpers: exit codes, op resolution (budgets: kernelloop.api.parse_budget)."""
+"""Shared CLI helpers: exit codes, op resolution (budgets: kernelloop.deliver.api.parse_budget)."""
 
 from __future__ import annotations
 
@@ -52,15 +52,15 @@ def esc(value: object) -> str:
 
 
 def resolve_op(spec: str) -> Path:
-    """An op folder, a spec.toml, an op name under ./ops, or a built-in op's name (`kernelloop.builtin`)."""
-    from ..builtin import resolve_op as _resolve
+    """An op folder, a spec.toml, an op name under ./ops, or a built-in op's name (`kernelloop.base.builtin`)."""
+    from ..base.builtin import resolve_op as _resolve
     return _resolve(spec)  # a name that is none of these: load_op reports 'file not found' naming it
 
 
 def resolve_path(path: Path | None) -> Path | None:
     """A file argument (e.g. --workloads): as given, or `ops/<name>/FILE` of a built-in op when that path does not
     exist here."""
-    from ..builtin import resolve_path as _resolve
+    from ..base.builtin import resolve_path as _resolve
     return None if path is None else _resolve(path)
 
 
@@ -69,7 +69,7 @@ def archive_path(run: Path, console) -> Path:
     exits with BAD_INPUT, saying so, when there is none."""
     path = run / "archive.sqlite" if run.is_dir() else run
     if run.is_dir() and not path.is_file():
-        from ..agent.workspace import MANIFEST, Workspace, WorkspaceError
+        from ..deliver.agent.workspace import MANIFEST, Workspace, WorkspaceError
         try:
             if (run / MANIFEST).is_file():
                 path = Workspace.load(run).run_dir() / "archive.sqlite"
@@ -83,9 +83,9 @@ def archive_path(run: Path, console) -> Path:
 
 
 def fixed_parameters(text: str | None, bundle, templates: list[str] | None) -> dict[str, str] | None:
-    """The parsed --fix of `optimize` and `record` (NAME: value text): `kernelloop.api.check_fixed` with the flag's
+    """The parsed --fix of `optimize` and `record` (NAME: value text): `kernelloop.deliver.api.check_fixed` with the flag's
     name in its messages, as a BadParameter."""
-    from .. import api
+    from ..deliver import api
     try:
         return api.check_fixed(text, bundle, templates, flag="--fix")
     except api.UsageError as e:

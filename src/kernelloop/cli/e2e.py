@@ -66,9 +66,9 @@ def e2e(
         os.environ["TRITON_INTERPRET"] = "1"   # interpreter-verified kernels run on CPU tensors
     else:
         os.environ.pop("TRITON_INTERPRET", None)
-    from ..integrate.e2e import ModelCallError, Tolerance, e2e as run_e2e, save
-    from ..package import PackageError, load_package
-    from ..package.signing import SigningError
+    from ..deliver.integrate.e2e import ModelCallError, Tolerance, e2e as run_e2e, save
+    from ..deliver.package import PackageError, load_package
+    from ..deliver.package.signing import SigningError
     if allow_unsigned:
         console.print("[yellow]--allow-unsigned: an unsigned or untrusted package's code will run[/yellow]")
     try:
@@ -102,7 +102,7 @@ def e2e(
 def _model(console, spec: str, pkg, device: str, dtype: str | None, **shape):
     """The model and one call's positional arguments (a tuple), the dtype the package's kernels take unless
     --dtype says; exits BAD_INPUT when the model cannot be had or is not what the package serves."""
-    from ..integrate.e2e import mismatch
+    from ..deliver.integrate.e2e import mismatch
     from .capture import ModelError, load_model
     dtypes = sorted({e.guard.dtype.value for k in pkg.kernels.values() for e in k.table.entries})
     if dtype is None and len(dtypes) == 1:

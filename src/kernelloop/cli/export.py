@@ -9,10 +9,10 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from ..archive import ArchiveError
-from ..package.build import ExportError
-from ..package.guards import describe
-from ..package.signing import SigningError
+from ..core.archive import ArchiveError
+from ..deliver.package.build import ExportError
+from ..deliver.package.guards import describe
+from ..deliver.package.signing import SigningError
 from . import common
 from .common import esc
 
@@ -55,7 +55,7 @@ def export(
     as_json: Annotated[bool, typer.Option("--json", help="Print the manifest and tables as JSON.")] = False,
 ) -> None:
     """Write a self-contained package: kernels, dispatch tables with proved guards, hashes, the audit trail."""
-    from ..package.export import ExportOptions, export_package
+    from ..deliver.package.export import ExportOptions, export_package
     console = common.console(stderr=as_json)
     opts = ExportOptions(out=out, name=name, version=version, ops_root=ops, extend=list(extend or []), ranges=not exact,
                          interior=interior, seed=seed, keep_slower=keep_slower,

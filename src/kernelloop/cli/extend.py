@@ -22,7 +22,7 @@ Subset = Annotated[str, typer.Option(help="'ci' (the subset CI runs) or 'full' (
 
 def _ledger(ledger: Optional[Path], console) -> Path:
     """--ledger, else the repository's ledger; BAD_INPUT outside a clone of the repository."""
-    from ..extend import repository_ledger
+    from ..deliver.extend import repository_ledger
     path = ledger or repository_ledger()
     if path is None:
         common.bad_argument(console, "--ledger: kernelloop is not run from a clone of its repository, so there is no "
@@ -31,7 +31,7 @@ def _ledger(ledger: Optional[Path], console) -> Path:
 
 
 def _verdicts(subset: str, ops: Optional[list[str]], jobs: int):
-    from ..extend import run_tasks, task_set
+    from ..deliver.extend import run_tasks, task_set
     if subset not in ("ci", "full"):
         raise typer.BadParameter("--subset is 'ci' or 'full'")
     with tempfile.TemporaryDirectory(prefix="kernelloop-extend-") as d:
@@ -65,7 +65,7 @@ def check(name: Annotated[str, typer.Option(help="The extension's name.")],
           as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Run the task set with the change and compare with the baseline: refused (exit 1) when any verdict regresses.
     The extension and its effect go to the ledger either way."""
-    from ..extend import Extension, TaskVerdict, check_extension, record
+    from ..deliver.extend import Extension, TaskVerdict, check_extension, record
     console = common.console(stderr=as_json, emoji=False)
     ledger = _ledger(ledger, console)
     try:
@@ -90,7 +90,7 @@ def check(name: Annotated[str, typer.Option(help="The extension's name.")],
 @extend_app.command("ledger")
 def show_ledger(ledger: Ledger = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """The rules learned: every extension checked, accepted or refused, with its effect."""
-    from ..extend import ledger_entries
+    from ..deliver.extend import ledger_entries
     console = common.console(stderr=as_json, emoji=False)
     ledger = _ledger(ledger, console)
     try:

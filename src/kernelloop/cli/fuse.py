@@ -18,8 +18,8 @@ import typer
 from rich.table import Table
 from typer.core import TyperGroup
 
-from ..capture.records import CaptureReport
-from ..records.device import Device
+from ..deliver.capture.records import CaptureReport
+from ..base.records.device import Device
 from . import common
 from .common import ExitCode, esc
 from .capture import ModelError, load_model
@@ -54,7 +54,7 @@ def discover(
     as_json: JsonOpt = False,
 ) -> None:
     """Find fusion candidates in a model's exported graph and rank them by the bytes they save."""
-    from ..fuse import discover as run_discover
+    from ..deliver.fuse import discover as run_discover
     console, err = common.console(), common.console(stderr=True)
 
     require_dtype(err, dtype)
@@ -154,7 +154,7 @@ def run(
     import os
     import sys as _sys
     console, err = common.console(stderr=as_json), common.console(stderr=True)
-    from ..api import UsageError, check_strategy, parse_budget, resolve_device
+    from ..deliver.api import UsageError, check_strategy, parse_budget, resolve_device
 
     def bad(msg: str) -> None:
         common.bad_argument(err, msg)
@@ -169,7 +169,7 @@ def run(
         bad(str(e))
     from typing import get_args
 
-    from ..fuse.plans import Kind
+    from ..deliver.fuse.plans import Kind
     kinds = get_args(Kind)
     pins = {}
     for f in fix or []:
@@ -177,8 +177,8 @@ def run(
         if not sep or kind not in kinds or "=" not in assign:
             bad(f"--fix {f!r}: use KIND:NAME=V[,NAME=V], KIND one of {', '.join(kinds)}")
         pins[kind] = assign
-    from ..fuse.plans import check_families
-    from ..fuse.table import PatternTable
+    from ..deliver.fuse.plans import check_families
+    from ..deliver.fuse.table import PatternTable
     try:
         check_families(family)
     except ValueError as e:
@@ -192,7 +192,7 @@ def run(
         if "triton" in _sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
             bad("Triton was imported before the interpreter could be chosen")
         os.environ["TRITON_INTERPRET"] = "1"
-    from ..fuse import FuseError, fuse
+    from ..deliver.fuse import FuseError, fuse
     examples, net = [], None
     for b, q in dims:
         try:

@@ -25,8 +25,8 @@ def gaps(
 
     from rich.markup import escape
 
-    from ..archive import Archive, ArchiveError
-    from ..gaps import rank
+    from ..core.archive import Archive, ArchiveError
+    from ..tune.gaps import rank
     console = common.console(stderr=as_json, emoji=False)
     paths = [common.archive_path(r, console) for r in runs]
     with ExitStack() as stack:

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from ..records import DType
+from ..base.records import DType
 from . import common
 
 gate_app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -20,7 +20,7 @@ gate_app = typer.Typer(add_completion=False, no_args_is_help=True,
 def _target_run(archive_file: Path, run_id: str | None, op: str, console) -> str:
     """The run of the archive a decision goes under: --run-id, else the newest run; BAD_INPUT when it is not in the
     archive or is a run of another op (exit 3 when the archive cannot be read)."""
-    from ..archive import Archive, ArchiveError
+    from ..core.archive import Archive, ArchiveError
     try:
         with Archive(archive_file, readonly=True) as a:
             runs = a.runs()
@@ -50,7 +50,7 @@ def _resources(decision) -> str:
 
 @gate_app.command("check")
 def check(
-    candidate: Annotated[Path, typer.Argument(help="A candidate JSON (kernelloop.records.Candidate).")],
+    candidate: Annotated[Path, typer.Argument(help="A candidate JSON (kernelloop.base.records.Candidate).")],
     workload: Annotated[str, typer.Option(help="The workload's axes, every axis of the op, e.g. "
                                                "'M=4096,N=4096,K=4096'.")],
     dtype: Annotated[DType, typer.Option()] = DType.fp16,
@@ -61,13 +61,13 @@ def check(
 ) -> None:
     """The static gate on one candidate: its schedule's checks, then its ahead-of-time sm_90 build against the
     device's limits and its declared budget (exit 1 when rejected; 2 on bad input, before any build)."""
-    from ..archive import Archive
-    from ..builtin import resolve_op
-    from ..gate import gate_candidate, record_decision
-    from ..ptx.recover import parse_axes
-    from ..records import Candidate, Workload
-    from ..spec import load_op
-    from ..spec.loader import workload_misfit
+    from ..core.archive import Archive
+    from ..base.builtin import resolve_op
+    from ..tune.gate import gate_candidate, record_decision
+    from ..tune.ptx.recover import parse_axes
+    from ..base.records import Candidate, Workload
+    from ..core.spec import load_op
+    from ..core.spec.loader import workload_misfit
     console = common.console(stderr=as_json, emoji=False)
     try:
         cand = Candidate.from_json(candidate.read_text())
@@ -122,8 +122,8 @@ def precision_cmd(
 ) -> None:
     """The gate's decisions archived by a run against the verdicts of the same (candidate, workload): passed, then
     failed (by status); rejected in audit mode, yet PASSED; rejections by check."""
-    from ..archive import Archive, ArchiveError
-    from ..gate import precision
+    from ..core.archive import Archive, ArchiveError
+    from ..tune.gate import precision
     console = common.console(emoji=False)
     path = common.archive_path(run, console)
     try:

@@ -1,4 +1,4 @@
-"""`kernelloop keys`: the user's package signing key and the trust store of public keys (package/signing.py)."""
+"""`kernelloop keys`: the user's package signing key and the trust store of public keys (deliver/package/signing.py)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def _fail(e: Exception) -> None:
 def generate(force: Annotated[bool, typer.Option("--force", help="Replace an existing key.")] = False,
              as_json: JSON = False) -> None:
     """Generate the signing key `export` signs packages with."""
-    from ..package.signing import SigningError, generate_key, key_id, read_public
+    from ..deliver.package.signing import SigningError, generate_key, key_id, read_public
     try:
         path = generate_key(force=force)
     except SigningError as e:
@@ -50,7 +50,7 @@ def generate(force: Annotated[bool, typer.Option("--force", help="Replace an exi
 @keys_app.command("show")
 def show(as_json: JSON = False) -> None:
     """The signing key's files and id, and the trusted public keys."""
-    from ..package.signing import PUB_FILE, SigningError, signing_dir, trusted_keys
+    from ..deliver.package.signing import PUB_FILE, SigningError, signing_dir, trusted_keys
     try:
         trusted = sorted(trusted_keys())
     except SigningError as e:
@@ -65,7 +65,7 @@ def trust(pubkey: Annotated[Path, typer.Argument(help="A public key file (PEM, a
                                                       "64 hex digits).")],
           as_json: JSON = False) -> None:
     """Accept packages signed with this public key."""
-    from ..package.signing import SigningError, trust as add
+    from ..deliver.package.signing import SigningError, trust as add
     try:
         _emit({"trusted": str(add(pubkey))}, as_json)
     except SigningError as e:

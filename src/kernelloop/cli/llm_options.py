@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 if TYPE_CHECKING:
-    from ..propose.llm import LLMConfig
+    from ..tune.propose.llm import LLMConfig
 
 LlmConfigOpt = Annotated[Optional[Path], typer.Option(
     "--config", help="LLM config TOML (\\[llm] provider, model, base_url, api_key_env; \\[prices.MODEL]); "
@@ -35,7 +35,7 @@ def llm_config(config: Path | None, provider: str | None = None, model: str | No
     """The LLM settings: the file (or $KERNELLOOP_LLM_CONFIG), the KERNELLOOP_LLM_* variables, then the options
     given; with `replay` (a recording), the provider and model its calls were made with unless the options name
     them. Raises LLMConfigError on a missing or bad setting (NO_MODEL when no provider or model is given)."""
-    from ..propose.llm import LLMConfigError, load_llm_config
+    from ..tune.propose.llm import LLMConfigError, load_llm_config
     if replay is not None:
         recorded = _recorded_models(replay)
         if len(recorded) > 1 and not (provider and model):
@@ -56,7 +56,7 @@ def llm_config(config: Path | None, provider: str | None = None, model: str | No
 def _recorded_models(folder: Path) -> set[tuple[str, str]]:
     """The (provider, model) pairs of the calls recorded in `folder` (a cassette); LLMConfigError when there is no
     recording there."""
-    from ..propose.llm import Cassette, LLMConfigError
+    from ..tune.propose.llm import Cassette, LLMConfigError
     try:
         exchanges = Cassette(folder, "replay").exchanges()
     except (OSError, ValueError) as e:

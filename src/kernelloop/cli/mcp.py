@@ -13,5 +13,5 @@ def mcp(
     device: Annotated[Optional[str], typer.Option(help="cuda or interpret (default: the workspace's).")] = None,
 ) -> None:
     """Run the MCP server on stdin/stdout (for Claude Code, Codex and other MCP clients)."""
-    from ..agent.mcp_server import serve
+    from ..deliver.agent.mcp_server import serve
     serve(workspace, device)

@@ -28,7 +28,7 @@ class OpEntry(BaseModel):
 
 def list_ops(root: Path) -> list[OpEntry]:
     """Every folder of `root` with a spec.toml, loaded and validated, sorted by name."""
-    from ..spec import SpecError, load_op
+    from ..core.spec import SpecError, load_op
     out = []
     for folder in sorted(p for p in root.iterdir() if (p / "spec.toml").is_file()):
         files = sorted(f.name for f in folder.glob("workloads*.toml"))
@@ -50,7 +50,7 @@ def ops(
     as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
 ) -> None:
     """List the built-in ops (or the op folders under FOLDER): name, dtypes, templates, workload files."""
-    from ..builtin import ops_dir
+    from ..base.builtin import ops_dir
     console = common.console(stderr=as_json)
     root = folder if folder is not None else ops_dir()
     if not root.is_dir():

@@ -8,15 +8,16 @@ from typing import Annotated, Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .. import api, loop
-from ..archive import Archive, ArchiveError
-from ..loop import PLANNER, strategy_names
-from ..loop.checks import CLI_NAMES
-from ..manifest import ManifestChanged
-from ..search import DEFAULT_STRATEGY
-from ..report.terminal import INTERPRETER_BANNER, render
-from ..spec import SpecError, load_op
-from ..spec.start import StartError
+from ..deliver import api
+from ..tune import loop
+from ..core.archive import Archive, ArchiveError
+from ..tune.loop import PLANNER, strategy_names
+from ..tune.loop.checks import CLI_NAMES
+from ..core.manifest import ManifestChanged
+from ..tune.search import DEFAULT_STRATEGY
+from ..deliver.report.terminal import INTERPRETER_BANNER, render
+from ..core.spec import SpecError, load_op
+from ..core.spec.start import StartError
 from . import common
 from .common import esc
 
@@ -128,7 +129,7 @@ def optimize(
 
 
 def _run(plan: "api.Plan", console, as_json: bool):
-    """`kernelloop.loop.run` under a progress bar; the RunResult, or the exit code of why it stopped."""
+    """`kernelloop.tune.loop.run` under a progress bar; the RunResult, or the exit code of why it stopped."""
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("passed {task.fields[passed]}"), TextColumn("{task.fields[best]}"),
                   TimeElapsedColumn(), console=console, transient=as_json) as bar:

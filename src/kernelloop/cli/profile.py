@@ -17,7 +17,7 @@ RUN/profiles/, archives the reports, then prints as above. Exit codes: 0 done; 1
 profiled (its notes say why); 2 bad input (run, trial, baseline name, op folder); 3 no ncu or no CUDA GPU here,
 or the archive could not be read or written.
 
-The records are `kernelloop.profile.explain`, profiling on demand `kernelloop.profile.on_demand`; this module is the
+The records are `kernelloop.tune.profile.explain`, profiling on demand `kernelloop.tune.profile.on_demand`; this module is the
 command and its terminal view.
 """
 
@@ -31,10 +31,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..archive import Archive, ArchiveError
-from ..profile.explain import (BUILTIN_BASELINES, NO_BASELINE_PROFILE, NO_PROFILE, baseline_record, first_run,
+from ..core.archive import Archive, ArchiveError
+from ..tune.profile.explain import (BUILTIN_BASELINES, NO_BASELINE_PROFILE, NO_PROFILE, baseline_record, first_run,
                                profile_summary, recorded_baselines, trial_record)
-from ..profile.on_demand import NcuUnavailable, ncu_problems, run_ncu_profiles
+from ..tune.profile.on_demand import NcuUnavailable, ncu_problems, run_ncu_profiles
 from . import common
 from .common import esc
 

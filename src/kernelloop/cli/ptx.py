@@ -36,7 +36,7 @@ def recover(
     as_json: Annotated[bool, typer.Option("--json", help="Print the Recovery record as JSON (without PTX/cubin).")] = False,
 ) -> None:
     """Recover the PTX and metadata of every kernel PATH holds, re-assemble it with Triton's ptxas and compare."""
-    from ..ptx.recover import recover as run
+    from ..tune.ptx.recover import recover as run
     console = common.console(stderr=as_json, soft_wrap=True)
     if not path.exists():
         common.bad_argument(console, f"{path} does not exist")
@@ -78,8 +78,8 @@ def recover(
 def _workload(path: Path, text: str | None, dtype: str, console):
     """--workload of a candidate JSON, checked against its op's axes and dtypes (exits BAD_INPUT naming what is
     missing or unknown); for other targets its axes as given; None without --workload."""
-    from ..ptx.recover import parse_axes, parse_workload
-    from ..records import Candidate, Workload
+    from ..tune.ptx.recover import parse_axes, parse_workload
+    from ..base.records import Candidate, Workload
     if not text:
         return None
     try:
@@ -146,8 +146,8 @@ class LlmArgs:
 
 def _llm_proposer(args: LlmArgs, path: Path, out: Path | None, console):
     """The LLM's PTX proposer with its client and recording; exits BAD_INPUT on a bad setting."""
-    from ..propose.llm import Cassette, LLMClient, LLMConfigError, make_provider
-    from ..propose.llm.ptx import LlmPtxProposer, load_ptx_prompts
+    from ..tune.propose.llm import Cassette, LLMClient, LLMConfigError, make_provider
+    from ..tune.propose.llm.ptx import LlmPtxProposer, load_ptx_prompts
     folder = args.replay or (out / "llm" if out is not None else path / "llm-ptx" if path.is_dir() else None)
     try:
         if folder is None:
@@ -168,8 +168,8 @@ def _llm_proposer(args: LlmArgs, path: Path, out: Path | None, console):
 def _stages(path: Path, workload: str | None, dtype: str, rules: str | None, out: Path | None, as_json: bool,
             prove: bool, time_it: bool, executor: str = "gpu", checks: int = 8, max_proofs: int | None = None,
             seed: int = 0, profile: Path | None = None, llm: LlmArgs | None = None) -> None:
-    from ..propose.llm import ReplayMiss
-    from ..ptx.pipeline import Options, PtxError, prove_target, targets, work
+    from ..tune.propose.llm import ReplayMiss
+    from ..tune.ptx.pipeline import Options, PtxError, prove_target, targets, work
     console = common.console(stderr=as_json, soft_wrap=True)
     if not path.exists():
         console.print(f"[red]bad argument:[/red] {esc(path)} does not exist")
@@ -190,7 +190,7 @@ def _stages(path: Path, workload: str | None, dtype: str, rules: str | None, out
     try:
         found = targets(path, w)
         if profile is not None:
-            from ..profile.source_page import read_source_csv
+            from ..tune.profile.source_page import read_source_csv
             opts.profile, opts.profile_from = read_source_csv(profile), str(profile)
     except (PtxError, ValueError, OSError) as e:   # NcuParseError is a ValueError
         console.print(f"[red]bad argument:[/red] {esc(e)}")
@@ -207,8 +207,8 @@ def _stages(path: Path, workload: str | None, dtype: str, rules: str | None, out
             console.print(f"[red]bad argument:[/red] {esc(e)}")
             raise typer.Exit(common.BAD_INPUT)
         if t.run_dir is not None and accepted:
-            from ..ptx.archive import put_candidate
-            from ..ptx.pipeline import open_archive
+            from ..tune.ptx.archive import put_candidate
+            from ..tune.ptx.pipeline import open_archive
             archive = open_archive(t.run_dir)
             try:
                 for kernel, check in accepted:
@@ -319,8 +319,8 @@ def time_(path: Target, workload: WorkloadOpt = None, dtype: Annotated[str, type
 @ptx_app.command("show")
 def show(run: Annotated[Path, typer.Argument(help="A run folder.")], as_json: JsonOpt = False) -> None:
     """The run's archived PTX-level edits (parent, rule, diff size) and their proofs."""
-    from ..archive import Archive
-    from ..ptx.archive import candidates, diff, proofs
+    from ..core.archive import Archive
+    from ..tune.ptx.archive import candidates, diff, proofs
     console = common.console(stderr=as_json, soft_wrap=True)
     path = run / "archive.sqlite"
     if not path.is_file():

@@ -15,13 +15,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..device import cuda_available, device_properties, environment
-from ..records import Candidate, Status
-from ..records.device import Device
-from ..replay.space_file import FORMAT, read_space_document, write_space_file
-from ..search.encoding import config_key
-from ..spec import SpecError, load_op, load_workloads
-from ..spec.space import selected_space
+from ..core.device import cuda_available, device_properties, environment
+from ..base.records import Candidate, Status
+from ..base.records.device import Device
+from ..tune.replay.space_file import FORMAT, read_space_document, write_space_file
+from ..tune.search.encoding import config_key
+from ..core.spec import SpecError, load_op, load_workloads
+from ..core.spec.space import selected_space
 from . import common
 from .common import esc
 
@@ -37,7 +37,7 @@ def record(
     checks: Annotated[int, typer.Option(min=1, help="Verification runs per configuration.")] = 1,
     shard: Annotated[Optional[str], typer.Option(
         help="I/N: measure only every N-th configuration from the I-th (0-based), e.g. one shard per GPU; "
-             "`kernelloop.replay.merge_spaces` (and benchmarks/planner_vs_exhaustive.py) join the shard files.")] = None,
+             "`kernelloop.tune.replay.merge_spaces` (and benchmarks/planner_vs_exhaustive.py) join the shard files.")] = None,
     template: Annotated[Optional[list[str]], typer.Option(
         help="Record only this template of the spec (repeatable; default: every template).")] = None,
     fix: Annotated[Optional[str], typer.Option(
@@ -54,9 +54,9 @@ def record(
                        ] = False,
 ) -> None:
     """Build, verify and time every configuration of the pruned space on every workload; write a space file."""
-    from ..bench.policy import policies_for
-    from ..execute.evaluate import Evaluator
-    from ..execute.pool import Worker, job_root
+    from ..core.bench.policy import policies_for
+    from ..core.execute.evaluate import Evaluator
+    from ..core.execute.pool import Worker, job_root
 
     console = common.console(stderr=as_json)
     if Device.of(device).is_cuda and not cuda_available():

@@ -16,9 +16,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..replay import load_space, replay as replay_run
-from ..replay.metrics import evals_to_within, fraction_of_optimum, methodology_score
-from ..search import DEFAULT_STRATEGY, STRATEGIES
+from ..tune.replay import load_space, replay as replay_run
+from ..tune.replay.metrics import evals_to_within, fraction_of_optimum, methodology_score
+from ..tune.search import DEFAULT_STRATEGY, STRATEGIES
 from . import common
 from .common import esc
 
@@ -70,7 +70,7 @@ def replay(
         for seed in range(seeds):
             if name.startswith("kt:"):
                 try:
-                    from ..replay.external import kernel_tuner_run, plain_cache
+                    from ..tune.replay.external import kernel_tuner_run, plain_cache
                     with plain_cache(space) as plain:
                         traj = kernel_tuner_run(plain, sp, name[3:], seed, budget)
                 except ImportError as e:
@@ -134,8 +134,8 @@ def _render(results: list[dict], console: Console) -> None:
 
 
 def _shapes(space: Path, as_json: bool, console: Console) -> None:
-    from ..replay.space_file import read_space_document
-    from ..report.shapes import shape_robustness
+    from ..tune.replay.space_file import read_space_document
+    from ..deliver.report.shapes import shape_robustness
     try:
         doc = read_space_document(space)
         rep = shape_robustness(doc)

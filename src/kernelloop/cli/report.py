@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ..archive import ArchiveError
+from ..core.archive import ArchiveError
 from . import common
 from .common import esc
 
@@ -26,7 +26,7 @@ def report(
     console = common.console(stderr=as_json)
     path = common.archive_path(run, console)
     try:
-        from ..report.html import write_report
+        from ..deliver.report.html import write_report
     except ImportError as e:   # matplotlib or jinja2 missing
         console.print(f"[red]kernelloop report needs matplotlib and jinja2:[/red] {esc(e)}. "
                       "Install them with: python3 -m pip install 'kernelloop[report]'")

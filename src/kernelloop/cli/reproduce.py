@@ -1,5 +1,5 @@
 """`kernelloop reproduce RUN [TRIAL]`: re-measure an archived winner cold in a fresh worker process and say whether it
-reproduces within the interval stated with it (select/reproduce.py, docs/timing.md)."""
+reproduces within the interval stated with it (tune/select/reproduce.py, docs/timing.md)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Annotated
 
 import typer
 
-from ..archive import Archive, ArchiveError
-from ..select.reproduce import ReproduceError, reproduce as run_reproduce
-from ..spec import load_op
-from ..spec.loader import SpecError
+from ..core.archive import Archive, ArchiveError
+from ..tune.select.reproduce import ReproduceError, reproduce as run_reproduce
+from ..core.spec import load_op
+from ..core.spec.loader import SpecError
 from . import common
 from .common import esc
 

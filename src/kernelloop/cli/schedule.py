@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from ..records import DType
+from ..base.records import DType
 from . import common
 
 schedule_app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -17,9 +17,9 @@ schedule_app = typer.Typer(add_completion=False, no_args_is_help=True,
 
 
 def _load(name_or_file: str, config: str | None = None):
-    from ..schedule.lower import schedule_of
-    from ..schedule.patch import EditInvalid, base_schedule
-    from ..schedule.records import Schedule
+    from ..tune.schedule.lower import schedule_of
+    from ..tune.schedule.patch import EditInvalid, base_schedule
+    from ..tune.schedule.records import Schedule
     path = Path(name_or_file)
     if path.is_file():
         text = path.read_text()
@@ -39,7 +39,7 @@ def _load(name_or_file: str, config: str | None = None):
 def _parameters(sched, text: str) -> dict[str, int | str]:
     """--config 'NAME=VALUE,...' as the parameters `Schedule.bind` sets: integers for its numbers, text for EPILOGUE;
     ValueError naming the known parameters for any other name."""
-    from ..spec.start import StartError, parse_assignments
+    from ..core.spec.start import StartError, parse_assignments
     try:
         pairs = parse_assignments(text)
     except StartError as e:
@@ -86,7 +86,7 @@ def lower_cmd(name: Name, config: Config = None,
               out: Annotated[Optional[Path], typer.Option(help="Write the source here (default: print).")] = None
               ) -> None:
     """Lower the schedule to a Gluon template module."""
-    from ..schedule.lower import NotLowerable, lower
+    from ..tune.schedule.lower import NotLowerable, lower
     console = common.console(stderr=True, emoji=False)
     try:
         text = lower(_load(name, config))
@@ -103,9 +103,9 @@ def lower_cmd(name: Name, config: Config = None,
 def write(check: Annotated[bool, typer.Option("--check", help="Only say whether the files are up to date.")] = False,
           as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """(Re)generate ops/gemm's schedule_*.py from the library's schedules."""
-    from ..builtin import ops_dir
-    from ..schedule.library import GENERATED_FILES, LIBRARY
-    from ..schedule.lower import lower
+    from ..base.builtin import ops_dir
+    from ..tune.schedule.library import GENERATED_FILES, LIBRARY
+    from ..tune.schedule.lower import lower
     console = common.console(emoji=False)
     stale = []
     for name, make in LIBRARY.items():
@@ -127,8 +127,8 @@ def write(check: Annotated[bool, typer.Option("--check", help="Only say whether 
 def check(name: Name, config: Config = None, dtype: Annotated[DType, typer.Option()] = DType.fp16,
           as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """The static checks without a build: lowering, barrier protocol, footprint (exit 1 on a finding)."""
-    from ..gate.check import check_schedule
-    from ..schedule.resources import footprint
+    from ..tune.gate.check import check_schedule
+    from ..tune.schedule.resources import footprint
     console = common.console(stderr=as_json, emoji=False)
     try:
         sched = _load(name, config)
@@ -155,11 +155,11 @@ def compare_cmd(jobs: Annotated[int, typer.Option(help="Build processes.")] = 2,
                 as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Build every hand-written Gluon template and the one generated from its schedule for sm_90 on this host, at the
     schedule's configuration, and compare their SASS (exit 1 on any difference)."""
-    from ..builtin import ops_dir
-    from ..records import Workload
-    from ..schedule.compare import compare, library_pairs
-    from ..schedule.library import LIBRARY
-    from ..spec import load_op
+    from ..base.builtin import ops_dir
+    from ..base.records import Workload
+    from ..tune.schedule.compare import compare, library_pairs
+    from ..tune.schedule.library import LIBRARY
+    from ..core.spec import load_op
     console = common.console(stderr=as_json, emoji=False)
     spec = load_op(ops_dir() / "gemm").spec
     files = {t.name: ops_dir() / "gemm" / t.file for t in spec.templates}

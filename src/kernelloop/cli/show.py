@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from .. import api
-from ..archive import Archive, ArchiveError
-from ..report.terminal import render
+from ..deliver import api
+from ..core.archive import Archive, ArchiveError
+from ..deliver.report.terminal import render
 from . import common
 from .common import esc
 

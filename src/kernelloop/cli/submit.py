@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..api import DEVICES
+from ..deliver.api import DEVICES
 from . import common
 from .common import esc
 
@@ -42,12 +42,12 @@ def submit(
                                                          "command's --json).")] = True,
 ) -> None:
     """Compile, verify, benchmark (and profile on CUDA) a kernel through the workspace's run; JSON verdict."""
-    from ..agent.submit import Submission, SubmissionError
-    from ..agent.submit import submit as run_submit
-    from ..agent.workspace import WorkspaceError
-    from ..archive import ArchiveError
-    from ..execute.evaluate import Timeouts
-    from ..manifest import ManifestChanged
+    from ..deliver.agent.submit import Submission, SubmissionError
+    from ..deliver.agent.submit import submit as run_submit
+    from ..deliver.agent.workspace import WorkspaceError
+    from ..core.archive import ArchiveError
+    from ..core.execute.evaluate import Timeouts
+    from ..core.manifest import ManifestChanged
     err = common.console(stderr=True)
     parsed = {}
     for name, text in (("--config", config), ("--space", space)):

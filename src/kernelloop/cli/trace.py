@@ -28,8 +28,8 @@ def export(
     as_json: Annotated[bool, typer.Option("--json", help="Print what was written as JSON.")] = False,
 ) -> None:
     """Write a run's Definitions, workloads, Solutions (candidates) and Traces (trials) as a FlashInfer dataset."""
-    from ..archive import Archive, ArchiveError
-    from ..interop import InteropError, export_run
+    from ..core.archive import Archive, ArchiveError
+    from ..deliver.interop import InteropError, export_run
     console = common.console(stderr=as_json, soft_wrap=True)
     path = common.archive_path(run, console)
     try:
@@ -55,9 +55,9 @@ def export(
 
 
 def _read_workloads(path: Path) -> list:
-    from ..interop import InteropError
-    from ..interop import flashinfer_trace as fi
-    from ..interop.errors import parse
+    from ..deliver.interop import InteropError
+    from ..deliver.interop import flashinfer_trace as fi
+    from ..deliver.interop.errors import parse
     try:
         lines = path.read_text().splitlines()
     except OSError as e:
@@ -78,8 +78,8 @@ def _read_workloads(path: Path) -> list:
 def _from_dataset(root: Path, definition: str | None, solution: str | None, pick: bool = True):
     """The Definition, its workloads and the Solution named (or the only importable one; none when not `pick`:
     the solution came from a file)."""
-    from ..interop import InteropError, load_dataset
-    from ..interop.import_code import check_solution
+    from ..deliver.interop import InteropError, load_dataset
+    from ..deliver.interop.import_code import check_solution
     ds = load_dataset(root)
     if not ds.definitions:
         raise InteropError("definitions", "no Definition under definitions/", str(root))
@@ -131,9 +131,9 @@ def import_(
     as_json: Annotated[bool, typer.Option("--json", help="Print what was written as JSON.")] = False,
 ) -> None:
     """Write an op folder (spec.toml, reference.py, the solution as its template, workloads.toml) from a Definition."""
-    from ..interop import InteropError, import_definition
-    from ..interop import flashinfer_trace as fi
-    from ..interop.errors import read_json
+    from ..deliver.interop import InteropError, import_definition
+    from ..deliver.interop import flashinfer_trace as fi
+    from ..deliver.interop.errors import read_json
     console = common.console(stderr=as_json, soft_wrap=True)
     try:
         sol = None

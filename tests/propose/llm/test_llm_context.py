@@ -3,8 +3,8 @@
 from pathlib import Path
 
 import kernelloop
-from kernelloop.archive import Archive
-from kernelloop.propose.llm.context import Outcome
+from kernelloop.core.archive import Archive
+from kernelloop.tune.propose.llm.context import Outcome
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "fixtures" / "archives" / "h200-layernorm-planner.sqlite.gz"
 

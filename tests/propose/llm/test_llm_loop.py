@@ -11,15 +11,15 @@ import json
 import pytest
 
 from llm_script import BREAK_PATCH, CHEAT, FIX_PATCH, GOOD, WRONG, ScriptedLLMServer, plan, proposal
-from kernelloop.builtin import ops_dir
-from kernelloop.archive import Archive
-from kernelloop.execute.evaluate import Timeouts
-from kernelloop.loop import Budget, RunOptions
-from kernelloop.loop.llm import run_llm
-from kernelloop.propose.llm import LLMBudget, LLMConfig, Price, ReplayMiss
-from kernelloop.propose.proposal import apply_unified_diff
-from kernelloop.records import Candidate, Workload
-from kernelloop.report.summary import run_summary
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.archive import Archive
+from kernelloop.core.execute.evaluate import Timeouts
+from kernelloop.tune.loop import Budget, RunOptions
+from kernelloop.tune.loop.llm import run_llm
+from kernelloop.tune.propose.llm import LLMBudget, LLMConfig, Price, ReplayMiss
+from kernelloop.tune.propose.proposal import apply_unified_diff
+from kernelloop.base.records import Candidate, Workload
+from kernelloop.deliver.report.summary import run_summary
 
 W = Workload(op="layernorm", axes={"M": 4, "N": 64}, dtype="fp16")
 USAGE = {"input": 1000, "output": 200, "cached": 400}
@@ -95,7 +95,7 @@ def test_every_scripted_reply_gets_the_right_treatment(recorded):
     debug = bodies[5]["messages"][-1]["content"]
     assert "Role: debugger" in debug and "COMPILE_ERROR" in debug and "arange" in debug and C2 in debug
     # the WRONG_VALUES debugger got the verifier's report (failing case, error metrics) without the case's seed
-    # (proposers never see seeds: kernelloop.verify.explain), and was re-sent after the timeout unchanged
+    # (proposers never see seeds: kernelloop.core.verify.explain), and was re-sent after the timeout unchanged
     wrong = bodies[8]["messages"][-1]["content"]
     assert "WRONG_VALUES" in wrong and "max_abs" in wrong and "layernorm[4x64]:fp16 check 0" in wrong
     assert "seed=" not in wrong
@@ -116,7 +116,7 @@ def test_lineage_hypothesis_and_prompt_hash_are_archived(recorded):
     assert c2.parent_ids == [C1] and c3.parent_ids == [C2]
     assert c3.source == GOOD, "the debugger's patch was applied to the broken candidate's source"
     assert c2.hypothesis == "registers same; latency_us down -10%"
-    from kernelloop.propose.llm import load_prompts
+    from kernelloop.tune.propose.llm import load_prompts
     tag = load_prompts().tag
     assert c2.proposer == f"llm:scripted-coder:{tag}"
     calls = [e["payload"] for e in events if e["kind"] == "llm-call"]

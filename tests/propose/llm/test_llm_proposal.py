@@ -5,9 +5,9 @@ import json
 import pytest
 
 from llm_script import GOOD, proposal
-from kernelloop.propose.proposal import (KernelProposal, ProposalInvalid, apply_unified_diff, check_interface,
+from kernelloop.tune.propose.proposal import (KernelProposal, ProposalInvalid, apply_unified_diff, check_interface,
                                          extract_json, materialize, parse_proposal, proposal_json_schema)
-from kernelloop.records import Candidate
+from kernelloop.base.records import Candidate
 
 
 def test_json_schema_describes_every_field():

@@ -4,8 +4,8 @@ proposals, transfer of a passing kernel to another workload, the debugger's budg
 import json
 
 from llm_script import GOOD, WRONG, ScriptedLLMServer, plan, proposal
-from kernelloop.propose.llm import Cassette, LLMBudget, LLMClient, LLMConfig, LLMProposer, OpenAIProvider, load_prompts
-from kernelloop.records import Status, Trial, Verdict, Workload
+from kernelloop.tune.propose.llm import Cassette, LLMBudget, LLMClient, LLMConfig, LLMProposer, OpenAIProvider, load_prompts
+from kernelloop.base.records import Status, Trial, Verdict, Workload
 
 W1 = Workload(op="layernorm", axes={"M": 4, "N": 64}, dtype="fp16")
 W2 = Workload(op="layernorm", axes={"M": 8, "N": 64}, dtype="fp16")

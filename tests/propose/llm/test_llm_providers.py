@@ -6,7 +6,7 @@ import json
 import pytest
 
 from llm_script import ScriptedLLMServer
-from kernelloop.propose.llm import (AnthropicProvider, Cassette, ChatRequest, LLMClient, LLMConfig, LLMConfigError,
+from kernelloop.tune.propose.llm import (AnthropicProvider, Cassette, ChatRequest, LLMClient, LLMConfig, LLMConfigError,
                                     Message, OpenAIProvider, Price, ReplayMiss, load_llm_config, load_prompts)
 
 

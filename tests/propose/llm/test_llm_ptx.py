@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 from llm_script import ScriptedLLMServer
-from kernelloop.propose.llm import Cassette, LLMClient, LLMConfig, OpenAIProvider
-from kernelloop.propose.llm.ptx import LlmPtxProposer, load_ptx_prompts
-from kernelloop.ptx.checks import check_edit
-from kernelloop.ptx.patch import edited_ptx
-from kernelloop.ptx.recover import from_ptx
-from kernelloop.ptx.windows import hot_windows
+from kernelloop.tune.propose.llm import Cassette, LLMClient, LLMConfig, OpenAIProvider
+from kernelloop.tune.propose.llm.ptx import LlmPtxProposer, load_ptx_prompts
+from kernelloop.tune.ptx.checks import check_edit
+from kernelloop.tune.ptx.patch import edited_ptx
+from kernelloop.tune.ptx.recover import from_ptx
+from kernelloop.tune.ptx.windows import hot_windows
 
 PTX = Path(__file__).parents[2] / "fixtures" / "ptx" / "scale_rows.ptx"
 
@@ -48,8 +48,8 @@ def test_the_llm_edits_a_window_and_hears_ptxas_verbatim(tmp_path, monkeypatch):
 
 def test_the_prompt_carries_the_profile(tmp_path, monkeypatch):
     """Windows weighed by a source page: the prompt names the column and shows each SASS instruction's samples."""
-    from kernelloop.profile.source_page import read_source_csv
-    from kernelloop.ptx.windows import profile_samples
+    from kernelloop.tune.profile.source_page import read_source_csv
+    from kernelloop.tune.ptx.windows import profile_samples
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     k = from_ptx(PTX.read_text(), origin="ptx", metadata={"shared": 0})
     profile = profile_samples(k, read_source_csv(PTX.parent / "handwritten-ncu-source-page.csv"))

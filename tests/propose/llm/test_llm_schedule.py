@@ -5,12 +5,12 @@ candidate lowered from the edited schedule; a planner that states what it cannot
 import json
 
 from llm_script import ScriptedLLMServer, plan
-from kernelloop.builtin import ops_dir
-from kernelloop.gaps import GAP_EVENT, CapabilityGap
-from kernelloop.propose.llm import Cassette, LLMClient, LLMConfig, LLMProposer, OpenAIProvider, load_prompts
-from kernelloop.records import Workload
-from kernelloop.schedule.lower import schedule_of
-from kernelloop.spec import load_op
+from kernelloop.base.builtin import ops_dir
+from kernelloop.tune.gaps import GAP_EVENT, CapabilityGap
+from kernelloop.tune.propose.llm import Cassette, LLMClient, LLMConfig, LLMProposer, OpenAIProvider, load_prompts
+from kernelloop.base.records import Workload
+from kernelloop.tune.schedule.lower import schedule_of
+from kernelloop.core.spec import load_op
 
 W = Workload(op="gemm", axes={"M": 2048, "N": 4096, "K": 4096}, dtype="fp16")
 

@@ -15,15 +15,15 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import torch  # noqa: E402
 
-from kernelloop.builtin import ops_dir  # noqa: E402
-from kernelloop.device import VIRTUAL_HOPPER  # noqa: E402
-from kernelloop.reference.inputs import alloc_outputs, alloc_scratch, make_inputs  # noqa: E402
-from kernelloop.reference.truth import truth  # noqa: E402
-from kernelloop.spec import load_op  # noqa: E402
-from kernelloop.spec.loader import load_workloads  # noqa: E402
-from kernelloop.spec.space import prune  # noqa: E402
-from kernelloop.verify.compare import check_outputs  # noqa: E402
-from kernelloop.verify.semantics import bias_bound, signed_bias, ulp_bound, ulp_distances  # noqa: E402
+from kernelloop.base.builtin import ops_dir  # noqa: E402
+from kernelloop.core.device import VIRTUAL_HOPPER  # noqa: E402
+from kernelloop.core.reference.inputs import alloc_outputs, alloc_scratch, make_inputs  # noqa: E402
+from kernelloop.core.reference.truth import truth  # noqa: E402
+from kernelloop.core.spec import load_op  # noqa: E402
+from kernelloop.core.spec.loader import load_workloads  # noqa: E402
+from kernelloop.core.spec.space import prune  # noqa: E402
+from kernelloop.core.verify.compare import check_outputs  # noqa: E402
+from kernelloop.core.verify.semantics import bias_bound, signed_bias, ulp_bound, ulp_distances  # noqa: E402
 
 
 def _module(path):

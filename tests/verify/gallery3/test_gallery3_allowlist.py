@@ -1,6 +1,6 @@
 """Third gallery, the allow-list part (tests/fixtures/cheats3/allowlist): candidates that reach what they need
 through Triton's and torch's re-exports, literal getattr, frames and aliases -- each refused by the allow-list
-(`not-allowed`, verify/rules/allow.py) naming the construct and its line, where the deny-list rules saw nothing --
+(`not-allowed`, core/verify/rules/allow.py) naming the construct and its line, where the deny-list rules saw nothing --
 and one that, with the rules off, walks the frames to the worker's sandbox to switch it off and read the run-key
 folder: the hook's state is out of its reach, so the read is still denied."""
 
@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
-from kernelloop.builtin import ops_dir
-from kernelloop.execute.evaluate import Evaluator, Timeouts
-from kernelloop.execute.pool import Worker
-from kernelloop.records import Candidate, Status, Workload
-from kernelloop.spec import load_op
-from kernelloop.verify.rules import check_source
+from kernelloop.core.bench.policy import INTERPRETER_WALLCLOCK
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.execute.evaluate import Evaluator, Timeouts
+from kernelloop.core.execute.pool import Worker
+from kernelloop.base.records import Candidate, Status, Workload
+from kernelloop.core.spec import load_op
+from kernelloop.core.verify.rules import check_source
 
 CHEATS = Path(__file__).resolve().parents[2] / "fixtures" / "cheats3" / "allowlist"
 OP = ops_dir() / "layernorm"
@@ -67,7 +67,7 @@ def test_the_deny_list_alone_would_have_let_it_through(spec, name):
 
 @pytest.fixture()
 def key_folder():
-    from kernelloop.sandbox.keys import key_dir
+    from kernelloop.core.sandbox.keys import key_dir
     keys = key_dir()   # the folder the run keys live in (the tests' conftest points it at a temporary folder)
     keys.mkdir(parents=True, exist_ok=True)
     planted = keys / "gallery3-allowlist-canary"

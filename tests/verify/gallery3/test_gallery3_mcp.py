@@ -16,7 +16,7 @@ pytest.importorskip("mcp", reason="the MCP SDK is a test extra (absent on the GP
 import anyio  # noqa: E402
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 
-from kernelloop.builtin import ops_dir  # noqa: E402
+from kernelloop.base.builtin import ops_dir  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 CHEATS3 = ROOT / "tests" / "fixtures" / "cheats3"

@@ -4,7 +4,7 @@ forged reply followed by the real one -- and one through the agent interface (`a
 
 They run with the source rules off where the rules would see them (as code the rules cannot see would): what is
 tested is the boundary behind the rules -- replies are JSON validated before use, one reply per request, timing
-replies held against the controller's own evidence (execute/evidence.py).
+replies held against the controller's own evidence (core/execute/evidence.py).
 """
 
 import ast
@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
+from kernelloop.core.bench.policy import INTERPRETER_WALLCLOCK
 from kernelloop.cli.app import app
-from kernelloop.execute.evaluate import Evaluator, Timeouts
-from kernelloop.execute.pool import Worker
-from kernelloop.records import Candidate, Status, Workload
+from kernelloop.core.execute.evaluate import Evaluator, Timeouts
+from kernelloop.core.execute.pool import Worker
+from kernelloop.base.records import Candidate, Status, Workload
 
 CHEATS = Path(__file__).resolve().parents[2] / "fixtures" / "cheats3" / "proto"
 W = Workload(op="layernorm", axes={"M": 8, "N": 256}, dtype="fp32")

@@ -23,18 +23,18 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from typer.testing import CliRunner
 
-from kernelloop.agent import Submission, init_workspace, submit, workspace_status
-from kernelloop.archive import Archive
-from kernelloop.builtin import ops_dir
+from kernelloop.deliver.agent import Submission, init_workspace, submit, workspace_status
+from kernelloop.core.archive import Archive
+from kernelloop.base.builtin import ops_dir
 from kernelloop.cli.app import app
-from kernelloop.execute.evaluate import Timeouts
-from kernelloop.package import PackageError, load_package
-from kernelloop.package.build import ExportError
-from kernelloop.package.export import ExportOptions, export_package
-from kernelloop.package.runtime import manifest_digest
-from kernelloop.package.records import PackageManifest
-from kernelloop.package.signing import sign
-from kernelloop.report.html import write_report
+from kernelloop.core.execute.evaluate import Timeouts
+from kernelloop.deliver.package import PackageError, load_package
+from kernelloop.deliver.package.build import ExportError
+from kernelloop.deliver.package.export import ExportOptions, export_package
+from kernelloop.deliver.package.runtime import manifest_digest
+from kernelloop.deliver.package.records import PackageManifest
+from kernelloop.deliver.package.signing import sign
+from kernelloop.deliver.report.html import write_report
 
 OP = ops_dir() / "layernorm"
 TEMPLATE = (OP / "kernel.py").read_text()
@@ -241,7 +241,7 @@ def test_d_a_foreign_signature_is_refused_unless_trusted(package, tmp_path):
 def test_a_package_exported_before_signing_loads_on_the_callers_say_so(package, tmp_path):
     """As exported before archives were MAC'd and packages signed: no signature, no archive commitment, and the
     digest of that manifest as it was then. Refused as unsigned; loads with the opt-in, saying so."""
-    from kernelloop.records import canonical_json, sha256_hex
+    from kernelloop.base.records import canonical_json, sha256_hex
     pkg = _copy(package, tmp_path)
     data = _manifest(pkg)
     del data["signature"]

@@ -24,13 +24,13 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
-from kernelloop.builtin import ops_dir
-from kernelloop.execute.evaluate import Evaluator, Timeouts
-from kernelloop.execute.pool import Worker
-from kernelloop.records import Candidate, Status, Workload
-from kernelloop.spec import load_op
-from kernelloop.spec.loader import load_workloads
+from kernelloop.core.bench.policy import INTERPRETER_WALLCLOCK
+from kernelloop.base.builtin import ops_dir
+from kernelloop.core.execute.evaluate import Evaluator, Timeouts
+from kernelloop.core.execute.pool import Worker
+from kernelloop.base.records import Candidate, Status, Workload
+from kernelloop.core.spec import load_op
+from kernelloop.core.spec.loader import load_workloads
 
 HERE = Path(__file__).resolve().parent
 CHEATS = HERE.parents[1] / "fixtures" / "cheats3" / "semantics"

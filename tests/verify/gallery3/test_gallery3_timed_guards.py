@@ -1,8 +1,8 @@
 """The third gallery, guard zones of the timed calls: a kernel that writes one element past its output only in
 timed calls (tests/fixtures/cheats3/semantics/writes_past_when_timed.py) passes verification, whose guard zones it
 never touches, and is REJECTED (memory-safety, naming the timed output set) by the guard zones around every output
-set of the timed calls, which the worker shares with the controller after the timing phase (execute/timing.py) and
-the controller checks (execute/timed.py). The honest template, timed the same way, still PASSES.
+set of the timed calls, which the worker shares with the controller after the timing phase (core/execute/timing.py) and
+the controller checks (core/execute/timed.py). The honest template, timed the same way, still PASSES.
 
 Run with the source rules off (as test_gallery3_protocol.py does): the cheat counts its calls in a list default
 argument, state the rules would refuse before any call; what is tested is the boundary behind the rules.
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelloop.bench.policy import INTERPRETER_WALLCLOCK
-from kernelloop.execute.evaluate import Evaluator, Timeouts
-from kernelloop.execute.pool import Worker
-from kernelloop.records import Candidate, Status, Workload
+from kernelloop.core.bench.policy import INTERPRETER_WALLCLOCK
+from kernelloop.core.execute.evaluate import Evaluator, Timeouts
+from kernelloop.core.execute.pool import Worker
+from kernelloop.base.records import Candidate, Status, Workload
 
 CHEAT = Path(__file__).resolve().parents[2] / "fixtures" / "cheats3" / "semantics" / "writes_past_when_timed.py"
 W = Workload(op="layernorm", axes={"M": 8, "N": 200}, dtype="fp16")
@@ -74,7 +74,7 @@ def test_the_controller_names_the_timed_set_and_refuses_a_backing_of_another_siz
     named, a backing that cannot hold the buffer is a timing-guards rejection (a reply cannot shrink the guards)."""
     import torch
 
-    from kernelloop.reference.guards import GUARD_BYTES, guarded_empty
+    from kernelloop.core.reference.guards import GUARD_BYTES, guarded_empty
     ev = Evaluator(layernorm, "interpret", None, POLICY, secret="gallery-3", static_rules=False)
     sets = [[[guarded_empty((8, 200), torch.float16, "cpu")[1]], None] for _ in range(3)]
     assert ev._timed_guards(W, sets) is None

@@ -1,0 +1,1 @@
+"""kernelloop.deliver: the delivery floor: capture, package, apply, fusion, reports, agents, the Python API."""
