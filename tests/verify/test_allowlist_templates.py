@@ -64,3 +64,38 @@ def test_fused_template_passes_the_allow_list(file):
     assert "{EPILOGUE}" not in text
     spec = load_op(ops_dir() / ("gemm" if "gemm" in file else "layernorm")).spec
     assert _hits(text, spec) == []
+
+
+VERSION_TEST = """import triton
+import triton.language as tl
+_barrier = getattr(tl, "{name}", None) or tl.debug_barrier
+"""
+
+
+def test_a_version_feature_test_may_name_what_this_library_version_lacks():
+    """`getattr(<declared module>, "<name>", default)` is how a template runs on two Triton versions (gluon_kernel.py
+    picks `tma.async_load` or `tma.async_copy_global_to_shared`): a name the installed version does not define gives
+    the default, itself checked; the rejection names what matched."""
+    spec = load_op(ops_dir() / "layernorm").spec
+    assert _hits(VERSION_TEST.format(name="a_name_no_triton_defines"), spec) == []
+    assert _hits(VERSION_TEST.format(name="reduce"), spec) == []                 # defined and declared
+    (hit,) = check_source(VERSION_TEST.format(name="__dict__"), spec)            # never allowed, present or not
+    assert hit.rule == "not-allowed" and "'__dict__'" in hit.message and hit.message.startswith("not-allowed at line 3")
+
+
+def test_a_feature_test_on_a_module_that_computes_its_attributes_is_refused(monkeypatch):
+    """A declared module with a module-level __getattr__ could hand back anything for a name it does not define, so
+    a missing name is not inert there (no declared module has one today; a policy that declares one is covered)."""
+    import sys
+    import types
+    lazy = types.ModuleType("lazy_lib")
+    lazy.__getattr__ = lambda name: sys      # what a lazily-importing library could return
+    monkeypatch.setitem(sys.modules, "lazy_lib", lazy)
+    spec = load_op(ops_dir() / "layernorm").spec
+    policy = spec.code_policy.model_copy(update={"modules": [*spec.code_policy.modules, "lazy_lib"]})
+    spec = spec.model_copy(update={"code": policy})
+    ok = "import lazy_lib\nimport triton.language as tl\n_x = getattr(tl, 'a_name_triton_lacks', None)\n"
+    assert [h for h in check_source(ok, spec) if h.rule == "not-allowed"] == []
+    src = "import lazy_lib\n_x = getattr(lazy_lib, 'a_name_it_lacks', None)\n"
+    (hit,) = [h for h in check_source(src, spec) if h.rule == "not-allowed"]
+    assert hit.line == 2 and "'a_name_it_lacks'" in hit.message

@@ -24,5 +24,5 @@ class StaticRuleHit(Record):
 
     @property
     def message(self) -> str:
-        """The verdict message: '<rule> at line N: <rationale>'."""
-        return f"{self.rule} at line {self.line}: {self.rationale}"
+        """The verdict message: '<rule> at line N: <what matched>. <rationale>'."""
+        return f"{self.rule} at line {self.line}: " + (f"{self.detail}. " if self.detail else "") + self.rationale

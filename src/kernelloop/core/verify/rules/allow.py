@@ -43,6 +43,9 @@ _NEVER = frozenset({"cell_contents", "format", "format_map", "mro", "used_global
 _MISSING = object()
 
 
+NOT_DEFINED = "not defined by the installed library (so not reviewable)"
+
+
 def _dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__") and len(name) > 4
 
@@ -99,7 +102,7 @@ class Allowed:
                 return _MISSING
         return obj
 
-    def _module(self, name: str):
+    def module(self, name: str):
         if name not in self.modules:
             return _MISSING
         try:
@@ -131,7 +134,7 @@ class Allowed:
             known = max((p for p in self.packages | self.modules if qual.startswith(p + ".")), key=len, default=None)
             where = ".".join(parts[:known.count(".") + 2]) if known else parts[0]
             return f"{qual}: {where} is not on the op's allow-list"
-        obj = self._module(base) if name is None else self.object(base)
+        obj = self.module(base) if name is None else self.object(base)
         for i in range(base.count(".") + 1, len(parts)):
             if obj is _MISSING:
                 break
@@ -139,7 +142,7 @@ class Allowed:
             if isinstance(obj, types.ModuleType) and obj.__name__ not in self.modules:
                 return f"{qual}: {'.'.join(parts[:i + 1])} is the module {obj.__name__}, not on the op's allow-list"
         if obj is _MISSING:
-            return f"{qual}: not defined by the installed library (so not reviewable)"
+            return f"{qual}: {NOT_DEFINED}"
         if value and isinstance(obj, types.ModuleType):
             return f"module {qual} used as a value"
         return None
@@ -189,8 +192,13 @@ def _getattr_ok(m: _Module, allowed: Allowed, call: ast.AST) -> bool:
     if not m.is_const_getattr(call):
         return False
     base = m.resolve(call.args[0])
-    return base is not None and base in allowed.modules and len(call.args) == 3 and not call.keywords \
-        and allowed.check(f"{base}.{call.args[1].value}") is None
+    if base is None or base not in allowed.modules or len(call.args) != 3 or call.keywords:
+        return False
+    why = allowed.check(f"{base}.{call.args[1].value}")
+    # a name this library version lacks gives the default (checked as code of its own), unless the module computes
+    # missing attributes itself (a module-level __getattr__ could hand back anything)
+    module = allowed.module(base)
+    return why is None or (why.endswith(NOT_DEFINED) and module is not _MISSING and "__getattr__" not in vars(module))
 
 
 def _name_hits(m: _Module, allowed: Allowed, n: ast.AST) -> Iterator[tuple[ast.AST, str]]:
