@@ -68,11 +68,12 @@
         return {href: a.getAttribute("href"), resolves: !!document.getElementById(id)};
       });
       const log = document.getElementById("log");
-      if (log) {    // scroll the log to the top of the window: is the contents still in view?
-        window.scrollTo(0, log.getBoundingClientRect().top + window.scrollY);
-        const n = nav.getBoundingClientRect();
+      if (log) {    // jump to the log as its link does: is the contents still in view, and not over the heading?
+        log.scrollIntoView();
+        const n = nav.getBoundingClientRect(), h = log.querySelector("h2").getBoundingClientRect();
         out.toc.scrolled_y = window.scrollY;
         out.toc.visible_at_log = n.top >= 0 && n.bottom <= window.innerHeight && n.height > 0;
+        out.toc.heading_clear = h.top >= n.bottom - 0.5 && h.bottom <= window.innerHeight;
         window.scrollTo(0, 0);
       }
     }

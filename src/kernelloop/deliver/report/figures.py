@@ -193,7 +193,7 @@ def bandwidth(points: list[dict], copy_gbps: dict[str, float]) -> str:
     Workload names stand upright under their column (the figure widens with their number, so they never touch)."""
     labels = sorted({p["workload"] for p in points})
     with plt.rc_context(_STYLE):
-        fig, ax = plt.subplots(figsize=(max(6.0, 0.22 * len(labels)), 3.6), layout="constrained")
+        fig, ax = plt.subplots(figsize=(max(6.0, 0.3 * len(labels)), 3.6), layout="constrained")
         for i, w in enumerate(labels):
             ys = [p["y"] for p in points if p["workload"] == w]
             ax.scatter([i] * len(ys), ys, s=12, c="#2e86c1", alpha=0.7)
