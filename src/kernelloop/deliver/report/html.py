@@ -1,11 +1,13 @@
 """`kernelloop report RUN`: one self-contained HTML file of a run, read from its archive (never written to).
 
-Sections: the run's provenance; best-so-far against evaluations and wall time per workload; verdict counts with
+Sections, listed in a contents bar that stays at the top of the window: the run's provenance; best-so-far against evaluations and wall time per workload; verdict counts with
 every failure's reason; the per-workload table (medians, confidence intervals, every baseline); the Pareto front;
 a roofline with every measured candidate; the lineage tree; the optimisation log, in which each trial stands with
 the strategy's last decision for its workload (the rationale), the proposer's hypothesis and what the
-measurement made of it. Plots are matplotlib SVG inlined in the page; CSS is inline; there is no script and no
-network reference, so the file opens offline and can be mailed or archived as it is.
+measurement made of it. A run on the Triton interpreter gets no speed verdicts: its baseline rows say "not a speed
+claim" and its log gives ratios without faster/slower. Plots are matplotlib SVG inlined in the page (layout rules in
+`figures`); CSS is inline; there is no script and no network reference, so the file opens offline and can be
+mailed or archived as it is.
 """
 
 from __future__ import annotations
@@ -67,8 +69,9 @@ def _hypotheses(cand, report) -> tuple[list[str], list[str]]:
     return stated, outcomes
 
 
-def _measured_verdict(t, parents_us: list[float], best_before: float | None) -> str:
-    """What the measurement says of the step, against its parent (when measured on this workload) and the best."""
+def _measured_verdict(t, parents_us: list[float], best_before: float | None, interpreter: bool = False) -> str:
+    """What the measurement says of the step, against its parent (when measured on this workload) and the best.
+    Interpreter timings get the ratio without a faster/slower word: they are not kernel performance."""
     if t.measurement is None:
         return f"not measured ({t.verdict.status.value})"
     us = t.measurement.kernel.median_us
@@ -76,7 +79,7 @@ def _measured_verdict(t, parents_us: list[float], best_before: float | None) -> 
     if parents_us:
         r = min(parents_us) / us
         word = {"FASTER": "faster than", "SLOWER": "slower than"}.get(ratio_verdict(r).value, "same as")
-        words.append(f"{r:.3f}× its parent ({word})")
+        words.append(f"{r:.3f}× its parent" + (" (interpreter timing)" if interpreter else f" ({word})"))
     if best_before is None:
         words.append("first measured")
     elif us < best_before:
@@ -145,8 +148,13 @@ def build_context(archive: Archive, run_id: str | None = None, *, source: str = 
             regs = {t.candidate_id: getattr(t.build, "registers", None) for t in passed}
             pts = [{"candidate": t.candidate_id, "kernel_us": t.measurement.kernel.median_us,
                     "registers": regs[t.candidate_id]} for t in passed]
-            svg = figures.front(pts, {c for c, _ in entries}, w.label) if len(fronts) < figures.MAX_PANELS else ""
-            fronts.append({"label": w.label, "svg": svg,
+            # a plot needs two measured objectives: without registers (the interpreter's builds) the table alone
+            has_regs = any(p["registers"] is not None for p in pts)
+            drawn = sum(1 for f in fronts if f["svg"])
+            anchor = f"pareto-{len(fronts)}"
+            svg = (figures.front(pts, {c for c, _ in entries}, w.label, key=f"front-{len(fronts)}")
+                   if has_regs and drawn < figures.MAX_PANELS else "")
+            fronts.append({"label": w.label, "svg": svg, "registers_measured": has_regs, "anchor": anchor,
                            "rows": [{"candidate": c, "label": cands[c].label if cands.get(c) else c, **obj}
                                     for c, obj in entries]})
     if by_flops:
@@ -192,7 +200,7 @@ def build_context(archive: Archive, run_id: str | None = None, *, source: str = 
         stated, outcomes = _hypotheses(c, rep)
         parents_us = [measured_by[(p, t.workload_id)] for p in (c.parent_ids if c else [])
                       if (p, t.workload_id) in measured_by]
-        measured = _measured_verdict(t, parents_us, best_before.get(t.workload_id))
+        measured = _measured_verdict(t, parents_us, best_before.get(t.workload_id), summary["interpreter"])
         if t.measurement is not None:
             us = t.measurement.kernel.median_us
             measured_by[(t.candidate_id, t.workload_id)] = us
@@ -213,6 +221,7 @@ def build_context(archive: Archive, run_id: str | None = None, *, source: str = 
         "roofs": roofs, "by_flops": by_flops, "lineage": lineage, "with_parents": with_parents,
         "candidates": len(cands), "log": log, "workload_labels": labels, "baseline_names": _baseline_names(summary),
         "integrity_line": RunIntegrity.model_validate(summary["integrity"]).line(),
+        "max_panels": figures.MAX_PANELS,
     }
 
 
