@@ -29,6 +29,7 @@ import torch
 from ...base.builtin import op_folder
 from ...base.records import Workload
 from ...core.spec import load_op
+from ...tune import loop
 from ...base.records.device import Device
 from ...base.usage import UsageError
 from .. import api
@@ -152,8 +153,6 @@ def _optimize(op: str, wl_file: Path, folder: _Folder, budget, dev: str, strateg
     folder.set_op(op, OpState(workloads_sha256=sha, budget=str(budget or ""), strategy=strategy))
     say(f"{op}: {'continuing' if done else 'optimizing'} {len(p.workloads)} workload(s) in {run_dir}"
         + (f"; nothing to try at {', '.join(p.empty)}" if p.empty else ""))
-    from ...tune import loop
-
     def progress(pr) -> None:
         say(f"{op}: trial {pr.done}/{pr.total}, {pr.passed} passed")
     try:
@@ -188,9 +187,10 @@ def _package(runs: dict[str, _OpRun], folder: _Folder, extend: list[str], ops_ro
     if reused:
         say(f"package: reusing {out} (made from the same runs)")
     else:
+        why = " (the runs changed since it was made)" if folder.state.package_from else ""
         shutil.rmtree(out, ignore_errors=True)
         folder.save(package_from=None)
-        say(f"package: exporting {', '.join(usable)} to {out}")
+        say(f"package: exporting {', '.join(usable)} to {out}{why}")
         export_package([Path(r.outcome.run_dir) for r in usable.values()],
                        ExportOptions(out=out, extend=list(extend), ops_root=ops_root),
                        on_note=lambda text: say(f"package: {text}"))
