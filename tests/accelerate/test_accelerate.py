@@ -127,23 +127,46 @@ def test_the_patched_llama_trains_like_the_unpatched_one(llama):
         assert sum(counts[op]["entries"].values()) > 0 and counts[op]["backward_by_reference"] > 0, counts[op]
 
 
-def test_a_second_call_reuses_the_finished_runs(llama):
-    _, _, _, first, _, out = llama
-    trials = {o.op: len(api.Run.load(o.run_dir).trials()) for o in first.summary.ops}
-    model, example = build("llama-tiny")   # the same model and shape, unpatched
-    lines: list[str] = []
+def _again(llama, lines: list[str]):
+    """accelerate called again on a fresh llama-tiny of the same shape, in the fixture's folder; left unpatched."""
+    first, out = llama[3], llama[5]
+    model, example = build("llama-tiny")
     first.applied.undo()   # the patches of functions (attention) are global while applied
     try:
         again = kernelloop.accelerate(model, example, budget=1, out=out, device="cpu", on_progress=lines.append)
         again.applied.undo()
     finally:
         first.applied.redo()
-    s = again.summary
+    return again.summary
+
+
+def test_a_second_call_reuses_the_finished_runs(llama):
+    first = llama[3]
+    trials = {o.op: len(api.Run.load(o.run_dir).trials()) for o in first.summary.ops}
+    lines: list[str] = []
+    s = _again(llama, lines)
     assert all(o.reused for o in s.ops) and s.package_reused, lines
     assert not any(": trial " in line or ": optimizing" in line for line in lines), lines
     assert {o.op: len(api.Run.load(o.run_dir).trials()) for o in s.ops} == trials
     assert s.verdict is Verdict.ACCELERATED and s.replaced == first.summary.replaced
     assert [c.status for c in s.cards] == [c.status for c in first.summary.cards]
+
+
+def test_an_interrupted_run_is_continued(llama):
+    """A run the state does not mark finished (as after Ctrl-C) is resumed, not started anew; its budget is spent,
+    so it ends with the trials it had, and the package made from them is reused."""
+    out = llama[5]
+    state = FolderState.model_validate_json((out / "state.json").read_text())
+    ops = {**state.ops, "rmsnorm": state.ops["rmsnorm"].model_copy(update={"finished": False})}
+    (out / "state.json").write_text(state.model_copy(update={"ops": ops}).model_dump_json())
+    trials = len(api.Run.load(out / "runs" / "rmsnorm").trials())
+    lines: list[str] = []
+    s = _again(llama, lines)
+    (rms,) = [o for o in s.ops if o.op == "rmsnorm"]
+    assert rms.resumed and not rms.reused and any(line.startswith("rmsnorm: continuing") for line in lines), lines
+    assert all(o.reused for o in s.ops if o.op != "rmsnorm") and s.package_reused
+    assert len(api.Run.load(out / "runs" / "rmsnorm").trials()) == trials
+    assert FolderState.model_validate_json((out / "state.json").read_text()).ops["rmsnorm"].finished
 
 
 def test_the_cli_reuses_the_folder_and_exits_0(llama):
