@@ -142,7 +142,8 @@ def _optimize(op: str, wl_file: Path, folder: _Folder, budget, dev: str, strateg
     bundle = load_op(op_folder(op, ops_root))
     if done and st.finished:
         run = api.Run.load(run_dir)
-        say(f"{op}: reusing the finished run in {run_dir} ({len(run.trials())} trials)")
+        say(f"{op}: reusing the finished run in {run_dir} ({len(run.trials())} trials, budget "
+            f"{st.budget or 'default'}; remove the folder to run it again)")
         return _OpRun(_outcome(op, run_dir, run, reused=True), run, api.load_workloads(wl_file, bundle.spec), {})
     outcome = OpOutcome(op=op, run_dir=str(run_dir), workloads=0, resumed=done)
     try:
