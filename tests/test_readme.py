@@ -1,22 +1,24 @@
 """The README's set-up and quickstart commands, read from README.md itself (its code blocks), each checked:
 
-Run for real, each in a fresh folder outside the clone, in the Triton interpreter (the three are independent: they run
-side by side, each one's commands one after another):
+Run for real, all four quickstarts in ONE fresh folder outside the clone, in the Triton interpreter, in the README's
+order (two lanes side by side on disjoint paths; each lane's commands one after another):
 - kernel engineer: `optimize rmsnorm --device interpret --budget 2 --out runs/rmsnorm`, `show`, `report` — as
   written;
+- ML engineer, after the kernel engineer (runs/rmsnorm is there): `accelerate llama-tiny ...` as written, and the
+  same command pointed at runs/ is refused (exit 2) rather than packaging the kernel engineer's run;
 - coding-agent user: `agent init layernorm ...`, `submit my_kernel.py ...`, `agent status` — as written; the test
   supplies my_kernel.py (a LayerNorm kernel taking no configuration, as an agent would write it), and the
   submission must pass;
 - researcher: `replay ...` as written; `benchmarks/strategies.py` with `--seeds 2 --budget 20 --cache TMP` appended
-  (as written it runs 20 seeds at budget 400 on nine spaces, too long for CI). Both run from a temporary folder,
-  their `benchmarks/...` paths made absolute into the clone (the README runs them from the clone).
+  (as written it runs 20 seeds at budget 400 on nine spaces, too long for CI), its `benchmarks/...` paths made
+  absolute into the clone (the README runs them from the clone).
 
 Parsed only (every argument and option through the command's own parser, nothing run):
 - the two set-up commands: the pip part is checked against pyproject.toml's extras; `kernelloop optimize
   layernorm` runs for real in tests/test_install.py (from a wheel, outside the clone, `--budget 1 --no-confirm`);
   the second command is this test suite itself;
-- the ML engineer's path (capture, optimize, export, e2e): run for real by tests/test_walkthrough.py; here each
-  command parses and the Python snippet's names exist;
+- the ML engineer's Python snippet: its names exist (the long form, capture/optimize/export/e2e, is run for real
+  by tests/test_walkthrough.py);
 - the GPU-only commands in the kernel-engineer text (`--budget 24` on CUDA, `profile --ncu`) and `mcp` (a stdio
   server).
 
@@ -122,29 +124,38 @@ def _researcher_steps(folder: Path) -> list[list[str]]:
     return [absolute[0], absolute[1] + ["--seeds", "2", "--budget", "20", "--cache", str(folder / "cache")]]
 
 
+LANES = (("kernel engineer", "ML engineer"), ("coding-agent user", "researcher"))
+
+
 @pytest.fixture(scope="module")
 def walked(tmp_path_factory) -> dict[str, tuple[Path, list[subprocess.CompletedProcess]]]:
-    """The three quickstarts that run for real, each in a fresh folder of its own outside the clone: independent
-    flows (own folders, own runs and workspaces), so the three run side by side, each flow's commands one after
-    another as a user types them (a flow stops at its first failing command). {flow: (folder, completed)}."""
+    """The four quickstarts run for real in ONE fresh folder outside the clone, in the README's order, as a user who
+    reads on types them: the ML engineer's command runs after the kernel engineer's (which wrote runs/rmsnorm), the
+    researcher's after the coding-agent user's. The two lanes run side by side (their paths are disjoint: runs/,
+    report.html, llama-fast/ against ws/, my_kernel.py, results/, cache/); a flow stops at its first failing
+    command. {flow: (the folder, completed)}."""
     from concurrent.futures import ThreadPoolExecutor
-    folders = {name: tmp_path_factory.mktemp(name.split()[0].replace("-", ""))
-               for name in ("kernel engineer", "coding-agent user", "researcher")}
+    folder = tmp_path_factory.mktemp("readme")
     flows = {"kernel engineer": quickstart("Quickstart: kernel engineer"),
+             "ML engineer": quickstart("Quickstart: ML engineer"),
              "coding-agent user": quickstart("Quickstart: coding-agent user")[:3],   # the fourth (mcp): parsed only
-             "researcher": _researcher_steps(folders["researcher"])}
-    (folders["coding-agent user"] / "my_kernel.py").write_text(MY_KERNEL)
+             "researcher": _researcher_steps(folder)}
+    (folder / "my_kernel.py").write_text(MY_KERNEL)
 
-    def walk(name: str) -> list[subprocess.CompletedProcess]:
-        done = []
-        for words in flows[name]:
-            done.append(spawn(words, folders[name]))
-            if done[-1].returncode != 0:
-                break
+    def walk(lane: tuple[str, ...]) -> dict[str, list[subprocess.CompletedProcess]]:
+        done: dict[str, list[subprocess.CompletedProcess]] = {}
+        for name in lane:
+            done[name] = []
+            for words in flows[name]:
+                done[name].append(spawn(words, folder))
+                if done[name][-1].returncode != 0:
+                    return done
         return done
-    with ThreadPoolExecutor(max_workers=len(flows)) as pool:
-        results = dict(zip(flows, pool.map(walk, flows)))
-    return {name: (folders[name], results[name]) for name in flows}
+    results: dict[str, list[subprocess.CompletedProcess]] = {}
+    with ThreadPoolExecutor(max_workers=len(LANES)) as pool:
+        for done in pool.map(walk, LANES):
+            results.update(done)
+    return {name: (folder, results.get(name, [])) for name in flows}
 
 
 def _walked(walked, name: str, steps: list[list[str]]) -> tuple[Path, list[subprocess.CompletedProcess]]:
@@ -190,16 +201,27 @@ def test_kernel_engineer_quickstart_runs(walked):
     assert named and set(named) <= options, set(named) - options
 
 
-def test_ml_engineer_quickstart_parses():
+def test_ml_engineer_quickstart_runs_after_the_kernel_engineers(walked):
+    """In the folder where the kernel engineer's runs/rmsnorm already is: `accelerate` works in its own folder, and
+    pointed at the kernel engineer's runs/ it refuses (exit 2) rather than package that run."""
     text = section("Quickstart: ML engineer")
-    cmds = [c for b in code_blocks(text) for c in commands(b)]
-    assert [c[1] for c in cmds] == ["capture", "optimize", "optimize", "optimize", "export", "e2e", "optimize"]
-    for words in cmds:
-        parse(words)
+    cmds = quickstart("Quickstart: ML engineer")
+    assert [c[:2] for c in cmds] == [["kernelloop", "accelerate"]]
+    out = Path(cmds[0][cmds[0].index("--out") + 1])
+    folder, (p,) = _walked(walked, "ML engineer", cmds)
+    assert "rmsnorm: optimizing" in p.stderr and "done: patched" in p.stderr
+    summary = json.loads((folder / out / "accelerate.json").read_text())
+    assert summary["verdict"] == "patched" and summary["outputs_ok"] and summary["replaced"]
+    assert {o["op"] for o in summary["ops"]} == {"rmsnorm", "gemm_nt", "attention_causal"}
+    assert all(c["status"] == "patched" or c["detail"] for c in summary["cards"])
+    assert (folder / out / "package" / "kernelloop-package.json").is_file()
+    assert (folder / "runs" / "rmsnorm" / "archive.sqlite").is_file()   # the kernel engineer's run, still there
+    refused = spawn([*cmds[0][:cmds[0].index("--out")], "--out", "runs"], folder)
+    assert refused.returncode == 2 and "not an accelerate folder" in refused.stderr, refused.stderr[-2000:]
     snippet = re.search(r"```python\n(.*?)```", text, flags=re.S).group(1)
     for name in re.findall(r"kernelloop\.(\w+)\(", snippet):
         assert callable(getattr(kernelloop, name)), name
-    walk = (ROOT / "tests" / "test_walkthrough.py").read_text()   # the path run for real
+    walk = (ROOT / "tests" / "test_walkthrough.py").read_text()   # the long form, run for real there
     for sub in ("capture", "optimize", "export", "e2e"):
         assert re.search(rf'kl(_start)?\("{sub}"', walk), sub
 

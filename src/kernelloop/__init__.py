@@ -10,6 +10,11 @@ The delivery path, as a Python API (each name is imported on first use, so `impo
     with kernelloop.apply(model, pkg) as patched: ...        # the model calls the package's torch ops
     result = kernelloop.e2e(model, pkg, example_inputs)     # outputs within tolerance? faster?
 
+All of it in one call (kernelloop.deliver.accelerate; docs/api.md):
+
+    result = kernelloop.accelerate(model, example_inputs, budget=2, out="fast")   # patched in place, resumable
+    result.summary                                           # what was patched, and why the rest was not
+
 The loop itself (kernelloop.deliver.api; docs/api.md):
 
     run = kernelloop.optimize("layernorm", budget=4, device="interpret", out="runs/ln")   # -> kernelloop.Run
@@ -23,7 +28,7 @@ import importlib
 
 from .base.version import __version__
 
-__all__ = ["Run", "UsageError", "apply", "capture", "e2e", "export", "load_package", "optimize"]
+__all__ = ["Run", "UsageError", "accelerate", "apply", "capture", "e2e", "export", "load_package", "optimize"]
 
 
 def export(runs, out, **options):
@@ -37,6 +42,9 @@ def export(runs, out, **options):
 def __getattr__(name: str):
     if name == "capture":
         return importlib.import_module(".deliver.capture", __name__)   # a module that is also callable: capture(model, x)
+    if name == "accelerate":
+        from .deliver.accelerate import accelerate
+        return accelerate
     if name == "apply":
         from .deliver.integrate.apply import apply
         return apply

@@ -17,6 +17,7 @@ from .trace import trace_app  # FlashInfer-Trace import/export
 from .capture import capture
 from .export import export
 from .e2e import e2e
+from .accelerate import accelerate
 from .report import report  # the HTML report
 from .ops import ops
 from .reproduce import reproduce
@@ -45,6 +46,7 @@ app.command()(capture)
 app.command()(export)
 app.add_typer(keys_app, name="keys")   # the package signing key and trust store
 app.command()(e2e)
+app.command()(accelerate)
 app.command()(report)  # the HTML report
 app.command()(reproduce)
 app.add_typer(ptx_app, name="ptx")
