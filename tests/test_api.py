@@ -151,7 +151,7 @@ CALLER = textwrap.dedent("""
     import json, sys
     import kernelloop
     from kernelloop.core.spec import load_op, load_workloads
-    op = kernelloop.deliver.api.load_bundle("layernorm")
+    op = kernelloop.api.load_bundle("layernorm")
     wls = [w for w in load_workloads(op.folder / "workloads-interpret.toml", op.spec) if w.label == "layernorm[1x512]:bf16"]
     run = kernelloop.optimize("layernorm", workloads=wls, budget=1, device="interpret", out=sys.argv[1], confirm=False)
     print("RESULT " + json.dumps({"passed": len(run.trials(status="PASSED")), "best": run.best().label}))

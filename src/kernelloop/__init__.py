@@ -3,7 +3,7 @@
 The delivery path, as a Python API (each name is imported on first use, so `import kernelloop` stays light):
 
     report = kernelloop.capture(model, example_inputs)      # operator cards (kernelloop.deliver.capture.CaptureReport)
-    kernelloop.deliver.capture.write_workloads(report, "cards/")    # one workloads file per op the cards map onto
+    kernelloop.capture.write_workloads(report, "cards/")    # one workloads file per op the cards map onto
     # kernelloop optimize <op> --workloads cards/<op>.toml --out runs/<op>    (the loop, per op)
     kernelloop.export(["runs/rmsnorm", "runs/gemm_nt"], "pkg/")              # a verified, hashed package
     pkg = kernelloop.load_package("pkg/")
@@ -40,6 +40,8 @@ def export(runs, out, **options):
 
 
 def __getattr__(name: str):
+    if name in ("cli", "deliver", "tune", "core", "base"):   # the floors: `kernelloop.core.spec` after `import kernelloop`
+        return importlib.import_module(f".{name}", __name__)
     if name == "capture":
         return importlib.import_module(".deliver.capture", __name__)   # a module that is also callable: capture(model, x)
     if name == "accelerate":
