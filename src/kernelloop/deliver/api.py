@@ -408,6 +408,10 @@ def plan(op, workloads: str | Path | Sequence[Workload] | None = None, budget: i
     budget_record = Budget.parse(budget, dev, gpu_budget, names["gpu_seconds"], names["budget"])
     if resume and out is None:
         raise UsageError(f"{names['resume']} needs {names['out']}")
+    if resume and not (Path(out) / "archive.sqlite").is_file():
+        what = "does not exist" if not Path(out).exists() else "holds no run (no archive.sqlite)"
+        raise UsageError(f"{names['resume']}: {names['out']} {out} {what}: nothing to continue (leave out "
+                         f"{names['resume']} to start a new run there)")
     wls = _workloads(workloads, bundle, dev, out if resume else None)
     fixed = check_fixed(fix, bundle, templates, names["fixed"])
     data = dict(device=dev, budget=budget_record, screen_samples=screen_samples, strategy=strategy, seed=seed,
