@@ -42,8 +42,8 @@ ATTENTION_PREFIXES = ("aten._scaled_dot_product_flash_attention", "aten._scaled_
                       "aten._scaled_dot_product_cudnn_attention", "aten._scaled_dot_product_fused_attention",
                       "aten.scaled_dot_product_attention")
 
-# Tolerances of the numeric check of name-matched RMSNorm classes (two roundings of the op dtype, as Llama's).
 RMS_OFFSETS = (0.0, 1.0)   # the weight offsets a name-matched RMSNorm is checked for: rmsnorm, rmsnorm_offset
+# Tolerances of the numeric check of name-matched RMSNorm classes (two roundings of the op dtype, as Llama's).
 _CHECK_TOL = {torch.float16: 2e-2, torch.bfloat16: 8e-2, torch.float32: 1e-4, torch.float64: 1e-8}
 
 
