@@ -344,7 +344,7 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
     (kernelloop.tune.search.budget; verification is never screened). device: 'cuda' or 'interpret' (default:
     cuda when a GPU is present). strategy: a name of `kernelloop.tune.loop.strategy_names()`. sanitize: run
     compute-sanitizer over each winner on a small shape before its confirmation (tune/select/sanitize.py). out: the run folder
-    (default runs/<op>-<time>); resume=True continues the run there. templates / baselines: search only these
+    (default runs/<op>-<time>); resume=True continues the run there (UsageError when `out` holds none). templates / baselines: search only these
     templates; confirm against only these baselines. fix: pin parameters ('BLOCK_N=4096,ROWS=1' or a mapping):
     only templates that have them, only configurations with these values. prior: warm-start the staged search from
     recordings (a `kernelloop record` space, a Kernel Tuner cache, an earlier run). start / profile_timeout_s: the
