@@ -30,8 +30,11 @@ def test_a_factory_error_prints_verbatim(tmp_path):
 def test_an_op_name_not_found_points_at_the_list_of_ops():
     res = runner.invoke(app, ["optimize", "nosuchop"], env={"COLUMNS": "300"})
     assert res.exit_code == common.BAD_INPUT
-    assert "unknown op: 'nosuchop' is no op folder or spec.toml" in res.output
+    assert "unknown op: 'nosuchop' is no folder ./ops/nosuchop and no built-in op" in res.output
     assert "(`kernelloop ops` lists the built-in ops)" in res.output and "file not found" not in res.output
+    res = runner.invoke(app, ["optimize", "no/such/folder"], env={"COLUMNS": "300"})   # a path: its loader says
+    assert res.exit_code == common.BAD_INPUT
+    assert "spec error: no/such/folder: file not found (`kernelloop ops` lists the built-in ops)" in res.output
 
 
 def test_an_unknown_op_says_so_and_lists_close_names():

@@ -119,9 +119,13 @@ def bad_argument(console, msg: str) -> NoReturn:
 
 def spec_error(console, e, spec: str) -> NoReturn:
     """Say that the op or a workload file is bad (a SpecError) and exit with BAD_INPUT; when SPEC itself is not
-    found, point at the list of built-in ops."""
+    found: a bare name is an unknown op, said with the close names (`unknown_op`); a path points at the list of
+    built-in ops."""
     if e.message == "file not found" and e.file == str(spec):
-        console.print(f"[red]unknown op:[/red] {esc(unknown_op(str(spec)))}")
+        if len(Path(spec).parts) == 1 and not Path(spec).suffix:   # a bare name: no op has it
+            console.print(f"[red]unknown op:[/red] {esc(unknown_op(str(spec)))}")
+            raise typer.Exit(BAD_INPUT)
+        console.print(f"[red]spec error:[/red] {esc(e)} (`kernelloop ops` lists the built-in ops)")
         raise typer.Exit(BAD_INPUT)
     console.print(f"[red]spec error:[/red] {esc(e)}")
     raise typer.Exit(BAD_INPUT)
@@ -134,7 +138,7 @@ def unknown_op(spec: str) -> str:
         else []
     names = sorted(set(builtin_ops()) | set(local))
     close = difflib.get_close_matches(Path(spec).name, names, n=5, cutoff=0.5)
-    where = f"{spec!r} is no op folder or spec.toml, no folder ./ops/{Path(spec).name} and no built-in op"
+    where = f"{spec!r} is no folder ./ops/{spec} and no built-in op"
     near = f"; close names: {', '.join(close)}" if close else ""
     return f"{where}{near} (`kernelloop ops` lists the built-in ops)"
 
