@@ -19,12 +19,18 @@ class MyRMSNorm(nn.Module):
 
 
 class OffsetRMSNorm(MyRMSNorm):
-    """Gemma-style (1 + weight): the name matches, the formula does not."""
+    """Gemma-style (OFFSET + weight): the name matches; offset 1 is rmsnorm_offset's formula, another is not."""
+
+    OFFSET = 1.0
 
     def forward(self, x):
         xf = x.float()
         return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)).to(x.dtype) * \
-            (1.0 + self.weight)
+            (self.OFFSET + self.weight)
+
+
+class TwoOffsetRMSNorm(OffsetRMSNorm):
+    OFFSET = 2.0
 
 
 class Block(nn.Module):

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from capture_tiny_models import Attn, Block, MyRMSNorm, OffsetRMSNorm, Tiny, build, build_raises
+from capture_tiny_models import Attn, Block, MyRMSNorm, OffsetRMSNorm, Tiny, TwoOffsetRMSNorm, build, build_raises
 
 from kernelloop.base.builtin import ops_dir
 from kernelloop.deliver.capture import CaptureError, capture, write_workloads
@@ -75,11 +75,15 @@ def test_gemm_nt_dtype_fp32_is_not_in_its_spec():
 def test_rmsnorm_by_name_is_checked_numerically():
     ok = capture(MyRMSNorm(64).bfloat16().eval(), torch.randn(4, 64, dtype=torch.bfloat16), ops_root=OPS)
     assert ok.cards[0].op == "rmsnorm"
-    off = capture(OffsetRMSNorm(64).bfloat16().eval(), torch.randn(4, 64, dtype=torch.bfloat16), ops_root=OPS)
+    gemma = capture(OffsetRMSNorm(64).bfloat16().eval(), torch.randn(4, 64, dtype=torch.bfloat16), ops_root=OPS)
+    card = gemma.cards[0]
+    assert card.op == "rmsnorm_offset" and card.reason is None and card.axes == {"M": 4, "N": 64}
+    off = capture(TwoOffsetRMSNorm(64).bfloat16().eval(), torch.randn(4, 64, dtype=torch.bfloat16), ops_root=OPS)
     assert off.cards[0].op is None and off.cards[0].target == "rmsnorm"
     assert off.cards[0].reason.startswith("output differs from x * rsqrt(mean(x^2) + eps) * weight")
+    assert "(1 + weight) variant" in off.cards[0].reason
     # the check's own torch calls are not recorded as the model's
-    assert off.aten_calls == ok.aten_calls + 1                 # the model's (1 + weight) add, nothing else
+    assert off.aten_calls == ok.aten_calls + 1                 # the model's (2 + weight) add, nothing else
 
 
 def test_recognised_module_owns_its_children():

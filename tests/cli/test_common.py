@@ -28,9 +28,19 @@ def test_a_factory_error_prints_verbatim(tmp_path):
 
 
 def test_an_op_name_not_found_points_at_the_list_of_ops():
-    res = runner.invoke(app, ["optimize", "nosuchop"])
+    res = runner.invoke(app, ["optimize", "nosuchop"], env={"COLUMNS": "300"})
     assert res.exit_code == common.BAD_INPUT
-    assert "spec error: nosuchop: file not found (`kernelloop ops` lists the built-in ops)" in res.output
+    assert "unknown op: 'nosuchop' is no folder ./ops/nosuchop and no built-in op" in res.output
+    assert "(`kernelloop ops` lists the built-in ops)" in res.output and "file not found" not in res.output
+    res = runner.invoke(app, ["optimize", "no/such/folder"], env={"COLUMNS": "300"})   # a path: its loader says
+    assert res.exit_code == common.BAD_INPUT
+    assert "spec error: no/such/folder: file not found (`kernelloop ops` lists the built-in ops)" in res.output
+
+
+def test_an_unknown_op_says_so_and_lists_close_names():
+    res = runner.invoke(app, ["optimize", "rmsnrom", "--device", "interpret"], env={"COLUMNS": "300"})
+    assert res.exit_code == common.BAD_INPUT, res.output
+    assert "unknown op: 'rmsnrom'" in res.output and "close names: rmsnorm" in res.output
 
 
 def test_a_fuse_shape_line_has_no_empty_parts():
@@ -88,3 +98,43 @@ def test_an_agent_workspace_names_its_runs_archive(tmp_path):
     archive.parent.mkdir(parents=True)
     archive.write_bytes(b"")
     assert common.archive_path(ws, console) == archive.resolve()
+
+
+def _typer_apps(t, seen=None):
+    """Every Typer app under `t` (its sub-apps), `t` first."""
+    seen = [] if seen is None else seen
+    seen.append(t)
+    for g in t.registered_groups:
+        _typer_apps(g.typer_instance, seen)
+    return seen
+
+
+def test_help_text_prints_verbatim_in_every_command():
+    assert all(t.rich_markup_mode is None for t in _typer_apps(app))   # no markup or emoji codes in help text
+    for cmd in (["capture", "--help"], ["e2e", "--help"], ["fuse", "run", "--help"]):
+        res = runner.invoke(app, cmd, env={"COLUMNS": "400"})
+        assert res.exit_code == 0, res.output
+        assert "file.py:factory" in res.output and "\U0001f3ed" not in res.output, cmd
+
+
+def test_the_report_install_hint_names_the_extra(tmp_path, monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "kernelloop.deliver.report.html", None)   # as if matplotlib were missing
+    (tmp_path / "archive.sqlite").write_bytes(b"")
+    res = runner.invoke(app, ["report", str(tmp_path)], env={"COLUMNS": "300"})
+    assert res.exit_code == common.BAD_INPUT, res.output
+    assert "pip install 'kernelloop[report]'" in res.output
+
+
+def test_resume_of_a_missing_run_folder_is_refused(tmp_path):
+    missing = tmp_path / "no-such-run"
+    res = runner.invoke(app, ["optimize", "rmsnorm", "--device", "interpret", "--budget", "1", "--resume",
+                              "--out", str(missing)], env={"COLUMNS": "300"})
+    assert res.exit_code == common.BAD_INPUT, res.output
+    assert "--resume" in res.output and "does not exist: nothing to continue" in res.output
+    assert not missing.exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = runner.invoke(app, ["optimize", "rmsnorm", "--device", "interpret", "--budget", "1", "--resume",
+                              "--out", str(empty)], env={"COLUMNS": "300"})
+    assert res.exit_code == common.BAD_INPUT and "holds no run" in res.output and not any(empty.iterdir())

@@ -111,11 +111,12 @@ def test_record_shards_in_the_interpreter_join_into_the_whole_space(tmp_path):
         r = runner.invoke(app, ["record", str(ops_dir() / "rmsnorm"), "--out", str(tmp_path / "b.json"),
                                 "--device", "interpret", "--shard", bad])
         assert r.exit_code == common.BAD_INPUT and "--shard" in r.output
-    # A workload no configuration can serve: said plainly, no empty space file.
+    # A workload no configuration of the chosen template can serve (rowwise's blocks start at 256 lanes; rows shorter
+    # than 32 keep only the persistent template's one-warp configurations): said plainly, no empty space file.
     tiny = tmp_path / "tiny.toml"
     tiny.write_text('op = "rmsnorm"\n[[workload]]\naxes = { M = 3, N = 16 }\ndtype = "fp32"\n')
     r = runner.invoke(app, ["record", str(ops_dir() / "rmsnorm"), "--out", str(tmp_path / "e.json"),
-                            "--device", "interpret", "--workloads", str(tiny)])
+                            "--device", "interpret", "--workloads", str(tiny), "--template", "rowwise"])
     assert r.exit_code == common.BAD_INPUT and "no configuration" in r.output and not (tmp_path / "e.json").exists()
 
 

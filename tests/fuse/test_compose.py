@@ -46,3 +46,22 @@ def test_without_a_measurement_the_larger_site_wins():
 def test_shape_key():
     assert shape_key((torch.zeros(2, 8, dtype=torch.long),)) == "2x8"
     assert shape_key((torch.zeros(2, 8), 3), {"mask": torch.zeros(2, 8)}) == "2x8,2x8"
+
+
+def test_fused_model_counts_its_fallbacks_per_reason():
+    from torch import fx
+
+    from kernelloop.deliver.fuse.compose import FusedModel
+
+    class Double(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    fused = FusedModel(Double())
+    fused.add_graph("2x8", fx.symbolic_trace(Double()))
+    x = torch.ones(2, 8)
+    assert torch.equal(fused(x), x * 2) and not fused.fallbacks
+    fused(torch.ones(1, 5))
+    fused(torch.ones(1, 5))
+    fused(torch.ones(3))
+    assert fused.fallbacks == {"no fused graph for shape 1x5": 2, "no fused graph for shape 3": 1}

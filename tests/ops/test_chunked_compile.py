@@ -37,7 +37,8 @@ KERNELS = {
                    {"WB_FIRST": 1}),
                   ("_ln_streaming", {"X": "*fp16", "W": "*fp16", "B": "*fp16", "Y": "*fp16", **ROW, "eps": "fp32"},
                    None)],
-    "rmsnorm": [("_rmsnorm_chunked", {"X": "*fp16", "W": "*fp16", "Y": "*fp16", **ROW, "eps": "fp32"}, {})],
+    "rmsnorm": [("_rmsnorm_chunked", {"X": "*fp16", "W": "*fp16", "Y": "*fp16", **ROW, "eps": "fp32",
+                                      "offset": "fp32"}, {})],
     "softmax": [("_softmax_chunked", {"X": "*fp16", "Y": "*fp16", **ROW}, {})],
 }
 

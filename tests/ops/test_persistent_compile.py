@@ -27,7 +27,8 @@ print(json.dumps({"built": built}))
 ROW = {"M": "i32", "N": "i32", "stride_x": "i32", "stride_y": "i32"}
 KERNELS = {
     "layernorm": ("_ln_persistent", {"X": "*fp16", "W": "*fp16", "B": "*fp16", "Y": "*fp16", **ROW, "eps": "fp32"}),
-    "rmsnorm": ("_rmsnorm_persistent", {"X": "*fp16", "W": "*fp16", "Y": "*fp16", **ROW, "eps": "fp32"}),
+    "rmsnorm": ("_rmsnorm_persistent", {"X": "*fp16", "W": "*fp16", "Y": "*fp16", **ROW, "eps": "fp32",
+                                        "offset": "fp32"}),
     "softmax": ("_softmax_persistent", {"X": "*fp16", "Y": "*fp16", **ROW}),
 }
 

@@ -171,3 +171,78 @@ def test_a_shape_claim_names_its_interval_as_show_does_and_old_tables_load():
     assert new.model_dump(mode="json")["kernel_ci_us"] == [1.9, 2.1] and "ci_us" not in new.model_dump()
     old = ShapeClaim.model_validate_json('{"axes": {"N": 256}, "kernel_us": 2.0, "ci_us": [1.9, 2.1], "source": "run"}')
     assert old == new
+
+
+class BoxVerifier:
+    """A stand-in verifier that fails every shape `bad(M, N)` says is bad and records what it was asked."""
+
+    def __init__(self, bad=lambda m, n: False):
+        self.bad, self.seen = bad, []
+
+    def verify(self, candidate, workload):
+        m, n = workload.axes["M"], workload.axes["N"]
+        self.seen.append((workload.dtype, m, n))
+        if self.bad(m, n):
+            return Verdict(status=Status.RUNTIME_ERROR, message="stand-in failure", case=workload.label)
+        return Verdict(status=Status.PASSED)
+
+
+def test_guards_widen_along_every_extended_axis_and_are_verified_at_their_edges():
+    cfg = {"BLOCK_N": 256, "ROWS": 1, "num_warps": 4}
+    a = _winner(8, 256, DType.fp16, cfg)
+    b = _winner(40, 512, DType.fp16, {**cfg, "num_warps": 8})
+    fv = BoxVerifier()
+    t = build_table(SPEC, [a, b], "interpret", lambda c: "k.py", fv, extend=[("M", 1, 64), ("N", 128, 1024)],
+                    seed=0, interior=2).table
+    boxes = [{k: (r.lo, r.hi) for k, r in e.guard.axes.items()} for e in t.entries]
+    assert boxes == [{"M": (1, 64), "N": (128, 384)}, {"M": (1, 64), "N": (385, 1024)}]
+    check_partition([e.guard for e in t.entries], t.axes)
+    seen = {(m, n) for _, m, n in fv.seen}
+    for box, (m0, n0) in zip(boxes, [(8, 256), (40, 512)]):
+        (mlo, mhi), (nlo, nhi) = box["M"], box["N"]
+        assert {(mlo, nlo), (mlo, nhi), (mhi, nlo), (mhi, nhi)} <= seen                      # every corner
+        assert {(mlo, n0), (mlo + 1, n0), (mhi - 1, n0), (mhi, n0)} <= seen                   # M's edges
+        assert {(m0, nlo), (m0, nlo + 1), (m0, nhi - 1), (m0, nhi)} <= seen                   # N's edges
+    assert {(8, 255), (8, 256), (8, 257)} - {(8, 256)} <= seen                              # N's tile boundary
+    d = Dispatcher(t)
+    assert d.select(DType.fp16, "interpret", (64, 128)) == 0 and d.select(DType.fp16, "interpret", (1, 1024)) == 1
+    assert d.select(DType.fp16, "interpret", (65, 128)) == -1 and d.select(DType.fp16, "interpret", (1, 127)) == -1
+
+
+def test_a_failed_edge_on_a_second_axis_shrinks_that_box():
+    cfg = {"BLOCK_N": 256, "ROWS": 1, "num_warps": 4}
+    a, b = _winner(8, 256, DType.fp16, cfg), _winner(8, 512, DType.fp16, {**cfg, "num_warps": 8})
+    fv = BoxVerifier(bad=lambda m, n: n == 1024)          # only the far N edge of the second box fails
+    build = build_table(SPEC, [a, b], "interpret", lambda c: "k.py", fv, extend=[("N", 128, 1024), ("M", 1, 16)],
+                        seed=0, interior=1)
+    boxes = [{k: (r.lo, r.hi) for k, r in e.guard.axes.items()} for e in build.table.entries]
+    assert boxes == [{"M": (1, 16), "N": (128, 384)}, {"M": (8, 8), "N": (512, 512)}]
+    assert any(n.status == "RUNTIME_ERROR" and n.axes["N"] == 1024 for n in build.notes)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 60), st.sampled_from([64, 256, 300, 512]), dtypes, st.integers(0, 2)),
+                min_size=1, max_size=8, unique_by=lambda t: (t[0], t[1], t[2])), st.integers(0, 3))
+def test_two_axis_tables_partition_and_measured_shapes_hit_their_own_winner(specs, fail_every):
+    winners = [_winner(m, n, d, {"BLOCK_N": 256, "ROWS": 1, "num_warps": 4 * (k + 1)}) for m, n, d, k in specs]
+    fv = BoxVerifier(bad=(lambda m, n: (m + n) % 11 == 0) if fail_every else (lambda m, n: False))
+    b = build_table(SPEC, winners, "interpret", lambda c: "k.py", fv, extend=[("M", 1, 80), ("N", 32, 600)],
+                    seed=1, interior=1)
+    check_partition([e.guard for e in b.table.entries], b.table.axes)
+    d = Dispatcher(b.table)
+    for w in winners:
+        idx = d.select(w.workload.dtype, "interpret", (w.workload.axes["M"], w.workload.axes["N"]))
+        assert idx >= 0 and b.table.entries[idx].candidate_id == w.candidate.id
+    for e in b.table.entries:   # a widened box was verified at its corners, and nothing inside it failed
+        g = e.guard.axes
+        if not (g["M"].exact and g["N"].exact):
+            corners = {(m, n) for m in (g["M"].lo, g["M"].hi) for n in (g["N"].lo, g["N"].hi)}
+            assert corners <= {(s.axes["M"], s.axes["N"]) for s in e.shapes}
+            assert not any(fv.bad(m, n) for d, m, n in fv.seen if d == e.guard.dtype and m in g["M"] and n in g["N"])
+
+
+def test_extend_takes_one_range_per_axis():
+    from kernelloop.deliver.package.build import ExportError, parse_extend
+    assert parse_extend(["M=1:64", "rmsnorm.N=128:1024", "gemm_nt.K=1:8"], SPEC) == [("M", 1, 64), ("N", 128, 1024)]
+    with pytest.raises(ExportError, match="axis M"):
+        parse_extend(["M=1:64", "rmsnorm.M=2:8"], SPEC)

@@ -86,3 +86,17 @@ def test_evaluate_expression_parses_once_and_still_checks_every_call():
     for _ in range(2):
         with pytest.raises(ValueError, match="not allowed"):
             evaluate_expression("M.__class__", {"M": 1})
+
+
+def test_a_workload_label_has_one_axis_order_whatever_the_dict_order():
+    from kernelloop.base.records import Workload
+    fresh = Workload(op="gemm_nt", axes={"M": 16, "N": 256, "K": 64}, dtype="fp16")
+    sorted_keys = Workload(op="gemm_nt", axes={"K": 64, "M": 16, "N": 256}, dtype="fp16")   # as JSON stores it
+    back = Workload.from_json(fresh.to_json())
+    assert fresh.label == sorted_keys.label == back.label == "gemm_nt[16x256x64]:fp16"
+    assert list(back.axes) == ["M", "N", "K"] and back.id == fresh.id
+    copied = fresh.model_copy(update={"axes": {"K": 8, "N": 4, "M": 2}})   # no validation: the label still orders
+    assert copied.label == "gemm_nt[2x4x8]:fp16"
+    att = Workload(op="attention", axes={"D": 64, "HKV": 2, "B": 1, "S": 8, "H": 4}, dtype="bf16")
+    assert att.label == "attention[1x4x2x8x64]:bf16"
+    assert Workload(op="x", axes={"zeta": 1, "alpha": 2}, dtype="fp16").label == "x[2x1]:fp16"

@@ -14,7 +14,7 @@ from .common import esc
 from .llm_options import (LlmBaseUrlOpt, LlmConfigOpt, LlmKeyEnvOpt, LlmModelOpt, LlmProviderOpt, LlmReplayOpt,
                           llm_config)
 
-agent_app = typer.Typer(add_completion=False, no_args_is_help=True,
+agent_app = typer.Typer(rich_markup_mode=None, add_completion=False, no_args_is_help=True,
                         help="Agents as proposers: workspaces for outside agents, the LLM proposer.")
 
 

@@ -29,7 +29,7 @@ from .gaps import gaps
 from .extend import extend_app
 from .keys import keys_app
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(rich_markup_mode=None, add_completion=False, no_args_is_help=True,
                   help="kernelloop: a closed loop that makes GPU kernels faster and proves it.")
 app.command()(optimize)
 app.command()(show)

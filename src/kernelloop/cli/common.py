@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 from enum import IntEnum
 from pathlib import Path
@@ -118,10 +119,28 @@ def bad_argument(console, msg: str) -> NoReturn:
 
 def spec_error(console, e, spec: str) -> NoReturn:
     """Say that the op or a workload file is bad (a SpecError) and exit with BAD_INPUT; when SPEC itself is not
-    found, point at the list of built-in ops."""
-    hint = " (`kernelloop ops` lists the built-in ops)" if e.message == "file not found" and e.file == spec else ""
-    console.print(f"[red]spec error:[/red] {esc(e)}{esc(hint)}")
+    found: a bare name is an unknown op, said with the close names (`unknown_op`); a path points at the list of
+    built-in ops."""
+    if e.message == "file not found" and e.file == str(spec):
+        if len(Path(spec).parts) == 1 and not Path(spec).suffix:   # a bare name: no op has it
+            console.print(f"[red]unknown op:[/red] {esc(unknown_op(str(spec)))}")
+            raise typer.Exit(BAD_INPUT)
+        console.print(f"[red]spec error:[/red] {esc(e)} (`kernelloop ops` lists the built-in ops)")
+        raise typer.Exit(BAD_INPUT)
+    console.print(f"[red]spec error:[/red] {esc(e)}")
     raise typer.Exit(BAD_INPUT)
+
+
+def unknown_op(spec: str) -> str:
+    """Why SPEC names no op, with the close names among the built-in ops and the folders under ./ops."""
+    from ..base.builtin import builtin_ops
+    local = sorted(p.name for p in Path("ops").glob("*") if (p / "spec.toml").is_file()) if Path("ops").is_dir() \
+        else []
+    names = sorted(set(builtin_ops()) | set(local))
+    close = difflib.get_close_matches(Path(spec).name, names, n=5, cutoff=0.5)
+    where = f"{spec!r} is no folder ./ops/{spec} and no built-in op"
+    near = f"; close names: {', '.join(close)}" if close else ""
+    return f"{where}{near} (`kernelloop ops` lists the built-in ops)"
 
 
 def require_templates(bundle, templates: list[str] | None, console) -> None:

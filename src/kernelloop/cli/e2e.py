@@ -57,7 +57,7 @@ def e2e(
     import torch
     dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if dev not in ("cpu", "cuda"):
-        console.print(f"[red]bad argument:[/red] --device {dev!r}: use cpu or cuda")
+        console.print(f"[red]bad argument:[/red] --device {esc(repr(dev))}: use cpu or cuda")
         raise typer.Exit(ExitCode.BAD_INPUT)
     if dev == "cpu":
         if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":

@@ -26,9 +26,10 @@ def export(
         help="Folder of the runs' op folders (checked against the runs' manifests); default: ./ops/<op> when there, "
              "else the built-in op.")] = None,
     extend: Annotated[Optional[list[str]], typer.Option(
-        help="Widen the ranges along an axis to LO:HI: 'M=1:4096' for every op with an axis M, 'gemm_nt.M=1:512' "
-             "for one op (repeatable). Every range is verified at its edges, tile boundaries and seeded interior "
-             "points before it is kept.")] = None,
+        help="Widen the guards along an axis to LO:HI: 'M=1:4096' for every op with an axis M, 'gemm_nt.M=1:512' "
+             "for one op; repeat it for more axes (one range per axis of an op: 'M=1:4096' plus 'N=64:8192'). "
+             "Every guard is verified along each widened axis at its edges and tile boundaries, at its corners and "
+             "on seeded interior points before it is kept.")] = None,
     exact: Annotated[bool, typer.Option("--exact", help="Exact guards at the measured shapes only (no ranges, no "
                                                         "export-time verification).")] = False,
     interior: Annotated[int, typer.Option(min=0, help="Seeded interior points verified per range.")] = 3,

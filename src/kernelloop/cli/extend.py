@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from . import common
 
-extend_app = typer.Typer(add_completion=False, no_args_is_help=True,
+extend_app = typer.Typer(rich_markup_mode=None, add_completion=False, no_args_is_help=True,
                          help="Extend the representation with a regression check over every op's tasks "
                               "(docs/schedules.md).")
 Ledger = Annotated[Optional[Path], typer.Option(help="The ledger of extensions (JSON lines). Default: the clone's "

@@ -36,7 +36,7 @@ class _RunByDefault(TyperGroup):
         return super().parse_args(ctx, args)
 
 
-fuse_app = typer.Typer(cls=_RunByDefault, no_args_is_help=True,
+fuse_app = typer.Typer(rich_markup_mode=None, cls=_RunByDefault, no_args_is_help=True,
                        help="Fusion from the model's graph: `kernelloop fuse MODEL` realises, composes and checks "
                             "its patterns; `kernelloop fuse discover MODEL` only lists them.")
 

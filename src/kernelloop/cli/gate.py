@@ -13,7 +13,7 @@ from rich.markup import escape
 from ..base.records import DType
 from . import common
 
-gate_app = typer.Typer(add_completion=False, no_args_is_help=True,
+gate_app = typer.Typer(rich_markup_mode=None, add_completion=False, no_args_is_help=True,
                        help="The static gate before the GPU (docs/schedules.md): one candidate, or a run's precision.")
 
 

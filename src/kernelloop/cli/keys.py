@@ -11,7 +11,7 @@ import typer
 from . import common
 from .common import esc
 
-keys_app = typer.Typer(help="The package signing key (Ed25519, in the user's config folder, outside every "
+keys_app = typer.Typer(rich_markup_mode=None, help="The package signing key (Ed25519, in the user's config folder, outside every "
                             "workspace) and the trust store of public keys packages may be signed with.",
                        no_args_is_help=True)
 

@@ -134,10 +134,10 @@ def _run(plan: "api.Plan", console, as_json: bool):
                   TextColumn("passed {task.fields[passed]}"), TextColumn("{task.fields[best]}"),
                   TimeElapsedColumn(), console=console, transient=as_json) as bar:
         planned = planned_trials(plan.options.budget.evals, len(plan.workloads))
-        task = bar.add_task(f"{plan.bundle.spec.name} trials", total=planned, passed=0, best="")
+        task = bar.add_task(esc(f"{plan.bundle.spec.name} trials"), total=planned, passed=0, best="")
 
         def on_progress(p):
-            best = "; ".join(f"{k} {v:.1f}µs" for k, v in list(p.best_us.items())[:3])
+            best = esc("; ".join(f"{k} {v:.1f}µs" for k, v in list(p.best_us.items())[:3]))
             bar.update(task, completed=p.done, total=p.total or planned, passed=p.passed, best=best)
 
         try:

@@ -63,7 +63,7 @@ def _render_profile(t: dict, console: Console) -> None:
             table.add_row(e["key"], _fmt(e["value"]), e["unit"], e["why"])
         console.print(table)
         if c["missing"]:
-            console.print(f"[dim]not in the profile: {', '.join(c['missing'])}[/dim]")
+            console.print(f"[dim]not in the profile: {esc(', '.join(c['missing']))}[/dim]")
         for r in c["rules"]:
             sp = f" (est. {r['speedup_pct']:g} %)" if r["speedup_pct"] is not None else ""
             console.print(f"[dim]ncu {esc(r['name'])}{esc(sp)}: {esc(r['message'][:160])}[/dim]")
@@ -114,7 +114,7 @@ def render(summary: dict, console: Console) -> None:
     if summary["interpreter"]:
         console.print("[yellow]interpreter run: timings are CPU-interpreter wall clock, not kernel performance[/]")
     for n in summary.get("notes", []):
-        console.print(f"[yellow]{n}[/yellow]")
+        console.print(f"[yellow]{esc(n)}[/yellow]")
     if not summary["trials"]:
         console.print("no passing trial to explain")
     for t in summary["trials"]:
@@ -136,16 +136,16 @@ def render(summary: dict, console: Console) -> None:
                 ch = f"{o['change']:+.1%}" if o["change"] is not None else "n/a"
                 console.print(f"  {esc(h['metric'])} {esc(h['direction'])}: [bold]{esc(o['status'])}[/bold] ({esc(ch)}; {esc(o['note'])})")
         if t["cites"]:
-            console.print(f"cites: {', '.join(t['cites'])}")
+            console.print(f"cites: {esc(', '.join(t['cites']))}")
         for n in t["notes"]:
-            console.print(f"[yellow]{n}[/yellow]")
+            console.print(f"[yellow]{esc(n)}[/yellow]")
     for b in summary.get("baselines", []):
         kt = f"{b['kernel_us']:.2f} us" if b["kernel_us"] is not None else "not timed"
         console.rule(f"{b['workload']}  baseline {b['baseline']}")
         console.print(f"[dim]{esc(kt)} (the run's timing)[/dim]")
         _render_profile(b, console)
         for n in b["notes"]:
-            console.print(f"[yellow]{n}[/yellow]")
+            console.print(f"[yellow]{esc(n)}[/yellow]")
 
 
 def profile(
@@ -201,7 +201,7 @@ def profile(
     else:
         render(summary, console)
     if done["failed"]:
-        console.print(f"[red]not profiled:[/red] {', '.join(done['failed'])} (see the notes above)")
+        console.print(f"[red]not profiled:[/red] {esc(', '.join(done['failed']))} (see the notes above)")
         raise typer.Exit(common.FAILED)
 
 

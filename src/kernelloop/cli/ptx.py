@@ -21,7 +21,7 @@ from . import common
 from .common import esc
 from .llm_options import LlmBaseUrlOpt, LlmConfigOpt, LlmKeyEnvOpt, LlmModelOpt, LlmProviderOpt, llm_config
 
-ptx_app = typer.Typer(add_completion=False, no_args_is_help=True,
+ptx_app = typer.Typer(rich_markup_mode=None, add_completion=False, no_args_is_help=True,
                       help="Compiled kernels at the PTX level: recovery, round trip, edits proposed, "
                            "proved against the original and timed (docs/ptx.md).")
 

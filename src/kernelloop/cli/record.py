@@ -81,7 +81,7 @@ def record(
             if not (n >= 1 and 0 <= i < n):
                 raise ValueError
         except ValueError:
-            console.print(f"[red]bad argument:[/red] --shard {shard!r}: expected I/N with 0 <= I < N")
+            console.print(f"[red]bad argument:[/red] --shard {esc(repr(shard))}: expected I/N with 0 <= I < N")
             raise typer.Exit(common.BAD_INPUT)
         part = (i, n)
     props = device_properties(device)

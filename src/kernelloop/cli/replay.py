@@ -51,7 +51,7 @@ def replay(
     names = strategy or [DEFAULT_STRATEGY]
     for n in names:
         if n not in STRATEGIES and not n.startswith("kt:"):
-            console.print(f"[red]bad argument:[/red] unknown strategy {n!r}; choose from {sorted(STRATEGIES)} or kt:NAME")
+            console.print(f"[red]bad argument:[/red] unknown strategy {esc(repr(n))}; choose from {sorted(STRATEGIES)} or kt:NAME")
             raise typer.Exit(common.BAD_INPUT)
     try:
         rec = load_space(space, workload=workload, min_speedup=min_speedup)

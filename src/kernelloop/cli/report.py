@@ -29,7 +29,7 @@ def report(
         from ..deliver.report.html import write_report
     except ImportError as e:   # matplotlib or jinja2 missing
         console.print(f"[red]kernelloop report needs matplotlib and jinja2:[/red] {esc(e)}. "
-                      "Install them with: python3 -m pip install 'kernelloop[report]'")
+                      + esc("Install them with: python3 -m pip install 'kernelloop[report]'"))
         raise typer.Exit(common.BAD_INPUT)
     if out is None:
         out = (run / "report.html") if run.is_dir() else Path("report.html")

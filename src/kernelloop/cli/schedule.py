@@ -12,7 +12,7 @@ from rich.markup import escape
 from ..base.records import DType
 from . import common
 
-schedule_app = typer.Typer(add_completion=False, no_args_is_help=True,
+schedule_app = typer.Typer(rich_markup_mode=None, add_completion=False, no_args_is_help=True,
                            help="Typed Hopper GEMM schedules lowered to Gluon (docs/schedules.md).")
 
 

@@ -61,7 +61,7 @@ def submit(
         parsed[name] = value
     cfg, spc = parsed["--config"], parsed["--space"] or None
     if device is not None and device not in DEVICES:
-        err.print(f"[red]bad argument:[/red] --device {device!r}: use cuda or interpret")
+        err.print(f"[red]bad argument:[/red] --device {esc(repr(device))}: use cuda or interpret")
         raise typer.Exit(common.BAD_INPUT)
     try:
         sub = Submission.from_file(file, parent=parent, hypothesis=hypothesis, config=cfg, space=spc, agent=agent)

@@ -11,7 +11,7 @@ import typer
 from . import common
 from .common import esc
 
-trace_app = typer.Typer(add_completion=False, no_args_is_help=True,
+trace_app = typer.Typer(rich_markup_mode=None, add_completion=False, no_args_is_help=True,
                         help="FlashInfer-Trace: export runs as datasets, import Definitions as op folders.")
 
 
@@ -160,4 +160,4 @@ def import_(
         return
     console.print(f"wrote {esc(folder)}: {', '.join(Path(f).name for f in files)}")
     for n in notes:
-        console.print(f"[yellow]note[/yellow] {n}")
+        console.print(f"[yellow]note[/yellow] {esc(n)}")

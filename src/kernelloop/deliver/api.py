@@ -344,7 +344,7 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
     (kernelloop.tune.search.budget; verification is never screened). device: 'cuda' or 'interpret' (default:
     cuda when a GPU is present). strategy: a name of `kernelloop.tune.loop.strategy_names()`. sanitize: run
     compute-sanitizer over each winner on a small shape before its confirmation (tune/select/sanitize.py). out: the run folder
-    (default runs/<op>-<time>); resume=True continues the run there. templates / baselines: search only these
+    (default runs/<op>-<time>); resume=True continues the run there (UsageError when `out` holds none). templates / baselines: search only these
     templates; confirm against only these baselines. fix: pin parameters ('BLOCK_N=4096,ROWS=1' or a mapping):
     only templates that have them, only configurations with these values. prior: warm-start the staged search from
     recordings (a `kernelloop record` space, a Kernel Tuner cache, an earlier run). start / profile_timeout_s: the
@@ -408,6 +408,10 @@ def plan(op, workloads: str | Path | Sequence[Workload] | None = None, budget: i
     budget_record = Budget.parse(budget, dev, gpu_budget, names["gpu_seconds"], names["budget"])
     if resume and out is None:
         raise UsageError(f"{names['resume']} needs {names['out']}")
+    if resume and not (Path(out) / "archive.sqlite").is_file():
+        what = "does not exist" if not Path(out).exists() else "holds no run (no archive.sqlite)"
+        raise UsageError(f"{names['resume']}: {names['out']} {out} {what}: nothing to continue (leave out "
+                         f"{names['resume']} to start a new run there)")
     wls = _workloads(workloads, bundle, dev, out if resume else None)
     fixed = check_fixed(fix, bundle, templates, names["fixed"])
     data = dict(device=dev, budget=budget_record, screen_samples=screen_samples, strategy=strategy, seed=seed,

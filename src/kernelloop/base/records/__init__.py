@@ -5,7 +5,7 @@ from .build import BuildArtifact, BuildFailure, BuildStepRecord, BuildUsage, Bui
 from .candidate import Candidate
 from .measurement import Comparison, Measurement, Ratio, Stats, TimingPolicy
 from .spec import Axis, Constraint, DType, InputPolicy, OpSpec, ParamSpace, ScratchSpec, TemplateSpec, TensorSpec, Tolerance, Workload
-from .spec import check_expression, evaluate_expression
+from .spec import check_expression, evaluate_expression, ordered_axes
 from .trial import Costs, Environment, Trial
 from .verdict import ErrorMetrics, Status, Verdict
 
@@ -13,7 +13,7 @@ __all__ = [
     "Axis", "BuildArtifact", "BuildFailure", "BuildStepRecord", "BuildUsage", "Built", "Candidate", "Comparison", "Constraint", "Costs", "DType",
     "Environment", "ErrorMetrics", "InputPolicy", "Measurement", "OpSpec", "ParamSpace", "Ratio", "Record",
     "ScratchSpec", "Stats", "Status", "TemplateSpec", "TensorSpec", "TimingPolicy", "Tolerance", "Trial", "Verdict",
-    "Workload", "canonical_json", "content_hash", "sha256_hex",
+    "Workload", "canonical_json", "content_hash", "sha256_hex", "ordered_axes",
 ]
 from .profile import BottleneckClass, BuildResources, Ceilings, Classification, Direction, EvidenceItem, Hypothesis, HypothesisOutcome, KernelProfile, KernelShare, ProfileAggregate, ProfileReport, Roofline, RooflineAgreement, RuleHit, ceilings_key; __all__ += ["BottleneckClass", "BuildResources", "Ceilings", "Classification", "Direction", "EvidenceItem", "Hypothesis", "HypothesisOutcome", "KernelProfile", "KernelShare", "ProfileAggregate", "ProfileReport", "Roofline", "RooflineAgreement", "RuleHit", "ceilings_key"]  # noqa: E402,E501 - issue 4 (profile records)
 from .rules import StaticRuleHit; __all__ += ["StaticRuleHit"]  # noqa: E402 - issue 3 (static source rules)

@@ -350,13 +350,30 @@ class OpSpec(Record):
         return dtype if t.dtype == "op" else DType(t.dtype)
 
 
+# One order for a workload's axes wherever it is shown (labels, tables): these names in this order (the built-in
+# and fused ops' own: B H HKV S D, B S HQ HK D C, M N K), then any other name alphabetically. A workload read back
+# from an archive or JSON (keys sorted) prints as the one written by a spec, capture or workload file.
+AXIS_ORDER = ("B", "H", "HKV", "S", "HQ", "HK", "M", "N", "K", "D", "C")
+
+
+def ordered_axes(axes: dict[str, int]) -> dict[str, int]:
+    """`axes` in the one display order (`AXIS_ORDER`, then alphabetical)."""
+    rank = {a: i for i, a in enumerate(AXIS_ORDER)}
+    return {a: axes[a] for a in sorted(axes, key=lambda a: (rank.get(a, len(rank)), a))}
+
+
 class Workload(Record):
     """Concrete axis values and dtype, with a weight in the served distribution."""
 
     op: str = Field(description="Op name.")
-    axes: dict[str, int] = Field(description="Axis values.")
+    axes: dict[str, int] = Field(description="Axis values (kept in the one display order, `ordered_axes`).")
     dtype: DType = Field(description="Element type.")
     weight: float = Field(1.0, gt=0, allow_inf_nan=False, description="Weight in the served distribution.")
+
+    @field_validator("axes")
+    @classmethod
+    def _one_order(cls, v: dict[str, int]) -> dict[str, int]:
+        return ordered_axes(v)
 
     @property
     def id(self) -> str:
@@ -364,7 +381,7 @@ class Workload(Record):
 
     @property
     def label(self) -> str:
-        return f"{self.op}[{'x'.join(str(v) for v in self.axes.values())}]:{self.dtype.value}"
+        return f"{self.op}[{'x'.join(str(v) for v in ordered_axes(self.axes).values())}]:{self.dtype.value}"
 
 
 class SpecError(ValueError):

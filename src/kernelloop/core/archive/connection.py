@@ -35,6 +35,14 @@ def _plain_copy(path: Path):
         yield plain
 
 
+def _readonly_uri(path: Path) -> str:
+    """The SQLite URI that reads `path` without writing beside it: `immutable=1` (no -wal or -shm file is created,
+    which a plain read-only open of a WAL database does) unless a -wal file is already there -- a run still
+    writing, or one that stopped before its checkpoint, whose last commits live in it and must be read."""
+    uri = path.resolve().as_uri() + "?mode=ro"
+    return uri if Path(f"{path}-wal").exists() else uri + "&immutable=1"
+
+
 class ArchiveError(RuntimeError):
     """A write or read of the archive failed, or a request contradicts what the archive holds."""
 
@@ -44,8 +52,8 @@ class ArchiveConnection:
 
     def __init__(self, path: str | Path, *, timeout_s: float = 30.0, readonly: bool = False) -> None:
         """`readonly=True`: read a snapshot of the file in memory (migrated there when it is older than this
-        code), so that reading an archive — `show`, `profile` without `--ncu`, committed results — never
-        changes it. Writes then go to the snapshot only. Read-only, a gzipped archive (`archive.sqlite.gz`, as
+        code), so that reading an archive — `show`, `report`, `profile` without `--ncu`, committed results — never
+        changes it, nor leaves -wal or -shm files beside it (`_readonly_uri`). Writes then go to the snapshot only. Read-only, a gzipped archive (`archive.sqlite.gz`, as
         committed results are kept) is read the same way."""
         self.path = Path(path)
         self._lock = threading.RLock()
@@ -55,7 +63,7 @@ class ArchiveConnection:
                 raise ArchiveError(f"cannot open archive {path}: no such file")
             try:
                 with _plain_copy(self.path) as plain:
-                    src = sqlite3.connect(f"file:{plain}?mode=ro", uri=True, timeout=timeout_s)
+                    src = sqlite3.connect(_readonly_uri(plain), uri=True, timeout=timeout_s)
                     conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
                     try:
                         src.backup(conn)

@@ -9,8 +9,9 @@ Module classes (the call's first tensor argument is x):
   M = x.numel() // N.
 - torch.nn.RMSNorm, and any class whose name ends in "RMSNorm" with `weight` and `variance_epsilon` or `eps`
   (LlamaRMSNorm, Qwen2RMSNorm, ...) -> rmsnorm, same M/N and eps rule. The name-matched classes are also checked
-  numerically on the captured call (their output against x * rsqrt(mean(x^2) + eps) * weight in fp32), so a
-  variant with another formula (Gemma's (1 + weight)) is unmapped with the difference as its reason.
+  numerically on the captured call (their output against x * rsqrt(mean(x^2) + eps) * (offset + weight) in fp32):
+  offset 0 is rmsnorm, offset 1 (Gemma's (1 + weight)) rmsnorm_offset; any other formula is unmapped with the
+  difference as its reason.
 ATen overloads (outside recognised modules):
 - aten._softmax.default / aten.softmax.int over the last dim -> softmax: N = x.shape[-1], M = x.numel() // N.
   aten._safe_softmax (zeros for fully masked rows) is recognised but unmapped.
@@ -41,6 +42,7 @@ ATTENTION_PREFIXES = ("aten._scaled_dot_product_flash_attention", "aten._scaled_
                       "aten._scaled_dot_product_cudnn_attention", "aten._scaled_dot_product_fused_attention",
                       "aten.scaled_dot_product_attention")
 
+RMS_OFFSETS = (0.0, 1.0)   # the weight offsets a name-matched RMSNorm is checked for: rmsnorm, rmsnorm_offset
 # Tolerances of the numeric check of name-matched RMSNorm classes (two roundings of the op dtype, as Llama's).
 _CHECK_TOL = {torch.float16: 2e-2, torch.bfloat16: 8e-2, torch.float32: 1e-4, torch.float64: 1e-8}
 
@@ -196,18 +198,23 @@ def _eps_problem(eps: float | None, spec: OpSpec | None, target: str) -> str | N
     return None
 
 
-def _rms_check(x: torch.Tensor, weight: torch.Tensor, eps: float, output) -> str | None:
-    """None when the module's output is x * rsqrt(mean(x^2) + eps) * weight (fp32 math) within tolerance."""
+def _rms_check(x: torch.Tensor, weight: torch.Tensor, eps: float, output) -> tuple[float | None, str | None]:
+    """(offset, None) when the module's output is x * rsqrt(mean(x^2) + eps) * (offset + weight) (fp32 math) within
+    tolerance for offset 0 (rmsnorm) or 1 (Gemma's (1 + weight): rmsnorm_offset); (None, why) otherwise."""
     if not isinstance(output, torch.Tensor) or output.shape != x.shape or not x.dtype.is_floating_point:
-        return "output is not one tensor of the input's shape"
+        return None, "output is not one tensor of the input's shape"
     xf = x.double()
-    ref = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.double()
+    normed = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
     tol = _CHECK_TOL.get(x.dtype, 8e-2)
-    diff = (output.double() - ref).abs()
-    if bool((diff <= tol + tol * ref.abs()).all()):
-        return None
-    return (f"output differs from x * rsqrt(mean(x^2) + eps) * weight (max |diff| {diff.max().item():.3g}): "
-            "another normalization (e.g. Gemma's (1 + weight))")
+    diffs = []
+    for offset in RMS_OFFSETS:
+        ref = normed * (offset + weight.double())
+        diff = (output.double() - ref).abs()
+        if bool((diff <= tol + tol * ref.abs()).all()):
+            return offset, None
+        diffs.append(diff.max().item())
+    return None, (f"output differs from x * rsqrt(mean(x^2) + eps) * weight (max |diff| {diffs[0]:.3g}) and from "
+                  f"its (1 + weight) variant (max |diff| {diffs[1]:.3g}): another normalization")
 
 
 def map_module(family: str, module: torch.nn.Module, args, kwargs, output, specs: OpSpecs) -> Mapping:
@@ -279,7 +286,12 @@ def _map_rmsnorm(module, x, output, specs: OpSpecs) -> Mapping:
     if x is not None and not x.is_contiguous():
         problems.append("non-contiguous input")
     if not problems and not is_torch:
-        problems += [p for p in (_rms_check(x, weight, float(eps), output),) if p]
+        offset, problem = _rms_check(x, weight, float(eps), output)
+        problems += [problem] if problem else []
+        if offset:
+            target = "rmsnorm_offset"
+            params["offset"] = offset
+            problems += [p for p in (_eps_problem(eps, specs.get(target), target),) if p]
     return _finish(specs, target, axes, x.dtype if x is not None else None, problems, params)
 
 

@@ -17,12 +17,13 @@ Overlapping choices (SwiGLU's dual GEMM and its elementwise tail cover the same 
 one, else by the number of model ops replaced.
 
 `FusedModel` keeps one rewritten graph per example shape (the export specialises shapes) and runs the original
-model for inputs of any other shape (counted in `fallbacks`).
+model for inputs of any other shape (counted per reason in `fallbacks`).
 """
 
 from __future__ import annotations
 
 import operator
+from collections import Counter
 from dataclasses import dataclass
 
 import torch
@@ -208,13 +209,14 @@ def shape_key(args: tuple, kwargs: dict | None = None) -> str:
 
 class FusedModel(nn.Module):
     """The model with its fused graphs: `forward` takes the model's own arguments and runs the rewritten graph of
-    their shapes, or the original model for a shape it has none for."""
+    their shapes, or the original model for a shape it has none for. `fallbacks` counts the calls the original
+    model served, per reason (as a package kernel's `fallbacks` does): {"no fused graph for shape 1x5": 1}."""
 
     def __init__(self, model: nn.Module):
         super().__init__()
         self.model = model
         self.graphs = nn.ModuleDict()
-        self.fallbacks = 0
+        self.fallbacks: Counter[str] = Counter()
 
     def add_graph(self, shape: str, gm: fx.GraphModule) -> None:
         self.graphs[shape.replace(",", "_")] = gm
@@ -223,5 +225,6 @@ class FusedModel(nn.Module):
         key = shape_key(args, kwargs).replace(",", "_")
         if key in self.graphs:
             return self.graphs[key](*args, **kwargs)
-        self.fallbacks += 1
+        shape = key.replace("_", ",") or "without tensors"
+        self.fallbacks[f"no fused graph for shape {shape}"] += 1
         return self.model(*args, **kwargs)

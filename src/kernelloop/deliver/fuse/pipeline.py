@@ -29,7 +29,7 @@ from typing import Callable
 import torch
 from pydantic import Field
 
-from ...base.records import Record
+from ...base.records import Record, ordered_axes
 from ...base.records.device import Device
 from ...base.records.measurement import Ratio
 from . import graph as G
@@ -263,7 +263,7 @@ def _compose_and_check(model, exs, programs, shapes, groups, realised, reports, 
             source=ev.source if ev else "", table=r.table, speed=ev.speed if ev else "not measured",
             local=list(ev.workloads) if ev else [], note=r.error))
     for p in patterns:   # each pattern's local figures in the log as soon as they exist
-        local = "; ".join(f"{'x'.join(map(str, w.axes.values()))}: {w.status} "
+        local = "; ".join(f"{'x'.join(map(str, ordered_axes(w.axes).values()))}: {w.status} "
                           f"{'' if w.kernel_us is None else f'{w.kernel_us:.2f} us'}"
                           f"{'' if w.vs_eager is None else f' vs eager {w.vs_eager.speedup:.3f}x {w.vs_eager.verdict.value}'}"
                           f"{'' if w.vs_compile is None else f' vs compile {w.vs_compile.speedup:.3f}x'}"

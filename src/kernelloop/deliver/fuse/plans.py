@@ -5,7 +5,8 @@
 Each kernel family reads the candidate's signature and says how one op replaces (part of) the subgraph:
 
 - `add_norm` (residual_add_norm): a [M, N] + b [M, N], then RMSNorm or LayerNorm with its weight (and bias) over
-  N; returns the normed rows, and the sum too when the model uses it later. The norm's eps is the op's scalar.
+  N; returns the normed rows, and the sum too when the model uses it later. The norm's eps is the op's scalar; a
+  constant the model adds to the RMSNorm's weight (Gemma's `x * (1 + weight)`) is pinned as OFFSET.
 - `dual_gemm` (gemm_gate): x [M, K] read once against two weights [N, K]; act(x W0^T) * (x W1^T) in the epilogue.
 - `gate_mul` (gemm_gate, the same occurrence's elementwise tail): act(g) * u on [M, N], the GEMMs left to the
   library. It overlaps `dual_gemm`; composition keeps the one that gains more.
@@ -67,7 +68,7 @@ class OpPlan(Record):
     scalars: dict[str, float] = Field(default_factory=dict, description="Scalar arguments at the model's values.")
     scalar_args: dict[str, list[int]] = Field(default_factory=dict, description="Scalar name -> [step, const "
                                               "index]: the constant of the signature it stands for.")
-    pinned: dict[str, int | str] = Field(default_factory=dict, description="Template parameters the pattern fixes.")
+    pinned: dict[str, int | float | str] = Field(default_factory=dict, description="Template parameters the pattern fixes.")
     flatten_rows: bool = Field(True, description="Views inside the subgraph only regroup leading dimensions.")
     dtype: DType
     workloads: list[dict[str, int]] = Field(description="Axis values per occurrence, in the candidate's order.")
@@ -134,6 +135,27 @@ def _eps_const(sig: Signature) -> tuple[int, int, float]:
     raise Unsupported("no eps found: an add of a constant feeding rsqrt")
 
 
+CASTS = ("aten.to.dtype", "aten._to_copy.default", "aten.type_as.default")
+
+
+def _weight_offset(st: list, weight: str) -> float:
+    """The constant a decomposed RMSNorm adds to its weight before the multiply (Gemma's `x * (1 + weight)`: 1.0),
+    the weight's casts looked through; 0.0 when the weight multiplies as it is."""
+    derived, offset = {weight}, 0.0
+    for k, s in enumerate(st):
+        if s.op in CASTS[:2] and s.operands[:1] and s.operands[0] in derived:
+            derived.add(f"%{k}")
+        elif s.op in ("aten.add.Tensor", "aten.add.Scalar") and len(s.operands) == 1 and s.operands[0] in derived:
+            if len(s.consts) != 1 or offset:
+                raise Unsupported("the norm's weight goes through more than one added constant")
+            try:
+                offset = float(s.consts[0])
+            except ValueError:
+                raise Unsupported(f"the norm's weight is added a non-numeric {s.consts[0]!r}") from None
+            derived.add(f"%{k}")
+    return offset
+
+
 def add_norm(c: Candidate) -> list[OpPlan]:
     sig = c.signature
     st = sig.steps
@@ -147,7 +169,7 @@ def add_norm(c: Candidate) -> list[OpPlan]:
         raise Unsupported("the residual add broadcasts (the op adds two [M, N] tensors)")
     n = shape[-1]
     ops = [s.op for s in st]
-    bias = None
+    bias, offset = None, 0.0
     if "aten.layer_norm.default" in ops:
         ln = st[ops.index("aten.layer_norm.default")]
         if len(ln.operands) != 3 or not all(o.startswith("p") for o in ln.operands[1:]):
@@ -165,8 +187,8 @@ def add_norm(c: Candidate) -> list[OpPlan]:
         norm, weight = "rms", params[0]
         wmul = next(k for k, s in enumerate(st) if weight in s.operands)
         rs = ops.index("aten.rsqrt.default")
-        round_normed = int(any(s.op in ("aten.to.dtype", "aten._to_copy.default") and s.dtype != "float32"
-                               for s in st[rs:wmul]))
+        round_normed = int(any(s.op in CASTS and s.dtype != "float32" for s in st[rs:wmul]))
+        offset = _weight_offset(st, weight)
     else:
         raise Unsupported("the norm is neither LayerNorm nor RMSNorm")
     for p in (weight, bias):
@@ -193,7 +215,7 @@ def add_norm(c: Candidate) -> list[OpPlan]:
     return [_plan(c, "add_norm", steps=list(range(len(st))), inputs=ins, outputs=outs,
                   axes={"M": _prod(shape[:-1]), "N": n}, scalars={"eps": eps}, scalar_args={"eps": [k, pos]},
                   pinned={"NORM": norm, "HAS_BIAS": int(bias is not None), "STORE_SUM": int("%0" in sig.outputs),
-                          "ROUND_NORMED": round_normed})]
+                          "ROUND_NORMED": round_normed, **({"OFFSET": offset} if offset else {})})]
 
 
 # -- GEMM families -------------------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Module swaps: `torch.nn.LayerNorm` → layernorm; `torch.nn.RMSNorm` and RMSNorm classes of model libraries (a class
 whose name ends in RMSNorm, with a `weight` and `variance_epsilon` or `eps`: transformers' LlamaRMSNorm,
-Qwen2RMSNorm, ...) → rmsnorm; `torch.nn.Linear` without bias → gemm_nt; GPT-2's `Conv1D` (x @ W + b, W as [K, N])
+Qwen2RMSNorm, ...) → rmsnorm, a Gemma one (class name containing "gemma": x / rms(x) * (1 + weight)) →
+rmsnorm_offset; `torch.nn.Linear` without bias → gemm_nt; GPT-2's `Conv1D` (x @ W + b, W as [K, N])
 → gemm_bias. A module is swapped only where the package has an entry for its static dims (features, dtype, eps);
 the token count is decided per call by the guards. Functional calls: `torch.nn.functional.softmax` over the last dim
 and `torch.nn.functional.scaled_dot_product_attention` (no mask, no dropout, default scale; `is_causal` picks
@@ -28,6 +29,8 @@ from torch import nn
 
 from ...base.records import DType
 from ..package.runtime import FROM_TORCH, Package
+
+GEMMA_OFFSET = 1.0   # rmsnorm_offset's `offset` for Gemma's RMSNorm classes
 
 
 @dataclass(frozen=True)
@@ -95,14 +98,16 @@ def kernel_caller(kernel):
     return call
 
 
-def _norm_forward(op, bias: bool):
+def _norm_forward(op, bias: bool, offset: float | None = None):
     """A LayerNorm/RMSNorm forward calling the package op on the flattened rows with the module's own parameters
     and its eps as it is at call time (an eps changed after apply reaches the guard, which runs the reference for
-    a value no entry was verified at)."""
+    a value no entry was verified at); `offset`: rmsnorm_offset's weight offset, its second scalar."""
+    extra = () if offset is None else (offset,)
+
     def forward(self, x):
         rows = x.reshape(-1, x.shape[-1])
         args = (rows, self.weight, self.bias) if bias else (rows, self.weight)
-        return op(*args, _norm_eps(self)).view(x.shape)
+        return op(*args, _norm_eps(self), *extra).view(x.shape)
     return forward
 
 
@@ -136,8 +141,11 @@ def _plan_module(path: str, m: nn.Module, package: Package):
         eps = _norm_eps(m)
         if eps is None or m.weight is None or m.weight.dim() != 1:
             return "rmsnorm", "RMSNorm without a 1-d weight or a known eps", None
-        if "gemma" in cls.lower():
-            return "rmsnorm", "Gemma's RMSNorm scales by (1 + weight)", None
+        if "gemma" in cls.lower():   # Gemma's RMSNorm scales by (1 + weight)
+            scalars = {"eps": eps, "offset": GEMMA_OFFSET}
+            why = _covers(package, "rmsnorm_offset", m.weight.dtype, {"N": m.weight.shape[0]}, scalars)
+            return "rmsnorm_offset", why, None if why else _norm_forward(
+                kernel_caller(package["rmsnorm_offset"]), False, GEMMA_OFFSET)
         why = _covers(package, "rmsnorm", m.weight.dtype, {"N": m.weight.shape[0]}, {"eps": eps})
         return "rmsnorm", why, None if why else _norm_forward(kernel_caller(package["rmsnorm"]), False)
     if isinstance(m, nn.Linear):

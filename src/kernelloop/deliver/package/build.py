@@ -1,21 +1,26 @@
 """From a run's PASSED winners to a dispatch table whose guards are proved, not hoped.
 
-Each workload's winner (the fastest PASSED trial) gives one measured point. Along one axis (the spec's first held-out
-axis, the row or token count for most ops; `extend` may name another and widen the outer bounds) the winners of
-workloads that agree on every other axis and the dtype are joined into ranges: the gaps between measured points are
-split at their midpoints and neighbours with the same candidate merged. A range is kept only when the verifier
-passes the candidate, at export, on the range's edges (lo, lo + 1, hi - 1, hi), on each side of its configuration's
-tile boundaries (m - 1, m, m + 1 around the multiples m of its block sizes nearest each edge) and on seeded interior
-points; every one of those verifications is a full battery (fresh seeded cases from several value distributions,
-determinism, the verifier's held-out shapes). When one fails, the range shrinks to exact guards at its measured
-points, the failure is kept in the audit, and the shapes in between run the reference. Speed is claimed only at
-measured points (`ShapeClaim.kernel_us`).
+Each workload's winner (the fastest PASSED trial) gives one measured point. Guards widen along the axes `extend`
+names (one range per axis, as many axes as given; without it, along the spec's first held-out axis -- the row or
+token count for most ops -- between the measured points only). Along the first of them the winners of workloads that
+agree on every other axis and the dtype are joined into ranges: the gaps between measured points are split at their
+midpoints and neighbours with the same candidate merged. Along every further widened axis a winner's guard takes the
+cell of its measured value among the values measured at the same non-widened axes (gaps split at midpoints, the outer
+cells out to the extension), so the boxes still partition the domain. A box is kept only when the verifier passes
+the candidate, at export, along each widened axis on its edges (lo, lo + 1, hi - 1, hi) and on each side of its
+configuration's tile boundaries (m - 1, m, m + 1 around the multiples m of its block sizes nearest each edge), the
+other axes at the measured shape; on every corner of the box; and on seeded interior points drawn over every widened
+axis (`box_points`). Every one of those verifications is a full battery (fresh seeded cases from several value
+distributions, determinism, the verifier's held-out shapes). When one fails, the box shrinks to exact guards at its
+measured points, the failure is kept in the audit, and the shapes in between run the reference. Speed is claimed
+only at measured points (`ShapeClaim.kernel_us`).
 """
 
 from __future__ import annotations
 
 from ...base.records.device import Device
 
+import itertools
 import random
 import re
 import secrets
@@ -84,10 +89,11 @@ def range_axis(spec: OpSpec) -> str:
 EXTEND = re.compile(r"\s*(?:(\w+)\.)?(\w+)\s*=\s*(\d+)\s*:\s*(\d+)\s*")
 
 
-def parse_extend(texts: list[str] | str | None, spec: OpSpec) -> tuple[str, int, int] | None:
-    """The one `--extend` that applies to `spec`'s op: 'OP.AXIS=LO:HI' naming it, or 'AXIS=LO:HI' where the op has
-    that axis; ('M', 1, 4096), checked against the axis's bounds. None when none applies."""
-    found = []
+def parse_extend(texts: list[str] | str | None, spec: OpSpec) -> list[tuple[str, int, int]]:
+    """The `--extend` values that apply to `spec`'s op, one per axis: 'OP.AXIS=LO:HI' naming it, or 'AXIS=LO:HI'
+    where the op has that axis; [('M', 1, 4096), ('N', 64, 128)], each checked against the axis's bounds, in the
+    order given. Empty when none applies; two for the same axis of one op are refused."""
+    found: dict[str, tuple[str, int, int]] = {}
     for text in [texts] if isinstance(texts, str) else (texts or []):
         m = EXTEND.fullmatch(text)
         if not m:
@@ -104,10 +110,11 @@ def parse_extend(texts: list[str] | str | None, spec: OpSpec) -> tuple[str, int,
             bound = f"[{ax.min}, {ax.max}]" if ax.max is not None else f">= {ax.min}"
             raise ExportError(f"--extend {text!r}: the range must be non-empty and inside {spec.name}'s {axis} "
                               f"domain {bound}")
-        found.append((axis, lo, hi))
-    if len(found) > 1:
-        raise ExportError(f"several --extend apply to {spec.name}: give one (OP.AXIS=LO:HI picks an op)")
-    return found[0] if found else None
+        if axis in found:
+            raise ExportError(f"several --extend give {spec.name}'s axis {axis}: give one per axis "
+                              f"(OP.AXIS=LO:HI picks an op)")
+        found[axis] = (axis, lo, hi)
+    return list(found.values())
 
 
 def unused_extends(texts: list[str], specs: list[OpSpec]) -> list[str]:
@@ -135,21 +142,6 @@ def edge_points(lo: int, hi: int, config: dict) -> list[int]:
         rest = sorted((p for p in pts if p not in edges), key=lambda p: min(p - lo, hi - p))
         pts = sorted(edges | set(rest[:MAX_EDGE_POINTS - len(edges)]))
     return pts
-
-
-def interior_points(lo: int, hi: int, count: int, rng: random.Random, skip: set[int]) -> list[int]:
-    """Seeded points strictly inside the range, not already among `skip`."""
-    pool = hi - lo - 1
-    if pool <= 0 or count <= 0:
-        return []
-    out: set[int] = set()
-    for _ in range(count * 8):
-        if len(out) >= min(count, pool):
-            break
-        p = rng.randint(lo + 1, hi - 1)
-        if p not in skip:
-            out.add(p)
-    return sorted(out)
 
 
 class ShapeVerifier:
@@ -189,18 +181,55 @@ class ShapeVerifier:
         self.worker.close()
 
 
-def _guard(spec: OpSpec, dtype: DType, arch: str, axes: dict[str, int], axis: str, lo: int, hi: int) -> Guard:
+def _guard(spec: OpSpec, dtype: DType, arch: str, axes: dict[str, int], box: dict[str, tuple[int, int]]) -> Guard:
     ranges = {a: AxisRange(lo=v, hi=v) for a, v in axes.items()}
-    ranges[axis] = AxisRange(lo=lo, hi=hi)
+    ranges.update({a: AxisRange(lo=lo, hi=hi) for a, (lo, hi) in box.items()})
     return Guard(dtype=dtype, arch=arch, axes=ranges, scalars=dict(spec.scalars))
 
 
+def _cells(values: list[int], lo: int, hi: int) -> dict[int, tuple[int, int]]:
+    """Each measured value's cell of [min(lo, first), max(hi, last)]: the gaps between values split at midpoints."""
+    vs = sorted(set(values))
+    lo, hi = min(lo, vs[0]), max(hi, vs[-1])
+    return {v: (lo if i == 0 else (vs[i - 1] + v) // 2 + 1, hi if i == len(vs) - 1 else (v + vs[i + 1]) // 2)
+            for i, v in enumerate(vs)}
+
+
+def box_points(box: dict[str, tuple[int, int]], at: dict[str, int], config: dict, interior: int,
+               rng: random.Random) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
+    """(edge points, seeded interior points) that verify a guard's box before it is kept: along each widened axis its
+    edges and tile boundaries (`edge_points`) with the other axes at the measured shape `at`, and every corner of the
+    box; inside, `interior` points drawn over every widened axis at once. The measured shape itself is left out."""
+    seen = {tuple(sorted(at.items()))}
+    edges: list[dict[str, int]] = []
+
+    def keep(point: dict[str, int], into: list) -> None:
+        key = tuple(sorted(point.items()))
+        if key not in seen:
+            seen.add(key)
+            into.append(point)
+    for axis, (lo, hi) in box.items():
+        for p in edge_points(lo, hi, config):
+            keep({**at, axis: p}, edges)
+    for corner in itertools.product(*(sorted({lo, hi}) for lo, hi in box.values())):
+        keep({**at, **dict(zip(box, corner))}, edges)
+    inner: list[dict[str, int]] = []
+    wide = {a: r for a, r in box.items() if r[1] - r[0] > 1}
+    for _ in range(interior * 8 if wide else 0):
+        if len(inner) >= interior:
+            break
+        keep({**at, **{a: rng.randint(lo + 1, hi - 1) for a, (lo, hi) in wide.items()}}, inner)
+    return edges, inner
+
+
 def build_table(spec: OpSpec, winners: list[Winner], arch: str, kernel_path, verifier: ShapeVerifier | None, *,
-                extend: tuple[str, int, int] | None = None, ranges: bool = True, interior: int = 3,
-                seed: int = 0, keep_slower: bool = False, against: tuple[str, ...] = (),
+                extend: tuple[str, int, int] | list[tuple[str, int, int]] | None = None, ranges: bool = True,
+                interior: int = 3, seed: int = 0, keep_slower: bool = False, against: tuple[str, ...] = (),
                 screen=None) -> TableBuild:
     """The op's table from its winners. `kernel_path(candidate)` names the source inside the package; `verifier`
-    may be None only when `ranges` is False (exact guards need no verification beyond the run's). On a GPU
+    may be None only when `ranges` is False (exact guards need no verification beyond the run's). `extend`: one
+    (axis, lo, hi) or a list, one per axis; the ranges widen along each of those axes (default: the spec's first
+    held-out axis, between the measured points only). On a GPU
     (`arch` not 'interpret') a winner measured SLOWER than eager PyTorch, or than a baseline named in `against`
     (e.g. the library call the model would otherwise make: sdpa-cudnn, cublas), is left out -- the reference serves
     its shape -- and so is one never compared with a baseline in `against`; `keep_slower` keeps them all.
@@ -208,6 +237,42 @@ def build_table(spec: OpSpec, winners: list[Winner], arch: str, kernel_path, ver
     ("" keeps it): compute-sanitizer's findings at export (deliver/package/export.py)."""
     if not winners:
         raise ExportError(f"{spec.name}: the run has no PASSED, measured trial to package")
+    winners, left_out = _kept_winners(winners, arch, keep_slower, against, screen)
+    extends = [extend] if isinstance(extend, tuple) else list(extend or [])
+    widened = {a: (lo, hi) for a, lo, hi in extends} or {range_axis(spec): (None, None)}
+    axis = next(iter(widened))
+    build = TableBuild(table=DispatchTable(op=spec.name, axes=list(spec.axes), entries=[]), winners=winners,
+                       left_out=left_out)
+    entries: list[DispatchEntry] = []
+
+    def add(w: Winner, box: dict[str, tuple[int, int]], shapes: list[ShapeClaim]) -> None:
+        entries.append(DispatchEntry(
+            id=f"e{len(entries)}", guard=_guard(spec, w.workload.dtype, arch, w.workload.axes, box),
+            template=w.candidate.template, kernel=kernel_path(w.candidate), config=dict(w.candidate.config),
+            candidate_id=w.candidate.id, shapes=shapes))
+
+    if not ranges:
+        for w in winners:
+            add(w, {}, [_claim(w)])
+    else:
+        for w0, box, ws, shapes in _boxes(winners, widened, axis, verifier, interior, random.Random(seed),
+                                          build.notes):
+            if box is None:   # shrunk to what the run verified: exact guards at the measured points
+                for w in ws:
+                    add(w, {}, [_claim(w)])
+            else:
+                add(w0, box, shapes)
+    build.table = DispatchTable(op=spec.name, axes=list(spec.axes), entries=entries)
+    return build
+
+
+def _claim(w: Winner) -> ShapeClaim:
+    return ShapeClaim(axes=dict(w.workload.axes), kernel_us=w.kernel_us, kernel_ci_us=w.ci_us, source="run")
+
+
+def _kept_winners(winners: list[Winner], arch: str, keep_slower: bool, against: tuple[str, ...],
+                  screen) -> tuple[list[Winner], list[str]]:
+    """The winners a table may take (see build_table) and why each other one was left out."""
     left_out = []
     if arch != "interpret" and not keep_slower:
         kept = []
@@ -229,34 +294,37 @@ def build_table(spec: OpSpec, winners: list[Winner], arch: str, kernel_path, ver
             else:
                 kept.append(w)
         winners = kept
-    axis = extend[0] if extend else range_axis(spec)
-    rng = random.Random(seed)
+    return winners, left_out
+
+
+def _boxes(winners: list[Winner], widened: dict[str, tuple], axis: str, verifier, interior: int,
+           rng: random.Random, notes: list[VerificationNote]):
+    """(first winner, box or None when a verification failed, its winners, shape claims) per range: along `axis`
+    the winners of workloads that agree on every other axis and the dtype, gaps split at midpoints and neighbours
+    with the same candidate merged; along every other widened axis the cell of the measured value among the values
+    of workloads that agree on the axes not widened (gaps split at midpoints, the outer cells out to the extension)."""
+    others = [a for a in widened if a != axis]
+    cells: dict[tuple, dict[str, dict[int, tuple[int, int]]]] = {}
+    for w in winners:
+        key = (w.workload.dtype, tuple((a, v) for a, v in w.workload.axes.items() if a not in widened))
+        cells.setdefault(key, {a: [] for a in others})
+        for a in others:
+            cells[key][a].append(w.workload.axes[a])
+    for key, per_axis in cells.items():
+        cells[key] = {a: _cells(vs, *widened[a]) for a, vs in per_axis.items()}
     groups: dict[tuple, list[Winner]] = {}
     for w in winners:
         rest = tuple((a, v) for a, v in w.workload.axes.items() if a != axis)
         groups.setdefault((w.workload.dtype, rest), []).append(w)
-    entries: list[DispatchEntry] = []
-    notes: list[VerificationNote] = []
-
-    def claim(w: Winner) -> ShapeClaim:
-        return ShapeClaim(axes=dict(w.workload.axes), kernel_us=w.kernel_us, kernel_ci_us=w.ci_us, source="run")
-
-    def add(w: Winner, lo: int, hi: int, shapes: list[ShapeClaim]) -> None:
-        entries.append(DispatchEntry(
-            id=f"e{len(entries)}", guard=_guard(spec, w.workload.dtype, arch, w.workload.axes, axis, lo, hi),
-            template=w.candidate.template, kernel=kernel_path(w.candidate), config=dict(w.candidate.config),
-            candidate_id=w.candidate.id, shapes=shapes))
-
     for (dtype, _), members in sorted(groups.items(), key=lambda kv: (kv[0][0].value, kv[0][1])):
         members.sort(key=lambda w: w.workload.axes[axis])
-        if not ranges:
-            for w in members:
-                v = w.workload.axes[axis]
-                add(w, v, v, [claim(w)])
-            continue
+        w0 = members[0].workload
+        key = (dtype, tuple((a, v) for a, v in w0.axes.items() if a not in widened))
+        side = {a: cells[key][a][w0.axes[a]] for a in others}
         pts = [w.workload.axes[axis] for w in members]
-        lo0 = min(extend[1], pts[0]) if extend else pts[0]
-        hi0 = max(extend[2], pts[-1]) if extend else pts[-1]
+        lo_ext, hi_ext = widened[axis]
+        lo0 = pts[0] if lo_ext is None else min(lo_ext, pts[0])
+        hi0 = pts[-1] if hi_ext is None else max(hi_ext, pts[-1])
         segs: list[tuple[int, int, list[Winner]]] = []
         for i, w in enumerate(members):
             lo = lo0 if i == 0 else segs[-1][1] + 1
@@ -266,33 +334,34 @@ def build_table(spec: OpSpec, winners: list[Winner], arch: str, kernel_path, ver
             else:
                 segs.append((lo, hi, [w]))
         for lo, hi, ws in segs:
-            measured = {w.workload.axes[axis] for w in ws}
-            if lo == hi:
-                add(ws[0], lo, hi, [claim(ws[0])])
+            box = {axis: (lo, hi), **side}
+            yield ws[0], *_verified(ws, box, verifier, interior, rng, notes)
+
+
+def _verified(ws: list[Winner], box: dict[str, tuple[int, int]], verifier, interior: int, rng: random.Random,
+              notes: list[VerificationNote]) -> tuple[dict | None, list[Winner], list[ShapeClaim]]:
+    """(the box, or None when a verification on it failed; its winners; shape claims: the measured shapes, then the
+    verified points). A box that is one point needs no verification."""
+    shapes = [_claim(w) for w in ws]
+    if all(lo == hi for lo, hi in box.values()):
+        return box, ws, shapes[:1]
+    if verifier is None:
+        raise ExportError("ranges need a verifier (or pass ranges=False for exact guards)")
+    measured = {tuple(sorted(w.workload.axes.items())) for w in ws}
+    w0 = ws[0]
+    edges, inner = box_points(box, dict(w0.workload.axes), w0.candidate.config, interior, rng)
+    label = f"{w0.workload.dtype.value} " + " ".join(f"{a}=[{lo},{hi}]" for a, (lo, hi) in box.items()) + \
+        f" {w0.candidate.label}"
+    for source, points in (("edge", edges), ("interior", inner)):
+        for axes in points:
+            if tuple(sorted(axes.items())) in measured:
                 continue
-            if verifier is None:
-                raise ExportError("ranges need a verifier (or pass ranges=False for exact guards)")
-            edges = [p for p in edge_points(lo, hi, ws[0].candidate.config) if p not in measured]
-            inner = interior_points(lo, hi, interior, rng, set(edges) | measured)
-            label = f"{dtype.value} {axis}=[{lo},{hi}] {ws[0].candidate.label}"
-            shapes, failed = [claim(w) for w in ws], False
-            for source, points in (("edge", edges), ("interior", inner)):
-                for p in points:
-                    wl = ws[0].workload.model_copy(update={"axes": {**ws[0].workload.axes, axis: p}})
-                    v = verifier.verify(ws[0].candidate, wl)
-                    notes.append(VerificationNote(entry_range=label, axes=dict(wl.axes), status=v.status.value,
-                                                  message=v.message[:500], case=v.case or ""))
-                    if v.status is not Status.PASSED:
-                        failed = True
-                        break
-                    shapes.append(ShapeClaim(axes=dict(wl.axes), source=source))
-                if failed:
-                    break
-            if failed:   # shrink to what the run verified: exact guards at the measured points
-                for w in ws:
-                    v = w.workload.axes[axis]
-                    add(w, v, v, [claim(w)])
-            else:
-                add(ws[0], lo, hi, sorted(shapes, key=lambda s: s.axes[axis]))
-    return TableBuild(table=DispatchTable(op=spec.name, axes=list(spec.axes), entries=entries), notes=notes,
-                      winners=winners, left_out=left_out)
+            wl = w0.workload.model_copy(update={"axes": axes})
+            v = verifier.verify(w0.candidate, wl)
+            notes.append(VerificationNote(entry_range=label, axes=dict(wl.axes), status=v.status.value,
+                                          message=v.message[:500], case=v.case or ""))
+            if v.status is not Status.PASSED:
+                return None, ws, shapes
+            shapes.append(ShapeClaim(axes=dict(wl.axes), source=source))
+    first = next(iter(box))
+    return box, ws, sorted(shapes, key=lambda s: tuple(s.axes[a] for a in (first, *box)))

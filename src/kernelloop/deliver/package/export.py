@@ -269,7 +269,7 @@ def export_package(runs: list[Path], options: ExportOptions, device: str | None 
             spec: OpSpec = bundle.spec
             env = run["environment"]
             run_device = env.get("device", "interpret")
-            extend = parse_extend(options.extend, spec)
+            extend = parse_extend(options.extend, spec)   # one (axis, lo, hi) per widened axis
             verifier = None
             if options.ranges:
                 verifier = ShapeVerifier(bundle, device or run_device, stage / ".verify")

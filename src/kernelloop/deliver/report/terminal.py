@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ...base.records import ordered_axes
 from ...tune.replay.prior import prior_files
 
 INTERPRETER_BANNER = ("No CUDA device: running the Triton interpreter on CPU tensors. Verdicts are real; "
@@ -24,8 +25,9 @@ def _plain(label: str) -> str:
 
 
 def render(summary: dict, console: Console | None = None) -> None:
-    c = console or Console()
-    c.print(f"[bold]run[/bold] {summary['run']}  op={summary['op']}  status={summary['status']}  "
+    c = console or Console(emoji=False)
+    c.print(f"[bold]run[/bold] {escape(str(summary['run']))}  op={escape(str(summary['op']))}  "
+            f"status={summary['status']}  "
             f"device={summary['device']} {summary.get('gpu') or ''}  torch {summary['torch']}  "
             f"triton {summary['triton']}")
     if summary["interpreter"]:
@@ -35,7 +37,7 @@ def render(summary: dict, console: Console | None = None) -> None:
     if summary["prior"]:
         p = summary["prior"]
         files = ", ".join(f"{path} (sha256 {sha[:12]})" for path, sha in prior_files(p))
-        c.print(f"search warm-started from {files}: {p['configurations']} configurations")
+        c.print(f"search warm-started from {escape(files)}: {p['configurations']} configurations")
     counts = Table(title="trials by status")
     counts.add_column("status")
     counts.add_column("count", justify="right")
@@ -71,7 +73,7 @@ def render(summary: dict, console: Console | None = None) -> None:
                 m = w["best"]["search"]
                 lo, hi = m["kernel_ci_us"]
                 slo, shi = second["kernel_ci_us"]
-                c.print(f"[yellow]{w['label']}: no winner — {_plain(w['best']['label'])} [{lo:.2f}, {hi:.2f}] µs "
+                c.print(f"[yellow]{escape(w['label'])}: no winner — {_plain(w['best']['label'])} [{lo:.2f}, {hi:.2f}] µs "
                         f"and {_plain(second['label'])} [{slo:.2f}, {shi:.2f}] µs overlap (interpreter timings); "
                         f"the row above is the lower median only[/yellow]")
     render_throughput(summary.get("throughput"), c)
@@ -156,7 +158,7 @@ def render_sanitizer(rows: list[dict], c: Console) -> None:
         outcome = {"findings": "[red]REJECTED[/red]", "clean": "clean", "not_run": "[yellow]not run[/yellow]",
                    "error": "[yellow]error[/yellow]", "off": "off (--no-sanitize)"}.get(x["status"], x["status"])
         tools = ", ".join(f"{r['tool']} {r['status']}" for r in x.get("tools") or []) or "-"
-        shape = "x".join(str(v) for v in (x.get("workload") or {}).values()) or "-"
+        shape = "x".join(str(v) for v in ordered_axes(x.get("workload") or {}).values()) or "-"
         why = x.get("verdict") or x.get("reason") or "-"
         t.add_row(label, _plain(x.get("candidate_label") or x.get("candidate", "")), shape, outcome, tools,
                   _plain(why[:400]))

@@ -76,6 +76,7 @@ _NORMS = {"layer_norm", "native_layer_norm", "LayerNorm", "rms_norm", "RMSNorm",
 _LIBRARY_NAMES = {
     "layernorm": _NORMS,
     "rmsnorm": _NORMS | {"normalize"},
+    "rmsnorm_offset": _NORMS | {"normalize"},
     "softmax": {"softmax", "_softmax", "log_softmax", "_log_softmax", "Softmax", "LogSoftmax", "softmin",
                 "Softmin", "_safe_softmax", "scaled_dot_product_attention"},
 }

@@ -1,10 +1,12 @@
 """Residual add + norm, one program per ROWS rows of [M, N]: s = a + b (rounded to the model's dtype, as the model
 stores it), y = norm(s) * weight (+ bias) with RMSNorm (NORM "rms") or LayerNorm (NORM "layer") in fp32, stored
 once. With STORE_SUM the sum is written too (the model uses it again as the next residual); ROUND_NORMED rounds
-the normalised row to the model's dtype before the weight multiplies it, as transformers' Llama RMSNorm does.
+the normalised row to the model's dtype before the weight multiplies it, as transformers' Llama RMSNorm does;
+OFFSET is added to the weight in fp32 first (Gemma's RMSNorm scales by (1 + weight): OFFSET 1.0).
 The row stays in registers (one block of BLOCK_N >= N lanes): each input read once, each output written once.
 
-launch(a, b, weight, [bias], [s], y, *, eps, BLOCK_N, ROWS, num_warps, NORM, HAS_BIAS, STORE_SUM, ROUND_NORMED)
+launch(a, b, weight, [bias], [s], y, *, eps, BLOCK_N, ROWS, num_warps, NORM, HAS_BIAS, STORE_SUM, ROUND_NORMED,
+       OFFSET=0.0)
 """
 
 import triton
@@ -15,12 +17,15 @@ import triton.language as tl
 @triton.jit
 def _add_norm_fwd(A, B, W, Bias, S, Y, M, N, eps,
                   BLOCK_N: tl.constexpr, ROWS: tl.constexpr, RMS: tl.constexpr, HAS_BIAS: tl.constexpr,
-                  STORE_SUM: tl.constexpr, ROUND_NORMED: tl.constexpr, INTERPRETER: tl.constexpr):
+                  STORE_SUM: tl.constexpr, ROUND_NORMED: tl.constexpr, OFFSET: tl.constexpr,
+                  INTERPRETER: tl.constexpr):
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     cmask = cols < N
     dtype: tl.constexpr = Y.dtype.element_ty
     w = tl.load(W + cols, mask=cmask, other=0.0).to(tl.float32)
+    if OFFSET != 0.0:
+        w = w + OFFSET
     if HAS_BIAS:
         bias = tl.load(Bias + cols, mask=cmask, other=0.0).to(tl.float32)
     for r in tl.static_range(ROWS):
@@ -49,7 +54,7 @@ def _add_norm_fwd(A, B, W, Bias, S, Y, M, N, eps,
         tl.store(Y + off, _round(y, dtype, INTERPRETER), mask=mask)
 
 
-def launch(*tensors, eps, BLOCK_N, ROWS, num_warps, NORM, HAS_BIAS, STORE_SUM, ROUND_NORMED):
+def launch(*tensors, eps, BLOCK_N, ROWS, num_warps, NORM, HAS_BIAS, STORE_SUM, ROUND_NORMED, OFFSET=0.0):
     a, b, weight = tensors[:3]
     rest = list(tensors[3:])
     bias = rest.pop(0) if HAS_BIAS else None
@@ -61,5 +66,6 @@ def launch(*tensors, eps, BLOCK_N, ROWS, num_warps, NORM, HAS_BIAS, STORE_SUM, R
     grid = (triton.cdiv(M, ROWS),)
     _add_norm_fwd[grid](a, b, weight, weight if bias is None else bias, y if s is None else s, y, M, N, eps,
                         BLOCK_N=BLOCK_N, ROWS=ROWS, RMS=NORM == "rms", HAS_BIAS=bool(HAS_BIAS),
-                        STORE_SUM=bool(STORE_SUM), ROUND_NORMED=bool(ROUND_NORMED), INTERPRETER=not a.is_cuda,
+                        STORE_SUM=bool(STORE_SUM), ROUND_NORMED=bool(ROUND_NORMED), OFFSET=float(OFFSET),
+                        INTERPRETER=not a.is_cuda,
                         num_warps=num_warps)

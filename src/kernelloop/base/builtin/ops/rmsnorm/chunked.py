@@ -1,4 +1,5 @@
-"""RMSNorm forward, chunk-resident: y = x / sqrt(mean(x^2) + eps) * weight.
+"""RMSNorm forward, chunk-resident: y = x / sqrt(mean(x^2) + eps) * (offset + weight) (offset 0 for rmsnorm, 1 for
+rmsnorm_offset, added to the weight in fp32).
 
 The row is cut into NCHUNK = cdiv(N, CHUNK) power-of-two chunks, unrolled at compile time and held in registers
 (a tuple), so N = 5000 is 5 x 1024 lanes (2.3 % masked) instead of one 8192-lane block, and only the last chunk
@@ -33,7 +34,7 @@ def _st(ptrs, v, mask, MASKED: tl.constexpr):
 
 
 @triton.jit
-def _rmsnorm_chunked(X, W, Y, M, N, stride_x, stride_y, eps, CHUNK: tl.constexpr, NCHUNK: tl.constexpr,
+def _rmsnorm_chunked(X, W, Y, M, N, stride_x, stride_y, eps, offset, CHUNK: tl.constexpr, NCHUNK: tl.constexpr,
                      TAIL: tl.constexpr, ROWS: tl.constexpr, VEC: tl.constexpr):
     pid = tl.program_id(0)
     cols = tl.arange(0, CHUNK)
@@ -53,7 +54,7 @@ def _rmsnorm_chunked(X, W, Y, M, N, stride_x, stride_y, eps, CHUNK: tl.constexpr
             xs = xs + (x,)
         rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)
         for c in tl.static_range(NCHUNK):
-            w = _ld(W + c * CHUNK + cols, tmask, TAIL and c == NCHUNK - 1).to(tl.float32)
+            w = _ld(W + c * CHUNK + cols, tmask, TAIL and c == NCHUNK - 1).to(tl.float32) + offset
             _st(yrow + c * CHUNK + cols, (xs[c] * rstd * w).to(Y.dtype.element_ty), tmask, TAIL and c == NCHUNK - 1)
 
 
@@ -61,7 +62,7 @@ def _pow2_factor(v: int) -> int:
     return 16 if v == 0 else min(16, v & -v)
 
 
-def launch(x, weight, y, *, eps, CHUNK=1024, ROWS=1, num_warps=4):
+def launch(x, weight, y, *, eps, CHUNK=1024, ROWS=1, num_warps=4, offset=0.0):
     M, N = x.shape
     if M == 0 or N == 0:
         return
@@ -70,5 +71,5 @@ def launch(x, weight, y, *, eps, CHUNK=1024, ROWS=1, num_warps=4):
     vec = min(_pow2_factor(x.stride(0)), _pow2_factor(y.stride(0)), _pow2_factor(N))
     rows = max(1, min(ROWS, M))
     _rmsnorm_chunked[(triton.cdiv(M, rows),)](
-        x, weight, y, M, N, x.stride(0), y.stride(0), eps,
+        x, weight, y, M, N, x.stride(0), y.stride(0), eps, offset,
         CHUNK=chunk, NCHUNK=nchunk, TAIL=N % chunk != 0, ROWS=rows, VEC=vec, num_warps=num_warps)

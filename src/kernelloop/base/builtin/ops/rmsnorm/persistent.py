@@ -1,4 +1,5 @@
-"""RMSNorm forward, persistent: y = x / sqrt(mean(x^2) + eps) * weight.
+"""RMSNorm forward, persistent: y = x / sqrt(mean(x^2) + eps) * (offset + weight) (offset 0 for rmsnorm, 1 for
+rmsnorm_offset, added to the weight in fp32).
 
 A grid of PROGRAMS_PER_SM programs per SM (never more programs than rows); program p handles rows p, p + G,
 p + 2G, ... (G programs), so at any moment the rows in flight are neighbours in memory. The whole row lives in
@@ -14,12 +15,12 @@ import triton.language as tl
 
 
 @triton.jit
-def _rmsnorm_persistent(X, W, Y, M, N, stride_x, stride_y, eps, BLOCK_N: tl.constexpr, PREFETCH: tl.constexpr):
+def _rmsnorm_persistent(X, W, Y, M, N, stride_x, stride_y, eps, offset, BLOCK_N: tl.constexpr, PREFETCH: tl.constexpr):
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
     cmask = cols < N
-    w = tl.load(W + cols, mask=cmask, other=0.0).to(tl.float32)
+    w = tl.load(W + cols, mask=cmask, other=0.0).to(tl.float32) + offset
     if PREFETCH:
         x = tl.load(X + tl.cast(pid, tl.int64) * stride_x + cols, mask=cmask, other=0.0)
         for row in range(pid, M, nprog):
@@ -42,10 +43,10 @@ def _programs(t, rows, per_sm):
     return max(1, min(rows, sms * per_sm))
 
 
-def launch(x, weight, y, *, eps, PROGRAMS_PER_SM=4, num_warps=8, PREFETCH=1):
+def launch(x, weight, y, *, eps, PROGRAMS_PER_SM=4, num_warps=8, PREFETCH=1, offset=0.0):
     M, N = x.shape
     if M == 0 or N == 0:
         return
     _rmsnorm_persistent[(_programs(x, M, PROGRAMS_PER_SM),)](
-        x, weight, y, M, N, x.stride(0), y.stride(0), eps,
+        x, weight, y, M, N, x.stride(0), y.stride(0), eps, offset,
         BLOCK_N=triton.next_power_of_2(N), PREFETCH=PREFETCH, num_warps=num_warps)
