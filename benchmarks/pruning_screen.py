@@ -1,6 +1,6 @@
 """Screen what pruning removed against the best of what it kept: short, unverified timings on a GPU.
 
-    python benchmarks/pruning_screen.py AUDIT.json (--kept all | --space RECORDED.space.json.gz [--top 10])
+    python benchmarks/pruning_screen.py AUDIT.json (--kept all | --space RECORDED.space.json.xz [--top 10])
         --out SCREEN.jsonl [--samples 10] [--margin 0.10] [--device cuda] [--summary SCREEN.json]
 
 AUDIT.json is a `kernelloop audit-pruning` report. With `--kept all` every configuration that runs, kept or pruned,
