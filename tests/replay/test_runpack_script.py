@@ -11,13 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from kernelloop.base.compressed import read_text
+
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
 # (results folder, its table, the pack of the runs it is computed from)
-PACKED = [("strategies-2026-12-03", "failures.json", "runs.jsonl.xz"),
-          ("strategies-40seeds-2026-12-03", "failures.json", "runs.jsonl.xz"),
-          ("2026-12-04-strategies-failures", "failures.json", "runs.jsonl.xz"),
-          ("2026-12-04-strategies-failures", "failures-40seeds.json", "runs-40seeds.jsonl.xz")]
+PACKED = [("strategies-2026-12-03", "failures.json.xz", "runs.jsonl.xz"),
+          ("strategies-40seeds-2026-12-03", "failures.json.xz", "runs.jsonl.xz"),
+          ("2026-12-04-strategies-failures", "failures.json.xz", "runs.jsonl.xz"),
+          ("2026-12-04-strategies-failures", "failures-40seeds.json.xz", "runs-40seeds.jsonl.xz")]
 
 
 def _load(name: str):
@@ -33,7 +35,7 @@ runpack = _load("runpack")
 
 @pytest.mark.parametrize("folder,table,packed", PACKED)
 def test_the_committed_runs_give_the_committed_table_and_pack_again_to_the_same_bytes(folder, table, packed, tmp_path):
-    committed = json.loads((RESULTS / folder / table).read_text())
+    committed = json.loads(read_text(RESULTS / folder / table))
     cache, out = tmp_path / "cache", tmp_path / "out"
     files = runpack.unpack(RESULTS / folder / packed, cache)
     assert files and not [p for p in (RESULTS / folder).rglob("*.jsonl")]
