@@ -14,7 +14,7 @@ Rounds (each picks its parent from the answers before it, by measured kernel tim
   3  the best so far with one more stage of the ring where it fits (d128: 3 stages of 128-key blocks) and with a
      persistent grid (PERSISTENT=1), confirmed
 The hypotheses name the expected move; the answers say whether it happened (`speedup over the parent`). Kept in
---out: every answer (`<op>-round<k>.json`), the workspace status, the run's archive (`<op>-archive.sqlite.gz`) and
+--out: every answer (`<op>-round<k>.json`), the workspace status, the run's archive (`<op>-archive.sqlite.xz`) and
 its offline HTML report with the lineage and hypotheses (`<op>-report.html`).
 Without a GPU, `--device interpret` runs the same steps in the interpreter, where the Gluon candidates fail to
 build (no interpreter for Gluon): the plumbing, not the figures.
@@ -23,12 +23,12 @@ build (no interpreter for Gluon): the plumbing, not the figures.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from kernelloop.base.compressed import write_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 OPS = ROOT / "src" / "kernelloop" / "builtin" / "ops"
@@ -120,10 +120,9 @@ def run_op(op: str, out: Path, device: str, workloads: Path) -> dict:
                                "(PERSISTENT=1): down 1-3% more (no per-tile set-up, the next tile's loads under "
                                "the last product)")
     status = _kl("agent", "status", "--workspace", str(ws), out=out / f"{op}-status.json")
-    # the workspace's run archive, gzipped beside the answers, and its offline report (lineage, hypotheses, verdicts)
+    # the workspace's run archive, xz-compressed beside the answers, and its offline report (lineage, hypotheses, verdicts)
     for archive in sorted(ws.glob(".kernelloop/run-*/archive.sqlite")):
-        with open(archive, "rb") as src, gzip.open(out / f"{op}-archive.sqlite.gz", "wb") as dst:
-            shutil.copyfileobj(src, dst)
+        write_bytes(out / f"{op}-archive.sqlite.xz", archive.read_bytes())
         _kl("report", str(archive.parent), "--out", str(out / f"{op}-report.html"), "--json",
             out=out / f"{op}-report.json")
     rounds = [r0, r1, r2, r3]

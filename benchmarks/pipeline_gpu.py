@@ -2,14 +2,14 @@
 
     python3 benchmarks/pipeline_gpu.py RUN_ARCHIVE [RUN_ARCHIVE ...] --baseline BASELINE_ARCHIVE --out FILE.json
 
-Each archive (a run folder, archive.sqlite or .sqlite.gz) is read with the same code `kernelloop show` uses
+Each archive (a run folder, archive.sqlite, .sqlite.xz or .sqlite.gz) is read with the same code `kernelloop show` uses
 (kernelloop.tune.loop.throughput): trials, the search's wall time, trials per minute and per GPU-minute (per minute
 divided by the devices that worked), each device's busy share (verifying and timing over the wall time; target
 >= 0.9), the time the devices waited for builds, and where compilation happened (the build stage's compile seconds,
 the workers' first calls, whether the workers ran the build stage's binaries), the trials' verdicts and how each
 device's tensors came back (transports, and why a GPU fell back to the host arena). A throughput figure means
 something only beside its verdicts: a run whose trials all failed is fast for that reason. The baseline archive (a run made
-before the build stage, e.g. benchmarks/results/2026-12-01-h200-gemm/gemm-4096.sqlite.gz: 14 trials in 55 s) is
+before the build stage, e.g. benchmarks/results/2026-12-01-h200-gemm/gemm-4096.sqlite.xz: 14 trials in 55 s) is
 read the same way; the ratio of trials per GPU-minute is printed. Writes FILE.json and FILE.md.
 """
 

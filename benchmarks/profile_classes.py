@@ -22,7 +22,7 @@ The archives are not modified: each is copied (SQLite backup API) to --work/<nam
 reports, the .ncu-rep files (profiles/) and the candidate sources (sources/) land. --in-place profiles into the
 given run folders instead.
 
-    gunzip -k benchmarks/results/2026-11-30-h200-norms/*.sqlite.gz     # the archives are kept gzipped
+    unxz -k benchmarks/results/2026-11-30-h200-norms/*.sqlite.xz     # the archives are kept xz-compressed
     python3 benchmarks/profile_classes.py benchmarks/results/2026-11-30-h200-norms/{layernorm-rowwise,rmsnorm-persistent,softmax-chunked}.sqlite \\
         runs/gpu-gemm --out profile-classes.json [--baseline eager --baseline liger] [--timeout 600]
 

@@ -1,6 +1,6 @@
 """Screen what pruning removed against the best of what it kept: short, unverified timings on a GPU.
 
-    python benchmarks/pruning_screen.py AUDIT.json (--kept all | --space RECORDED.space.json.gz [--top 10])
+    python benchmarks/pruning_screen.py AUDIT.json[.xz] (--kept all | --space RECORDED.space.json.xz [--top 10])
         --out SCREEN.jsonl [--samples 10] [--margin 0.10] [--device cuda] [--summary SCREEN.json]
 
 AUDIT.json is a `kernelloop audit-pruning` report. With `--kept all` every configuration that runs, kept or pruned,
@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from kernelloop.base.builtin import ops_dir
+from kernelloop.base.compressed import read_text  # noqa: E402
 from kernelloop.tune.replay.space_file import read_space_document  # noqa: E402
 from kernelloop.tune.search.encoding import config_key  # noqa: E402
 
@@ -287,7 +288,7 @@ def main() -> None:
     if a.device == "interpret":  # before anything imports triton
         import os
         os.environ["TRITON_INTERPRET"] = "1"
-    audit = json.loads(a.audit.read_text())
+    audit = json.loads(read_text(a.audit))      # the committed audits are kept as .json.xz
     if a.kept == "recorded" and a.space is None:
         ap.error("--space is needed with --kept recorded")
     items = plan(audit, read_space_document(a.space) if a.space else None, a.top, a.kept)

@@ -19,11 +19,11 @@ Each edit runs in a process of its own. Writes results.json (every report) and s
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
-import shutil
 import time
 from pathlib import Path
+
+from kernelloop.base.compressed import decompress_to
 
 ROOT = Path(__file__).resolve().parents[1]
 NORMS = ROOT / "benchmarks" / "results" / "2026-11-30-h200-norms"
@@ -35,8 +35,7 @@ def _runs(out: Path, names: list[str]) -> list[Path]:
     for name in names:
         d = out / "runs" / name
         d.mkdir(parents=True, exist_ok=True)
-        with gzip.open(NORMS / f"{name}.sqlite.gz") as f, open(d / "archive.sqlite", "wb") as g:
-            shutil.copyfileobj(f, g)
+        decompress_to(NORMS / f"{name}.sqlite.xz", d / "archive.sqlite")
         dirs.append(d)
     return dirs
 

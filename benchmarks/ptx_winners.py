@@ -10,14 +10,14 @@ template survey, benchmarks/ptx_roundtrip.py, covers them at a valid configurati
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import platform
-import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from kernelloop.base.compressed import decompress_to
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,11 +27,10 @@ def winners() -> list[tuple[str, object, object]]:
     from kernelloop.core.archive import Archive
     from kernelloop.tune.select.pareto import best_per_workload
     out, seen = [], set()
-    for gz in sorted((ROOT / "benchmarks" / "results").glob("*h200*/*.sqlite.gz")):
+    for gz in sorted((ROOT / "benchmarks" / "results").glob("*h200*/*.sqlite.xz")):
         with tempfile.TemporaryDirectory() as d:
             path = Path(d) / "archive.sqlite"
-            with gzip.open(gz) as f, open(path, "wb") as g:
-                shutil.copyfileobj(f, g)
+            decompress_to(gz, path)
             with Archive(path, readonly=True) as a:
                 for run in a.runs():
                     for wid, trial in sorted(best_per_workload(a.trials(run["id"])).items()):

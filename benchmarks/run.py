@@ -11,7 +11,7 @@ failed step costs its own time, and the next step runs). A run writes its folder
     steps.tsv           step, exit status, seconds
     <step>.log          each step's stderr (and stdout, for steps that are not optimize runs)
     <step>.json         an optimize step's summary (`kernelloop optimize --json`)
-    <step>.sqlite.gz    its archive, gzipped (`kernelloop show`, `kernelloop report` and `--prior` read it as it is)
+    <step>.sqlite.xz    its archive, xz-compressed (`kernelloop show`, `kernelloop report` and `--prior` read it as it is)
     <step>.md           its table (benchmarks/render.py)
     README.md           all of the above in one page
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import gzip
 import json
 import os
 import shlex
@@ -38,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+from kernelloop.base.compressed import write_bytes  # noqa: E402  (the standard library only)
 RESULTS = "benchmarks/results"
 KL = ("python3", "-m", "kernelloop.cli.app")
 
@@ -49,7 +50,7 @@ class Step:
     name: str
     argv: tuple[str, ...]
     timeout_s: int
-    optimize: bool = False     # an optimize run: summary to {out}/NAME.json, archive gzipped, table rendered
+    optimize: bool = False     # an optimize run: summary to {out}/NAME.json, archive xz-compressed, table rendered
 
 
 @dataclass(frozen=True)
@@ -104,21 +105,21 @@ SUITES = {s.name: s for s in (
           "run (14 trials in 55 s)", (
               optimize("pipeline-gemm-4096", "gemm", 300, *GEMM_4096, "--no-confirm", "--in-flight", "4"),
               script("pipeline-figures", 120, "benchmarks/pipeline_gpu.py", "{runs}/pipeline-gemm-4096",
-                     "--baseline", f"{R}/2026-12-01-h200-gemm/gemm-4096.sqlite.gz", "--out", "{out}/pipeline.json"))),
+                     "--baseline", f"{R}/2026-12-01-h200-gemm/gemm-4096.sqlite.xz", "--out", "{out}/pipeline.json"))),
     Suite("pipeline-2gpu", "the same search on one GPU and on two (one worker per GPU), beside the recorded run", (
               optimize("pipeline-1gpu", "gemm", 300, *GEMM_4096, "--no-confirm", "--in-flight", "4",
                        "--devices", "1"),
               optimize("pipeline-2gpu", "gemm", 300, *GEMM_4096, "--no-confirm", "--in-flight", "8",
                        "--devices", "2"),
               script("pipeline-figures", 120, "benchmarks/pipeline_gpu.py", "{runs}/pipeline-1gpu",
-                     "{runs}/pipeline-2gpu", "--baseline", f"{R}/2026-12-01-h200-gemm/gemm-4096.sqlite.gz",
+                     "{runs}/pipeline-2gpu", "--baseline", f"{R}/2026-12-01-h200-gemm/gemm-4096.sqlite.xz",
                      "--out", "{out}/pipeline.json"))),
     Suite("gemm-prefill", "the 24 Llama-3-8B/70B prefill GEMMs (bf16) over the tiled, split-K and Gluon templates, each "
           "warm-started from its own best in the recorded suite run, beside cuBLAS", (
               optimize("gemm-prefill", "gemm", 560, "--template", "tiled", "--template", "splitk", "--template",
                        "gluon_ws", "--template", "gluon_subtiled", "--budget", "3,330s", "--baseline", "cublas",
                        "--workloads", "ops/gemm/workloads-prefill.toml",
-                       "--prior", f"{R}/2026-12-01-h200-gemm/gemm-prefill.sqlite.gz"),)),
+                       "--prior", f"{R}/2026-12-01-h200-gemm/gemm-prefill.sqlite.xz"),)),
     Suite("gemm-decode", "the 32 Llama-3 decode GEMMs (M = 1…128, bf16): the swap-AB template searched first (no "
           "confirmation), then every template warm-started from that search and the recorded decode run, the "
           "winners confirmed beside cuBLAS", (
@@ -126,15 +127,15 @@ SUITES = {s.name: s for s in (
                        "--in-flight", "8", "--no-confirm", "--workloads", DECODE),
               optimize("gemm-decode", "gemm", 300, "--budget", "2,100s", "--in-flight", "8", "--baseline", "cublas",
                        "--workloads", DECODE,
-                       "--prior", f"{R}/2026-12-01-h200-gemm-decode/gemm-decode.sqlite.gz",
+                       "--prior", f"{R}/2026-12-01-h200-gemm-decode/gemm-decode.sqlite.xz",
                        "--prior", "{runs}/gemm-decode-swapab"))),
     Suite("attention", "flash-attention forward, both 9-workload suites (non-causal and causal, MHA and GQA), "
           "warm-started from the recorded runs, beside all four SDPA backends", (
               optimize("attention-suite", "attention", 420, "--budget", "1,200s", *ATTENTION_BACKENDS,
-                       "--prior", f"{R}/2026-12-01-h200-attention/attention-suite.sqlite.gz",
-                       "--prior", f"{R}/2026-12-01-h200-attention/attention-suite-first-warm-start.sqlite.gz"),
+                       "--prior", f"{R}/2026-12-01-h200-attention/attention-suite.sqlite.xz",
+                       "--prior", f"{R}/2026-12-01-h200-attention/attention-suite-first-warm-start.sqlite.xz"),
               optimize("attention_causal-suite", "attention_causal", 420, "--budget", "1,200s", *ATTENTION_BACKENDS,
-                       "--prior", f"{R}/2026-12-01-h200-attention/attention_causal-suite.sqlite.gz"))),
+                       "--prior", f"{R}/2026-12-01-h200-attention/attention_causal-suite.sqlite.xz"))),
     Suite("attention-gluon", "the warp-specialized Gluon flash-attention template (loader warp, K/V ring, two "
           "ping-pong consumer warpgroups): its whole pruned space on the seed shape b8 h8 s4096 d128 fp16, non-causal "
           "and causal (24 configurations each), beside all four SDPA backends", (
@@ -261,8 +262,7 @@ def run_step(step: Step, argv: list[str], out: Path, runs: Path, env: dict) -> t
             con = sqlite3.connect(db)          # a step stopped at its limit leaves trials in the write-ahead log
             con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             con.close()
-            with open(db, "rb") as src, gzip.GzipFile(out / f"{step.name}.sqlite.gz", "wb", 9, mtime=0) as dst:
-                shutil.copyfileobj(src, dst)
+            write_bytes(out / f"{step.name}.sqlite.xz", db.read_bytes())
         table = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "render.py"), str(out / f"{step.name}.json")],
                                capture_output=True, text=True, env=env)
         (out / f"{step.name}.md").write_text(table.stdout or table.stderr)

@@ -1,52 +1,52 @@
-"""The per-run records of the search-strategy benchmarks, packed: one `.jsonl.gz` in place of a folder of `.jsonl`
+"""The per-run records of the search-strategy benchmarks, packed: one `.jsonl.xz` in place of a folder of `.jsonl`
 files.
 
 `benchmarks/strategies.py` and `benchmarks/strategies_failures.py` keep one `.jsonl` file per (strategy, space[,
 condition], budget) in their --cache folder, one JSON line per seed, and compute their tables from them. A results
-folder keeps them as `runs.jsonl.gz`: one line per run, `{"file": <the cache file's name>, "run": <its line>}`, in
+folder keeps them as `runs.jsonl.xz`: one line per run, `{"file": <the cache file's name>, "run": <its line>}`, in
 file-name order, so unpacking gives back the cache folder line for line and the tables computed from it are the
 same. Both scripts take `--runs PACK` (the cache is seeded from it) and write the pack of the runs they summarised
-next to their tables.
+next to their tables. A pack is written xz-compressed (`.jsonl.xz`, deterministic bytes); one gzipped
+(`.jsonl.gz`, as packs were kept before) reads the same.
 
-    python benchmarks/runpack.py pack CACHE_DIR OUT.jsonl.gz [--glob '*--b100.jsonl']
-    python benchmarks/runpack.py unpack PACK.jsonl.gz CACHE_DIR [--only staged,optuna-tpe]
+    python benchmarks/runpack.py pack CACHE_DIR OUT.jsonl.xz [--glob '*--b100.jsonl']
+    python benchmarks/runpack.py unpack PACK.jsonl.xz CACHE_DIR [--only staged,optuna-tpe]
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 from pathlib import Path
 
-PACK_NAME = "runs.jsonl.gz"
+from kernelloop.base.compressed import read_text, write_bytes
+
+PACK_NAME = "runs.jsonl.xz"
 
 
 def pack(files, out: Path) -> int:
-    """Write the runs of the .jsonl `files` to the pack `out` (gzip, deterministic bytes); returns the run count."""
-    n = 0
+    """Write the runs of the .jsonl `files` to the pack `out` (compressed as its name says: .xz, or .gz;
+    deterministic bytes); returns the run count."""
+    lines = []
+    for f in sorted(files, key=lambda p: Path(p).name):
+        f = Path(f)
+        lines += [json.dumps({"file": f.name, "run": json.loads(line)}) + "\n"
+                  for line in f.read_text().splitlines() if line.strip()]
     out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
-        for f in sorted(files, key=lambda p: Path(p).name):
-            f = Path(f)
-            for line in f.read_text().splitlines():
-                if line.strip():
-                    gz.write((json.dumps({"file": f.name, "run": json.loads(line)}) + "\n").encode())
-                    n += 1
-    return n
+    write_bytes(out, "".join(lines).encode())
+    return len(lines)
 
 
 def read(path: Path) -> dict[str, list[dict]]:
     """The pack's runs by cache file name, in the order packed."""
     files: dict[str, list[dict]] = {}
-    with gzip.open(path, "rt") as f:
-        for i, line in enumerate(f, 1):
-            try:
-                rec = json.loads(line)
-                files.setdefault(rec["file"], []).append(rec["run"])
-            except (ValueError, KeyError, TypeError) as e:
-                raise ValueError(f"{path}:{i}: not a packed run ({e})") from None
+    for i, line in enumerate(read_text(path).splitlines(), 1):
+        try:
+            rec = json.loads(line)
+            files.setdefault(rec["file"], []).append(rec["run"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{path}:{i}: not a packed run ({e})") from None
     return files
 
 

@@ -53,6 +53,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from runpack import pack, unpack  # noqa: E402  (benchmarks/runpack.py: a results folder's runs)
 
+from kernelloop.base.compressed import plain_name  # noqa: E402
 from kernelloop.tune.replay import RecordedSpace, load_space, replay  # noqa: E402
 from kernelloop.tune.replay.metrics import (bootstrap_ci, evals_to_within, fraction_of_optimum,  # noqa: E402
                                        methodology_score, random_curve, score_range)
@@ -299,7 +300,7 @@ def render_md(summary: dict, meta: dict, spaces: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--spaces", type=Path, default=default_spaces(),
-                    help="a folder of recorded spaces (every *.json / *.json.gz in it)")
+                    help="a folder of recorded spaces (every *.json / *.json.xz / *.json.gz in it)")
     ap.add_argument("--space", type=Path, action="append", default=[],
                     help="a recorded space file to add to the folder's (repeatable)")
     ap.add_argument("--budget", type=int, default=400)
@@ -310,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--cache", type=Path, default=ROOT / "runs" / "strategies-bench-cache")
     ap.add_argument("--runs", type=Path, action="append", default=[],
-                    help="a results folder's runs pack (.jsonl.gz) to seed --cache from (repeatable; see runpack.py)")
+                    help="a results folder's runs pack (.jsonl.xz, .gz) to seed --cache from (repeatable; runpack.py)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     ap.add_argument("--tag", default=time.strftime("%Y-%m-%d"))
     ap.add_argument("--note", action="append", default=[], help="a note to add to the results (repeatable)")
@@ -318,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="write the results from the cached runs only (strategies with every space present)")
     args = ap.parse_args(argv)
 
-    dir_paths = sorted(p for p in args.spaces.iterdir() if p.name.endswith((".json", ".json.gz")))
+    dir_paths = sorted(p for p in args.spaces.iterdir() if plain_name(p).endswith(".json"))
     paths = dir_paths + [p for p in args.space if p.resolve() not in {d.resolve() for d in dir_paths}]
     loaded = [load_space(p, valid_only=True) for p in paths]
     spaces = [s.name for s in loaded]
@@ -440,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / f"strategies-{args.tag}.json").write_text(json.dumps({"meta": meta, "summary": summary}, indent=1))
     (args.out / f"strategies-{args.tag}.md").write_text(render_md(summary, meta, spaces))
     used = {args.cache / f"{r['strategy'].replace(':', '_')}--{r['space']}--b{args.budget}.jsonl" for r in runs}
-    pack([f for f in used if f.is_file()], args.out / f"strategies-{args.tag}-runs.jsonl.gz")   # the runs, one a line
+    pack([f for f in used if f.is_file()], args.out / f"strategies-{args.tag}-runs.jsonl.xz")   # the runs, one a line
     print(render_md(summary, meta, spaces))
     return 0
 

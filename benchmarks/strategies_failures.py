@@ -1,7 +1,7 @@
 """Strategies on every recorded space of benchmarks/spaces/, with infeasible configurations dropped and kept.
 
 Protocol (written into the results):
-- spaces: every *.json.gz in --spaces (default benchmarks/spaces/, vendored in the repository by
+- spaces: every *.json, *.json.xz and *.json.gz in --spaces (default benchmarks/spaces/, vendored in the repository by
   benchmarks/vendor_spaces.py: the six public Kernel Tuner caches and our H200 recordings); conditions: "dropped"
   (failed configurations removed: what pruning achieves, and what Kernel Tuner's tune_cache searches) and "kept"
   (the whole recorded space, failures included: what happens without rules). A space without failures has one
@@ -48,6 +48,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from runpack import PACK_NAME, pack, unpack  # noqa: E402  (benchmarks/runpack.py: a results folder's runs)
 
+from kernelloop.base.compressed import plain_name, read_text, suffix_of  # noqa: E402
 from kernelloop.tune.replay import RecordedSpace, load_space  # noqa: E402
 from kernelloop.tune.replay.metrics import best_so_far, evals_to_within, fraction_of_optimum  # noqa: E402
 from kernelloop.tune.search import make_strategy  # noqa: E402
@@ -85,10 +86,15 @@ DEFAULT = ["staged", "optuna-tpe", "random", "kt:bayes_opt", "kt:pso", "kt:adapt
 COSTS: dict[str, float] = {}   # configuration key -> GPU seconds, when the loaded space has no costs itself
 
 
+def space_key(path: Path) -> str:
+    """The name a space's runs and table rows go under: its file name, a compressed one as `NAME.json.gz` whatever
+    it is compressed with (the spaces were first kept gzipped; the committed tables and run packs use those names)."""
+    return plain_name(path) + ".gz" if suffix_of(path) else path.name
+
+
 def file_costs(path: Path) -> dict[str, float]:
     """GPU seconds per configuration read from the file directly (for a baseline commit whose loader has none)."""
-    import gzip
-    data = json.loads(gzip.open(path).read() if path.name.endswith(".gz") else path.read_text())
+    data = json.loads(read_text(path))
     out = {}
     if "cache" in data:
         for rec in data["cache"].values():
@@ -175,7 +181,7 @@ def main(argv=None) -> int:
                     help="a constructor option of our strategies (VALUE as JSON; repeatable; needs --label)")
     ap.add_argument("--cache", type=Path, default=ROOT / "runs" / "strategies-failures-cache")
     ap.add_argument("--runs", type=Path, action="append", default=[],
-                    help="a results folder's runs.jsonl.gz to seed --cache from (repeatable; see runpack.py)")
+                    help="a results folder's runs.jsonl.xz (or .gz) to seed --cache from (repeatable; see runpack.py)")
     ap.add_argument("--out", type=Path, default=None, help="write results here (default: only cache the runs)")
     ap.add_argument("--tag", default=time.strftime("%Y-%m-%d"))
     ap.add_argument("--command", default="", help="the commands that produced the cached runs, for the results")
@@ -197,7 +203,7 @@ def main(argv=None) -> int:
     args.cache.mkdir(parents=True, exist_ok=True)
     for packed in args.runs:
         unpack(packed, args.cache)
-    paths = sorted(p for p in args.spaces.iterdir() if p.name.endswith((".json", ".json.gz")))
+    paths = sorted(p for p in args.spaces.iterdir() if plain_name(p).endswith(".json"))
     strategies = [s for s in args.only.split(",") if s]
     for p in paths:
         full = load_space(p)
@@ -208,7 +214,7 @@ def main(argv=None) -> int:
             space = full if cond == "kept" else full.valid_only()
             for strat in strategies:
                 label = args.label or strat
-                f = args.cache / f"{label.replace(':', '_')}--{p.name}--{cond}--b{args.budget}.jsonl"
+                f = args.cache / f"{label.replace(':', '_')}--{space_key(p)}--{cond}--b{args.budget}.jsonl"
                 have = [json.loads(x) for x in f.read_text().splitlines()] if f.is_file() else []
                 done = {r["seed"] for r in have}
                 t0 = time.time()
@@ -218,7 +224,7 @@ def main(argv=None) -> int:
                     r = run_one(strat, space, seed, args.budget, cond == "kept", options)
                     with f.open("a") as fh:
                         fh.write(json.dumps(r) + "\n")
-                print(f"{label} {p.name} {cond}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+                print(f"{label} {space_key(p)} {cond}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     if args.out:
         write_results(args, paths)
     return 0
@@ -231,7 +237,7 @@ def write_results(args, paths) -> None:
         label, space, cond, _ = f.name[:-len(".jsonl")].split("--")
         rows = [json.loads(x) for x in f.read_text().splitlines()]
         rows = [r for r in rows if r["seed"] < args.seeds]
-        if space in {p.name for p in paths}:
+        if space in {space_key(p) for p in paths}:
             table.setdefault(f"{space} ({cond})", {})[label.replace("kt_", "kt:")] = summarize(rows, args.budget)
             used.append(f)
     versions = {}
@@ -244,7 +250,7 @@ def write_results(args, paths) -> None:
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
             "versions": {"kernelloop": kernelloop.__version__, **versions},
             "command": args.command or "python benchmarks/strategies_failures.py " + " ".join(sys.argv[1:]),
-            "spaces": [p.name for p in paths]}
+            "spaces": [space_key(p) for p in paths]}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "failures.json").write_text(json.dumps({"meta": meta, "table": table}, indent=1))
     pack(used, args.out / PACK_NAME)   # every run the table is computed from, one line each

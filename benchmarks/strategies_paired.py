@@ -1,7 +1,7 @@
 """Two strategies compared seed by seed on the failure benchmark's runs: median evaluations to within 2 % of each and
 a bootstrap 95 % interval of the difference of medians, the seeds resampled in pairs.
 
-Reads the per-run records of `benchmarks/strategies_failures.py` (packs, `runs*.jsonl.gz`, see runpack.py, and/or
+Reads the per-run records of `benchmarks/strategies_failures.py` (packs, `runs*.jsonl.xz`, see runpack.py, and/or
 its --cache folder). For each pair `A B` (labels as in the tables, e.g. `staged@4c7956c staged`) and each
 (space, condition) both have runs for, over the seeds both ran (below --seeds):
 
@@ -16,7 +16,7 @@ its --cache folder). For each pair `A B` (labels as in the tables, e.g. `staged@
 
 An interval that excludes 0 is marked (`*`): the difference is unlikely to be seed noise alone.
 
-    python benchmarks/strategies_paired.py --runs R/runs.jsonl.gz --runs R/runs-40seeds.jsonl.gz \\
+    python benchmarks/strategies_paired.py --runs R/runs.jsonl.xz --runs R/runs-40seeds.jsonl.xz \\
         --pair staged@4c7956c staged --seeds 40 --out R/paired.md
 """
 
@@ -122,7 +122,7 @@ def markdown(rows: list[dict], args) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=Path, action="append", default=[], help="a runs*.jsonl.gz pack (repeatable)")
+    ap.add_argument("--runs", type=Path, action="append", default=[], help="a runs*.jsonl.xz pack (repeatable)")
     ap.add_argument("--cache", type=Path, default=None, help="a strategies_failures.py --cache folder")
     ap.add_argument("--pair", action="append", required=True, nargs=2, metavar=("A", "B"),
                     help="labels to compare, B against A (repeatable)")

@@ -12,16 +12,18 @@ Two kinds of sources:
   memory over the limit) and its screen (the 2744 that run, 10-sample cold-L2 kernel medians), with each
   configuration's cost in GPU seconds (its build on the H200 plus its screen) as a kernelloop space file.
 
+Every space is written xz-compressed (`.json.xz`, `xz -9e`, deterministic bytes).
+
     python benchmarks/vendor_spaces.py [--public DIR] [--out benchmarks/spaces]
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
-import shutil
 from pathlib import Path
+
+from kernelloop.base.compressed import plain_name, read_bytes, write_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -31,14 +33,18 @@ RECORDED = ["2026-11-30-h200-s4/layernorm_fp16_4096_H200.space.json.gz",
 FULL_GEMM = ("2026-11-30-h200-s7/call3-audit-gemm-4096.json.gz", "2026-11-30-h200-s7/call3-screen-gemm-4096.jsonl.gz")
 
 
-def _gz_json(path: Path, doc: dict) -> int:
-    raw = json.dumps(doc, separators=(",", ":")).encode()
-    path.write_bytes(gzip.compress(raw, compresslevel=9, mtime=0))
+def _xz_json(path: Path, doc: dict) -> int:
+    """Write `doc` as compact JSON, compressed as the name says (the spaces are kept as .json.xz); its size."""
+    write_bytes(path, json.dumps(doc, separators=(",", ":")).encode())
     return path.stat().st_size
 
 
+def _xz_name(path: str | Path) -> str:
+    return plain_name(path) + ".xz"
+
+
 def slim_kt_cache(src: Path, dst: Path) -> int:
-    data = json.loads(gzip.open(src).read() if src.name.endswith(".gz") else src.read_text())
+    data = json.loads(read_bytes(src))
     keys = data["tune_params_keys"]
     cache = {}
     for k, rec in data["cache"].items():
@@ -54,14 +60,14 @@ def slim_kt_cache(src: Path, dst: Path) -> int:
     doc["cache"] = cache
     doc["vendored_from"] = f"{src.name} (AutoTuningAssociation/benchmark_hub, Zenodo 10.5281/zenodo.15364124); " \
                            "only parameters, time and the compile/verification/benchmark times kept"
-    return _gz_json(dst, doc)
+    return _xz_json(dst, doc)
 
 
 def full_gemm_space(dst: Path) -> int:
-    audit = json.loads(gzip.open(RESULTS / FULL_GEMM[0]).read())
+    audit = json.loads(read_bytes(RESULTS / FULL_GEMM[0]))
     w = audit["workloads"][0]
     screen = {}
-    for line in gzip.open(RESULTS / FULL_GEMM[1]).read().decode().splitlines():
+    for line in read_bytes(RESULTS / FULL_GEMM[1]).decode().splitlines():
         rec = json.loads(line)
         if rec.get("status") == "timed":
             screen[json.dumps(rec["config"], sort_keys=True)] = rec
@@ -86,7 +92,7 @@ def full_gemm_space(dst: Path) -> int:
                    "pruning audit (launch limit: shared memory), values from the screen (10-sample cold-L2 kernel "
                    "medians, unverified), cost_s = H200 build seconds + screen seconds",
            "records": records}
-    return _gz_json(dst, doc)
+    return _xz_json(dst, doc)
 
 
 def main(argv=None) -> int:
@@ -97,17 +103,16 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     total = 0
     for src in sorted(args.public.glob("*.json.gz")):
-        n = slim_kt_cache(src, args.out / src.name)
+        n = slim_kt_cache(src, args.out / _xz_name(src))
         print(f"{src.name}: {src.stat().st_size} -> {n} bytes")
         total += n
     for rel in RECORDED:
-        dst = args.out / Path(rel).name
-        shutil.copyfile(RESULTS / rel, dst)
+        dst = write_bytes(args.out / _xz_name(rel), read_bytes(RESULTS / rel))
         total += dst.stat().st_size
         print(f"{dst.name}: copied, {dst.stat().st_size} bytes")
-    n = full_gemm_space(args.out / "gemm_fp16_4096_H200_full.space.json.gz")
+    n = full_gemm_space(args.out / "gemm_fp16_4096_H200_full.space.json.xz")
     total += n
-    print(f"gemm_fp16_4096_H200_full.space.json.gz: {n} bytes; total {total} bytes")
+    print(f"gemm_fp16_4096_H200_full.space.json.xz: {n} bytes; total {total} bytes")
     return 0
 
 

@@ -7,7 +7,7 @@
 # space), the op's own row template as the reference point, and a last submit with --confirm that re-measures each
 # workload's best beside eager, torch.compile, Liger-Kernel and a device copy; then `agent status` (JSON).
 # Writes at most 8 files to $OUT (default ./gpu-out): dogfood.log, submit-{guess,space,template,confirm}.json,
-# status.json, dogfood.sqlite (the run archive; gzip it to keep it in the repository). Needs no network: pydantic and Liger-Kernel come from ./.whl when
+# status.json, dogfood.sqlite (the run archive; `xz -9e` it to keep it in the repository). Needs no network: pydantic and Liger-Kernel come from ./.whl when
 # the host lacks them (as in scripts/gpu_tier.sh). Every step runs under `timeout`; a failed step is logged and the
 # script goes on. Env: DEVICE (cuda), WS (workspace folder, default runs/dogfood-agent-<time>), WL (workload file),
 # GUESS / SPACE / TEMPLATE_FIXED / TEMPLATE_SPACE (JSON), PROFILE (1: profile the best-guess submission).

@@ -283,7 +283,7 @@ def test_budget_grammar():
             api.parse_budget(bad, "cuda")
 
 
-@pytest.mark.parametrize("name", ["h200-layernorm-planner.sqlite.gz", "h200-attention-exhaustive.sqlite.gz"])
+@pytest.mark.parametrize("name", ["h200-layernorm-planner.sqlite.xz", "h200-attention-exhaustive.sqlite.xz"])
 def test_archives_of_earlier_versions_load(name):
     run = kernelloop.Run.load(ARCHIVES / name)
     s = run.summary()

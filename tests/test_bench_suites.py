@@ -3,7 +3,7 @@ every optimize step through the real command's checks, and a suite's results fol
 
 from __future__ import annotations
 
-import gzip
+import lzma
 import importlib.util
 import json
 import re
@@ -17,7 +17,7 @@ import kernelloop.core.device
 from kernelloop.base.builtin import resolve_path
 
 ROOT = Path(__file__).resolve().parents[1]
-ARCHIVE = ROOT / "tests" / "fixtures" / "archives" / "h200-attention-exhaustive.sqlite.gz"
+ARCHIVE = ROOT / "tests" / "fixtures" / "archives" / "h200-attention-exhaustive.sqlite.xz"
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,7 @@ def test_without_a_gpu_a_real_run_refuses(bench, capsys, monkeypatch):
 def test_every_repository_file_a_suite_reads_exists(bench):
     refs = {a for s in bench.SUITES.values() for st in s.steps for a in st.argv
             if re.match(r"(benchmarks|ops|tests)/", a)}
-    assert "benchmarks/results/2026-12-01-h200-gemm/gemm-prefill.sqlite.gz" in refs
+    assert "benchmarks/results/2026-12-01-h200-gemm/gemm-prefill.sqlite.xz" in refs
     # ops/<name>/... is the built-in op's file (kernelloop.base.builtin.resolve_path), the rest is relative to the clone
     assert sorted(r for r in refs if not ((ROOT / r).exists() or resolve_path(r).exists())) == []
 
@@ -152,9 +152,9 @@ def test_the_other_kernelloop_steps_use_options_their_commands_have(bench):
 def test_a_suite_run_writes_its_results_folder(bench, tmp_path):
     """The runner on stand-in steps: an optimize-kind step (a real archive, its summary), a command, and one that
     outlives its limit (stopped, exit 124, the next step still runs)."""
-    fake_optimize = ("import gzip, shutil, sys, json; from pathlib import Path; run = Path(sys.argv[1]); "
-                     "run.mkdir(parents=True); src = gzip.open(sys.argv[2]); "
-                     "shutil.copyfileobj(src, open(run / 'archive.sqlite', 'wb')); "
+    fake_optimize = ("import sys, json; from pathlib import Path; run = Path(sys.argv[1]); "
+                     "run.mkdir(parents=True); from kernelloop.base.compressed import decompress_to; "
+                     "decompress_to(sys.argv[2], run / 'archive.sqlite'); "
                      "from kernelloop.core.archive import Archive; from kernelloop.deliver.report.summary import run_summary; "
                      "a = Archive(run / 'archive.sqlite', readonly=True); print(json.dumps(run_summary(a)))")
     suite = bench.Suite("fake", "stand-in steps", (
@@ -174,7 +174,7 @@ def test_a_suite_run_writes_its_results_folder(bench, tmp_path):
     assert (out / "after.log").read_text().strip() == "still ran"
     summary = json.loads((out / "opt.json").read_text())
     assert summary["op"] == "attention"
-    with gzip.open(out / "opt.sqlite.gz") as f:
+    with lzma.open(out / "opt.sqlite.xz") as f:          # the archive kept xz-compressed
         assert f.read(16) == b"SQLite format 3\x00"
     assert "sdpa-cudnn" in (out / "opt.md").read_text()
     env_rec = json.loads((out / "env.json").read_text())

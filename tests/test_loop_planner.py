@@ -36,7 +36,7 @@ from kernelloop.core.spec.start import StartError, parse_assignments, resolve_st
 
 
 ROOT = Path(__file__).resolve().parents[1]
-NCU_CSV = ROOT / "tests" / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv.gz"
+NCU_CSV = ROOT / "tests" / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv.xz"
 TINY = 'op = "layernorm"\n[[workload]]\naxes = { M = 64, N = 256 }\ndtype = "fp16"\n'
 START = {"BLOCK_N": "256", "num_warps": "8"}          # 1 element per thread: the issue-bound entry applies
 runner = CliRunner()
@@ -280,7 +280,7 @@ if "--import" in args:
     sys.exit(0)
 open(os.environ["FAKE_NCU_LOG"], "a").write(json.dumps(args) + "\\n")
 stem = args[args.index("--export") + 1]
-open(stem + ".ncu-rep", "w").write(__import__("gzip").open({str(NCU_CSV)!r}, "rt").read())
+open(stem + ".ncu-rep", "w").write(__import__("lzma").open({str(NCU_CSV)!r}, "rt").read())
 """
 
 

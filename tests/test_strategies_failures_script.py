@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NS = runpy.run_path(str(ROOT / "benchmarks" / "strategies_failures.py"))
-SPACE = ROOT / "benchmarks" / "spaces" / "kt_pnpoly_RTX_3090.json.gz"     # has failures: both conditions
+SPACE = ROOT / "benchmarks" / "spaces" / "kt_pnpoly_RTX_3090.json.xz"     # has failures: both conditions
 
 
 def test_one_condition_and_an_option_under_its_label(tmp_path):
@@ -21,9 +21,13 @@ def test_one_condition_and_an_option_under_its_label(tmp_path):
               "--conditions", "kept"]
     assert NS["main"](common + ["--label", "staged@ct0.6", "--option", "candidate_threshold=0.6"]) == 0
     files = sorted(p.name for p in cache.iterdir())
-    assert files == [f"staged@ct0.6--{SPACE.name}--kept--b12.jsonl"]
+    # filed under the space's gzipped name (`.json.gz`), the name the committed tables and run packs use, though
+    # the space is kept as .json.xz: a rerun from a committed pack finds its runs
+    assert files == ["staged@ct0.6--kt_pnpoly_RTX_3090.json.gz--kept--b12.jsonl"]
     run = json.loads((cache / files[0]).read_text())
     assert run["seed"] == 0 and run["evaluations"] == 12
+    assert NS["main"](common + ["--label", "staged@ct0.6", "--option", "candidate_threshold=0.6"]) == 0
+    assert len((cache / files[0]).read_text().splitlines()) == 1          # the cached seed is not run again
     with pytest.raises(ValueError, match="failures"):     # the option is the constructor's
         NS["main"](common + ["--label", "staged@bad", "--option", 'failures="bogus"'])
 

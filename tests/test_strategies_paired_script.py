@@ -29,11 +29,11 @@ def test_sign_test_is_the_exact_binomial():
 
 
 def test_committed_comparison_is_reproduced_from_the_packs(tmp_path, capsys):
-    packs = ["runs.jsonl.gz", "runs-40seeds.jsonl.gz", "runs-base-40seeds.jsonl.gz", "runs-ct065-40seeds.jsonl.gz"]
+    packs = ["runs.jsonl.xz", "runs-40seeds.jsonl.xz", "runs-base-40seeds.jsonl.xz", "runs-ct065-40seeds.jsonl.xz"]
     argv = [x for p in packs for x in ("--runs", str(RESULTS / p))]
     for a, b in [("staged@4c7956c", "staged"), ("optuna-tpe", "staged"), ("staged@4c7956c", "staged@ct0.65"),
                  ("staged", "staged@ct0.65")]:
         argv += ["--pair", a, b]
     assert NS["main"](argv + ["--seeds", "40", "--out", str(tmp_path / "paired.md")]) == 0
     assert (tmp_path / "paired.md").read_text() == (RESULTS / "paired.md").read_text()
-    assert NS["main"](["--runs", str(RESULTS / "runs.jsonl.gz"), "--pair", "nobody", "staged"]) == 1
+    assert NS["main"](["--runs", str(RESULTS / "runs.jsonl.xz"), "--pair", "nobody", "staged"]) == 1

@@ -18,7 +18,7 @@ runner = CliRunner()
 NO_RESULTS = {"mcp",            # a stdio server: it prints no results of its own
               "schedule show",  # its output is the schedule as JSON already
               "schedule lower"}  # its output is Gluon source
-ARCHIVE = Path(__file__).resolve().parents[1] / "fixtures" / "archives" / "h200-attention-exhaustive.sqlite.gz"
+ARCHIVE = Path(__file__).resolve().parents[1] / "fixtures" / "archives" / "h200-attention-exhaustive.sqlite.xz"
 
 
 def _commands(group, prefix: str = ""):

@@ -18,7 +18,7 @@ from kernelloop.base.records import (BuildArtifact, Candidate, Ceilings, DType, 
                                 TimingPolicy, Trial, Verdict, Workload)
 
 ROOT = Path(__file__).resolve().parents[2]
-NCU_CSV = ROOT / "tests" / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv.gz"
+NCU_CSV = ROOT / "tests" / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv.xz"
 W = Workload(op="layernorm", axes={"M": 4096, "N": 4096}, dtype=DType.fp16)
 ENV = Environment(device="cuda", gpu="NVIDIA H200", driver="580.159.04", torch="2.11.0", triton="3.6.0",
                   python="3.12", host="h")

@@ -148,7 +148,7 @@ def test_show_prints_the_confirmation_across_processes(confirmed):
 def test_a_run_recorded_on_the_h200_is_refused_without_that_gpu():
     import torch
     from pathlib import Path
-    archive = Path(__file__).resolve().parents[1] / "fixtures" / "archives" / "h200-attention-exhaustive.sqlite.gz"
+    archive = Path(__file__).resolve().parents[1] / "fixtures" / "archives" / "h200-attention-exhaustive.sqlite.xz"
     if torch.cuda.is_available() and "H200" in torch.cuda.get_device_name(0):
         pytest.skip("an H200 is present: the run would be re-measured")
     res = runner.invoke(app, ["reproduce", str(archive)], env={"COLUMNS": "300"})

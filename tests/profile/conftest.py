@@ -5,7 +5,7 @@ import pytest
 from kernelloop.tune.profile.ncu_csv import read_details_csv
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-NCU_CSV = FIXTURES / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv.gz"
+NCU_CSV = FIXTURES / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv.xz"
 
 
 @pytest.fixture(scope="session")

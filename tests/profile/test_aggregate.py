@@ -14,7 +14,7 @@ from kernelloop.tune.profile.ncu_csv import parse_details_csv, read_csv_text, sp
 from kernelloop.tune.profile.report import make_baseline_report, roofline_for
 from kernelloop.base.records import BottleneckClass, DType, Workload
 
-NCU_CSV = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv.gz"
+NCU_CSV = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv.xz"
 W = Workload(op="layernorm", axes={"M": 4096, "N": 4096}, dtype=DType.fp16)
 EAGER_US, COPY_US = 32.7, 20.40   # archived timings (cold L2, CUDA events) of eager layernorm and the copy roof
 

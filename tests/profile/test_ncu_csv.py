@@ -8,7 +8,7 @@ from kernelloop.tune.profile.metrics import EXTRA_RAW_METRICS, normalize
 from kernelloop.tune.profile.ncu_csv import (NcuParseError, parse_details_csv, parse_number, read_csv_text, read_details_csv,
                                         select_kernel, split_preamble)
 
-NCU_CSV = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv.gz"
+NCU_CSV = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv.xz"
 
 HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
           '"Device","CC","Section Name","Metric Name","Metric Unit","Metric Value","Rule Name","Rule Type",'

@@ -22,7 +22,7 @@ from kernelloop.tune.profile.metrics import SECTIONS
 from kernelloop.tune.profile.ncu import (NVTX_RANGE, NcuOptions, harness_job, load_profiles, ncu_command,
                                     profile_candidate, run_ncu)
 
-NCU_CSV = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv.gz"
+NCU_CSV = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv.xz"
 ROOT_OPS = ops_dir()
 
 FAKE_NCU = f"""#!{sys.executable}
@@ -47,7 +47,7 @@ if os.environ.get("FAKE_NCU_NOKERNEL"):
     print("==WARNING== No kernels were profiled.")
     sys.exit(0)
 stem = args[args.index("--export") + 1]
-open(stem + ".ncu-rep", "w").write(__import__("gzip").open({str(NCU_CSV)!r}, "rt").read())
+open(stem + ".ncu-rep", "w").write(__import__("lzma").open({str(NCU_CSV)!r}, "rt").read())
 print("==PROF== Report: " + stem + ".ncu-rep")
 """
 

@@ -15,7 +15,7 @@ from kernelloop.tune.propose.planner import condition_holds, neighbours
 from kernelloop.base.records import BuildResources, DType, ProfileReport, Workload, canonical_json
 from kernelloop.core.spec.space import prune
 
-NCU_CSV = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv.gz"
+NCU_CSV = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "h200-torch-layernorm-sol-occupancy-launch.csv.xz"
 W = Workload(op="layernorm", axes={"M": 4096, "N": 4096}, dtype=DType.fp16)
 BASE = {"BLOCK_N": 4096, "ROWS": 1, "num_warps": 4, "EVICT_FIRST": 0, "STREAM_STORE": 0}
 

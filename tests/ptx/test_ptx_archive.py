@@ -2,16 +2,15 @@
 kept with its parent and diff, the PTX it edits once, each proof per (run, workload); the best winner is the
 fastest edit proved FASTER than its parent."""
 
-import gzip
-import shutil
 from pathlib import Path
 
+from kernelloop.base.compressed import decompress_to
 from kernelloop.core.archive import Archive
 from kernelloop.tune.ptx.archive import best_winner, candidates, diff, proofs, put_candidate, put_proof, source
 from kernelloop.tune.ptx.prove import ProofReport, StandInExecutor, TimingComparison
 from kernelloop.tune.ptx.rules import propose
 
-OLD = Path(__file__).parents[1] / "fixtures" / "archives" / "h200-layernorm-planner.sqlite.gz"
+OLD = Path(__file__).parents[1] / "fixtures" / "archives" / "h200-layernorm-planner.sqlite.xz"
 
 
 def _report(edit, verdict, speedup=None, executor="written by the test"):
@@ -24,8 +23,7 @@ def _report(edit, verdict, speedup=None, executor="written by the test"):
 
 def test_old_archives_open_and_edits_keep_lineage(tmp_path, scale_rows):
     path = tmp_path / "archive.sqlite"
-    with gzip.open(OLD) as f, open(path, "wb") as g:
-        shutil.copyfileobj(f, g)
+    decompress_to(OLD, path)
     with Archive(path, readonly=True) as a:   # migrated in memory: the new tables, empty
         assert candidates(a) == [] and proofs(a, a.runs()[0]["id"]) == []
     edits = propose(scale_rows, parent="c-parent", rules=["cache_hint", "unroll"])

@@ -93,13 +93,11 @@ def test_prove_and_time_need_a_gpu_or_run_the_stand_in(surveyed, tmp_path, monke
 def test_propose_and_show_on_a_recorded_run(tmp_path):
     """A recorded H200 run (schema 4) is migrated; its winner's edits are archived; `show` lists them with their
     parent and diff."""
-    import gzip
-    import shutil
+    from kernelloop.base.compressed import decompress_to
     run = tmp_path / "run"
     run.mkdir()
-    src = Path(__file__).parents[1] / "fixtures" / "archives" / "h200-layernorm-planner.sqlite.gz"
-    with gzip.open(src) as f, open(run / "archive.sqlite", "wb") as g:
-        shutil.copyfileobj(f, g)
+    src = Path(__file__).parents[1] / "fixtures" / "archives" / "h200-layernorm-planner.sqlite.xz"
+    decompress_to(src, run / "archive.sqlite")
     res = runner.invoke(app, ["ptx", "show", str(run)])
     assert res.exit_code == 0 and "no PTX-level edits" in res.stdout
     # the winner's source page, kept where `kernelloop profile --ncu` keeps it, weighs its windows

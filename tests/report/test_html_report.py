@@ -20,8 +20,8 @@ from kernelloop.core.archive import Archive
 from kernelloop.cli.app import app
 
 ARCHIVES = Path(__file__).resolve().parents[1] / "fixtures" / "archives"
-PLANNER = ARCHIVES / "h200-layernorm-planner.sqlite.gz"
-ATTENTION = ARCHIVES / "h200-attention-exhaustive.sqlite.gz"
+PLANNER = ARCHIVES / "h200-layernorm-planner.sqlite.xz"
+ATTENTION = ARCHIVES / "h200-attention-exhaustive.sqlite.xz"
 SECTIONS = ("provenance", "progress", "verdicts", "workloads", "front", "roofline", "lineage", "log")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no chromium (.ci/run installs Debian's package)")

@@ -75,7 +75,7 @@ def test_prior_from_another_shape_warm_starts_the_search():
 
 
 def test_finds_the_needle_on_a_public_space_faster_than_random():
-    space = load_space(SPACES / "kt_pnpoly_RTX_3090.json.gz", valid_only=True)
+    space = load_space(SPACES / "kt_pnpoly_RTX_3090.json.xz", valid_only=True)
     opt = space.optimum
     ours = [evals_to_within(replay(space, "staged", s, 100).curve(), opt) or 101 for s in range(3)]
     assert np.median(ours) <= 40, ours        # random search needs 111 in expectation here
@@ -85,7 +85,7 @@ def test_failure_aware_on_a_public_space_with_its_failures_kept():
     """pnpoly with its 318 failed configurations in the space: the default finds a configuration within 5 % sooner
     than random search, and spends fewer evaluations on failures than random search does (benchmark over 20 seeds:
     median 13 evaluations to within 5 %, random never within 100)."""
-    space = load_space(SPACES / "kt_pnpoly_RTX_3090.json.gz")
+    space = load_space(SPACES / "kt_pnpoly_RTX_3090.json.xz")
     assert space.n_failed == 318
     opt = space.optimum
     ours, rand, fails, rand_fails = [], [], [], []

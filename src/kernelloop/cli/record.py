@@ -28,7 +28,7 @@ from .common import esc
 
 def record(
     spec: Annotated[str, typer.Argument(help=common.SPEC_HELP)],
-    out: Annotated[Path, typer.Option(help="Space file to write (.json or .json.gz).")],
+    out: Annotated[Path, typer.Option(help="Space file to write (.json, or compressed: .json.xz, .json.gz).")],
     workloads: Annotated[Optional[Path], typer.Option(
         help="Workload file (default: the op's workloads.toml; workloads-interpret.toml with --device interpret).")
     ] = None,

@@ -2,7 +2,7 @@
 
 The same ask -> evaluate -> tell loop as the controller, with an executor that serves recorded measurements:
 no GPU, no compiler. SPACE is a kernelloop space file (`kernelloop record`) or a Kernel Tuner cache
-(.json or .json.gz). `--strategy kt:NAME` runs Kernel Tuner's own strategy NAME through its simulation mode.
+(.json, .json.xz or .json.gz). `--strategy kt:NAME` runs Kernel Tuner's own strategy NAME through its simulation mode.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from .common import esc
 
 
 def report(
-    run: Annotated[Path, typer.Argument(help="Run folder (or its archive.sqlite, plain or gzipped: .sqlite.gz).")],
+    run: Annotated[Path, typer.Argument(help="Run folder (or its archive.sqlite, plain or compressed: .sqlite.xz, .sqlite.gz).")],
     out: Annotated[Path | None, typer.Option("--out", help="HTML file to write (default: RUN/report.html, or "
                                              "report.html here when RUN is an archive file).")] = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Which run of a multi-run archive "

@@ -18,7 +18,7 @@ from .common import esc
 
 
 def reproduce(
-    run: Annotated[Path, typer.Argument(help="Run folder (or its archive.sqlite, plain or gzipped: .sqlite.gz).")],
+    run: Annotated[Path, typer.Argument(help="Run folder (or its archive.sqlite, plain or compressed: .sqlite.xz, .sqlite.gz).")],
     trial: Annotated[str | None, typer.Argument(help="Trial id (or a unique prefix); default: every confirmed "
                                                      "winner.")] = None,
     ops: Annotated[Path | None, typer.Option("--ops", help="Folder holding the run's op, when it is not a "

@@ -16,7 +16,7 @@ from .common import esc
 
 
 def show(
-    run: Annotated[Path, typer.Argument(help="Run folder (or its archive.sqlite, plain or gzipped: .sqlite.gz).")],
+    run: Annotated[Path, typer.Argument(help="Run folder (or its archive.sqlite, plain or compressed: .sqlite.xz, .sqlite.gz).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Summarise an archived run."""

@@ -17,7 +17,7 @@ trace_app = typer.Typer(rich_markup_mode=None, add_completion=False, no_args_is_
 
 @trace_app.command("export")
 def export(
-    run: Annotated[Path, typer.Argument(help="Run folder (or its archive.sqlite, plain or gzipped).")],
+    run: Annotated[Path, typer.Argument(help="Run folder (or its archive.sqlite, plain or compressed: .xz, .gz).")],
     out: Annotated[Path, typer.Option(help="Dataset folder: definitions/, workloads/, solutions/, traces/.")],
     op: Annotated[Optional[Path], typer.Option(help="The op folder the run used (default: ./ops/<op>, else the built-in op).")] = None,
     op_type: Annotated[Optional[str], typer.Option(help="Definitions' op_type (default: the op name).")] = None,

@@ -251,7 +251,7 @@ def summarize(archive, run_id: str | None = None, run_dir: str | Path | None = N
 
 
 def archive_file(path: str | Path) -> Path:
-    """The archive of a run folder, or the archive file itself (.sqlite or .sqlite.gz); FileNotFoundError else."""
+    """The archive of a run folder, or the archive file itself (.sqlite, .sqlite.xz, .sqlite.gz); else FileNotFoundError."""
     p = Path(path)
     file = p / "archive.sqlite" if p.is_dir() else p
     if not file.is_file():
@@ -271,7 +271,7 @@ class Run:
 
     @classmethod
     def load(cls, path: str | Path, run_id: str | None = None) -> "Run":
-        """Read a run folder or its archive (plain or .sqlite.gz); the archive is never written."""
+        """Read a run folder or its archive (plain, .sqlite.xz or .sqlite.gz); the archive is never written."""
         from ..core.archive import Archive
         file = archive_file(path)
         with Archive(file, readonly=True) as archive:

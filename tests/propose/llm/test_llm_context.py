@@ -6,7 +6,7 @@ import kernelloop
 from kernelloop.core.archive import Archive
 from kernelloop.tune.propose.llm.context import Outcome
 
-ARCHIVE = Path(__file__).resolve().parents[2] / "fixtures" / "archives" / "h200-layernorm-planner.sqlite.gz"
+ARCHIVE = Path(__file__).resolve().parents[2] / "fixtures" / "archives" / "h200-layernorm-planner.sqlite.xz"
 
 
 def test_evidence_names_the_fraction_and_the_speedup_as_show_does():

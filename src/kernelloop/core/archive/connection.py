@@ -1,4 +1,4 @@
-"""The archive's connection: opening (read-write, or a read-only snapshot in memory, gzipped files too), the
+"""The archive's connection: opening (read-write, or a read-only snapshot in memory, compressed files too), the
 journal settings that make every committed write durable, and the transactions every write goes through.
 
 Every write is one explicit transaction (`BEGIN IMMEDIATE ... COMMIT`), so a controller killed with `kill -9` at any
@@ -10,8 +10,6 @@ candidates, workloads, trials) and `results.py` (baselines, finals, confirmation
 from __future__ import annotations
 
 import contextlib
-import gzip
-import shutil
 import sqlite3
 import tempfile
 import threading
@@ -19,20 +17,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from ...base.compressed import decompress_to, plain_name, suffix_of
 from .schema import SchemaError, migrate
 
 
 @contextmanager
 def _plain_copy(path: Path):
-    """The archive file itself, or for a name ending in .gz a temporary decompressed copy of it."""
-    if not path.name.endswith(".gz"):
+    """The archive file itself, or for a name ending in .xz or .gz a temporary decompressed copy of it."""
+    if suffix_of(path) is None:
         yield path
         return
     with tempfile.TemporaryDirectory(prefix="kl-archive-") as tmp:
-        plain = Path(tmp) / path.name[:-3]
-        with gzip.open(path, "rb") as src, open(plain, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        yield plain
+        yield decompress_to(path, Path(tmp) / plain_name(path))
 
 
 def _readonly_uri(path: Path) -> str:
@@ -53,8 +49,9 @@ class ArchiveConnection:
     def __init__(self, path: str | Path, *, timeout_s: float = 30.0, readonly: bool = False) -> None:
         """`readonly=True`: read a snapshot of the file in memory (migrated there when it is older than this
         code), so that reading an archive — `show`, `report`, `profile` without `--ncu`, committed results — never
-        changes it, nor leaves -wal or -shm files beside it (`_readonly_uri`). Writes then go to the snapshot only. Read-only, a gzipped archive (`archive.sqlite.gz`, as
-        committed results are kept) is read the same way."""
+        changes it, nor leaves -wal or -shm files beside it (`_readonly_uri`). Writes then go to the snapshot only.
+        Read-only, a compressed archive (`archive.sqlite.xz`, as committed results are kept, or `.gz`) is read the
+        same way."""
         self.path = Path(path)
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None

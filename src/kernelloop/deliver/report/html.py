@@ -241,7 +241,7 @@ def render(context: dict) -> str:
 
 
 def write_report(archive_path: Path, out: Path, run_id: str | None = None) -> Path:
-    """Read `archive_path` (plain or gzipped; never modified) and write the HTML report to `out`."""
+    """Read `archive_path` (plain or compressed: .xz, .gz; never modified) and write the HTML report to `out`."""
     with Archive(archive_path, readonly=True) as archive:
         ctx = build_context(archive, run_id, source=str(archive_path))
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ import io
 import re
 from pathlib import Path
 
+from ...base.compressed import read_text
 from ...base.records import KernelProfile, RuleHit
 from .metrics import lookup, normalize
 
@@ -104,17 +105,12 @@ def parse_details_csv(text: str, *, keep_unmapped: bool = True) -> list[KernelPr
 
 
 def read_csv_text(path: str | Path) -> str:
-    """The text of a CSV export, gzipped (a name ending in .gz) or not."""
-    path = Path(path)
-    if path.name.endswith(".gz"):
-        import gzip
-        with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
-            return f.read()
-    return path.read_text(encoding="utf-8", errors="replace")
+    """The text of a CSV export, compressed (a name ending in .xz or .gz) or not."""
+    return read_text(path, errors="replace")
 
 
 def read_details_csv(path: str | Path, **kw) -> list[KernelProfile]:
-    """`parse_details_csv` of a file (gzipped when its name ends in .gz)."""
+    """`parse_details_csv` of a file (compressed when its name ends in .xz or .gz)."""
     return parse_details_csv(read_csv_text(path), **kw)
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from ...base.compressed import read_text
 from ...base.records.base import Record
 from .ncu_csv import NcuParseError, parse_number
 
@@ -119,12 +120,8 @@ def parse_source_csv(text: str) -> list[SourceKernel]:
 
 
 def read_source_csv(path: str | Path) -> list[SourceKernel]:
-    """`parse_source_csv` of a file (a gzipped one too)."""
-    path = Path(path)
-    if path.suffix == ".gz":
-        import gzip
-        return parse_source_csv(gzip.decompress(path.read_bytes()).decode("utf-8", errors="replace"))
-    return parse_source_csv(path.read_text(encoding="utf-8", errors="replace"))
+    """`parse_source_csv` of a file (a compressed one too: .xz or .gz)."""
+    return parse_source_csv(read_text(path, errors="replace"))
 
 
 def named(page: list[SourceKernel], kernel: str) -> list[SourceKernel]:

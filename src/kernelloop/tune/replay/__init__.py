@@ -1,7 +1,7 @@
 """Recorded search spaces and their replay: strategies compared on a CPU against measurements made once on a GPU.
 
 - `space`: the RecordedSpace record (configurations, their measured objective, failures);
-- `kt_cache`: reader of Kernel Tuner cache files (JSON, gzipped or not, closed or still open);
+- `kt_cache`: reader of Kernel Tuner cache files (JSON, compressed — .xz or .gz — or not, closed or still open);
 - `space_file`: kernelloop's own format, written by `kernelloop record`;
 - `runner`: the replay executor — the controller's ask/evaluate/tell logic served from a recording;
 - `metrics`: best-so-far curves, evaluations to within x % of the optimum, P@k, the methodology score.

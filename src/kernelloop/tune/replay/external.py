@@ -14,10 +14,8 @@ Kernel Tuner is optional (`pip install kernelloop[search-bench]`).
 from __future__ import annotations
 
 import contextlib
-import gzip
 import io
 import random
-import shutil
 import tempfile
 import time
 import warnings
@@ -25,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...base.compressed import decompress_to, plain_name
 from .runner import Trajectory
 from .space import RecordedSpace
 
@@ -40,13 +39,9 @@ def kernel_tuner_strategies() -> list[str]:
 
 @contextlib.contextmanager
 def plain_cache(path: str | Path):
-    """Kernel Tuner reads only uncompressed caches: a temporary plain copy of a (maybe gzipped) cache."""
-    path = Path(path)
+    """Kernel Tuner reads only uncompressed caches: a temporary plain copy of a (maybe compressed) cache."""
     with tempfile.TemporaryDirectory(prefix="kl-kt-") as tmp:
-        out = Path(tmp) / (path.name[:-3] if path.name.endswith(".gz") else path.name)
-        with (gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")) as src, open(out, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        yield out
+        yield decompress_to(path, Path(tmp) / plain_name(path))
 
 
 def kernel_tuner_run(cache_path: str | Path, space: RecordedSpace, strategy: str, seed: int, budget: int,

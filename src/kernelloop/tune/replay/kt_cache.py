@@ -11,11 +11,11 @@ it runs; such a file is read as if closed.
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 from pathlib import Path
 
+from ...base.compressed import SUFFIXES, read_bytes
 from .space import RecordedSpace
 
 INVALID = "InvalidConfig"
@@ -24,10 +24,7 @@ COST_FIELDS = ("compile_time", "verification_time", "benchmark_time")   # millis
 
 
 def read_text(path: Path) -> str:
-    raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    return raw.decode("utf-8")
+    return read_bytes(path).decode("utf-8")
 
 
 def parse_cache_text(text: str) -> dict:
@@ -88,7 +85,7 @@ def from_kernel_tuner_dict(data: dict, objective: str | None = None, name: str =
 
 def _stem(path: Path) -> str:
     n = path.name
-    for suffix in (".gz", ".json"):
+    for suffix in (*SUFFIXES, ".json"):
         if n.endswith(suffix):
             n = n[: -len(suffix)]
     return n

@@ -1,4 +1,4 @@
-"""Open a recorded space whatever its format: kernelloop's own or a Kernel Tuner cache (gzipped or not)."""
+"""Open a recorded space whatever its format: kernelloop's own or a Kernel Tuner cache (compressed or not)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The transfer prior of `kernelloop optimize --prior SPACE`: learnt from a recording of another shape or GPU.
 
 One prior from the whole recording (a `kernelloop record` space file, a Kernel Tuner cache, or the archive of an
-earlier run: `archive.sqlite`, gzipped or not, or its run folder, all of its runs' PASSED trials): every PASSED
+earlier run: `archive.sqlite`, compressed (.xz, .gz) or not, or its run folder, all of its runs' PASSED trials): every PASSED
 measurement of every recorded workload, each workload's objective divided by that workload's best so shapes of
 different cost pool into one additive model of log(objective) (`TransferPrior.from_spaces`). Several recordings
 (`--prior` repeated) pool into one prior, a workload recorded in more than one with its measurements merged (per
@@ -13,12 +13,12 @@ workload itself measured best when it was recorded, else those of the recorded w
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...base.compressed import CompressedFileError, open_bytes
 from ..search.history import TransferPrior
 from .load import load_workload_spaces
 from .space import RecordedSpace
@@ -83,11 +83,12 @@ def read_prior(paths: str | Path | list, op: str | None = None) -> RecordedPrior
 
 
 def _is_sqlite(path: Path) -> bool:
-    """An SQLite file, or a gzipped one (the name ends in .gz), by its first bytes."""
+    """An SQLite file, or a compressed one (the name ends in .xz or .gz), by its first bytes."""
+    import lzma
     try:
-        with (gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")) as f:
+        with open_bytes(path) as f:
             return f.read(16) == b"SQLite format 3\x00"
-    except (OSError, EOFError):
+    except (OSError, EOFError, lzma.LZMAError, CompressedFileError):
         return False
 
 

@@ -1,6 +1,6 @@
 """kernelloop's own recorded-space format (`kernelloop record` writes it; `kernelloop replay` reads it).
 
-JSON, optionally gzipped (by the file name ending in .gz):
+JSON, optionally compressed (by the file name ending in .xz or .gz):
 
     {"format": "kernelloop-space/1", "name": ..., "op": ..., "objective": "kernel_us",
      "device": {...}, "environment": {...}, "timing_policy": {...}, "manifest_hash": ...,
@@ -17,10 +17,10 @@ worst-shape regressions counting as failed).
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
+from ...base.compressed import compress, read_bytes, suffix_of
 from ..search.encoding import config_key
 from ..search.objectives import MultiWorkloadObjective
 from .space import RecordedSpace
@@ -29,16 +29,13 @@ FORMAT = "kernelloop-space/1"
 
 
 def write_space_file(path: str | Path, doc: dict) -> Path:
-    """Write a space document (validated) as JSON, gzipped when the name ends in .gz."""
+    """Write a space document (validated) as JSON, compressed when the name ends in .xz or .gz."""
     validate(doc, str(path))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(doc, indent=None, separators=(",", ":"), allow_nan=False)
     tmp = path.with_name(path.name + ".tmp")
-    if path.name.endswith(".gz"):
-        tmp.write_bytes(gzip.compress(text.encode("utf-8"), mtime=0))
-    else:
-        tmp.write_text(text, encoding="utf-8")
+    tmp.write_bytes(compress(text.encode("utf-8"), suffix_of(path) or ""))
     tmp.replace(path)
     return path
 
@@ -70,10 +67,7 @@ def validate(doc: dict, where: str = "space") -> None:
 
 
 def read_space_document(path: str | Path) -> dict:
-    raw = Path(path).read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    doc = json.loads(raw.decode("utf-8"))
+    doc = json.loads(read_bytes(path).decode("utf-8"))
     validate(doc, str(path))
     return doc
 
