@@ -5,8 +5,9 @@ Two kinds of sources:
   Kernel Tuner caches with only what a replay reads — every parameter, `time` (or the failure string:
   "CompilationFailedConfig", "RuntimeFailedConfig"), `compile_time`, `verification_time`, `benchmark_time`
   (milliseconds, Kernel Tuner's units; their sum is the GPU cost of an evaluation). The per-sample `times`,
-  derived metrics and timestamps are dropped; values are unchanged. Kernel Tuner's `tune_cache` reads these
-  files as it reads the originals.
+  derived metrics and timestamps are dropped; `time` and the parameters are unchanged; the three costs are rounded
+  to 3 significant digits (a cost model needs no more, and their noise digits were half of each file). Kernel
+  Tuner's `tune_cache` reads these files as it reads the originals.
 - our H200 recordings: the `kernelloop record` space files are copied; the whole unpruned GEMM fp16 4096^3 space
   of an earlier H200 run is assembled from its pruning audit (3072 configurations; 328 fail at launch: shared
   memory over the limit) and its screen (the 2744 that run, 10-sample cold-L2 kernel medians), with each
@@ -52,7 +53,7 @@ def slim_kt_cache(src: Path, dst: Path) -> int:
         slim["time"] = rec.get("time")
         for f in KEEP:
             if isinstance(rec.get(f), (int, float)):
-                slim[f] = rec[f]
+                slim[f] = float(f"{rec[f]:.3g}")
         cache[k] = slim
     doc = {k: data[k] for k in ("device_name", "kernel_name", "problem_size", "tune_params_keys", "tune_params",
                                 "objective") if k in data}
