@@ -208,6 +208,54 @@ def build_table(spec: OpSpec, winners: list[Winner], arch: str, kernel_path, ver
     ("" keeps it): compute-sanitizer's findings at export (deliver/package/export.py)."""
     if not winners:
         raise ExportError(f"{spec.name}: the run has no PASSED, measured trial to package")
+    winners, left_out = _kept_winners(winners, arch, keep_slower, against, screen)
+    axis = extend[0] if extend else range_axis(spec)
+    rng = random.Random(seed)
+    groups: dict[tuple, list[Winner]] = {}
+    for w in winners:
+        rest = tuple((a, v) for a, v in w.workload.axes.items() if a != axis)
+        groups.setdefault((w.workload.dtype, rest), []).append(w)
+    entries: list[DispatchEntry] = []
+    notes: list[VerificationNote] = []
+
+    def claim(w: Winner) -> ShapeClaim:
+        return ShapeClaim(axes=dict(w.workload.axes), kernel_us=w.kernel_us, kernel_ci_us=w.ci_us, source="run")
+
+    def add(w: Winner, lo: int, hi: int, shapes: list[ShapeClaim]) -> None:
+        entries.append(DispatchEntry(
+            id=f"e{len(entries)}", guard=_guard(spec, w.workload.dtype, arch, w.workload.axes, axis, lo, hi),
+            template=w.candidate.template, kernel=kernel_path(w.candidate), config=dict(w.candidate.config),
+            candidate_id=w.candidate.id, shapes=shapes))
+
+    def add_exact(ws: list[Winner]) -> None:
+        for w in ws:
+            v = w.workload.axes[axis]
+            add(w, v, v, [claim(w)])
+
+    for (dtype, _), members in sorted(groups.items(), key=lambda kv: (kv[0][0].value, kv[0][1])):
+        members.sort(key=lambda w: w.workload.axes[axis])
+        if not ranges:
+            add_exact(members)
+            continue
+        for lo, hi, ws in _segments(members, axis, extend):
+            if lo == hi:
+                add(ws[0], lo, hi, [claim(ws[0])])
+                continue
+            if verifier is None:
+                raise ExportError("ranges need a verifier (or pass ranges=False for exact guards)")
+            label = f"{dtype.value} {axis}=[{lo},{hi}] {ws[0].candidate.label}"
+            verified = _verify_range(verifier, ws, axis, lo, hi, interior, rng, label, notes)
+            if verified is None:   # shrink to what the run verified: exact guards at the measured points
+                add_exact(ws)
+            else:
+                add(ws[0], lo, hi, sorted([claim(w) for w in ws] + verified, key=lambda s: s.axes[axis]))
+    return TableBuild(table=DispatchTable(op=spec.name, axes=list(spec.axes), entries=entries), notes=notes,
+                      winners=winners, left_out=left_out)
+
+
+def _kept_winners(winners: list[Winner], arch: str, keep_slower: bool, against: tuple[str, ...],
+                  screen) -> tuple[list[Winner], list[str]]:
+    """The winners `build_table` packages (see there) and why each other one is left out."""
     left_out = []
     if arch != "interpret" and not keep_slower:
         kept = []
@@ -229,70 +277,42 @@ def build_table(spec: OpSpec, winners: list[Winner], arch: str, kernel_path, ver
             else:
                 kept.append(w)
         winners = kept
-    axis = extend[0] if extend else range_axis(spec)
-    rng = random.Random(seed)
-    groups: dict[tuple, list[Winner]] = {}
-    for w in winners:
-        rest = tuple((a, v) for a, v in w.workload.axes.items() if a != axis)
-        groups.setdefault((w.workload.dtype, rest), []).append(w)
-    entries: list[DispatchEntry] = []
-    notes: list[VerificationNote] = []
+    return winners, left_out
 
-    def claim(w: Winner) -> ShapeClaim:
-        return ShapeClaim(axes=dict(w.workload.axes), kernel_us=w.kernel_us, kernel_ci_us=w.ci_us, source="run")
 
-    def add(w: Winner, lo: int, hi: int, shapes: list[ShapeClaim]) -> None:
-        entries.append(DispatchEntry(
-            id=f"e{len(entries)}", guard=_guard(spec, w.workload.dtype, arch, w.workload.axes, axis, lo, hi),
-            template=w.candidate.template, kernel=kernel_path(w.candidate), config=dict(w.candidate.config),
-            candidate_id=w.candidate.id, shapes=shapes))
+def _segments(members: list[Winner], axis: str, extend: tuple[str, int, int] | None
+              ) -> list[tuple[int, int, list[Winner]]]:
+    """The range axis cut between neighbouring measured points (at their midpoints; the ends at the extremes or
+    `extend`'s), neighbours with the same candidate joined: (low, high, winners measured inside)."""
+    pts = [w.workload.axes[axis] for w in members]
+    lo0 = min(extend[1], pts[0]) if extend else pts[0]
+    hi0 = max(extend[2], pts[-1]) if extend else pts[-1]
+    segs: list[tuple[int, int, list[Winner]]] = []
+    for i, w in enumerate(members):
+        lo = lo0 if i == 0 else segs[-1][1] + 1
+        hi = hi0 if i == len(members) - 1 else (pts[i] + pts[i + 1]) // 2
+        if segs and segs[-1][2][0].candidate.id == w.candidate.id:
+            segs[-1] = (segs[-1][0], hi, segs[-1][2] + [w])
+        else:
+            segs.append((lo, hi, [w]))
+    return segs
 
-    for (dtype, _), members in sorted(groups.items(), key=lambda kv: (kv[0][0].value, kv[0][1])):
-        members.sort(key=lambda w: w.workload.axes[axis])
-        if not ranges:
-            for w in members:
-                v = w.workload.axes[axis]
-                add(w, v, v, [claim(w)])
-            continue
-        pts = [w.workload.axes[axis] for w in members]
-        lo0 = min(extend[1], pts[0]) if extend else pts[0]
-        hi0 = max(extend[2], pts[-1]) if extend else pts[-1]
-        segs: list[tuple[int, int, list[Winner]]] = []
-        for i, w in enumerate(members):
-            lo = lo0 if i == 0 else segs[-1][1] + 1
-            hi = hi0 if i == len(members) - 1 else (pts[i] + pts[i + 1]) // 2
-            if segs and segs[-1][2][0].candidate.id == w.candidate.id:
-                segs[-1] = (segs[-1][0], hi, segs[-1][2] + [w])
-            else:
-                segs.append((lo, hi, [w]))
-        for lo, hi, ws in segs:
-            measured = {w.workload.axes[axis] for w in ws}
-            if lo == hi:
-                add(ws[0], lo, hi, [claim(ws[0])])
-                continue
-            if verifier is None:
-                raise ExportError("ranges need a verifier (or pass ranges=False for exact guards)")
-            edges = [p for p in edge_points(lo, hi, ws[0].candidate.config) if p not in measured]
-            inner = interior_points(lo, hi, interior, rng, set(edges) | measured)
-            label = f"{dtype.value} {axis}=[{lo},{hi}] {ws[0].candidate.label}"
-            shapes, failed = [claim(w) for w in ws], False
-            for source, points in (("edge", edges), ("interior", inner)):
-                for p in points:
-                    wl = ws[0].workload.model_copy(update={"axes": {**ws[0].workload.axes, axis: p}})
-                    v = verifier.verify(ws[0].candidate, wl)
-                    notes.append(VerificationNote(entry_range=label, axes=dict(wl.axes), status=v.status.value,
-                                                  message=v.message[:500], case=v.case or ""))
-                    if v.status is not Status.PASSED:
-                        failed = True
-                        break
-                    shapes.append(ShapeClaim(axes=dict(wl.axes), source=source))
-                if failed:
-                    break
-            if failed:   # shrink to what the run verified: exact guards at the measured points
-                for w in ws:
-                    v = w.workload.axes[axis]
-                    add(w, v, v, [claim(w)])
-            else:
-                add(ws[0], lo, hi, sorted(shapes, key=lambda s: s.axes[axis]))
-    return TableBuild(table=DispatchTable(op=spec.name, axes=list(spec.axes), entries=entries), notes=notes,
-                      winners=winners, left_out=left_out)
+
+def _verify_range(verifier: ShapeVerifier, ws: list[Winner], axis: str, lo: int, hi: int, interior: int,
+                  rng: random.Random, label: str, notes: list[VerificationNote]) -> list[ShapeClaim] | None:
+    """Verify the segment's candidate at the range's edge points and `interior` random inner points (none of them
+    measured); the verified shapes, or None at the first failure. Every verification goes to `notes`."""
+    measured = {w.workload.axes[axis] for w in ws}
+    edges = [p for p in edge_points(lo, hi, ws[0].candidate.config) if p not in measured]
+    inner = interior_points(lo, hi, interior, rng, set(edges) | measured)
+    shapes = []
+    for source, points in (("edge", edges), ("interior", inner)):
+        for p in points:
+            wl = ws[0].workload.model_copy(update={"axes": {**ws[0].workload.axes, axis: p}})
+            v = verifier.verify(ws[0].candidate, wl)
+            notes.append(VerificationNote(entry_range=label, axes=dict(wl.axes), status=v.status.value,
+                                          message=v.message[:500], case=v.case or ""))
+            if v.status is not Status.PASSED:
+                return None
+            shapes.append(ShapeClaim(axes=dict(wl.axes), source=source))
+    return shapes
