@@ -33,6 +33,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from runpack import read  # noqa: E402  (benchmarks/runpack.py)
 
+from kernelloop.core.bench.stats import bootstrap_interval  # noqa: E402
+
 
 def load(packs: list[Path], cache: Path | None, budget: int) -> dict[tuple[str, str, str], dict[int, dict]]:
     """Runs by (label, space, condition), then seed; a seed recorded twice (a pack and the cache) must agree."""
@@ -67,10 +69,9 @@ def sign_test(ahead: int, behind: int) -> float:
 
 def paired(a: np.ndarray, b: np.ndarray, resamples: int, rng: np.random.Generator) -> dict:
     """Medians of `a` and `b` (paired by position), the difference of medians b - a, and its bootstrap 95 %
-    interval with the pairs resampled together."""
-    idx = rng.integers(0, a.size, size=(resamples, a.size))
-    diffs = np.median(b[idx], axis=1) - np.median(a[idx], axis=1)
-    lo, hi = np.percentile(diffs, [2.5, 97.5])
+    interval with the pairs resampled together (`bootstrap_interval`, paired)."""
+    _, lo, hi = bootstrap_interval([a, b], lambda ab: np.median(ab[1], axis=-1) - np.median(ab[0], axis=-1),
+                                   resamples=resamples, confidence=0.95, seed=rng, paired=True, vectorised=True)
     return {"seeds": int(a.size), "median_a": float(np.median(a)), "median_b": float(np.median(b)),
             "diff": float(np.median(b) - np.median(a)), "ci95": [float(lo), float(hi)],
             "significant": bool(lo > 0 or hi < 0), "b_ahead": int((b < a).sum()), "level": int((b == a).sum()),

@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+from kernelloop.core.bench import stats as st
 from kernelloop.core.bench.stats import _bootstrap_medians, paired_speedup, summarize, verdict_for
 from kernelloop.base.records import Comparison, Ratio, Stats
 
@@ -302,3 +303,45 @@ def test_verdict_rule_is_symmetric_under_inversion():
         swap = {Comparison.FASTER: Comparison.SLOWER, Comparison.SLOWER: Comparison.FASTER,
                 Comparison.SAME: Comparison.SAME}
         assert inv is swap[v]
+
+
+# -- bootstrap_interval: the one general bootstrap (replay metrics, strategy benchmarks) --------------------------
+def _mean_of_means(xs):
+    return float(np.mean([x.mean() for x in xs]))
+
+
+def test_bootstrap_interval_stratified_is_the_plain_resampling_loop():
+    rng = np.random.default_rng(3)
+    groups = [rng.normal(1, 1, 7), rng.normal(2, 1, 12)]
+    point, lo, hi = st.bootstrap_interval(groups, _mean_of_means, resamples=400, confidence=0.9, seed=5)
+    ref = np.random.default_rng(5)
+    reps = [_mean_of_means([g[ref.integers(0, g.size, g.size)] for g in groups]) for _ in range(400)]
+    assert point == _mean_of_means(groups)
+    assert (lo, hi) == pytest.approx(tuple(np.quantile(reps, [0.05, 0.95])), rel=1e-12)
+    assert lo < point < hi
+
+
+def test_bootstrap_interval_paired_keeps_pairs_and_vectorised_draws_the_same():
+    rng = np.random.default_rng(4)
+    a = rng.normal(100, 30, 50)
+    b = a + 1.0                                    # b is a shifted by exactly 1, pair by pair
+    diff = lambda ab: np.mean(ab[1], axis=-1) - np.mean(ab[0], axis=-1)  # noqa: E731
+    paired = st.bootstrap_interval([a, b], diff, resamples=500, confidence=0.95, seed=1, paired=True)
+    assert paired == pytest.approx((1.0, 1.0, 1.0))
+    loop = st.bootstrap_interval([a, b], lambda ab: float(diff(ab)), resamples=500, confidence=0.95, seed=1,
+                                 paired=True)
+    assert loop == pytest.approx(paired)
+    strat = st.bootstrap_interval([a, b], diff, resamples=500, confidence=0.95, seed=1, vectorised=True)
+    assert strat[2] - strat[1] > 5                # resampled apart, the pairs' shared noise is back
+
+
+def test_bootstrap_interval_rejects_bad_input():
+    x = np.arange(5.0)
+    with pytest.raises(ValueError, match="equal lengths"):
+        st.bootstrap_interval([x, x[:4]], _mean_of_means, resamples=10, confidence=0.9, seed=0, paired=True)
+    with pytest.raises(ValueError, match="empty"):
+        st.bootstrap_interval([x, x[:0]], _mean_of_means, resamples=10, confidence=0.9, seed=0)
+    with pytest.raises(ValueError, match="confidence"):
+        st.bootstrap_interval([x], _mean_of_means, resamples=10, confidence=1.0, seed=0)
+    with pytest.raises(ValueError, match="bootstrap"):
+        st.bootstrap_interval([x], _mean_of_means, resamples=0, confidence=0.9, seed=0)

@@ -121,6 +121,28 @@ def test_a_second_sandbox_in_one_process_is_refused(tmp_path):
     assert "refused: a sandbox is already installed" in out.stdout, out.stderr[-2000:]
 
 
+def test_rebinding_the_sandbox_modules_helpers_after_arming_changes_no_decision(tmp_path):
+    """The hook calls the helpers it was armed with: replacing the event rules or the watched events in the modules
+    afterwards (code that reached them) turns nothing off."""
+    job, outside = tmp_path / "job", tmp_path / "outside.txt"
+    (job / "tmp").mkdir(parents=True)
+    outside.write_text("not the job's")
+    script = ("from kernelloop.core.sandbox import events, policy\n"
+              f"box = policy.install(policy.default_policy([{str(job)!r}]))\n"
+              "allow = lambda *a, **k: None\n"
+              "events.file_denial = policy.file_denial = allow\n"
+              "events.process_denial = policy.process_denial = allow\n"
+              "policy._WATCHED = ('nothing.',)\n"
+              "policy._under = lambda path, roots: True\n"
+              f"for what, act in (('open', lambda: open({str(outside)!r})), ('system', lambda: __import__('os')"
+              ".system('true'))):\n"
+              "    try:\n        act()\n        print(what, 'allowed')\n"
+              "    except PermissionError:\n        print(what, 'denied')\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=job,
+                         env={**os.environ, "TMPDIR": str(job / "tmp")})
+    assert "open denied" in out.stdout and "system denied" in out.stdout, (out.stdout, out.stderr[-2000:])
+
+
 def test_tritons_launcher_cache_key_works_once_armed(tmp_path):
     """Triton's launcher build keys its cache with platform.architecture(), which runs `file -b` on the
     interpreter: computed before arming, so the first CUDA launch of an honest candidate is not denied for it."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, NoReturn, Optional
 
 import typer
 from rich.table import Table
@@ -29,31 +29,38 @@ from . import common
 from .common import esc
 
 
+_TemplateOpt = Annotated[Optional[list[str]], typer.Option(
+    help="Audit only this template (repeatable; default: every template).")]
+_ConfigsOutOpt = Annotated[Optional[Path], typer.Option(
+    help="Write the configurations pruning removes although they build and launch (per workload) as a file "
+         "for `kernelloop record --configs`.")]
+_BuildsOpt = Annotated[Optional[Path], typer.Option(
+    help="Reuse the builds of an earlier report of this op (--out of a previous audit) instead of building; "
+         "for auditing changed constraints or adding --timed.")]
+_TimedOpt = Annotated[Optional[Path], typer.Option(
+    help="A space file recorded on a GPU with the pruned space and those configurations (same session): "
+         "report whether any of them is among the top 1 % (by workload id).")]
+_ScreenOpt = Annotated[Optional[Path], typer.Option(
+    help="With --timed: the summary of benchmarks/pruning_screen.py (--summary), whose screened pruned "
+         "configurations count as checked when they are beyond its margin; the flagged ones must be in --timed.")]
+_AsJsonOpt = Annotated[bool, typer.Option("--json", help="Print the summary rows as JSON (progress to stderr); "
+                                                         "--out holds every configuration.")]
+
+
 def audit_pruning(
     spec: Annotated[str, typer.Argument(help=common.SPEC_HELP)],
     out: Annotated[Path, typer.Option(help="JSON report to write (every configuration's build and verdict).")],
     workloads: Annotated[Optional[Path], typer.Option(help="Workload file (default: the op's workloads.toml).")] = None,
-    template: Annotated[Optional[list[str]], typer.Option(
-        help="Audit only this template (repeatable; default: every template).")] = None,
+    template: _TemplateOpt = None,
     limit: Annotated[Optional[int], typer.Option(min=1, help="Only the first N configurations of each template.")] = None,
     jobs: Annotated[int, typer.Option(min=0, help="Build processes at once (0: the CPU count).")] = 0,
     arch: Annotated[int, typer.Option(help="Target compute capability, e.g. 90 for sm_90 (H100/H200).")] = 90,
     timeout: Annotated[float, typer.Option(min=1, help="Seconds one configuration's build may take.")] = 300.0,
-    configs_out: Annotated[Optional[Path], typer.Option(
-        help="Write the configurations pruning removes although they build and launch (per workload) as a file "
-             "for `kernelloop record --configs`.")] = None,
-    builds: Annotated[Optional[Path], typer.Option(
-        help="Reuse the builds of an earlier report of this op (--out of a previous audit) instead of building; "
-             "for auditing changed constraints or adding --timed.")] = None,
-    timed: Annotated[Optional[Path], typer.Option(
-        help="A space file recorded on a GPU with the pruned space and those configurations (same session): "
-             "report whether any of them is among the top 1 % (by workload id).")] = None,
-    screen: Annotated[Optional[Path], typer.Option(
-        help="With --timed: the summary of benchmarks/pruning_screen.py (--summary), whose screened pruned "
-             "configurations count as checked when they are beyond its margin; the flagged ones must be in --timed.")]
-    = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the summary rows as JSON (progress to stderr); "
-                                                         "--out holds every configuration.")] = False,
+    configs_out: _ConfigsOutOpt = None,
+    builds: _BuildsOpt = None,
+    timed: _TimedOpt = None,
+    screen: _ScreenOpt = None,
+    as_json: _AsJsonOpt = False,
 ) -> None:
     """Build every configuration of the unpruned space ahead of time and audit pruning against the builds."""
     console = common.console(stderr=as_json)
@@ -63,86 +70,34 @@ def audit_pruning(
     except SpecError as e:
         common.spec_error(console, e, spec)
     common.require_templates(bundle, template, console)
-    earlier = {}
-    if builds is not None:
-        try:
-            prev = json.loads(builds.read_text())
-            if prev.get("op") != bundle.spec.name:
-                raise ValueError(f"it audits {prev.get('op')!r}, not {bundle.spec.name!r}")
-            if prev.get("arch", arch) != arch:
-                raise ValueError(f"its builds are for sm_{prev.get('arch')}, not sm_{arch}")
-            earlier = {w["workload_id"]: outcomes_of(w["rows"]) for w in prev["workloads"]}
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            console.print(f"[red]bad input:[/red] --builds {esc(builds)}: {esc(e)}")
-            raise typer.Exit(common.BAD_INPUT)
-    space_doc = None
-    if timed is not None:
-        try:
-            space_doc = read_space_document(timed)
-        except (ValueError, OSError) as e:
-            console.print(f"[red]bad input:[/red] --timed: {esc(timed)} is not a space file: {esc(e)}")
-            raise typer.Exit(common.BAD_INPUT)
-        if space_doc.get("op") not in (None, bundle.spec.name):
-            console.print(f"[red]bad input:[/red] --timed {esc(timed)}: it records {esc(space_doc.get('op'))!r}, "
-                          f"not {esc(bundle.spec.name)!r}")
-            raise typer.Exit(common.BAD_INPUT)
-    screen_doc = None
-    if screen is not None:
-        try:
-            if timed is None:
-                raise ValueError("it needs --timed (the recording of what the screen flagged)")
-            screen_doc = json.loads(screen.read_text())
-            if screen_doc.get("op") != bundle.spec.name:
-                raise ValueError(f"it screens {screen_doc.get('op')!r}, not {bundle.spec.name!r}")
-            screen_doc["workloads"].items()
-        except (OSError, ValueError, KeyError, AttributeError) as e:
-            console.print(f"[red]bad input:[/red] --screen {esc(screen)}: {esc(e)}")
-            raise typer.Exit(common.BAD_INPUT)
-    import triton
-    local = device_properties("cuda") if cuda_available() else None
-    if local is not None and local["capability"][0] * 10 + local["capability"][1] == arch:
-        props = local
-    elif arch == 90:  # the limits of the target a CUDA run would prune for (not the interpreter's view of the space)
-        props = {**VIRTUAL_HOPPER, "virtual": False, "name": "sm_90 limits (ahead-of-time audit, no sm_90 GPU here)"}
-    else:
-        console.print(f"[red]bad argument:[/red] --arch {esc(arch)}: its device limits are known here only for 90 "
-                      f"(or on a host with that GPU)")
-        raise typer.Exit(common.BAD_INPUT)
+    op = bundle.spec.name
+    prev, earlier = _read_builds(builds, op, arch, console) if builds is not None else (None, {})
+    space_doc = _read_timed(timed, op, console) if timed is not None else None
+    screen_doc = _read_screen(screen, timed, op, console) if screen is not None else None
+    props = _target_limits(arch, console)
     templates = {t.name: t for t in bundle.spec.templates if not template or t.name in template}
     files = {n: bundle.folder / t.file for n, t in templates.items()}
-    configs = []
-    for t in templates.values():
-        configs += [{"template": t.name, **c} for c in expand(t)[:limit]]
-    reports, runners = [], {}
+    configs = [{"template": t.name, **c} for t in templates.values() for c in expand(t)[:limit]]
+    import triton
     # which Triton built them (from --builds: the earlier report's); the report is written after every workload
-    toolchain = prev.get("triton") if builds is not None else triton.__version__
+    toolchain = prev.get("triton") if prev is not None else triton.__version__
 
     def write_report(done: list[dict]) -> None:
-        doc = {"op": bundle.spec.name, "arch": arch, "triton": toolchain, "device": props,
+        doc = {"op": op, "arch": arch, "triton": toolchain, "device": props,
                "templates": sorted(templates), "limit": limit, "workloads": done}
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(doc, indent=1, default=str))
 
+    reports, runners = [], {}
     for w in wls:
         console.print(f"{esc(w.label)}: {'auditing the builds of' if builds else 'building'} {len(configs)} "
                       f"configurations for sm_{esc(arch)} ({len(templates)} template(s))")
-        done = [0]
-
-        def progress(n: int, secs: float) -> None:
-            done[0] += n
-            console.print(f"  {esc(done[0])}/{len(configs)} built ({secs:.0f} s for the last {n})")
-
         if builds is not None:
-            have = {config_key({"template": o.template, **o.config}): o for o in earlier.get(w.id, [])}
-            missing = [c for c in configs if config_key(c) not in have]
-            if missing:
-                console.print(f"[red]bad input:[/red] --builds {esc(builds)}: {len(missing)} configuration(s) of "
-                              f"{esc(w.label)} are not in it (e.g. {esc(missing[0])})")
-                raise typer.Exit(common.BAD_INPUT)
-            outcomes = [have[config_key(c)] for c in configs]
+            outcomes = _earlier_outcomes(earlier.get(w.id, []), configs, builds, w.label, console)
         else:
             outcomes = build_configs(bundle.spec, files, w, configs, arch=arch, sm_count=props["sm_count"],
-                                     jobs=jobs or os.cpu_count() or 1, timeout_s=timeout, progress=progress)
+                                     jobs=jobs or os.cpu_count() or 1, timeout_s=timeout,
+                                     progress=_progress(console, len(configs)))
         rep = audit(templates, w, props, outcomes)
         rep.update(workload_id=w.id, axes=w.axes, dtype=w.dtype.value)
         if space_doc is not None:
@@ -155,8 +110,101 @@ def audit_pruning(
     write_report(reports)
     if configs_out is not None:
         configs_out.parent.mkdir(parents=True, exist_ok=True)
-        configs_out.write_text(json.dumps({"op": bundle.spec.name, "configs": runners}, indent=1))
-    table = Table(title=f"pruning audit: {bundle.spec.name}, sm_{arch}")
+        configs_out.write_text(json.dumps({"op": op, "configs": runners}, indent=1))
+    _render(reports, op, arch, out, configs_out, console, as_json)
+
+
+def _bad_input(console, message: str) -> NoReturn:
+    console.print(f"[red]bad input:[/red] {message}")
+    raise typer.Exit(common.BAD_INPUT)
+
+
+def _read_builds(builds: Path, op: str, arch: int, console) -> tuple[dict, dict]:
+    """The earlier report --builds names (checked to audit the same op for the same target) and its build outcomes
+    by workload id."""
+    try:
+        prev = json.loads(builds.read_text())
+        if prev.get("op") != op:
+            raise ValueError(f"it audits {prev.get('op')!r}, not {op!r}")
+        if prev.get("arch", arch) != arch:
+            raise ValueError(f"its builds are for sm_{prev.get('arch')}, not sm_{arch}")
+        return prev, {w["workload_id"]: outcomes_of(w["rows"]) for w in prev["workloads"]}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        _bad_input(console, f"--builds {esc(builds)}: {esc(e)}")
+
+
+def _read_timed(timed: Path, op: str, console) -> dict:
+    """The space file --timed names (a recording of this op)."""
+    try:
+        space_doc = read_space_document(timed)
+    except (ValueError, OSError) as e:
+        _bad_input(console, f"--timed: {esc(timed)} is not a space file: {esc(e)}")
+    if space_doc.get("op") not in (None, op):
+        _bad_input(console, f"--timed {esc(timed)}: it records {esc(space_doc.get('op'))!r}, not {esc(op)!r}")
+    return space_doc
+
+
+def _read_screen(screen: Path, timed: Path | None, op: str, console) -> dict:
+    """The pruning screen's summary --screen names (of this op; it needs --timed)."""
+    try:
+        if timed is None:
+            raise ValueError("it needs --timed (the recording of what the screen flagged)")
+        screen_doc = json.loads(screen.read_text())
+        if screen_doc.get("op") != op:
+            raise ValueError(f"it screens {screen_doc.get('op')!r}, not {op!r}")
+        screen_doc["workloads"].items()
+    except (OSError, ValueError, KeyError, AttributeError) as e:
+        _bad_input(console, f"--screen {esc(screen)}: {esc(e)}")
+    return screen_doc
+
+
+def _target_limits(arch: int, console) -> dict:
+    """The device limits pruning is audited against: this host's GPU when it is an sm_<arch>, else the sm_90
+    limits (the target a CUDA run would prune for, not the interpreter's view of the space)."""
+    local = device_properties("cuda") if cuda_available() else None
+    if local is not None and local["capability"][0] * 10 + local["capability"][1] == arch:
+        return local
+    if arch == 90:
+        return {**VIRTUAL_HOPPER, "virtual": False, "name": "sm_90 limits (ahead-of-time audit, no sm_90 GPU here)"}
+    console.print(f"[red]bad argument:[/red] --arch {esc(arch)}: its device limits are known here only for 90 "
+                  f"(or on a host with that GPU)")
+    raise typer.Exit(common.BAD_INPUT)
+
+
+def _progress(console, total: int):
+    done = [0]
+
+    def progress(n: int, secs: float) -> None:
+        done[0] += n
+        console.print(f"  {esc(done[0])}/{total} built ({secs:.0f} s for the last {n})")
+
+    return progress
+
+
+def _earlier_outcomes(earlier: list, configs: list[dict], builds: Path, label: str, console) -> list:
+    """The earlier report's build outcome of every configuration, in order; refused when one is missing."""
+    have = {config_key({"template": o.template, **o.config}): o for o in earlier}
+    missing = [c for c in configs if config_key(c) not in have]
+    if missing:
+        _bad_input(console, f"--builds {esc(builds)}: {len(missing)} configuration(s) of {esc(label)} are not in "
+                            f"it (e.g. {esc(missing[0])})")
+    return [have[config_key(c)] for c in configs]
+
+
+def _render(reports: list[dict], op: str, arch: int, out: Path, configs_out: Path | None, console,
+            as_json: bool) -> None:
+    """The audit's summary: one table row per workload, or the JSON summary."""
+    if as_json:
+        print(json.dumps({"op": op, "arch": arch, "out": str(out),
+                          "configs_out": str(configs_out) if configs_out else None,
+                          "workloads": [{"workload": r["workload"], "workload_id": r["workload_id"],
+                                         "configurations": r["configurations"], "pruned": r["pruned"],
+                                         "would_fail": r["fails"], "would_fail_pruned": r["fails_pruned"],
+                                         "recall": r["recall"], "kept_failures": len(r["kept_failures"]),
+                                         "pruned_runners": len(r["pruned_runners"]),
+                                         "top_share": r.get("top_share")} for r in reports]}, indent=2, default=str))
+        return
+    table = Table(title=f"pruning audit: {op}, sm_{arch}")
     for col in ("workload", "configs", "pruned", "would fail", "of them pruned", "recall", "kept failures",
                 "pruned, run (distinct)", "top 1 %"):
         table.add_column(col)
@@ -166,15 +214,5 @@ def audit_pruning(
         table.add_row(r["workload"], str(r["configurations"]), str(r["pruned"]), str(r["fails"]),
                       str(r["fails_pruned"]), recall, str(len(r["kept_failures"])), str(len(r["pruned_runners"])),
                       top)
-    if as_json:
-        print(json.dumps({"op": bundle.spec.name, "arch": arch, "out": str(out),
-                          "configs_out": str(configs_out) if configs_out else None,
-                          "workloads": [{"workload": r["workload"], "workload_id": r["workload_id"],
-                                         "configurations": r["configurations"], "pruned": r["pruned"],
-                                         "would_fail": r["fails"], "would_fail_pruned": r["fails_pruned"],
-                                         "recall": r["recall"], "kept_failures": len(r["kept_failures"]),
-                                         "pruned_runners": len(r["pruned_runners"]),
-                                         "top_share": r.get("top_share")} for r in reports]}, indent=2, default=str))
-        return
     console.print(table)
     console.print(f"wrote {esc(out)}" + (f" and {esc(configs_out)}" if configs_out else ""))

@@ -10,9 +10,10 @@ with --json and written with --out).
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.table import Table
@@ -117,46 +118,54 @@ def _shapes(text: str | None, batch: int, seq: int) -> list[tuple[int, int]]:
     return out
 
 
+_BudgetOpt = Annotated[str, typer.Option("--budget", help="The loop's evaluations per workload of each pattern's "
+                                                          "op (N), or a duration (90s).")]
+_TableOpt = Annotated[Path | None, typer.Option("--table", help="The pattern table (SQLite; default "
+                                                                "OUT/patterns.sqlite).")]
+_DeviceOpt = Annotated[str | None, typer.Option("--device", help="cuda or interpret (default: cuda when a GPU is "
+                                                                 "present).")]
+_ShapesOpt = Annotated[str | None, typer.Option("--shapes", help="Several example shapes, BATCHxSEQ,... (instead "
+                                                                 "of --batch/--seq).")]
+_FamilyOpt = Annotated[list[str] | None, typer.Option("--family", help="Only this discovery family (repeatable): "
+                                                                       "residual_add_norm, gemm_gate, gemm_epilogue, "
+                                                                       "rotary.")]
+_ConfirmOpt = Annotated[bool | None, typer.Option("--confirm/--no-confirm", help="Confirm winners beside the "
+                                                                                 "baselines (default: on a GPU).")]
+_JobsOpt = Annotated[int | None, typer.Option("--jobs", min=1, help="Loop runs at once (default 2 in the "
+                                                                    "interpreter, 1 on a GPU).")]
+_FixOpt = Annotated[list[str] | None, typer.Option("--fix", help="KIND:NAME=V,NAME=V: parameters pinned in that "
+                                                                 "kernel family's search (add_norm, dual_gemm, "
+                                                                 "gate_mul, gemm_epilogue, act_tail, rotary), "
+                                                                 "repeatable.")]
+
+
 @fuse_app.command()
 def run(
     model: ModelArg,
     out: Annotated[Path, typer.Option("--out", help="Folder for ops/, runs/, package/, report.json.")] = Path("fused"),
-    budget: Annotated[str, typer.Option("--budget", help="The loop's evaluations per workload of each pattern's "
-                                                         "op (N), or a duration (90s).")] = "2",
-    table: Annotated[Path | None, typer.Option("--table", help="The pattern table (SQLite; default "
-                                                               "OUT/patterns.sqlite).")] = None,
-    device: Annotated[str | None, typer.Option("--device", help="cuda or interpret (default: cuda when a GPU is "
-                                                                "present).")] = None,
+    budget: _BudgetOpt = "2",
+    table: _TableOpt = None,
+    device: _DeviceOpt = None,
     dtype: Annotated[str, typer.Option("--dtype", help="bf16, fp16 or fp32: the model's dtype.")] = "bf16",
     batch: Annotated[int, typer.Option("--batch", min=1, help="Batch of the example input_ids.")] = 2,
     seq: Annotated[int, typer.Option("--seq", min=1, help="Sequence length of the example input_ids.")] = 8,
-    shapes: Annotated[str | None, typer.Option("--shapes", help="Several example shapes, BATCHxSEQ,... (instead "
-                                                                "of --batch/--seq).")] = None,
+    shapes: _ShapesOpt = None,
     strategy: Annotated[str, typer.Option("--strategy", help="The loop's search strategy.")] = "staged",
-    family: Annotated[list[str] | None, typer.Option("--family", help="Only this discovery family (repeatable): "
-                                                                      "residual_add_norm, gemm_gate, gemm_epilogue, "
-                                                                      "rotary.")] = None,
-    confirm: Annotated[bool | None, typer.Option("--confirm/--no-confirm", help="Confirm winners beside the "
-                                                                                "baselines (default: on a GPU).")] = None,
+    family: _FamilyOpt = None,
+    confirm: _ConfirmOpt = None,
     sanitize: Annotated[bool, typer.Option("--sanitize/--no-sanitize", help="compute-sanitizer over winners.")] = True,
-    jobs: Annotated[int | None, typer.Option("--jobs", min=1, help="Loop runs at once (default 2 in the "
-                                                                   "interpreter, 1 on a GPU).")] = None,
-    fix: Annotated[list[str] | None, typer.Option("--fix", help="KIND:NAME=V,NAME=V: parameters pinned in that "
-                                                                "kernel family's search (add_norm, dual_gemm, "
-                                                                "gate_mul, gemm_epilogue, act_tail, rotary), "
-                                                                "repeatable.")] = None,
+    jobs: _JobsOpt = None,
+    fix: _FixOpt = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the weights, inputs and searches.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the FuseReport as JSON.")] = False,
 ) -> None:
     """Discover MODEL's fusion patterns, realise each as a verified op (or reuse the pattern table's), compose them
     into the model's graph and check the result end to end. Exit 0: the composition is kept; 1: it is not (outputs
     off, slower than eager, or nothing realised); 2: bad input; 3: the model did not export."""
-    import os
-    import sys as _sys
     console, err = common.console(stderr=as_json), common.console(stderr=True)
     from ..deliver.api import UsageError, check_strategy, parse_budget, resolve_device
 
-    def bad(msg: str) -> None:
+    def bad(msg: str) -> NoReturn:
         common.bad_argument(err, msg)
 
     require_dtype(err, dtype)
@@ -167,6 +176,31 @@ def run(
         dims = _shapes(shapes, batch, seq)
     except (UsageError, ValueError) as e:
         bad(str(e))
+    pins = _pins(fix, bad)
+    _check_families_and_table(family, table, bad)
+    _choose_interpreter(dev, bad)
+    from ..deliver.fuse import FuseError, fuse
+    net, examples = _examples(model, dims, dev, dtype, seed, bad)
+    try:
+        result = fuse(net, examples, out=out, budget=int(budget) if budget.isdigit() else budget, device=dev,
+                      strategy=strategy, table=table, families=family or None, seed=seed, confirm=confirm,
+                      sanitize=sanitize, jobs=jobs, fix=pins or None,
+                      on_note=lambda text: err.print(f"[dim]{esc(text)}[/dim]"))
+    except FuseError as e:
+        err.print(f"[red]cannot fuse:[/red] {esc(e)}")
+        raise typer.Exit(ExitCode.STOPPED)
+    except UsageError as e:
+        bad(str(e))
+    if as_json:
+        sys.stdout.write(result.report.model_dump_json(indent=2) + "\n")
+    else:
+        _render(result.report, out, console)
+    if not result.report.kept:
+        raise typer.Exit(ExitCode.FAILED)
+
+
+def _pins(fix: list[str] | None, bad) -> dict[str, str]:
+    """--fix KIND:NAME=V[,NAME=V] as {kind: assignments}."""
     from typing import get_args
 
     from ..deliver.fuse.plans import Kind
@@ -177,6 +211,11 @@ def run(
         if not sep or kind not in kinds or "=" not in assign:
             bad(f"--fix {f!r}: use KIND:NAME=V[,NAME=V], KIND one of {', '.join(kinds)}")
         pins[kind] = assign
+    return pins
+
+
+def _check_families_and_table(family: list[str] | None, table: Path | None, bad) -> None:
+    """--family names known families; an existing --table is a pattern table."""
     from ..deliver.fuse.plans import check_families
     from ..deliver.fuse.table import PatternTable
     try:
@@ -188,11 +227,18 @@ def run(
             PatternTable(table).close()
         except ValueError as e:   # TableError
             bad(f"--table {e}")
+
+
+def _choose_interpreter(dev: str, bad) -> None:
+    """Off CUDA, Triton's interpreter, which must be chosen before Triton is imported."""
     if not Device.of(dev).is_cuda:
-        if "triton" in _sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+        if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
             bad("Triton was imported before the interpreter could be chosen")
         os.environ["TRITON_INTERPRET"] = "1"
-    from ..deliver.fuse import FuseError, fuse
+
+
+def _examples(model: str, dims: list[tuple[int, int]], dev: str, dtype: str, seed: int, bad) -> tuple[Any, list]:
+    """The model (built once) and one example call's arguments per (batch, seq) shape."""
     examples, net = [], None
     for b, q in dims:
         try:
@@ -202,33 +248,22 @@ def run(
             bad(str(e))
         net = net or m
         examples.append(inputs if isinstance(inputs, tuple) else (inputs,))
-    try:
-        result = fuse(net, examples, out=out, budget=int(budget) if budget.isdigit() else budget, device=dev,
-                      strategy=strategy, table=table, families=family or None, seed=seed, confirm=confirm,
-                      sanitize=sanitize, jobs=jobs, fix=pins or None,
-                      on_note=lambda text: err.print(f"[dim]{esc(text)}[/dim]"))
-    except FuseError as e:
-        err.print(f"[red]cannot fuse:[/red] {esc(e)}")
-        raise typer.Exit(ExitCode.STOPPED)
-    except UsageError as e:
-        bad(str(e))
-    r = result.report
-    if as_json:
-        _sys.stdout.write(r.model_dump_json(indent=2) + "\n")
-    else:
-        t = Table(title=f"{r.model}: {len(r.patterns)} patterns realised on {r.device} ({', '.join(r.shapes)})")
-        for col in ("op", "family", "occurrences", "composed", "passed", "table", "local (vs eager)", "e2e"):
-            t.add_column(col)
-        for p in r.patterns:
-            local = ", ".join(f"{w.vs_eager.speedup:.2f}x" for w in p.local if w.vs_eager) or p.speed
-            e2e = ", ".join(f"{k}: {v.speedup:.3f}x" for k, v in p.contribution.items()) or "not measured"
-            t.add_row(p.op, p.family, str(p.occurrences), str(p.replaced), "yes" if p.passed else "no",
-                      (p.table or "")[:60], local, e2e)
-        console.print(t)
-        for e in r.e2e:
-            console.print(esc(e2e_line(e)))
-        for x in r.refused:
-            console.print(f"[dim]not realised: {esc(x.family)}: {esc(x.reason)}[/dim]")
-        console.print(f"{esc(r.verdict)}; report {out / 'report.json'}")
-    if not r.kept:
-        raise typer.Exit(ExitCode.FAILED)
+    return net, examples
+
+
+def _render(r, out: Path, console) -> None:
+    """The fuse report as a table of patterns, the end-to-end lines, what was not realised and the verdict."""
+    t = Table(title=f"{r.model}: {len(r.patterns)} patterns realised on {r.device} ({', '.join(r.shapes)})")
+    for col in ("op", "family", "occurrences", "composed", "passed", "table", "local (vs eager)", "e2e"):
+        t.add_column(col)
+    for p in r.patterns:
+        local = ", ".join(f"{w.vs_eager.speedup:.2f}x" for w in p.local if w.vs_eager) or p.speed
+        e2e = ", ".join(f"{k}: {v.speedup:.3f}x" for k, v in p.contribution.items()) or "not measured"
+        t.add_row(p.op, p.family, str(p.occurrences), str(p.replaced), "yes" if p.passed else "no",
+                  (p.table or "")[:60], local, e2e)
+    console.print(t)
+    for e in r.e2e:
+        console.print(esc(e2e_line(e)))
+    for x in r.refused:
+        console.print(f"[dim]not realised: {esc(x.family)}: {esc(x.reason)}[/dim]")
+    console.print(f"{esc(r.verdict)}; report {out / 'report.json'}")

@@ -13,17 +13,21 @@ Verdict rule of :func:`paired_speedup` (``margin`` = m >= 0):
 * ``SAME``   otherwise (the CI touches the indifference band ``[1/(1+m), 1+m]``).
 
 The band is symmetric in log space, so swapping baseline and subject swaps FASTER and SLOWER.
+
+:func:`bootstrap_interval` is the general percentile bootstrap of any statistic over groups of samples
+(stratified: each group resampled on its own; or paired: one index set for all groups), the one the replay
+metrics and the strategy benchmarks use; the timing statistics above keep the vectorised median path.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from kernelloop.base.records.measurement import SAME_MARGIN, Comparison, Ratio, Stats
 
-__all__ = ["summarize", "paired_speedup", "verdict_for", "MIN_SAMPLES"]
+__all__ = ["summarize", "paired_speedup", "verdict_for", "bootstrap_interval", "MIN_SAMPLES"]
 
 MIN_SAMPLES = 3
 # Upper bound on resample-index elements per bootstrap chunk (each (chunk, n) int64 array <= 64 MB).
@@ -167,3 +171,47 @@ def paired_speedup(
     boot_b, boot_s = _bootstrap_medians([b, s], bootstrap, seed)
     lo, hi = _percentile_ci(boot_b / boot_s, confidence)
     return Ratio(baseline=name, speedup=speedup, ci_low=lo, ci_high=hi, verdict=verdict_for(lo, hi, margin))
+
+
+def bootstrap_interval(
+    groups: Sequence[np.ndarray],
+    statistic: Callable[[list[np.ndarray]], float],
+    *,
+    resamples: int,
+    confidence: float,
+    seed: int | np.random.Generator,
+    paired: bool = False,
+    vectorised: bool = False,
+) -> tuple[float, float, float]:
+    """Point estimate ``statistic(groups)`` and its percentile-bootstrap interval: (point, low, high).
+
+    Stratified (the default): every group is resampled on its own, so the groups stay fixed and their members
+    vary; ``paired=True``: all groups have one length n and the same row indices apply to every group (members
+    paired by position). ``seed`` is a seed or a ``numpy.random.Generator``.
+
+    Draws: paired, one ``(resamples, n)`` block of indices up front; stratified, ``rng.integers(0, len(g),
+    len(g))`` per group per replicate (one ``(resamples, len(g))`` block per group when vectorised).
+    ``vectorised=True`` means ``statistic`` reduces the last axis: it is called once on the stacked resamples,
+    arrays of shape ``(resamples, len(g))``, and returns the ``resamples`` replicate values (e.g.
+    ``np.median(x, axis=-1)``); otherwise it is called once per replicate. Raises ValueError on bad parameters,
+    an empty group or, when paired, groups of unequal lengths.
+    """
+    _check_params(resamples, confidence)
+    arrays = [np.asarray(g) for g in groups]
+    if not arrays or any(a.size == 0 for a in arrays):
+        raise ValueError("bootstrap_interval: need at least one group and no empty group")
+    if paired and any(a.size != arrays[0].size for a in arrays):
+        raise ValueError("bootstrap_interval: paired groups need equal lengths")
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    point = float(statistic(arrays))
+    if paired:
+        idx = rng.integers(0, arrays[0].size, size=(resamples, arrays[0].size))
+        stacks = [[a[idx] for a in arrays]] if vectorised else [[a[i] for a in arrays] for i in idx]
+    elif vectorised:
+        stacks = [[a[rng.integers(0, a.size, size=(resamples, a.size))] for a in arrays]]
+    else:
+        stacks = ([a[rng.integers(0, a.size, a.size)] for a in arrays] for _ in range(resamples))
+    reps = (np.asarray(statistic(stacks[0]), dtype=np.float64) if vectorised
+            else np.fromiter((statistic(g) for g in stacks), dtype=np.float64, count=resamples))
+    lo, hi = _percentile_ci(reps, confidence)
+    return point, lo, hi

@@ -21,13 +21,50 @@ def _setup(arch: int, sm_count: int, ptx_overrides: dict | None = None):
     (prepare, build_item): `prepare(spec, workload)` makes the workload's tensors (kept for the next builds
     of that workload), `build_item(module, spec, workload, config, keep_asm)` builds one configuration and returns
     its event (status, kernels, error, seconds)."""
-    import hashlib, json, time, types
+    import hashlib, json, time  # noqa: F401, E401 - imported before the sandbox is armed (`_kernel_row` uses them)
+    on_device = _stand_in_device(arch, sm_count)
+    from kernelloop.core.build.cubin import resource_usage
+    from kernelloop.core.reference.inputs import alloc_outputs, alloc_scratch, make_inputs
+    built = []
+    overrides = _compile_only_launch(built, ptx_overrides)
+    tensors = {}
+
+    def prepare(spec, w) -> None:
+        if w.id not in tensors:   # the same tensors for every configuration of a workload
+            tensors.clear()
+            tensors[w.id] = ([t.as_subclass(on_device) for t in make_inputs(spec, w, 0, "cpu")],
+                             [t.as_subclass(on_device) for t in alloc_outputs(spec, w, "cpu")],
+                             {k: t.as_subclass(on_device) for k, t in alloc_scratch(spec, w, "cpu").items()})
+
+    def build_item(module, spec, w, config: dict, keep_asm: bool) -> dict:
+        prepare(spec, w)
+        inputs, outputs, scratch = tensors[w.id]
+        built.clear()
+        hits_before = dict(overrides.hits) if overrides is not None else {}
+        t0 = time.perf_counter()
+        out = {"status": "built", "kernels": [], "error": ""}
+        try:
+            module.launch(*inputs, *outputs, **scratch, **spec.scalars, **config)
+        except Exception as e:  # noqa: BLE001
+            out["status"] = "compile_error" if getattr(e, "kernelloop_in_triton", False) else "launch_error"
+            out["error"] = f"{type(e).__name__}: {e}"[:1500]
+        for k, grid, scalars in built:
+            row = _kernel_row(k, grid, scalars, keep_asm, resource_usage)
+            if overrides is not None:
+                row["ptx_override"] = overrides.hits[row["name"]] > hits_before.get(row["name"], 0)
+            out["kernels"].append(row)
+        out["seconds"] = time.perf_counter() - t0
+        return out
+    return prepare, build_item
+
+
+def _stand_in_device(arch: int, sm_count: int):
+    """Make Triton and torch see an sm_<arch> GPU with `sm_count` SMs (Triton's own driver when this host's GPU is the
+    target); returns the tensor subclass whose CPU tensors pass for CUDA ones."""
+    import types
     import torch, triton  # noqa: F401, E401 - triton before its submodules, as a run imports it
     from triton.backends.compiler import GPUTarget
     from triton.runtime.driver import driver
-    from triton.runtime.jit import JITFunction
-    from kernelloop.core.build.cubin import resource_usage
-    from kernelloop.core.reference.inputs import alloc_outputs, alloc_scratch, make_inputs
     class _Target:
         """Stands in for the CUDA driver: reports the target; nothing is ever launched."""
         def get_current_device(self): return 0
@@ -45,7 +82,13 @@ def _setup(arch: int, sm_count: int, ptx_overrides: dict | None = None):
     torch.cuda.get_device_properties = lambda *a, **k: props
     torch.cuda.get_device_capability = lambda *a, **k: (arch // 10, arch % 10)
     torch.cuda.current_device = lambda: 0
-    built = []
+    return _OnDevice
+
+
+def _compile_only_launch(built: list, ptx_overrides: dict | None):
+    """Replace Triton's launch by a compile: each launch appends (kernel, grid, scalar arguments) to `built`. With
+    `ptx_overrides`, the edited PTX is substituted (returns the PtxOverrides; else None)."""
+    from triton.runtime.jit import JITFunction
     _run = JITFunction.run
     def _compile_only(self, *args, grid, warmup, **kw):
         try:
@@ -63,57 +106,36 @@ def _setup(arch: int, sm_count: int, ptx_overrides: dict | None = None):
         built.append((kernel, g, scalars))
         return kernel
     JITFunction.run = _compile_only
-    overrides = None
-    if ptx_overrides:   # edited PTX substituted through Triton's IR override (kernelloop.core.build.ptx_override)
-        from kernelloop.core.build.ptx_override import PtxOverrides
-        overrides = PtxOverrides(ptx_overrides)
-        _plain = _compile_only
+    if not ptx_overrides:
+        return None
+    from kernelloop.core.build.ptx_override import PtxOverrides
+    overrides = PtxOverrides(ptx_overrides)
 
-        def _compile_only(self, *args, grid, warmup, **kw):  # noqa: F811 - the override wraps the compile
-            return _plain(self, *args, grid=grid, warmup=warmup, **overrides.kwargs(self, _run, args, grid, kw))
-        JITFunction.run = _compile_only
-    tensors = {}
+    def _with_overrides(self, *args, grid, warmup, **kw):   # the override wraps the compile
+        return _compile_only(self, *args, grid=grid, warmup=warmup, **overrides.kwargs(self, _run, args, grid, kw))
+    JITFunction.run = _with_overrides
+    return overrides
 
-    def prepare(spec, w) -> None:
-        if w.id not in tensors:   # the same tensors for every configuration of a workload
-            tensors.clear()
-            tensors[w.id] = ([t.as_subclass(_OnDevice) for t in make_inputs(spec, w, 0, "cpu")],
-                             [t.as_subclass(_OnDevice) for t in alloc_outputs(spec, w, "cpu")],
-                             {k: t.as_subclass(_OnDevice) for k, t in alloc_scratch(spec, w, "cpu").items()})
 
-    def build_item(module, spec, w, config: dict, keep_asm: bool) -> dict:
-        prepare(spec, w)
-        inputs, outputs, scratch = tensors[w.id]
-        built.clear()
-        hits_before = dict(overrides.hits) if overrides is not None else {}
-        t0 = time.perf_counter()
-        out = {"status": "built", "kernels": [], "error": ""}
-        try:
-            module.launch(*inputs, *outputs, **scratch, **spec.scalars, **config)
-        except Exception as e:  # noqa: BLE001
-            out["status"] = "compile_error" if getattr(e, "kernelloop_in_triton", False) else "launch_error"
-            out["error"] = f"{type(e).__name__}: {e}"[:1500]
-        for k, grid, scalars in built:
-            meta = k.metadata
-            cubin = k.asm.get("cubin") or b""
-            row = {"name": getattr(meta, "name", ""), "shared": getattr(meta, "shared", None),
-                   "num_warps": getattr(meta, "num_warps", None), "grid": grid, "scalars": scalars,
-                   "cubin_sha256": hashlib.sha256(bytes(cubin)).hexdigest()}
-            try:
-                usage = resource_usage(k.asm["cubin"])
-                row.update(usage.get(row["name"]) or next(iter(usage.values()), {}))
-            except Exception as e:  # noqa: BLE001 - the build itself stands; its register count is unknown
-                row["usage_error"] = str(e)[:300]
-            if keep_asm:  # the compiled kernel's own text: PTX, cubin (base64), Triton's metadata
-                import base64
-                row["asm"] = {"ptx": k.asm.get("ptx", ""), "cubin_b64": base64.b64encode(bytes(cubin)).decode(),
-                              "metadata": json.loads(json.dumps(meta._asdict(), default=str))}
-            if overrides is not None:
-                row["ptx_override"] = overrides.hits[row["name"]] > hits_before.get(row["name"], 0)
-            out["kernels"].append(row)
-        out["seconds"] = time.perf_counter() - t0
-        return out
-    return prepare, build_item
+def _kernel_row(k, grid, scalars: list, keep_asm: bool, resource_usage) -> dict:
+    """One compiled kernel's event row: name, shared memory, warps, launch, cubin hash and resource usage (and with
+    `keep_asm` its PTX, cubin and metadata)."""
+    import hashlib, json  # noqa: E401 - already imported by `_setup`, before the sandbox
+    meta = k.metadata
+    cubin = k.asm.get("cubin") or b""
+    row = {"name": getattr(meta, "name", ""), "shared": getattr(meta, "shared", None),
+           "num_warps": getattr(meta, "num_warps", None), "grid": grid, "scalars": scalars,
+           "cubin_sha256": hashlib.sha256(bytes(cubin)).hexdigest()}
+    try:
+        usage = resource_usage(k.asm["cubin"])
+        row.update(usage.get(row["name"]) or next(iter(usage.values()), {}))
+    except Exception as e:  # noqa: BLE001 - the build itself stands; its register count is unknown
+        row["usage_error"] = str(e)[:300]
+    if keep_asm:  # the compiled kernel's own text: PTX, cubin (base64), Triton's metadata
+        import base64
+        row["asm"] = {"ptx": k.asm.get("ptx", ""), "cubin_b64": base64.b64encode(bytes(cubin)).decode(),
+                      "metadata": json.loads(json.dumps(meta._asdict(), default=str))}
+    return row
 
 
 def _import_template(path: str, name: str):

@@ -203,7 +203,6 @@ def _grant(state, msg: P.BenchRequest) -> None:
 
 def bench(state, msg: P.BenchRequest) -> P.Benched | P.Failed:
     from ..bench.timer import gpu_snapshot, sample
-    from ..reference.inputs import make_inputs, perturb_, poison_
     policy = msg.policy
     mark_stage(state.job_root, "timing (set-up)")
     _grant(state, msg)
@@ -211,12 +210,41 @@ def bench(state, msg: P.BenchRequest) -> P.Benched | P.Failed:
         return P.not_loaded(msg.source_hash)   # a worker started since the load: the controller loads again
     spec = state.specs.get(msg.spec)
     subjects, notes, live = _subjects(state, msg, spec)
-    w = msg.workload
     fresh = msg.fresh_inputs
-    plan = snapshot_plan(policy, msg.snapshots)
+    snapshots = []
+    poison_scratch, before, after = _call_hooks(state, spec, msg.workload, live, fresh,
+                                                snapshot_plan(policy, msg.snapshots), snapshots)
+    mark_stage(state.job_root, "timing (warm-up)")
+    threads_before = _warm_up(state, msg, subjects, poison_scratch)
+    names_before = thread_names()
+    before_snap = gpu_snapshot() if state.device.is_cuda else {}
+    try:
+        mark_stage(state.job_root, "timing (samples)")
+        samples = sample(subjects, policy, msg.seed, before if fresh or live.get("scratch") else None,
+                         after, poison_scratch if live.get("scratch") else None)
+        _sync(state.device)
+    except BaseException as e:  # noqa: BLE001
+        text = traceback.format_exc()[-20000:]
+        return P.Failed(stage="runtime", log=text, error=f"{type(e).__name__}: {e}"[:2000],
+                        cuda_fault=any(m in text for m in CUDA_FAULT_MARKERS))
+    after_snap = gpu_snapshot() if state.device.is_cuda else {}
+    # the census right after the calls, before sharing: a first CUDA IPC export may start a thread of torch's own
+    threads = P.ThreadCensus(base=threads_before, after=thread_count(), new=new_threads(names_before))
+    guards = live.get("guards", [])
+    shots, sets, transport, why = _shared_timed(state, msg, snapshots, guards) \
+        if (snapshots or guards) and msg.job_dir else ([], [], resolve_transport(state.device, msg.transport), "")
+    return P.Benched(samples=samples, notes=notes, gpu_before=before_snap, gpu_after=after_snap, snapshots=shots,
+                     guards=sets, transport=transport, transport_error=why, threads=threads)
+
+
+def _call_hooks(state, spec, w, live: dict, fresh: bool, plan: dict, snapshots: list):
+    """The hooks `sample` runs around every call: (poison_scratch, before, after). `before` poisons the scratch
+    and, with fresh inputs, writes new contents behind the same pointers (near-duplicates of the last fresh ones
+    at the snapshot plan's calls); `after` counts the candidate's calls and appends the planned output snapshots
+    to `snapshots` as (call, inputs entry, outputs)."""
+    from ..reference.inputs import make_inputs, perturb_, poison_
     counters = {"candidate_calls": 0}
     contents = {"last_fresh": None, "pending": None}
-    snapshots = []
     entropy = random.SystemRandom()
 
     def poison_scratch(name: str | None = None) -> None:
@@ -255,9 +283,14 @@ def bench(state, msg: P.BenchRequest) -> P.Benched | P.Failed:
             entry = contents["pending"] or {"seed": None, "perturb": None}
             snapshots.append((c, entry, [o.detach().clone() for o in live["outputs"]]))
 
-    mark_stage(state.job_root, "timing (warm-up)")
+    return poison_scratch, before, after
+
+
+def _warm_up(state, msg: P.BenchRequest, subjects: dict, poison_scratch) -> int:
+    """One untimed call of each subject, so lazily started runtime pools exist before counting; the thread count
+    the census after the timed calls is compared with."""
     threads_cold = thread_count()
-    for fn in subjects.values():  # one untimed call each, so lazily started runtime pools exist before counting
+    for fn in subjects.values():
         poison_scratch()
         fn()
     _sync(state.device)
@@ -267,22 +300,4 @@ def bench(state, msg: P.BenchRequest) -> P.Benched | P.Failed:
         # torch.compile and library baselines start pools asynchronously (inductor's compile workers): count only
         # once the number of threads has stopped moving, so the census after the timed calls is not confounded
         threads_before = settled_thread_count()
-    names_before = thread_names()
-    before_snap = gpu_snapshot() if state.device.is_cuda else {}
-    try:
-        mark_stage(state.job_root, "timing (samples)")
-        samples = sample(subjects, policy, msg.seed, before if fresh or live.get("scratch") else None,
-                         after, poison_scratch if live.get("scratch") else None)
-        _sync(state.device)
-    except BaseException as e:  # noqa: BLE001
-        text = traceback.format_exc()[-20000:]
-        return P.Failed(stage="runtime", log=text, error=f"{type(e).__name__}: {e}"[:2000],
-                        cuda_fault=any(m in text for m in CUDA_FAULT_MARKERS))
-    after_snap = gpu_snapshot() if state.device.is_cuda else {}
-    # the census right after the calls, before sharing: a first CUDA IPC export may start a thread of torch's own
-    threads = P.ThreadCensus(base=threads_before, after=thread_count(), new=new_threads(names_before))
-    guards = live.get("guards", [])
-    shots, sets, transport, why = _shared_timed(state, msg, snapshots, guards) \
-        if (snapshots or guards) and msg.job_dir else ([], [], resolve_transport(state.device, msg.transport), "")
-    return P.Benched(samples=samples, notes=notes, gpu_before=before_snap, gpu_after=after_snap, snapshots=shots,
-                     guards=sets, transport=transport, transport_error=why, threads=threads)
+    return threads_before

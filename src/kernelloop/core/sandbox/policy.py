@@ -21,7 +21,7 @@ hook's own list (the worker sends it with its next reply) and as a JSON line in 
 the controller when the worker died before it could reply). The controller turns either into a REJECTED verdict
 that names the action, e.g. "sandbox: open('/home/u/ws/.kernelloop/run-interpret/archive.sqlite') denied".
 
-The hook's state is out of reach of Python code: it lives in `install`'s closures as immutable values (grant
+The hook's state is out of reach of Python code: it lives in the closures `install` makes as immutable values (grant
 tuples rebound by the grant functions, a frozenset-like tuple of protected folders, no "busy" flag: re-entry is
 seen on the stack), the returned `Sandbox` handle holds only the grant and denial functions, and a hook cannot be
 removed. Candidate code that reaches the handle through frames can grant itself folders, never a protected one.
@@ -47,6 +47,7 @@ from pathlib import Path
 from pydantic import Field
 
 from ...base.records.base import Record
+from .events import command_line, file_denial, path_arguments_ok, popen_command, process_denial, real_path
 
 DENIAL_FILE = "sandbox.denied"
 SANDBOX_ENV = "KERNELLOOP_SANDBOX"   # "off" in the controller's environment: workers run without the sandbox
@@ -54,7 +55,6 @@ IMPORTABLE = (".py", ".pyc", ".so", ".pth", ".pyi", ".typed")
 # ATen's and the driver's libraries a process may open through ctypes from any caller
 LIBRARIES = ("libcuda.so", "libnvidia-ml.so", "libcudart.so", "libnvrtc.so", "libnvJitLink.so")
 TOOLS = ("ptxas", "cuobjdump", "nvdisasm", "ldconfig")
-_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
 class SandboxDenied(PermissionError):
@@ -88,17 +88,6 @@ class SandboxPolicy(Record):
     enforce: bool = Field(True, description="False: record denials without raising (to survey a workload).")
 
 
-def _real(p: str | os.PathLike, dir_fd: int | None = None) -> str:
-    """The real path of `p` (relative to the folder open as `dir_fd`, when given)."""
-    p = os.fsdecode(p)
-    if dir_fd is not None and dir_fd >= 0 and not os.path.isabs(p):
-        try:
-            p = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), p)
-        except OSError:
-            pass
-    return os.path.realpath(p)
-
-
 def _package_dir(name: str) -> str | None:
     mod = sys.modules.get(name)
     f = getattr(mod, "__file__", None)
@@ -130,12 +119,12 @@ def _tool_paths() -> list[str]:
     for var in ("TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH"):
         if os.environ.get(var):
             found.append(os.environ[var])
-    return sorted({_real(p) for p in found})
+    return sorted({real_path(p) for p in found})
 
 
 def _compilers() -> list[str]:
     names = [os.environ.get("CC") or "", "cc", "gcc", "clang"]
-    return sorted({_real(w) for w in (shutil.which(n) for n in names if n) if w})
+    return sorted({real_path(w) for w in (shutil.which(n) for n in names if n) if w})
 
 
 def default_policy(job_roots: list[str | os.PathLike], denial_file: str | os.PathLike = "",
@@ -154,7 +143,7 @@ def default_policy(job_roots: list[str | os.PathLike], denial_file: str | os.Pat
     pkgs = [d for d in (_package_dir(n) for n in ("torch", "triton", "kernelloop", "numpy")) if d]
     read |= {str(Path(d).parent) if Path(d).name != "kernelloop" else d for d in pkgs}
     cache = Path(triton_cache_dir())
-    write = {_real(p) for p in job_roots} | {str(cache), _triton_home(cache), tempfile.gettempdir()}
+    write = {real_path(p) for p in job_roots} | {str(cache), _triton_home(cache), tempfile.gettempdir()}
     imports = {p for p in sys.path if p and os.path.isdir(p)}
     files = ["/dev/null", "/dev/urandom", "/dev/random", "/dev/zero", "/proc/cpuinfo", "/proc/meminfo",
              "/proc/stat", "/proc/loadavg", "/dev/shm"]
@@ -164,7 +153,7 @@ def default_policy(job_roots: list[str | os.PathLike], denial_file: str | os.Pat
         trusted.append(str(Path(pynvml.__file__).resolve()))
     except ImportError:
         pass
-    return SandboxPolicy(read_roots=sorted(_real(p) for p in read if p), import_roots=sorted(_real(p) for p in imports),
+    return SandboxPolicy(read_roots=sorted(real_path(p) for p in read if p), import_roots=sorted(real_path(p) for p in imports),
                          write_roots=sorted(write), read_files=files, tools=_tool_paths(), compilers=_compilers(),
                          trusted_code=trusted, protected=protected_paths(), denial_file=str(denial_file),
                          enforce=enforce)
@@ -179,7 +168,7 @@ def protected_paths() -> list[str]:
     from .keys import key_dir
     named = json.loads(os.environ.get(PROTECTED_ENV) or "[]")
     default = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "kernelloop" / "keys"
-    return sorted({_real(p) for p in [*named, key_dir(), default]})
+    return sorted({real_path(p) for p in [*named, key_dir(), default]})
 
 
 def _under(path: str, roots) -> bool:
@@ -212,50 +201,53 @@ def _prime_toolchain() -> None:
     platform_key()
 
 
-def install(policy: SandboxPolicy) -> Sandbox:
-    """Arm the hook for the rest of this process's life."""
-    if _INSTALLED:
-        raise RuntimeError("a sandbox is already installed in this process")
-    _prime_toolchain()
-    # What the hook decides with lives in this function's closures only, as immutable values: the grants are
-    # tuples that `grant_*` rebind, the protected folders a frozenset no grant covers, re-entry is seen on the stack
-    # (no flag), and nothing of it is an attribute of a module or of the returned handle.
+_WATCHED = ("open", "os.", "shutil.", "socket.", "subprocess.", "pty.", "signal.pthread_kill", "ctypes.", "import",
+            "gc.get_", "sys._current_")
+
+
+def _caller(skip: tuple[str, ...]) -> str:
+    """File of the innermost frame outside the hook (this module) and the modules in `skip`."""
+    f = sys._getframe(2)
+    while f is not None and (f.f_code.co_filename == __file__ or f.f_code.co_filename.startswith(skip)):
+        f = f.f_back
+    return f.f_code.co_filename if f is not None else ""
+
+
+def _access_rules(policy: SandboxPolicy):
+    """`readable`, `writable` and the two grant functions; the grants are tuples in this call's closure that only
+    the grant functions rebind, and no grant reaches a protected folder or the denial record."""
     read_roots, write_roots = tuple(policy.read_roots), tuple(policy.write_roots)
-    protected = tuple(policy.protected)
-    denials: list[Denial] = []
-    spawn: str | None = None
-    files = frozenset(_real(f) for f in policy.read_files)
-    imports = tuple(policy.import_roots)
-    tools, compilers, trusted = frozenset(policy.tools), frozenset(policy.compilers), tuple(policy.trusted_code)
-    record_fd = -1
-    if policy.denial_file:
-        record_fd = os.open(policy.denial_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
-    record_path = _real(policy.denial_file) if policy.denial_file else ""
-    own_pid = os.getpid()
-    enforce = policy.enforce
-    subprocess_file, ctypes_dir = subprocess.__file__, str(Path(os.__file__).parent / "ctypes")
-    bootstrap = ("<frozen importlib", str(Path(os.__file__).parent / "importlib"))
+    protected, imports = tuple(policy.protected), tuple(policy.import_roots)
+    files = frozenset(real_path(f) for f in policy.read_files)
+    record_path = real_path(policy.denial_file) if policy.denial_file else ""
+    real, under = real_path, _under   # bound once (see `_checker`)
 
     def readable(path: str, listing: bool = False) -> bool:
-        if path == record_path or _under(path, protected):
+        if path == record_path or under(path, protected):
             return False
-        if path in files or _under(path, read_roots) or _under(path, write_roots):
+        if path in files or under(path, read_roots) or under(path, write_roots):
             return True
-        if _under(path, imports):
+        if under(path, imports):
             return listing or os.path.isdir(path) or path.endswith(IMPORTABLE)
         return False
 
     def writable(path: str) -> bool:
-        return path != record_path and not _under(path, protected) and \
-            (path in ("/dev/null",) or _under(path, write_roots))
+        return path != record_path and not under(path, protected) and \
+            (path in ("/dev/null",) or under(path, write_roots))
 
-    def caller(skip: tuple[str, ...]) -> str:
-        """File of the innermost frame outside the hook and the modules in `skip`."""
-        f = sys._getframe(2)
-        while f is not None and (f.f_code.co_filename == __file__ or f.f_code.co_filename.startswith(skip)):
-            f = f.f_back
-        return f.f_code.co_filename if f is not None else ""
+    def grant_read(path: str | os.PathLike) -> None:
+        nonlocal read_roots
+        read_roots = (*read_roots, real(path))
 
+    def grant_write(path: str | os.PathLike) -> None:
+        nonlocal write_roots
+        write_roots = (*write_roots, real(path))
+
+    return readable, writable, grant_read, grant_write
+
+
+def _denier(denials: list[Denial], record_fd: int, enforce: bool):
+    """`deny(action, detail)`: keep the denial, append it to the denial record, raise when enforcing."""
     def deny(action: str, detail: str) -> None:
         d = Denial(action=action, detail=detail[:300])
         denials.append(d)
@@ -266,112 +258,103 @@ def install(policy: SandboxPolicy) -> Sandbox:
                 pass
         if enforce:
             raise SandboxDenied(d.message)
+    return deny
 
-    def command_ok(exe: str, argv: list[str], from_file: str) -> bool:
-        real = _real(shutil.which(exe) or exe) if exe else ""
-        if real in compilers:   # Triton's launcher build, or inductor's C++ build of the torch.compile baseline
+
+def _checker(policy: SandboxPolicy, readable, writable, deny, record_fd: int):
+    """`check(event, args)`: the hook's decision on one audit event. Files and other processes go through
+    `events`; commands, native code, imports and frames are judged here, by who asks."""
+    # The helpers bound once, here: rebinding a module attribute later changes nothing the hook calls.
+    real, under, caller, popen, cmdline, args_ok, files_rule, process_rule = (
+        real_path, _under, _caller, popen_command, command_line, path_arguments_ok, file_denial, process_denial)
+    tools, compilers, trusted = frozenset(policy.tools), frozenset(policy.compilers), tuple(policy.trusted_code)
+    own_pid, triton_dir = os.getpid(), triton_cache_dir()
+    subprocess_file, ctypes_dir = subprocess.__file__, str(Path(os.__file__).parent / "ctypes")
+    bootstrap = ("<frozen importlib", str(Path(os.__file__).parent / "importlib"))
+    census_file = str(Path(__file__).with_name("census.py"))
+    spawn: str | None = None
+
+    def command_ok(exe: str, argv: list, from_file: str) -> bool:
+        exe_path = real(shutil.which(exe) or exe) if exe else ""
+        if exe_path in compilers:   # Triton's launcher build, or inductor's C++ build of the torch.compile baseline
             return from_file.endswith(os.path.join("triton", "runtime", "build.py")) or \
                 os.path.join("torch", "_inductor", "") in from_file
-        if real not in tools:
-            return False
-        for a in argv[1:]:
-            a = os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a)
-            if a.startswith("/") and not readable(_real(a)):
-                return False
-        return True
+        return exe_path in tools and args_ok(argv, readable)
+
+    def code_denial(event: str, args: tuple) -> str | None:
+        if event.startswith("ctypes."):
+            if event == "ctypes.dlopen" and args and args[0] is not None:
+                name = os.fsdecode(args[0])
+                if os.path.basename(name).startswith(LIBRARIES) or under(real(name), (triton_dir,)):
+                    return None
+            ok = trusted and caller((ctypes_dir, *bootstrap)).startswith(trusted)
+            return None if ok else ", ".join(repr(a)[:120] for a in args[:1])
+        if event == "import":
+            cffi = args and args[0] in ("cffi", "_cffi_backend") and args[0] not in sys.modules
+            return repr(args[0]) if cffi else None
+        if event in ("sys._current_frames", "sys._current_exceptions"):
+            # The worker's thread census names new threads by their frames; another thread's frames may be the
+            # hook's own, while it runs.
+            return "" if caller(()) != census_file else None
+        return "" if event in ("gc.get_objects", "gc.get_referrers", "gc.get_referents") else None
 
     def check(event: str, args: tuple) -> None:
         nonlocal spawn
-        if event == "open":
-            path, mode, flags = args
-            if path is None or isinstance(path, int):
-                return
-            p = _real(path)
-            write = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool((flags or 0) & _WRITE_FLAGS)
-            if not (writable(p) if write else readable(p)):
-                deny("open", f"{os.fsdecode(path)!r}" + (", write" if write else ""))
-        elif event in ("os.listdir", "os.scandir"):
-            target = args[0] if args and args[0] is not None else "."
-            if isinstance(target, int):        # a folder already open (its open was checked)
-                return
-            if not readable(_real(target), listing=True):
-                deny(event, repr(_real(target)))
-        elif event in ("os.mkdir", "os.remove", "os.rmdir", "os.chmod", "os.chown", "os.utime", "shutil.rmtree",
-                       "os.truncate", "os.chflags", "os.lchflags", "os.setxattr", "os.removexattr"):
-            target = args[0]
-            if isinstance(target, int):
-                if event == "os.truncate" and target == record_fd:
-                    deny(event, "the denial record")
-                return
-            dir_fd = args[-1] if event in ("os.mkdir", "os.remove", "os.rmdir", "os.chmod", "os.chown",
-                                           "os.utime", "shutil.rmtree") and isinstance(args[-1], int) else None
-            if not writable(_real(target, dir_fd)):
-                deny(event, repr(os.fsdecode(target)))
-        elif event in ("os.rename", "os.link", "os.symlink", "shutil.copyfile", "shutil.copytree", "shutil.move"):
-            fds = [a if isinstance(a, int) else None for a in (*args[2:4], None, None)][:2]
-            if event == "os.symlink":      # (src, dst, dir_fd): the link's target is read through it
-                fds = [None, fds[0]]
-            src, dst = _real(args[0], fds[0]), _real(args[1], fds[1])
-            src_ok = readable(src) if event.startswith("shutil.") or event == "os.symlink" else writable(src)
-            if not (src_ok and writable(dst)):
-                deny(event, f"{os.fsdecode(args[0])!r} -> {os.fsdecode(args[1])!r}")
-        elif event.startswith("socket."):
-            deny(event, ", ".join(repr(a)[:80] for a in args[:2]))
-        elif event == "subprocess.Popen":
-            exe, argv = args[0], args[1]
-            argv = [argv] if isinstance(argv, (str, bytes)) else list(argv or [])
-            exe = os.fsdecode(exe) if exe is not None else (os.fsdecode(argv[0]) if argv else "")
+        if event == "subprocess.Popen":
+            exe, argv = popen(args)
             if not command_ok(exe, argv, caller((subprocess_file,))):
-                deny(event, " ".join(os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a)
-                                     for a in argv)[:300])
-            spawn = _real(shutil.which(exe) or exe)   # subprocess goes on to posix_spawn this binary
-        elif event in ("os.posix_spawn", "os.exec") and args and spawn == _real(args[0]):
+                deny(event, cmdline(argv))
+            spawn = real(shutil.which(exe) or exe)   # subprocess goes on to posix_spawn this binary
+            return
+        if event in ("os.posix_spawn", "os.exec") and args and spawn == real(args[0]):
             spawn = None     # the spawn of the command line just allowed above
-        elif event in ("os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
-                       "os.startfile", "pty.spawn", "os.popen"):
-            deny(event, " ".join(repr(a)[:120] for a in args[:2]))
-        elif event in ("os.kill", "os.killpg", "signal.pthread_kill"):
-            if args and args[0] != own_pid and event != "signal.pthread_kill":   # 0 or < 0: a process group
-                deny(event, f"pid {args[0]}, signal {args[1] if len(args) > 1 else '?'}")
-        elif event.startswith("ctypes."):
-            if event == "ctypes.dlopen" and args and args[0] is not None:
-                name = os.fsdecode(args[0])
-                if os.path.basename(name).startswith(LIBRARIES) or _under(_real(name), (triton_dir,)):
-                    return
-            if not (trusted and caller((ctypes_dir, *bootstrap)).startswith(trusted)):
-                deny(event, ", ".join(repr(a)[:120] for a in args[:1]))
-        elif event == "import":
-            if args and args[0] in ("cffi", "_cffi_backend") and args[0] not in sys.modules:
-                deny(event, repr(args[0]))
-        elif event in ("sys._current_frames", "sys._current_exceptions"):
-            if caller(()) != census_file:   # the worker's thread census names new threads by their frames
-                deny(event, "")             # another thread's frames: the hook's own, while it runs
-        elif event in ("gc.get_objects", "gc.get_referrers", "gc.get_referents"):
-            deny(event, "")
+            return
+        detail = files_rule(event, args, readable, writable, record_fd)
+        if detail is None and event.startswith("socket."):
+            detail = ", ".join(repr(a)[:80] for a in args[:2])
+        if detail is None:
+            detail = process_rule(event, args, own_pid)
+        if detail is None:
+            detail = code_denial(event, args)
+        if detail is not None:
+            deny(event, detail)
 
-    triton_dir = triton_cache_dir()
-    watched = ("open", "os.", "shutil.", "socket.", "subprocess.", "pty.", "signal.pthread_kill", "ctypes.",
-               "import", "gc.get_", "sys._current_")
-    check_code = check.__code__
-    census_file = str(Path(__file__).with_name("census.py"))
+    return check
+
+
+def _guarded(check):
+    """The audit hook: `check` on the watched events, skipped while a check runs (the checks themselves raise
+    audit events, realpath's for one): re-entry is seen on the stack, with no flag to forge."""
+    check_code, watched = check.__code__, _WATCHED   # bound once (see `_checker`)
 
     def hook(event: str, args: tuple) -> None:
         if not event.startswith(watched):
             return
-        f = sys._getframe(1)   # the checks themselves raise audit events (realpath): no check inside a check
+        f = sys._getframe(1)
         while f is not None:
             if f.f_code is check_code:
                 return
             f = f.f_back
         check(event, args)
 
-    def grant_read(path: str | os.PathLike) -> None:
-        nonlocal read_roots
-        read_roots = (*read_roots, _real(path))
+    return hook
 
-    def grant_write(path: str | os.PathLike) -> None:
-        nonlocal write_roots
-        write_roots = (*write_roots, _real(path))
+
+def install(policy: SandboxPolicy) -> Sandbox:
+    """Arm the hook for the rest of this process's life.
+
+    What the hook decides with lives only in the closures `install` and its builders make, as immutable values:
+    the grants are tuples that `grant_*` rebind, the protected folders a tuple no grant covers, re-entry is seen on
+    the stack (no flag), and nothing of it is an attribute of a module or of the returned handle."""
+    if _INSTALLED:
+        raise RuntimeError("a sandbox is already installed in this process")
+    _prime_toolchain()
+    record_fd = -1
+    if policy.denial_file:
+        record_fd = os.open(policy.denial_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+    denials: list[Denial] = []
+    readable, writable, grant_read, grant_write = _access_rules(policy)
+    hook = _guarded(_checker(policy, readable, writable, _denier(denials, record_fd, policy.enforce), record_fd))
 
     def take_denials() -> list[Denial]:
         """Denials since the last call."""
@@ -476,7 +459,7 @@ def writable_roots(job_roots: list[str | os.PathLike], log_path: str | os.PathLi
     roots = [*(str(p) for p in job_roots), str(cache), _triton_home(cache)]
     if log_path:
         roots.append(str(log_path))
-    return [_real(p) for p in roots]
+    return [real_path(p) for p in roots]
 
 
 def wrap_command(argv: list[str], layer: str, writable: list[str] | None = None,

@@ -27,33 +27,45 @@ def build_server(workspace: str | Path | None = None, device: str | None = None)
         "submit_proposal); it is compiled, verified against the reference on inputs and shapes you are not shown, "
         "timed when correct and archived with its lineage. Read `interface` first. You cannot change the "
         "reference, the verifier, the timer or the archive."))
-    default_ws = Path(workspace).resolve() if workspace else None
+    ws_of = _workspace_of(Path(workspace).resolve() if workspace else None)
+    _add_workspace_tools(server, ws_of)
+    _add_submit_tools(server, ws_of, device)
+    return server
 
+
+def _workspace_of(default_ws: Path | None):
+    """A tool's `workspace` argument as a folder, the server's default when not given."""
     def ws_of(arg: str | None) -> Path:
         if arg:
             return Path(arg)
         if default_ws is None:
             raise ToolError("no workspace: pass `workspace`, or start the server with --workspace")
         return default_ws
+    return ws_of
 
-    def guarded(fn, *args, **kwargs) -> Any:
-        from .submit import SubmissionError
-        from ...core.manifest import ManifestChanged
-        from ...core.archive import ArchiveError
-        from ...core.sandbox.keys import RunKeyError
-        try:
-            return fn(*args, **kwargs)
-        except (WorkspaceError, SubmissionError, ManifestChanged, ArchiveError, FileExistsError, ValueError,
-                RunKeyError) as e:
-            raise ToolError(f"{type(e).__name__}: {e}") from None
 
+def _guarded(fn, *args, **kwargs) -> Any:
+    """`fn(*args, **kwargs)`, its expected failures answered as a ToolError that names them."""
+    from .submit import SubmissionError
+    from ...core.manifest import ManifestChanged
+    from ...core.archive import ArchiveError
+    from ...core.sandbox.keys import RunKeyError
+    try:
+        return fn(*args, **kwargs)
+    except (WorkspaceError, SubmissionError, ManifestChanged, ArchiveError, FileExistsError, ValueError,
+            RunKeyError) as e:
+        raise ToolError(f"{type(e).__name__}: {e}") from None
+
+
+def _add_workspace_tools(server: MCPServer, ws_of) -> None:
+    """The tools that set up and read a workspace: init_workspace, interface, proposal_schema."""
     @server.tool()
     def init_workspace(spec: str, out: str, run: str | None = None, workloads: str | None = None,
                        device: str | None = None) -> dict:
         """Create a workspace for an op (folder or spec.toml): interface, baseline figures (from a run archive
         when `run` is given), copies of the spec, reference and templates for reading."""
         from .workspace import init_workspace as init
-        ws = guarded(init, spec, out, workloads_file=workloads, run=run, device=device)
+        ws = _guarded(init, spec, out, workloads_file=workloads, run=run, device=device)
         return {"workspace": str(ws.root), "op": ws.data["op"], "device": ws.device,
                 "workloads": [w["axes"] | {"dtype": w["dtype"]} for w in ws.data["workloads"]]}
 
@@ -63,7 +75,7 @@ def build_server(workspace: str | Path | None = None, device: str | None = None)
         baseline figures to beat."""
         root = ws_of(workspace)
         from .workspace import Workspace
-        ws = guarded(Workspace.load, root)
+        ws = _guarded(Workspace.load, root)
         return {"interface": json.loads((ws.root / "interface.json").read_text()),
                 "baseline": json.loads((ws.root / "baseline.json").read_text())}
 
@@ -74,6 +86,9 @@ def build_server(workspace: str | Path | None = None, device: str | None = None)
         from ...tune.propose.proposal import proposal_json_schema
         return proposal_json_schema()
 
+
+def _add_submit_tools(server: MCPServer, ws_of, device: str | None) -> None:
+    """The tools that submit code for judgement and read the outcome: submit_kernel, submit_proposal, status."""
     @server.tool()
     def submit_kernel(source: str, config: dict[str, Any] | None = None, parent: str | None = None,
                       hypothesis: str = "", agent: str = "mcp", workspace: str | None = None,
@@ -86,7 +101,7 @@ def build_server(workspace: str | Path | None = None, device: str | None = None)
         from .submit import Submission, submit
         sub = Submission(source=source, config=dict(config or {}), space=dict(space) if space else None,
                          parent=parent, hypothesis=hypothesis, agent=agent)
-        return guarded(submit, ws_of(workspace), sub, device=device, profile=profile)
+        return _guarded(submit, ws_of(workspace), sub, device=device, profile=profile)
 
     @server.tool()
     def submit_proposal(proposal: dict[str, Any], parent: str | None = None, hypothesis: str = "",
@@ -95,16 +110,14 @@ def build_server(workspace: str | Path | None = None, device: str | None = None)
         submit_kernel. An invalid proposal is answered with the validation error; nothing runs."""
         from .submit import Submission, submit
         sub = Submission(proposal=proposal, parent=parent, hypothesis=hypothesis, agent=agent)
-        return guarded(submit, ws_of(workspace), sub, device=device)
+        return _guarded(submit, ws_of(workspace), sub, device=device)
 
     @server.tool()
     def status(workspace: str | None = None) -> dict:
         """The workspace's run: Pareto front and best kernel time per workload, counts by verdict, recent
         submissions."""
         from .status import workspace_status
-        return guarded(workspace_status, ws_of(workspace), device)
-
-    return server
+        return _guarded(workspace_status, ws_of(workspace), device)
 
 
 def serve(workspace: str | Path | None = None, device: str | None = None) -> None:

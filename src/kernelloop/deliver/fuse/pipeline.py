@@ -166,6 +166,22 @@ def fuse(model: torch.nn.Module, examples, *, out: str | Path, budget: int | str
                                confirm=Device.of(dev).is_cuda if confirm is None else confirm, sanitize=sanitize,
                                fix=dict(fix) if fix else None)
     mdtype = _model_dtype(model)
+    programs, reports, shapes = _export_and_discover(model, exs, note)
+    if all(p is None for p in programs):
+        raise FuseError("no example exported: " + "; ".join(r.error.message for r in reports if r.error))
+    groups, refused = _group_patterns(programs, reports, families)
+    tbl = PatternTable(table if table is not None else out / "patterns.sqlite")
+    try:
+        realised = _realise(groups, tbl, out, options, mdtype, jobs or (1 if Device.of(dev).is_cuda else 2), note)
+    finally:
+        tbl.close()
+    return _compose_and_check(model, exs, programs, shapes, groups, realised, reports, refused, out, dev, options,
+                              budget, strategy, table, seeds, tolerance, rounds, calls, liger, contributions, note, t0)
+
+
+def _export_and_discover(model: torch.nn.Module, exs: list[tuple], note
+                         ) -> tuple[list, list[DiscoveryReport], list[str]]:
+    """Each example's exported program (None when it did not export), discovery report and shape key."""
     cls = f"{type(model).__module__}.{type(model).__qualname__}"
     programs, reports, shapes = [], [], []
     for ex in exs:
@@ -182,8 +198,13 @@ def fuse(model: torch.nn.Module, examples, *, out: str | Path, budget: int | str
         programs.append(ep)
         reports.append(discover_graph(model, ep.graph))
         note(f"{shapes[-1]}: {len(reports[-1].candidates)} candidates")
-    if all(p is None for p in programs):
-        raise FuseError("no example exported: " + "; ".join(r.error.message for r in reports if r.error))
+    return programs, reports, shapes
+
+
+def _group_patterns(programs: list, reports: list[DiscoveryReport], families: list[str] | None
+                    ) -> tuple[dict[tuple[str, str], _Group], list[Refusal]]:
+    """The discovered candidates' plans grouped by pattern key and kernel kind over every example (one op per
+    group, its workloads those of every member), and the refusals of candidates no plan fits."""
     groups: dict[tuple[str, str], _Group] = {}
     refused: list[Refusal] = []
     for i, (ep, rep) in enumerate(zip(programs, reports)):
@@ -205,13 +226,7 @@ def fuse(model: torch.nn.Module, examples, *, out: str | Path, budget: int | str
                 else:
                     g.members.append((i, c, plan))
                     g.plan = g.plan.model_copy(update={"workloads": [*g.plan.workloads, *plan.workloads]})
-    tbl = PatternTable(table if table is not None else out / "patterns.sqlite")
-    try:
-        realised = _realise(groups, tbl, out, options, mdtype, jobs or (1 if Device.of(dev).is_cuda else 2), note)
-    finally:
-        tbl.close()
-    return _compose_and_check(model, exs, programs, shapes, groups, realised, reports, refused, out, dev, options,
-                              budget, strategy, table, seeds, tolerance, rounds, calls, liger, contributions, note, t0)
+    return groups, refused
 
 
 def _realise(groups, tbl, out: Path, options, mdtype, jobs: int, note) -> dict[tuple[str, str], Realisation]:
@@ -249,26 +264,8 @@ def _covered(package, r: Realisation, workload: dict[str, int]) -> str:
 
 def _compose_and_check(model, exs, programs, shapes, groups, realised, reports, refused, out, dev, options, budget,
                        strategy, table, seeds, tolerance, rounds, calls, liger, contributions, note, t0) -> FuseResult:
-    from ..package import load_package
-    from ..package.export import ExportOptions, export_package
     passed = {k: r for k, r in realised.items() if r.passed}
-    patterns = []
-    for key, g in groups.items():
-        r = realised[key]
-        ev = r.evidence
-        patterns.append(PatternReport(
-            pattern=r.pattern, family=g.plan.family, kind=g.plan.kind, op=r.op,
-            ops=[G.target(g.steps[k]) for k in g.plan.steps if not G.is_view(g.steps[k])],
-            occurrences=sum(len(c.occurrences) for _, c, _ in g.members), passed=r.passed,
-            source=ev.source if ev else "", table=r.table, speed=ev.speed if ev else "not measured",
-            local=list(ev.workloads) if ev else [], note=r.error))
-    for p in patterns:   # each pattern's local figures in the log as soon as they exist
-        local = "; ".join(f"{'x'.join(map(str, ordered_axes(w.axes).values()))}: {w.status} "
-                          f"{'' if w.kernel_us is None else f'{w.kernel_us:.2f} us'}"
-                          f"{'' if w.vs_eager is None else f' vs eager {w.vs_eager.speedup:.3f}x {w.vs_eager.verdict.value}'}"
-                          f"{'' if w.vs_compile is None else f' vs compile {w.vs_compile.speedup:.3f}x'}"
-                          for w in p.local)
-        note(f"pattern {p.op} ({p.family}): {'PASSED' if p.passed else 'not passed'}, {p.speed}; {local or p.note}")
+    patterns = _pattern_reports(groups, realised, note)
     common = dict(model=f"{type(model).__module__}.{type(model).__qualname__}", device=dev, shapes=shapes,
                   budget=str(budget), strategy=strategy, discovery=reports, refused=refused,
                   table=str(table if table is not None else out / "patterns.sqlite"))
@@ -277,14 +274,7 @@ def _compose_and_check(model, exs, programs, shapes, groups, realised, reports, 
                             seconds=time.perf_counter() - t0)
         (out / "report.json").write_text(report.model_dump_json(indent=1))
         return FuseResult(report=report, model=model, fused=None)
-    pkg_dir = out / "package"
-    if pkg_dir.exists():
-        import shutil
-        shutil.rmtree(pkg_dir)
-    export_package([Path(r.evidence.run_dir) for r in passed.values()],
-                   ExportOptions(out=pkg_dir, name="fused", ops_root=out / "ops", ranges=False,
-                                 sanitize=options.sanitize), device=dev, on_note=note)
-    package = load_package(pkg_dir).register()
+    pkg_dir, package = _package(passed, out, dev, options, note)
     fused = FusedModel(model)
     sites: list[Site] = []
     masks: list[MaskRewrite] = []
@@ -292,23 +282,7 @@ def _compose_and_check(model, exs, programs, shapes, groups, realised, reports, 
     for i, ep in enumerate(programs):
         if ep is None:
             continue
-        choices = []
-        for key, g in groups.items():
-            r = passed.get(key)
-            for si, c, own in g.members:
-                if si != i or r is None:
-                    continue
-                for oi, occ in enumerate(c.occurrences):
-                    wl = own.workloads[oi]
-                    ch = Choice(r, oi, occ.nodes, wl, occ.module_paths)
-                    why = _covered(package, r, wl)
-                    if why:
-                        sites.append(Site(shape=shapes[i], op=r.op, kind=r.plan.kind, pattern=r.pattern,
-                                          nodes=sorted(ch.covered), module_paths=occ.module_paths, replaced=False,
-                                          reason=why))
-                    else:
-                        choices.append(ch)
-        chosen, left = choose(choices)
+        chosen, left = choose(_choices(i, groups, passed, package, shapes[i], sites))
         for ch, why in left:
             sites.append(Site(shape=shapes[i], op=ch.realisation.op, kind=ch.realisation.plan.kind,
                               pattern=ch.realisation.pattern, nodes=sorted(ch.covered), module_paths=ch.module_paths,
@@ -322,34 +296,100 @@ def _compose_and_check(model, exs, programs, shapes, groups, realised, reports, 
         patterns[patterns.index(p)] = p.model_copy(update={"replaced": len(p_sites)})
     checks = []
     for i, ep in enumerate(programs):
-        if ep is None:
-            continue
-        note(f"{shapes[i]}: end to end")
-        checks.append(end_to_end(model, fused, exs[i], ep, package, shapes[i], site_choices[shapes[i]],
-                                 seeds=seeds, tolerance=tolerance, rounds=rounds, calls=calls, liger=liger,
-                                 contributions=contributions))
-        e = checks[-1]
-        note(f"{shapes[i]}: outputs {'within' if e.outputs_ok else 'OUTSIDE'} tolerance; "
-             + ", ".join(f"{t.variant} {t.ms.median_us:.3f} ms" for t in e.times)
-             + "".join(f"; {r.baseline} {r.speedup:.3f}x {r.verdict.value}" for r in e.speedups)
-             + (f"; {e.liger_note}" if e.liger_note else ""))
+        if ep is not None:
+            checks.append(_end_to_end(model, fused, exs[i], ep, package, shapes[i], site_choices[shapes[i]], note,
+                                      seeds=seeds, tolerance=tolerance, rounds=rounds, calls=calls, liger=liger,
+                                      contributions=contributions))
     for e in checks:
         for op, ratio in e.contributions.items():
             for j, p in enumerate(patterns):
                 if p.op == op:
                     patterns[j] = p.model_copy(update={"contribution": {**p.contribution, e.shape: ratio}})
-    bad = [e for e in checks if not e.outputs_ok]
-    slower = [e for e in checks if e.kept is False and e.outputs_ok]
-    if bad:
-        verdict, kept = f"not kept: outputs off at {', '.join(e.shape for e in bad)}", False
-    elif slower:
-        verdict, kept = f"not kept: slower than eager end to end at {', '.join(e.shape for e in slower)}", False
-    elif any(e.kept is None for e in checks):
-        verdict, kept = "kept: outputs within tolerance (speed not measured)", True
-    else:
-        verdict, kept = "kept: outputs within tolerance and not slower than eager", True
+    verdict, kept = _verdict(checks)
     report = FuseReport(**common, patterns=patterns, sites=sites, masks=masks, e2e=checks, kept=kept, verdict=verdict,
                         package=str(pkg_dir), seconds=time.perf_counter() - t0)
     (out / "report.json").write_text(report.model_dump_json(indent=1))
     return FuseResult(report=report, model=fused if kept else model, fused=fused, package=package)
+
+
+def _pattern_reports(groups, realised, note) -> list[PatternReport]:
+    """One report per pattern group, each pattern's local figures noted as soon as they exist."""
+    patterns = []
+    for key, g in groups.items():
+        r = realised[key]
+        ev = r.evidence
+        patterns.append(PatternReport(
+            pattern=r.pattern, family=g.plan.family, kind=g.plan.kind, op=r.op,
+            ops=[G.target(g.steps[k]) for k in g.plan.steps if not G.is_view(g.steps[k])],
+            occurrences=sum(len(c.occurrences) for _, c, _ in g.members), passed=r.passed,
+            source=ev.source if ev else "", table=r.table, speed=ev.speed if ev else "not measured",
+            local=list(ev.workloads) if ev else [], note=r.error))
+    for p in patterns:
+        local = "; ".join(f"{'x'.join(map(str, ordered_axes(w.axes).values()))}: {w.status} "
+                          f"{'' if w.kernel_us is None else f'{w.kernel_us:.2f} us'}"
+                          f"{'' if w.vs_eager is None else f' vs eager {w.vs_eager.speedup:.3f}x {w.vs_eager.verdict.value}'}"
+                          f"{'' if w.vs_compile is None else f' vs compile {w.vs_compile.speedup:.3f}x'}"
+                          for w in p.local)
+        note(f"pattern {p.op} ({p.family}): {'PASSED' if p.passed else 'not passed'}, {p.speed}; {local or p.note}")
+    return patterns
+
+
+def _package(passed: dict, out: Path, dev: str, options, note):
+    """The passed patterns' runs exported as one package (OUT/package, replaced) and loaded, registered."""
+    from ..package import load_package
+    from ..package.export import ExportOptions, export_package
+    pkg_dir = out / "package"
+    if pkg_dir.exists():
+        import shutil
+        shutil.rmtree(pkg_dir)
+    export_package([Path(r.evidence.run_dir) for r in passed.values()],
+                   ExportOptions(out=pkg_dir, name="fused", ops_root=out / "ops", ranges=False,
+                                 sanitize=options.sanitize), device=dev, on_note=note)
+    return pkg_dir, load_package(pkg_dir).register()
+
+
+def _choices(i: int, groups, passed: dict, package, shape: str, sites: list[Site]) -> list[Choice]:
+    """The occurrences in example program `i` a passed pattern's package entry covers; those it does not cover go
+    to `sites` as not replaced, with the reason."""
+    choices = []
+    for key, g in groups.items():
+        r = passed.get(key)
+        for si, c, own in g.members:
+            if si != i or r is None:
+                continue
+            for oi, occ in enumerate(c.occurrences):
+                wl = own.workloads[oi]
+                ch = Choice(r, oi, occ.nodes, wl, occ.module_paths)
+                why = _covered(package, r, wl)
+                if why:
+                    sites.append(Site(shape=shape, op=r.op, kind=r.plan.kind, pattern=r.pattern,
+                                      nodes=sorted(ch.covered), module_paths=occ.module_paths, replaced=False,
+                                      reason=why))
+                else:
+                    choices.append(ch)
+    return choices
+
+
+def _end_to_end(model, fused, ex, ep, package, shape: str, chosen: list[Choice], note, **kw):
+    """`end_to_end` of one example shape, its outcome noted."""
+    note(f"{shape}: end to end")
+    e = end_to_end(model, fused, ex, ep, package, shape, chosen, **kw)
+    note(f"{shape}: outputs {'within' if e.outputs_ok else 'OUTSIDE'} tolerance; "
+         + ", ".join(f"{t.variant} {t.ms.median_us:.3f} ms" for t in e.times)
+         + "".join(f"; {r.baseline} {r.speedup:.3f}x {r.verdict.value}" for r in e.speedups)
+         + (f"; {e.liger_note}" if e.liger_note else ""))
+    return e
+
+
+def _verdict(checks: list) -> tuple[str, bool]:
+    """Whether the composition is kept: outputs within tolerance at every shape and not slower than eager."""
+    bad = [e for e in checks if not e.outputs_ok]
+    slower = [e for e in checks if e.kept is False and e.outputs_ok]
+    if bad:
+        return f"not kept: outputs off at {', '.join(e.shape for e in bad)}", False
+    if slower:
+        return f"not kept: slower than eager end to end at {', '.join(e.shape for e in slower)}", False
+    if any(e.kept is None for e in checks):
+        return "kept: outputs within tolerance (speed not measured)", True
+    return "kept: outputs within tolerance and not slower than eager", True
 

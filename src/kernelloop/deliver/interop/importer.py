@@ -242,6 +242,42 @@ def import_definition(definition: fi.Definition | dict | str | Path, ops_dir: st
         raise InteropError("name", f"{name!r} cannot be an op folder name (letters, digits, _ . -)")
     tensor_in = {k: t for k, t in d.inputs.items() if t.shape is not None}
     scalar_in = [k for k, t in d.inputs.items() if t.shape is None]
+    dtypes = _checked_dtypes(d, tensor_in, scalar_in)
+    op_dtype = dtypes[next(iter(tensor_in))]
+    bounds, other = _bounds(d)
+    axes = {k: _axis_entry(k, a, bounds.get(k, [None, None])) for k, a in d.axes.items()}
+
+    def tensor(k: str, t: fi.TensorSpec) -> dict:
+        return {"name": k, "shape": list(t.shape), **({} if dtypes[k] == op_dtype else {"dtype": dtypes[k].value})}
+    tensors = [tensor(k, t) for k, t in tensor_in.items()]
+    outputs = [tensor(k, t) for k, t in d.outputs.items()]
+    terms = [" * ".join([*t.shape, "elem" if dtypes[k] == op_dtype else str(dtypes[k].itemsize)])
+             for k, t in [*tensor_in.items(), *d.outputs.items()]]
+    bytes_formula = " + ".join(f"({x})" for x in terms)
+
+    entries, values, notes = _workload_entries(d, workloads or [], axes, list(tensor_in), scalar_in, other)
+    scalars = _scalar_values(d, scalar_in, values, notes)
+    if solution is None:
+        raise InteropError("solution", "none given: kernelloop's OpSpec needs at least one template and a Definition "
+                                       "carries no kernel; pass a destination-passing Triton Solution of it")
+    check_solution(solution, d)
+    tfile = "solution.py"
+    template = {"solution": solution.name, "file": tfile}
+    spec_text = _spec_toml(d, name, axes, tensors, outputs, scalars, op_dtype, bytes_formula, other, template)
+    try:
+        OpSpec.model_validate(tomllib.loads(spec_text))
+    except ValidationError as e:
+        raise first_error(e, "spec.toml") from None
+    files = {"spec.toml": spec_text, "reference.py": reference_source(d, list(tensor_in), scalar_in),
+             tfile: template_source(solution, d, list(tensor_in), scalar_in, list(d.outputs))}
+    if entries:
+        files["workloads.toml"] = _workloads_toml(d, name, entries, op_dtype)
+    return _write_op(Path(ops_dir) / name, files, overwrite), notes
+
+
+def _checked_dtypes(d: fi.Definition, tensor_in: dict, scalar_in: list[str]) -> dict:
+    """kernelloop's dtype of every tensor input and output, once the inputs and outputs map: at least one tensor
+    input, tensor outputs only, identifier names, float scalars."""
     if not tensor_in:
         raise InteropError("inputs", "no tensor input: kernelloop ops take at least one tensor")
     if not d.outputs:
@@ -258,34 +294,28 @@ def import_definition(definition: fi.Definition | dict | str | Path, ops_dir: st
         if d.inputs[k].dtype not in KL_DTYPE:
             raise InteropError(f"inputs.{k}.dtype",
                                f"{d.inputs[k].dtype.value} scalar: kernelloop's scalars are floats")
-    op_dtype = dtypes[next(iter(tensor_in))]
+    return dtypes
 
-    bounds, other = _bounds(d)
-    axes: dict[str, dict] = {}
-    for k, a in d.axes.items():
-        entry = {"description": a.description} if a.description else {}
-        lo, hi = bounds.get(k, [None, None])
-        if isinstance(a, fi.AxisConst):
-            if (lo is not None and a.value < lo) or (hi is not None and a.value > hi):
-                raise InteropError(f"axes.{k}", f"const {a.value} violates the definition's own bounds")
-            lo = hi = a.value
-        if lo is not None and lo != 1:
-            entry["min"] = max(lo, 0)
-        if hi is not None:
-            entry["max"] = hi
-        if hi is not None and hi < (lo if lo is not None else 1):
-            raise InteropError(f"axes.{k}", f"its constraints leave no value (min {lo}, max {hi})")
-        axes[k] = entry
 
-    def tensor(k: str, t: fi.TensorSpec) -> dict:
-        return {"name": k, "shape": list(t.shape), **({} if dtypes[k] == op_dtype else {"dtype": dtypes[k].value})}
-    tensors = [tensor(k, t) for k, t in tensor_in.items()]
-    outputs = [tensor(k, t) for k, t in d.outputs.items()]
-    terms = [" * ".join([*t.shape, "elem" if dtypes[k] == op_dtype else str(dtypes[k].itemsize)])
-             for k, t in [*tensor_in.items(), *d.outputs.items()]]
-    bytes_formula = " + ".join(f"({x})" for x in terms)
+def _axis_entry(k: str, a, bound: list) -> dict:
+    """The spec.toml entry of axis `k`: its description and the min/max its constraints (or its const) give."""
+    entry = {"description": a.description} if a.description else {}
+    lo, hi = bound
+    if isinstance(a, fi.AxisConst):
+        if (lo is not None and a.value < lo) or (hi is not None and a.value > hi):
+            raise InteropError(f"axes.{k}", f"const {a.value} violates the definition's own bounds")
+        lo = hi = a.value
+    if lo is not None and lo != 1:
+        entry["min"] = max(lo, 0)
+    if hi is not None:
+        entry["max"] = hi
+    if hi is not None and hi < (lo if lo is not None else 1):
+        raise InteropError(f"axes.{k}", f"its constraints leave no value (min {lo}, max {hi})")
+    return entry
 
-    entries, values, notes = _workload_entries(d, workloads or [], axes, list(tensor_in), scalar_in, other)
+
+def _scalar_values(d: fi.Definition, scalar_in: list[str], values: dict, notes: list[str]) -> dict:
+    """Each scalar input's fixed value: the workloads', else the run function's default (noted)."""
     defaults = _run_defaults(d)
     scalars = {}
     for k in scalar_in:
@@ -297,39 +327,26 @@ def import_definition(definition: fi.Definition | dict | str | Path, ops_dir: st
         else:
             raise InteropError(f"inputs.{k}", "a scalar input needs a value: kernelloop's scalars are fixed per op; "
                                               "give workloads with a `scalar` value for it")
-    if solution is None:
-        raise InteropError("solution", "none given: kernelloop's OpSpec needs at least one template and a Definition "
-                                       "carries no kernel; pass a destination-passing Triton Solution of it")
-    check_solution(solution, d)
-    tfile = "solution.py"
-    template = {"solution": solution.name, "file": tfile}
-    spec_text = _spec_toml(d, name, axes, tensors, outputs, scalars, op_dtype, bytes_formula, other, template)
-    try:
-        OpSpec.model_validate(tomllib.loads(spec_text))
-    except ValidationError as e:
-        raise first_error(e, "spec.toml") from None
-    ref_text = reference_source(d, list(tensor_in), scalar_in)
-    tpl_text = template_source(solution, d, list(tensor_in), scalar_in, list(d.outputs))
+    return scalars
 
-    folder = Path(ops_dir) / name
+
+def _write_op(folder: Path, files: dict[str, str], overwrite: bool) -> OpBundle:
+    """The op folder written and loaded (its workloads too); nothing stays of a folder that does not load."""
     if folder.exists():
         if not overwrite:
             raise InteropError("name", f"{folder} exists (overwrite it with --force)")
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    (folder / "spec.toml").write_text(spec_text)
-    (folder / "reference.py").write_text(ref_text)
-    (folder / tfile).write_text(tpl_text)
-    if entries:
-        (folder / "workloads.toml").write_text(_workloads_toml(d, name, entries, op_dtype))
+    for fname, text in files.items():
+        (folder / fname).write_text(text)
     try:
         bundle = load_op(folder)
-        if entries:
+        if "workloads.toml" in files:
             load_workloads(folder / "workloads.toml", bundle.spec)
     except SpecError as e:  # the reference's dry run (its outputs on tiny inputs) is only possible once written
         shutil.rmtree(folder, ignore_errors=True)   # nothing stays of a refused import
         raise InteropError(e.field, e.message, e.file) from None
-    return bundle, notes
+    return bundle
 
 
 def import_workloads(workloads: list, definition: fi.Definition, spec: OpSpec, out: str | Path) -> Path:

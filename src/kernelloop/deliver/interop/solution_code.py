@@ -100,44 +100,7 @@ def solution_source(candidate: Candidate, spec: OpSpec, dtype: DType, *, destina
     entry_name = _fresh("run{}", taken, str.__eq__)
     g = _fresh("_kl{}_", taken, lambda prefix, name: name.lower().startswith(prefix))  # the helpers' prefix
     config = g.upper() + "CONFIG"
-
-    bound = axis_bindings(spec)
-    needed = set() if destination_passing_style else {ax for t in spec.outputs for ax in t.shape}
-    if spec.scratch is not None:
-        names = {n.id for n in ast.walk(check_expression(spec.scratch.numel)) if isinstance(n, ast.Name)}
-        needed |= names & set(spec.axes)
-    body = []
-    for ax in spec.axes:
-        if ax not in needed:
-            continue
-        if ax in bound:
-            name, dim = bound[ax]
-            body.append(f"{_axis_var(ax)} = {name}.shape[{dim}]")
-        else:
-            a = spec.axes[ax]
-            if a.max is not None and a.min == a.max:
-                body.append(f"{_axis_var(ax)} = {a.min}")
-            else:
-                raise InteropError(f"axes.{ax}", "appears in no input's shape: the entry point cannot size the "
-                                                 "tensors that use it")
-    out_args = []
-    for t in spec.outputs:
-        shape = ", ".join(_axis_var(ax) for ax in t.shape) + ("," if len(t.shape) == 1 else "")
-        tdt = _TORCH[spec.tensor_dtype(t, dtype)]
-        if not destination_passing_style:
-            body.append(f"{t.name} = {g}torch.empty(({shape}), dtype={g}torch.{tdt}, device={tensors[0]}.device)")
-        out_args.append(t.name)
-    extra = ""
-    if spec.scratch is not None:
-        numel = _expression(spec.scratch.numel, spec, dtype, "scratch.numel", g)
-        sdt = _TORCH[DType(spec.scratch.dtype)]
-        dev = f"{tensors[0]}.device"
-        body.append(f"_kl_scratch = {g}torch.empty((int({numel}),), dtype={g}torch.{sdt}, device={dev})")
-        extra = ", scratch=_kl_scratch"
-    kw = "".join(f", {s}={s}" for s in scalars)
-    body.append(f"{g}launch({', '.join(tensors + out_args)}{extra}{kw}, **{config})")
-    if not destination_passing_style:
-        body.append(f"return {', '.join(out_args)}")
+    body, out_args = _entry_body(spec, dtype, tensors, scalars, g, config, destination_passing_style)
     params = tensors + scalars + (out_args if destination_passing_style else [])
     style = "destination passing: outputs are its last arguments" if destination_passing_style else \
         "value-returning: it allocates and returns the outputs"
@@ -170,3 +133,54 @@ def {entry_name}({", ".join(params)}):
     """{spec.name} ({dtype.value}) with `{candidate.template}` at {candidate.config!r}."""
 ''' + "".join(f"    {line}\n" for line in body)
     return header + candidate.source.rstrip("\n") + "\n" + entry, entry_name
+
+
+def _axis_lines(spec: OpSpec, destination_passing_style: bool) -> list[str]:
+    """The entry point's lines that size the axes it needs (the outputs' it allocates, the scratch's): from an
+    input's shape, or a fixed axis's value."""
+    bound = axis_bindings(spec)
+    needed = set() if destination_passing_style else {ax for t in spec.outputs for ax in t.shape}
+    if spec.scratch is not None:
+        names = {n.id for n in ast.walk(check_expression(spec.scratch.numel)) if isinstance(n, ast.Name)}
+        needed |= names & set(spec.axes)
+    body = []
+    for ax in spec.axes:
+        if ax not in needed:
+            continue
+        if ax in bound:
+            name, dim = bound[ax]
+            body.append(f"{_axis_var(ax)} = {name}.shape[{dim}]")
+        else:
+            a = spec.axes[ax]
+            if a.max is not None and a.min == a.max:
+                body.append(f"{_axis_var(ax)} = {a.min}")
+            else:
+                raise InteropError(f"axes.{ax}", "appears in no input's shape: the entry point cannot size the "
+                                                 "tensors that use it")
+    return body
+
+
+def _entry_body(spec: OpSpec, dtype: DType, tensors: list[str], scalars: list[str], g: str, config: str,
+                destination_passing_style: bool) -> tuple[list[str], list[str]]:
+    """The entry point's body (axes sized, outputs and scratch allocated, the launch, the return) and the names
+    of its outputs."""
+    body = _axis_lines(spec, destination_passing_style)
+    out_args = []
+    for t in spec.outputs:
+        shape = ", ".join(_axis_var(ax) for ax in t.shape) + ("," if len(t.shape) == 1 else "")
+        tdt = _TORCH[spec.tensor_dtype(t, dtype)]
+        if not destination_passing_style:
+            body.append(f"{t.name} = {g}torch.empty(({shape}), dtype={g}torch.{tdt}, device={tensors[0]}.device)")
+        out_args.append(t.name)
+    extra = ""
+    if spec.scratch is not None:
+        numel = _expression(spec.scratch.numel, spec, dtype, "scratch.numel", g)
+        sdt = _TORCH[DType(spec.scratch.dtype)]
+        dev = f"{tensors[0]}.device"
+        body.append(f"_kl_scratch = {g}torch.empty((int({numel}),), dtype={g}torch.{sdt}, device={dev})")
+        extra = ", scratch=_kl_scratch"
+    kw = "".join(f", {s}={s}" for s in scalars)
+    body.append(f"{g}launch({', '.join(tensors + out_args)}{extra}{kw}, **{config})")
+    if not destination_passing_style:
+        body.append(f"return {', '.join(out_args)}")
+    return body, out_args

@@ -235,102 +235,23 @@ def export_package(runs: list[Path], options: ExportOptions, device: str | None 
     if not runs:
         raise ExportError("give at least one run folder")
     opened = [_open_run(Path(r)) for r in runs]
-    ops = [run["op"] for _, run in opened]
-    if len(set(ops)) != len(ops):
-        for a, _ in opened:
-            a.close()
-        raise ExportError(f"two runs of the same op ({', '.join(sorted({o for o in ops if ops.count(o) > 1}))}): "
-                          f"export one run per op")
     try:
-        commitments = {run["id"]: _integrity(archive, run, options.allow_unauthenticated) for archive, run in opened}
-        specs = [_op_bundle(run, options.ops_root, set()).spec for _, run in opened]
-        for spec in specs:
-            parse_extend(options.extend, spec)
-        unused = unused_extends(options.extend, specs)
+        commitments = _checked_runs(opened, options)
     except ExportError:
         for a, _ in opened:
             a.close()
         raise
-    if unused:
-        for a, _ in opened:
-            a.close()
-        raise ExportError(f"--extend {', '.join(unused)}: applies to none of the ops ({', '.join(ops)})")
     stage = Path(tempfile.mkdtemp(prefix="kernelloop-export-"))
     files: dict[str, str] = {}
     packaged, builds = [], {}
     try:
         for archive, run in opened:
-            winners = _winners(archive, run)
-            if not winners:
-                why = " its compute-sanitizer did not reject" if rejected(archive, run["id"]) else ""
-                raise ExportError(f"run {run['id']} ({run['op']}) has no PASSED, measured trial{why}: nothing to "
-                                  f"package")
-            bundle = _op_bundle(run, options.ops_root, {w.candidate.template for w in winners})
-            spec: OpSpec = bundle.spec
-            env = run["environment"]
-            run_device = env.get("device", "interpret")
-            extend = parse_extend(options.extend, spec)   # one (axis, lo, hi) per widened axis
-            verifier = None
-            if options.ranges:
-                verifier = ShapeVerifier(bundle, device or run_device, stage / ".verify")
-            screen = _Screen(bundle, winners, device or run_device, sanitizer, options.sanitize)
-            replaced = _run_rejections(archive, run)
-            try:
-                on_note(f"{spec.name}: {len(winners)} winner(s); verifying ranges" if options.ranges else
-                        f"{spec.name}: {len(winners)} winner(s); exact guards")
-                build = build_table(spec, winners, arch_of(env), kernel_file, verifier, extend=extend,
-                                    ranges=options.ranges, interior=options.interior, seed=options.seed,
-                                    keep_slower=options.keep_slower,
-                                    against=tuple(b for b in options.against if b in _baseline_names(bundle)),
-                                    screen=screen)
-            finally:
-                if verifier is not None:
-                    verifier.close()
-            commitment = sha256_hex(verifier.secret) if verifier is not None else ""
-            builds[spec.name] = build
-            root = stage / "ops" / spec.name
-            # not sort_keys: the order of the spec's axes is the order of the dispatch key
-            _write(root / "spec.json", json.dumps(spec.model_dump(mode="json"), indent=1), files, stage)
-            _write(root / "reference.py", bundle.reference_source, files, stage)
-            for w in winners:
-                if any(e.candidate_id == w.candidate.id for e in build.table.entries):
-                    _write(root / kernel_file(w.candidate), w.candidate.source, files, stage)
-            if options.ptx:
-                from .ptx_overlays import attach
-                build.table = attach(archive, run, build.table, root, lambda p, t: _write(p, t, files, stage), on_note)
-            _write(root / "dispatch.json", build.table.model_dump_json(indent=1), files, stage)
-            served = {w.workload.label for w in winners}
-            for r in replaced:
-                then = ("its next fastest candidate is the winner" if r.label in served else
-                        "no other candidate passed; the reference serves it")
-                build.left_out.append(f"{r.label}: {r.candidate_label or r.candidate_id} rejected by {r.verdict} "
-                                      f"before the run's confirmation; {then}")
-            checks = [*replaced, *screen.results.values()]
-            for r in screen.results.values():
-                if r.status != "clean":
-                    on_note(f"{spec.name}: compute-sanitizer {r.status.replace('_', ' ')} for {r.label} "
-                            f"{r.candidate_label}: {r.verdict or r.reason}")
-            _write(stage / "audit" / f"{spec.name}.json", _audit(archive, run, build, commitment, checks)
-                   .model_dump_json(indent=1), files, stage)
-            packaged.append(PackagedOp(
-                op=spec.name, run_id=run["id"], manifest_hash=run["manifest_hash"], entries=len(build.table.entries),
-                archive_commitment=commitments[run["id"]],
-                measured_on=MeasuredOn(device=run_device, arch=arch_of(env), gpu=env.get("gpu", ""),
-                                       driver=env.get("driver", ""), torch=env.get("torch", ""),
-                                       triton=env.get("triton", ""))))
+            op, build = _package_op(archive, run, options, device, stage, files, on_note, sanitizer,
+                                    commitments[run["id"]])
+            packaged.append(op)
+            builds[op.op] = build
         shutil.rmtree(stage / ".verify", ignore_errors=True)
-        manifest = PackageManifest(name=options.name, version=options.version, created=time.time(),
-                                   kernelloop=__version__, ops=packaged, files=dict(sorted(files.items())))
-        digest = manifest_digest(manifest)
-        signed = {}
-        if options.sign:   # Ed25519 over the digest with the user's key (deliver/package/signing.py)
-            key, key_path, created = load_signing_key()
-            if created:
-                on_note(f"generated a signing key at {key_path} (its public key: {key_path.with_suffix('.pub')}); "
-                        f"packages are signed with it")
-            signed = {"signature": sign(digest, key).model_dump(mode="json")}
-        (stage / MANIFEST_FILE).write_text(json.dumps({**manifest.model_dump(mode="json"), "digest": digest,
-                                                       **signed}, indent=1))
+        manifest = _write_manifest(stage, options, packaged, files, on_note)
         out.parent.mkdir(parents=True, exist_ok=True)
         if out.exists():
             out.rmdir()
@@ -340,3 +261,107 @@ def export_package(runs: list[Path], options: ExportOptions, device: str | None 
         shutil.rmtree(stage, ignore_errors=True)
         for a, _ in opened:
             a.close()
+
+
+def _checked_runs(opened: list, options: ExportOptions) -> dict[str, str]:
+    """Each run's archive commitment, once the runs are of distinct ops, their archives intact and every --extend
+    applies to one of their ops."""
+    ops = [run["op"] for _, run in opened]
+    if len(set(ops)) != len(ops):
+        raise ExportError(f"two runs of the same op ({', '.join(sorted({o for o in ops if ops.count(o) > 1}))}): "
+                          f"export one run per op")
+    commitments = {run["id"]: _integrity(archive, run, options.allow_unauthenticated) for archive, run in opened}
+    specs = [_op_bundle(run, options.ops_root, set()).spec for _, run in opened]
+    for spec in specs:
+        parse_extend(options.extend, spec)
+    unused = unused_extends(options.extend, specs)
+    if unused:
+        raise ExportError(f"--extend {', '.join(unused)}: applies to none of the ops ({', '.join(ops)})")
+    return commitments
+
+
+def _package_op(archive: Archive, run: dict, options: ExportOptions, device: str | None, stage: Path,
+                files: dict[str, str], on_note, sanitizer: Sanitizer | None, commitment: str) -> tuple[PackagedOp, TableBuild]:
+    """One run's op into the stage: its dispatch table built from the run's winners, its spec, reference, kernels
+    and audit record written; the op's manifest entry and the table build."""
+    winners = _winners(archive, run)
+    if not winners:
+        why = " its compute-sanitizer did not reject" if rejected(archive, run["id"]) else ""
+        raise ExportError(f"run {run['id']} ({run['op']}) has no PASSED, measured trial{why}: nothing to "
+                          f"package")
+    bundle = _op_bundle(run, options.ops_root, {w.candidate.template for w in winners})
+    spec: OpSpec = bundle.spec
+    env = run["environment"]
+    run_device = env.get("device", "interpret")
+    screen = _Screen(bundle, winners, device or run_device, sanitizer, options.sanitize)
+    replaced = _run_rejections(archive, run)
+    build, verify_commitment = _build_op(bundle, winners, env, options, device or run_device, stage, screen, on_note)
+    root = stage / "ops" / spec.name
+    # not sort_keys: the order of the spec's axes is the order of the dispatch key
+    _write(root / "spec.json", json.dumps(spec.model_dump(mode="json"), indent=1), files, stage)
+    _write(root / "reference.py", bundle.reference_source, files, stage)
+    for w in winners:
+        if any(e.candidate_id == w.candidate.id for e in build.table.entries):
+            _write(root / kernel_file(w.candidate), w.candidate.source, files, stage)
+    if options.ptx:
+        from .ptx_overlays import attach
+        build.table = attach(archive, run, build.table, root, lambda p, t: _write(p, t, files, stage), on_note)
+    _write(root / "dispatch.json", build.table.model_dump_json(indent=1), files, stage)
+    served = {w.workload.label for w in winners}
+    for r in replaced:
+        then = ("its next fastest candidate is the winner" if r.label in served else
+                "no other candidate passed; the reference serves it")
+        build.left_out.append(f"{r.label}: {r.candidate_label or r.candidate_id} rejected by {r.verdict} "
+                              f"before the run's confirmation; {then}")
+    checks = [*replaced, *screen.results.values()]
+    for r in screen.results.values():
+        if r.status != "clean":
+            on_note(f"{spec.name}: compute-sanitizer {r.status.replace('_', ' ')} for {r.label} "
+                    f"{r.candidate_label}: {r.verdict or r.reason}")
+    _write(stage / "audit" / f"{spec.name}.json", _audit(archive, run, build, verify_commitment, checks)
+           .model_dump_json(indent=1), files, stage)
+    return PackagedOp(
+        op=spec.name, run_id=run["id"], manifest_hash=run["manifest_hash"], entries=len(build.table.entries),
+        archive_commitment=commitment,
+        measured_on=MeasuredOn(device=run_device, arch=arch_of(env), gpu=env.get("gpu", ""),
+                               driver=env.get("driver", ""), torch=env.get("torch", ""),
+                               triton=env.get("triton", ""))), build
+
+
+def _build_op(bundle, winners: list, env: dict, options: ExportOptions, device: str, stage: Path, screen,
+              on_note) -> tuple[TableBuild, str]:
+    """The op's dispatch table (`build_table`), its guards verified over ranges when asked; the table build and the
+    commitment to the range verifier's secret ("" without ranges)."""
+    spec = bundle.spec
+    verifier = ShapeVerifier(bundle, device, stage / ".verify") if options.ranges else None
+    try:
+        on_note(f"{spec.name}: {len(winners)} winner(s); verifying ranges" if options.ranges else
+                f"{spec.name}: {len(winners)} winner(s); exact guards")
+        build = build_table(spec, winners, arch_of(env), kernel_file, verifier,
+                            extend=parse_extend(options.extend, spec), ranges=options.ranges,
+                            interior=options.interior, seed=options.seed, keep_slower=options.keep_slower,
+                            against=tuple(b for b in options.against if b in _baseline_names(bundle)),
+                            screen=screen)
+    finally:
+        if verifier is not None:
+            verifier.close()
+    return build, sha256_hex(verifier.secret) if verifier is not None else ""
+
+
+def _write_manifest(stage: Path, options: ExportOptions, packaged: list[PackagedOp], files: dict[str, str],
+                    on_note) -> PackageManifest:
+    """The package manifest over every staged file, with its digest and, with --sign, an Ed25519 signature over the
+    digest with the user's key (deliver/package/signing.py)."""
+    manifest = PackageManifest(name=options.name, version=options.version, created=time.time(),
+                               kernelloop=__version__, ops=packaged, files=dict(sorted(files.items())))
+    digest = manifest_digest(manifest)
+    signed = {}
+    if options.sign:
+        key, key_path, created = load_signing_key()
+        if created:
+            on_note(f"generated a signing key at {key_path} (its public key: {key_path.with_suffix('.pub')}); "
+                    f"packages are signed with it")
+        signed = {"signature": sign(digest, key).model_dump(mode="json")}
+    (stage / MANIFEST_FILE).write_text(json.dumps({**manifest.model_dump(mode="json"), "digest": digest,
+                                                   **signed}, indent=1))
+    return manifest

@@ -102,19 +102,35 @@ def build_context(archive: Archive, run_id: str | None = None, *, source: str = 
     for t in trials:
         if t.candidate_id not in cands:
             cands[t.candidate_id] = archive.get_candidate(t.candidate_id)
-    t0 = run["created"]
-
-    # best so far
-    series, per_w = [], {}
+    per_w: dict[str, list] = {}
     for t in trials:
         per_w.setdefault(t.workload_id, []).append(t)
-    for w in workloads:
-        pts = [{"evaluation": i + 1, "wall_s": t.finished - t0,
-                "kernel_us": t.measurement.kernel.median_us if t.measurement is not None else None}
-               for i, t in enumerate(per_w.get(w.id, []))]
-        series.append({"label": w.label, "points": pts})
+    t0 = run["created"]
+    series = [{"label": w.label,
+               "points": [{"evaluation": i + 1, "wall_s": t.finished - t0,
+                           "kernel_us": t.measurement.kernel.median_us if t.measurement is not None else None}
+                          for i, t in enumerate(per_w.get(w.id, []))]}
+              for w in workloads]   # best so far
+    lineage, with_parents = _lineage(trials, cands)
+    return {
+        "title": f"kernelloop report: {summary['op']} ({rid})", "summary": summary, "spec": spec,
+        "source": source, "environment": run["environment"], "options": run["options"],
+        "created": _dt.datetime.fromtimestamp(t0, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "progress_svg": figures.progress(series[:64]),
+        **_fronts_and_roofline(archive, rid, spec, workloads, per_w, cands),
+        "lineage": lineage, "with_parents": with_parents, "candidates": len(cands),
+        "log": _optimisation_log(archive, rid, trials, cands, labels, summary["interpreter"]),
+        "workload_labels": labels,
+        "baseline_names": _baseline_names(summary),
+        "integrity_line": RunIntegrity.model_validate(summary["integrity"]).line(),
+        "max_panels": figures.MAX_PANELS,
+    }
 
-    # Pareto fronts and the roofline
+
+def _fronts_and_roofline(archive: Archive, rid: str, spec: OpSpec, workloads: list[Workload], per_w: dict,
+                         cands: dict) -> dict:
+    """Each workload's Pareto front (figure and rows), and the roofline (by FLOPs) or bandwidth figure with the
+    ceilings it is drawn under: the first archived profile's, else the device copy's memory roof."""
     fronts, roof_pts, roof_base, bw_pts, copy_gbps = [], [], [], [], {}
     roofs = {"bandwidth_gbps": None, "peak": None, "source": ""}
     by_flops = any(spec.flops(w.axes, w.dtype) > 0 for w in workloads)
@@ -143,27 +159,33 @@ def build_context(archive: Archive, run_id: str | None = None, *, source: str = 
                              "source": f"memory roof from the device copy of {w.label}; no compute ceiling archived"}
             elif by_flops and len(workloads) <= 3:
                 roof_base.append({"ai": ai, "y": flops / (bm.kernel.median_us * 1e-6) / 1e12, "label": name})
-        entries = archive.front(rid, w.id)
         if passed:
-            regs = {t.candidate_id: getattr(t.build, "registers", None) for t in passed}
-            pts = [{"candidate": t.candidate_id, "kernel_us": t.measurement.kernel.median_us,
-                    "registers": regs[t.candidate_id]} for t in passed]
-            # a plot needs two measured objectives: without registers (the interpreter's builds) the table alone
-            has_regs = any(p["registers"] is not None for p in pts)
             drawn = sum(1 for f in fronts if f["svg"])
-            anchor = f"pareto-{len(fronts)}"
-            svg = (figures.front(pts, {c for c, _ in entries}, w.label, key=f"front-{len(fronts)}")
-                   if has_regs and drawn < figures.MAX_PANELS else "")
-            fronts.append({"label": w.label, "svg": svg, "registers_measured": has_regs, "anchor": anchor,
-                           "rows": [{"candidate": c, "label": cands[c].label if cands.get(c) else c, **obj}
-                                    for c, obj in entries]})
+            fronts.append(_front(archive.front(rid, w.id), passed, cands, w.label, index=len(fronts),
+                                 draw=drawn < figures.MAX_PANELS))
     if by_flops:
         roof_svg = figures.roofline(roof_pts, roof_base, roofs, "achieved TFLOP/s (formula FLOPs / kernel time)")
     else:
         roof_svg = figures.bandwidth(bw_pts, copy_gbps)
+    return {"fronts": fronts, "roofline_svg": roof_svg, "roofs": roofs, "by_flops": by_flops}
 
-    # lineage: every candidate of the run under its parents (parents outside the run are named, not expanded)
-    best_us = {}
+
+def _front(entries: list, passed: list, cands: dict, label: str, index: int, draw: bool) -> dict:
+    """One workload's Pareto front: its figure (when `draw` and two objectives were measured) and its rows."""
+    regs = {t.candidate_id: getattr(t.build, "registers", None) for t in passed}
+    pts = [{"candidate": t.candidate_id, "kernel_us": t.measurement.kernel.median_us,
+            "registers": regs[t.candidate_id]} for t in passed]
+    # a plot needs two measured objectives: without registers (the interpreter's builds) the table alone
+    has_regs = any(p["registers"] is not None for p in pts)
+    svg = figures.front(pts, {c for c, _ in entries}, label, key=f"front-{index}") if has_regs and draw else ""
+    return {"label": label, "svg": svg, "registers_measured": has_regs, "anchor": f"pareto-{index}",
+            "rows": [{"candidate": c, "label": cands[c].label if cands.get(c) else c, **obj} for c, obj in entries]}
+
+
+def _lineage(trials: list, cands: dict) -> tuple[list[dict], int]:
+    """Every candidate of the run under its parents (parents outside the run are named, not expanded), and how
+    many candidates have parents."""
+    best_us: dict[str, float] = {}
     for t in trials:
         if t.measurement is not None:
             best_us[t.candidate_id] = min(best_us.get(t.candidate_id, float("inf")), t.measurement.kernel.median_us)
@@ -180,13 +202,14 @@ def build_context(archive: Archive, run_id: str | None = None, *, source: str = 
                 "best_us": best_us.get(cid), "outside": [p for p in (c.parent_ids if c else []) if p not in cands],
                 "children": kids}
     lineage = [node(cid, frozenset()) for cid in children.get(None, [])]
-    with_parents = sum(1 for c in cands.values() if c and c.parent_ids)
+    return lineage, sum(1 for c in cands.values() if c and c.parent_ids)
 
-    # optimisation log: each trial with the strategy's last decision for its workload before it started
+
+def _optimisation_log(archive: Archive, rid: str, trials: list, cands: dict, labels: dict,
+                      interpreter: bool = False) -> list[dict]:
+    """Each trial with the strategy's last decision for its workload before it started, its hypotheses and what
+    its measurement says of them."""
     decisions = [e for e in archive.events(rid) if e["kind"] == "search"]
-    failures = {}
-    for e in archive.events(rid, "failure"):
-        failures.setdefault(e["payload"].get("trial"), e["payload"])
     log, best_before, measured_by = [], {}, {}
     di = 0
     last: dict[str, str] = {}
@@ -200,7 +223,7 @@ def build_context(archive: Archive, run_id: str | None = None, *, source: str = 
         stated, outcomes = _hypotheses(c, rep)
         parents_us = [measured_by[(p, t.workload_id)] for p in (c.parent_ids if c else [])
                       if (p, t.workload_id) in measured_by]
-        measured = _measured_verdict(t, parents_us, best_before.get(t.workload_id), summary["interpreter"])
+        measured = _measured_verdict(t, parents_us, best_before.get(t.workload_id), interpreter)
         if t.measurement is not None:
             us = t.measurement.kernel.median_us
             measured_by[(t.candidate_id, t.workload_id)] = us
@@ -212,17 +235,7 @@ def build_context(archive: Archive, run_id: str | None = None, *, source: str = 
                     "hypotheses": stated, "outcomes": outcomes, "measured": measured,
                     "status": t.verdict.status.value,
                     "kernel_us": t.measurement.kernel.median_us if t.measurement is not None else None})
-    env = run["environment"]
-    return {
-        "title": f"kernelloop report: {summary['op']} ({rid})", "summary": summary, "spec": spec,
-        "source": source, "environment": env, "options": run["options"],
-        "created": _dt.datetime.fromtimestamp(t0, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "progress_svg": figures.progress(series[:64]), "fronts": fronts, "roofline_svg": roof_svg,
-        "roofs": roofs, "by_flops": by_flops, "lineage": lineage, "with_parents": with_parents,
-        "candidates": len(cands), "log": log, "workload_labels": labels, "baseline_names": _baseline_names(summary),
-        "integrity_line": RunIntegrity.model_validate(summary["integrity"]).line(),
-        "max_panels": figures.MAX_PANELS,
-    }
+    return log
 
 
 def _baseline_names(summary: dict) -> list[str]:

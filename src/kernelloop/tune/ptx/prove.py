@@ -152,25 +152,13 @@ def _label(case: ProofCase) -> str:
     return f"{case.workload.label} seed={case.seed} {case.distribution}" + (f" ({case.heldout})" if case.heldout else "")
 
 
-def prove(candidate: PtxCandidate, original_ptx: str, spec: OpSpec, reference_file: Path, executor: Executor,
-          cases: list[ProofCase], *, metadata: dict | None = None, time_it: bool = True, seed: int = 0,
-          sass_changed: Callable[[str], bool] | None = None) -> ProofReport:
-    """Static checks, the differential proof on `cases`, the ordinary verifier, then timing (see the module)."""
-    import triton
-    env = {"triton": triton.__version__, "torch": torch.__version__, "arch": executor.arch,
-           "device": executor.device_name}
-    base = dict(candidate_id=candidate.id, parent_candidate_id=candidate.parent_candidate_id,
-                kernel=candidate.kernel, rule=candidate.rule, executor=executor.name,
-                compare="tolerance" if candidate.reorders_fp else "bitwise", environment=env)
-    edited = edited_ptx(candidate, original_ptx)
-    violations = check_edit(original_ptx, edited, metadata=metadata)
-    if violations:
-        return ProofReport(**base, stage="static", verdict="refused", violations=violations,
-                           message="; ".join(f"{v.rule}: {v.message[:300]}" for v in violations))
-    changed = sass_changed(edited) if sass_changed is not None else None
+def _differential(edited: str, spec: OpSpec, executor: Executor, cases: list[ProofCase], tolerant: bool, base: dict,
+                  changed: bool | None) -> ProofReport | tuple[list[CaseOutcome], list[tuple]]:
+    """The differential proof: on each case the original twice (is it deterministic?) and the edit once, compared
+    bit for bit (within tolerance where the edit reorders floating point or the original is not deterministic).
+    The outcomes and the (case, inputs, edited outputs) it kept, or the report of the first failure."""
     outcomes: list[CaseOutcome] = []
     kept = []
-    tolerant = candidate.reorders_fp
     for case in cases:
         label = _label(case)
         try:
@@ -204,6 +192,29 @@ def prove(candidate: PtxCandidate, original_ptx: str, spec: OpSpec, reference_fi
                                message=f"differs from the original on {label}: {where}")
         outcomes.append(CaseOutcome(index=case.index, label=label, status=status, original_deterministic=deterministic))
         kept.append((case, inputs, out))
+    return outcomes, kept
+
+
+def prove(candidate: PtxCandidate, original_ptx: str, spec: OpSpec, reference_file: Path, executor: Executor,
+          cases: list[ProofCase], *, metadata: dict | None = None, time_it: bool = True, seed: int = 0,
+          sass_changed: Callable[[str], bool] | None = None) -> ProofReport:
+    """Static checks, the differential proof on `cases`, the ordinary verifier, then timing (see the module)."""
+    import triton
+    env = {"triton": triton.__version__, "torch": torch.__version__, "arch": executor.arch,
+           "device": executor.device_name}
+    base = dict(candidate_id=candidate.id, parent_candidate_id=candidate.parent_candidate_id,
+                kernel=candidate.kernel, rule=candidate.rule, executor=executor.name,
+                compare="tolerance" if candidate.reorders_fp else "bitwise", environment=env)
+    edited = edited_ptx(candidate, original_ptx)
+    violations = check_edit(original_ptx, edited, metadata=metadata)
+    if violations:
+        return ProofReport(**base, stage="static", verdict="refused", violations=violations,
+                           message="; ".join(f"{v.rule}: {v.message[:300]}" for v in violations))
+    changed = sass_changed(edited) if sass_changed is not None else None
+    differential = _differential(edited, spec, executor, cases, candidate.reorders_fp, base, changed)
+    if isinstance(differential, ProofReport):
+        return differential
+    outcomes, kept = differential
     if any(o.status == "not_exercised" for o in outcomes if not cases[o.index].heldout) or not kept:
         return ProofReport(**base, stage="differential", verdict="not_exercised", sass_changed=changed,
                            cases=outcomes, message="the edited PTX did not run on the workload's own cases")

@@ -9,7 +9,8 @@
   is expected to have covered 1 % and 95 % of the distance from the space's median to its optimum. 0 is random
   search, 1 is finding the optimum at once, below 0 is worse than random. Here the x-axis is evaluations (the
   package's default is time; a replay has no time axis worth the name), and the range is capped at the budget.
-- `bootstrap_ci`: percentile bootstrap of a statistic over seeds, resampled within each space.
+- `bootstrap_ci`: percentile bootstrap of a statistic over seeds, resampled within each space
+  (`kernelloop.core.bench.stats.bootstrap_interval`, stratified).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import math
 from typing import Callable
 
 import numpy as np
+
+from kernelloop.core.bench.stats import bootstrap_interval
 
 
 def best_so_far(values: list[float | None], budget: int) -> np.ndarray:
@@ -108,10 +111,4 @@ def bootstrap_ci(samples: list[np.ndarray], statistic: Callable[[list[np.ndarray
     `samples` holds one array per space (one entry per seed); each bootstrap replicate resamples the seeds
     of every space independently (a stratified bootstrap), so the spaces stay fixed and the seeds vary.
     """
-    rng = np.random.default_rng(seed)
-    point = statistic(samples)
-    reps = np.empty(n_boot)
-    for b in range(n_boot):
-        reps[b] = statistic([s[rng.integers(0, len(s), len(s))] for s in samples])
-    lo, hi = np.quantile(reps, [(1 - confidence) / 2, 1 - (1 - confidence) / 2])
-    return float(point), float(lo), float(hi)
+    return bootstrap_interval(samples, statistic, resamples=n_boot, confidence=confidence, seed=seed)
