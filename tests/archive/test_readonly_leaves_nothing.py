@@ -1,23 +1,21 @@
 """Reading an archive never writes beside it: `report` (and every read-only open) on a WAL archive leaves no -wal or
 -shm file next to it; with a -wal file already there (a run still writing) its last commits are read."""
 
-import gzip
-import shutil
 from pathlib import Path
 
 from typer.testing import CliRunner
 
+from kernelloop.base.compressed import decompress_to
 from kernelloop.cli.app import app
 from kernelloop.core.archive import Archive
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "archives" / "h200-layernorm-planner.sqlite.gz"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "archives" / "h200-layernorm-planner.sqlite.xz"
 
 
 def _plain_archive(folder: Path) -> Path:
     folder.mkdir()
     path = folder / "archive.sqlite"
-    with gzip.open(FIXTURE, "rb") as src, open(path, "wb") as dst:
-        shutil.copyfileobj(src, dst)
+    decompress_to(FIXTURE, path)
     Archive(path).close()   # opened once for writing: WAL mode, checkpointed and closed (no -wal left)
     assert sorted(p.name for p in folder.iterdir()) == ["archive.sqlite"]
     return path

@@ -68,7 +68,7 @@ def layout(tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("layout")
     pages, html = {}, {}
     for key, name in REPORTS.items():
-        out = write_report(ARCHIVES / f"{name}.sqlite.gz", tmp / f"{name}.html")
+        out = write_report(ARCHIVES / f"{name}.sqlite.xz", tmp / f"{name}.html")
         html[key] = out.read_text()
         pages[key] = tmp / f"{key}-probed.html"
         pages[key].write_text(_with_probe(html[key]))
