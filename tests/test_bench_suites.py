@@ -101,7 +101,7 @@ def test_every_optimize_step_passes_the_commands_checks(bench, monkeypatch, tmp_
     from kernelloop.core.device import device_properties
     from kernelloop.core.spec.space import selected_space
 
-    h200 = {**device_properties("interpret"), "virtual": False, "name": "H200-like (sm_90, 132 SMs)"}
+    h200 = device_properties("interpret").with_(virtual=False, name="H200-like (sm_90, 132 SMs)")
     seen = []
 
     class Checked(RuntimeError):

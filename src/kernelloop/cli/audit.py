@@ -100,10 +100,10 @@ def audit_pruning(
             raise typer.Exit(common.BAD_INPUT)
     import triton
     local = device_properties("cuda") if cuda_available() else None
-    if local is not None and local["capability"][0] * 10 + local["capability"][1] == arch:
+    if local is not None and local.capability[0] * 10 + local.capability[1] == arch:
         props = local
     elif arch == 90:  # the limits of the target a CUDA run would prune for (not the interpreter's view of the space)
-        props = {**VIRTUAL_HOPPER, "virtual": False, "name": "sm_90 limits (ahead-of-time audit, no sm_90 GPU here)"}
+        props = VIRTUAL_HOPPER.with_(virtual=False, name="sm_90 limits (ahead-of-time audit, no sm_90 GPU here)")
     else:
         console.print(f"[red]bad argument:[/red] --arch {esc(arch)}: its device limits are known here only for 90 "
                       f"(or on a host with that GPU)")
@@ -118,7 +118,7 @@ def audit_pruning(
     toolchain = prev.get("triton") if builds is not None else triton.__version__
 
     def write_report(done: list[dict]) -> None:
-        doc = {"op": bundle.spec.name, "arch": arch, "triton": toolchain, "device": props,
+        doc = {"op": bundle.spec.name, "arch": arch, "triton": toolchain, "device": props.model_dump(mode="json"),
                "templates": sorted(templates), "limit": limit, "workloads": done}
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(doc, indent=1, default=str))
@@ -141,7 +141,7 @@ def audit_pruning(
                 raise typer.Exit(common.BAD_INPUT)
             outcomes = [have[config_key(c)] for c in configs]
         else:
-            outcomes = build_configs(bundle.spec, files, w, configs, arch=arch, sm_count=props["sm_count"],
+            outcomes = build_configs(bundle.spec, files, w, configs, arch=arch, sm_count=props.sm_count,
                                      jobs=jobs or os.cpu_count() or 1, timeout_s=timeout, progress=progress)
         rep = audit(templates, w, props, outcomes)
         rep.update(workload_id=w.id, axes=w.axes, dtype=w.dtype.value)

@@ -120,7 +120,7 @@ def optimize(
     if as_json:
         print(summary.model_dump_json(indent=2))
     else:
-        render(summary.model_dump(mode="json"), console)
+        render(summary, console)
         console.print(f"stopped: {esc(result.stop_reason)} ({result.evaluated} trials evaluated, {result.replayed} "
                       f"replayed from the archive)")
         console.print(f"run folder: {esc(plan.run_dir)}  (kernelloop show {esc(plan.run_dir)})")

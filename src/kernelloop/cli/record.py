@@ -118,7 +118,7 @@ def record(
     policy, _ = policies_for(device)
     env = environment(device)
     doc = {"format": FORMAT, "name": f"{bundle.spec.name}-{device}", "op": bundle.spec.name, "objective": "kernel_us",
-           "device": props, "environment": env.model_dump(mode="json"), "timing_policy": policy.model_dump(mode="json"),
+           "device": props.model_dump(mode="json"), "environment": env.model_dump(mode="json"), "timing_policy": policy.model_dump(mode="json"),
            "params": sorted({k for c in configs.values() for k in c}),
            "workloads": [{"id": w.id, "label": w.label, "axes": w.axes, "dtype": w.dtype.value, "weight": w.weight}
                          for w in wls],

@@ -28,20 +28,20 @@ from typing import Callable, Sequence
 from pydantic import ValidationError
 
 from ..base.records import Status, Trial, Workload
-from ..base.records.device import Device
+from ..base.records.device import KINDS, Device, DeviceKind
 from ..base.records.run import RunResult, Throughput
 from ..base.records.summary import BestSummary, FrontEntry, RunSummary, WorkloadSummary
 from ..tune.search import DEFAULT_STRATEGY
 from ..base.usage import UsageError, usage_error
 
-DEVICES = ("cuda", "interpret")
+DEVICES = KINDS
 
 
 def resolve_device(device: str | None) -> str:
     """`cuda` or `interpret` (a records.Device's text); None means cuda when a GPU is present, else the Triton
     interpreter."""
     from ..core.device import cuda_available
-    dev = device or ("cuda" if cuda_available() else "interpret")
+    dev = device or (DeviceKind.CUDA if cuda_available() else DeviceKind.INTERPRET).value
     try:
         parsed = Device.of(dev)
     except ValueError:
@@ -244,10 +244,7 @@ def default_run_dir(op_name: str) -> Path:
 def summarize(archive, run_id: str | None = None, run_dir: str | Path | None = None) -> RunSummary:
     """The summary record of a run in an open `Archive` (its first run unless `run_id` names one)."""
     from .report.summary import run_summary
-    data = run_summary(archive, run_id)
-    if run_dir is not None:
-        data["run_dir"] = str(run_dir)
-    return RunSummary.model_validate(data)
+    return run_summary(archive, run_id, str(run_dir) if run_dir is not None else None)
 
 
 def archive_file(path: str | Path) -> Path:
