@@ -32,8 +32,8 @@ def optimize(
         help="N evaluations per workload, a duration (90s, 10m), GPU time (gpu:300s, gpu:5m: the trials' compile "
              "+ verification + timing seconds as measured), or several: '40,10m,gpu:5m', whichever is spent first "
              "(default: 24 on cuda, 8 in the interpreter).")] = None,
-    gpu_budget: Annotated[Optional[float], typer.Option(
-        min=0.001, help="GPU seconds, the same as a 'gpu:Ns' part of --budget.")] = None,
+    gpu_seconds: Annotated[Optional[float], typer.Option(
+        "--gpu-budget", min=0.001, help="GPU seconds, the same as a 'gpu:Ns' part of --budget.")] = None,
     screen_samples: Annotated[Optional[int], typer.Option(
         "--screen", min=3, help="Time a candidate the search's model does not rank in its best third with this many samples "
                     "first; full timing only when it could win (within 5 % of the best) or successive halving "
@@ -52,8 +52,8 @@ def optimize(
         "--profile-timeout", min=1, help="Planner only: seconds one Nsight Compute run may take.")] = 300.0,
     templates: Annotated[Optional[list[str]], typer.Option(
         "--template", help="Search only this template of the spec (repeatable; default: every template).")] = None,
-    fix: Annotated[Optional[str], typer.Option(
-        help="Pin parameters, e.g. 'BLOCK_N=4096,ROWS=1': only templates that have them, only configurations with "
+    fixed: Annotated[Optional[str], typer.Option(
+        "--fix", help="Pin parameters, e.g. 'BLOCK_N=4096,ROWS=1': only templates that have them, only configurations with "
              "these values.")] = None,
     baselines: Annotated[Optional[list[str]], typer.Option(
         "--baseline", help="Confirm the winners against only this baseline (repeatable): eager, torch.compile, copy, copy-kernel "
@@ -100,8 +100,8 @@ def optimize(
     try:
         bundle = load_op(common.resolve_op(spec))
         plan = api.plan(bundle, common.resolve_path(workloads), budget, device, strategy, out=out,
-                        gpu_budget=gpu_budget, screen_samples=screen_samples, seed=seed, checks=checks,
-                        confirm=not no_confirm, sanitize=sanitize, templates=templates, baselines=baselines, fix=fix,
+                        gpu_seconds=gpu_seconds, screen_samples=screen_samples, seed=seed, checks=checks,
+                        confirm=not no_confirm, sanitize=sanitize, templates=templates, baselines=baselines, fixed=fixed,
                         prior=prior, start=start, profile_timeout_s=profile_timeout_s, resume=resume,
                         devices=devices, executor=executor, in_flight=in_flight, build_jobs=build_jobs, gate=gate,
                         names=CLI_NAMES)

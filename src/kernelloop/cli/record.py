@@ -38,11 +38,11 @@ def record(
     shard: Annotated[Optional[str], typer.Option(
         help="I/N: measure only every N-th configuration from the I-th (0-based), e.g. one shard per GPU; "
              "`kernelloop.tune.replay.merge_spaces` (and benchmarks/planner_vs_exhaustive.py) join the shard files.")] = None,
-    template: Annotated[Optional[list[str]], typer.Option(
-        help="Record only this template of the spec (repeatable; default: every template).")] = None,
-    fix: Annotated[Optional[str], typer.Option(
-        help="Pin parameters, e.g. 'TMA=1,GROUP_M=8': record only the configurations with these values (and "
-             "only templates having these parameters), as `optimize --fix` searches them.")] = None,
+    templates: Annotated[Optional[list[str]], typer.Option(
+        "--template", help="Record only this template of the spec (repeatable; default: every template).")] = None,
+    fixed_text: Annotated[Optional[str], typer.Option(
+        "--fix", help="Pin parameters, e.g. 'TMA=1,GROUP_M=8': record only the configurations with these values "
+                      "(and only templates having these parameters), as `optimize --fix` searches them.")] = None,
     configs_file: Annotated[Optional[Path], typer.Option("--configs", help=(
         "Record exactly these configurations, pruned or not: a JSON file with a list of configurations (each with "
         "its \"template\") or {\"configs\": {WORKLOAD_ID: [...]}} as `audit-pruning --configs-out` writes it; "
@@ -68,9 +68,9 @@ def record(
         wls = load_workloads(wl_file, bundle.spec)
     except SpecError as e:
         common.spec_error(console, e, spec)
-    common.require_templates(bundle, template, console)
+    common.require_templates(bundle, templates, console)
     try:
-        fixed = common.fixed_parameters(fix, bundle, template)
+        fixed = common.fixed_parameters(fixed_text, bundle, templates)
     except typer.BadParameter as e:
         console.print(f"[red]bad argument:[/red] {esc(e)}")
         raise typer.Exit(common.BAD_INPUT)
@@ -87,7 +87,7 @@ def record(
     props = device_properties(device)
     valid: dict[str, set[str]] = {}
     configs: dict[str, dict] = {}
-    if configs_file is not None and (template or fix):
+    if configs_file is not None and (templates or fixed_text):
         console.print("[red]bad argument:[/red] --configs lists the configurations itself: not with --template or --fix")
         raise typer.Exit(common.BAD_INPUT)
     if configs_file is not None:
@@ -103,13 +103,13 @@ def record(
                 valid[w.id].add(config_key(cfg))
     for w in wls if configs_file is None else ():
         valid[w.id] = set()
-        for _, kept, _ in selected_space(bundle.spec.templates, w, props, template or None, fixed):
+        for _, kept, _ in selected_space(bundle.spec.templates, w, props, templates or None, fixed):
             for cfg in kept:
                 configs.setdefault(config_key(cfg), cfg)
                 valid[w.id].add(config_key(cfg))
     if not configs:
         console.print(f"[red]bad input:[/red] no configuration of {esc(bundle.spec.name)}'s templates survives pruning"
-                      f"{' with --fix ' + fix if fix else ''} on "
+                      f"{' with --fix ' + fixed_text if fixed_text else ''} on "
                       f"{', '.join(w.label for w in wls)}: nothing to record")
         raise typer.Exit(common.BAD_INPUT)
     keys = list(configs)[:limit] if limit else list(configs)
@@ -123,7 +123,7 @@ def record(
            "workloads": [{"id": w.id, "label": w.label, "axes": w.axes, "dtype": w.dtype.value, "weight": w.weight}
                          for w in wls],
            "records": [], "planned": len(keys), "complete": False, **({"shard": list(part)} if part is not None else {}),
-           **({"templates": sorted(set(template))} if template else {}), **({"fixed": fixed} if fixed else {}),
+           **({"templates": sorted(set(templates))} if templates else {}), **({"fixed": fixed} if fixed else {}),
            **({"configs_file": configs_file.name, "unpruned": True} if configs_file is not None else {})}
     records: list[dict] = []
     if resume and out.is_file():
