@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ...base.records import Workload
 from ...base.records.device import Device
+from ...base.records.events import PruneEvent, SanitizeEvent
 from ...base.records.summary import (BaselineSummary, BestSummary, ConfirmedSummary, CostSummary, FailedTrial,
                                      FailureGroup, FrontEntry, HypothesisSummary, MeasurementSummary, PruneSummary,
                                      RunnerUp, RunSummary, SanitizerCheck, WorkloadSummary)
@@ -40,7 +41,8 @@ def run_summary(archive: Archive, run_id: str | None = None, run_dir: str | None
                           wall_s=sum(t.costs.wall_s for t in trials),
                           profile_s=sum(e.get("seconds", 0.0) for e in evidence) if planner else None),
         throughput=throughput(archive, rid),
-        pruning=[PruneSummary.model_validate(e["payload"]) for e in archive.events(rid, "prune")],
+        pruning=[PruneSummary.model_validate(e.payload.model_dump() if isinstance(e.event, PruneEvent) else e.payload)
+                 for e in archive.event_records(rid, "prune")],
         workloads=workloads,
         failures=failure_groups(archive, rid, trials),
         llm=_llm_section(archive, rid, trials),
@@ -54,7 +56,8 @@ def workload_summaries(archive: Archive, run: dict, trials: list, planner: bool)
     the planner, how its hypotheses fared."""
     from ...tune.select.sanitize import SANITIZE_EVENT, rejected, without_rejected
     rid = run["id"]
-    checks = [SanitizerCheck.model_validate(e["payload"]) for e in archive.events(rid, SANITIZE_EVENT)]
+    checks = [SanitizerCheck.model_validate(e.event.payload if isinstance(e.event, SanitizeEvent) else e.payload)
+              for e in archive.event_records(rid, SANITIZE_EVENT)]
     usable = without_rejected(trials, rejected(archive, rid))   # compute-sanitizer's findings are REJECTED
     best = best_per_workload(usable)
     second = runner_up_per_workload(usable)
