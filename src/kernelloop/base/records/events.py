@@ -4,9 +4,9 @@ An event is `{kind, payload}`: `kind` is the archive's `events.kind` column, `pa
 writes an `Event` (or a kind and a mapping, validated through the union first); `Archive.event_records` reads each row
 back through it (`read_event`). Two fallbacks keep every archive readable:
 
-- a kind the union does not know (`gate` and `gap`, whose payloads are `tune/gate`'s `GateDecision` and
-  `tune/gaps`' `CapabilityGap`, validated by those packages; the LLM proposer's `llm-*` notes; kinds an extension
-  writes) is an `OtherEvent` holding its payload as written;
+- a kind the union does not know is an `OtherEvent` holding its payload as written: `gate` and `capability-gap`
+  (their payloads are `tune/gate`'s `GateDecision` and `tune/gaps`' `CapabilityGap`, validated by those packages,
+  which sit above this floor), the LLM proposer's `llm-*` notes, kinds an extension writes;
 - a payload of a known kind that does not fit its record (written by an older kernelloop) reads back as an
   `OtherEvent` too, so an old archive still loads; writing one is refused.
 

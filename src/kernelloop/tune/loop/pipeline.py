@@ -36,7 +36,7 @@ def default_steps(device: Device, properties: DeviceProperties, static_rules: bo
         steps.append(static_gate)
     if device.is_cuda:
         major, minor = properties.capability
-        steps.append(TritonCompile(arch=int(major) * 10 + int(minor), sm_count=int(properties.get("sm_count", 132)),
+        steps.append(TritonCompile(arch=int(major) * 10 + int(minor), sm_count=properties.sm_count,
                                    folder=folder, timeout_s=timeout_s))
         if static_gate is not None:
             steps.append(static_gate.build_check)

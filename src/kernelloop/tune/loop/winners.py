@@ -13,7 +13,7 @@ from ...base.records import Trial, Workload
 from ...base.records.events import ConfirmFailedEvent, ConfirmFailedPayload, SanitizeEvent
 from ..select.confirm import ConfirmFailure, confirm_across_processes, timed_check
 from ..select.pareto import best_per_workload, front_for_workload
-from ..select.sanitize import (SANITIZE_EVENT, SANITIZE_TRIES, Sanitizer, default_sanitizer, event_payload, off,
+from ..select.sanitize import (SANITIZE_TRIES, Sanitizer, default_sanitizer, event_payload, off,
                                rejected, sanitize_candidate, without_rejected)
 from ...core.spec import OpBundle
 from ...base import pyast
