@@ -117,7 +117,7 @@ def test_every_optimize_step_passes_the_commands_checks(bench, monkeypatch, tmp_
         raise Checked("arguments checked")
 
     monkeypatch.setattr(kernelloop.core.device, "cuda_available", lambda: True)
-    monkeypatch.setattr(kernelloop.core.device, "device_properties", lambda device: dict(h200))  # the pre-run space check
+    monkeypatch.setattr(kernelloop.core.device, "device_properties", lambda device: h200)  # the pre-run space check
     import kernelloop.tune.loop as entry
     monkeypatch.setattr(entry, "run", fake_run)
     monkeypatch.chdir(ROOT)
