@@ -182,7 +182,7 @@ def main() -> int:
     try:
         result = fuse(model, examples, out=work, budget=int(args.budget) if args.budget.isdigit() else args.budget,
                       device=args.device, strategy="exhaustive", table=out / "patterns.sqlite",
-                      confirm=False, sanitize=False, jobs=1, fix=GPU_FIX if args.device == "cuda" else None,
+                      confirm=False, sanitize=False, jobs=1, fixed=GPU_FIX if args.device == "cuda" else None,
                       rounds=args.rounds, calls=args.calls, liger=not args.no_liger,
                       contributions=not args.no_contributions, on_note=note)
         r = result.report

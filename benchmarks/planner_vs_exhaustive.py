@@ -71,6 +71,7 @@ def exhaustive_reference(path: Path | list[Path], workload: str | None) -> dict:
     if isinstance(path, list) and len(path) == 1:
         path = path[0]
     if not isinstance(path, list) and _is_archive(path):
+        from kernelloop.base.records.device import DeviceProperties
         from kernelloop.core.device import VIRTUAL_HOPPER
         from kernelloop.core.spec.space import prune
         with Archive(_archive_path(path)) as a:
@@ -82,7 +83,8 @@ def exhaustive_reference(path: Path | list[Path], workload: str | None) -> dict:
                 raise SystemExit(f"{path}: no passing trial on {w.label}")
             best = min(passed, key=lambda t: t.measurement.kernel.median_us)
             spec = OpSpec.model_validate(run["spec"])
-            props = run["environment"].get("properties") or VIRTUAL_HOPPER
+            archived = run["environment"].get("properties")
+            props = DeviceProperties.model_validate(archived) if archived else VIRTUAL_HOPPER
             size = sum(len(prune(t, w, props)[0]) for t in spec.templates)
             env = run["environment"]
             return {"source": "run archive", "path": str(path), "run": run["id"],

@@ -88,8 +88,10 @@ def compare(real_path: Path, space_paths: list[Path], seeds: int = 20, within: f
     opts = run["options"]
     shards = [load_space(p, workload=w.id) for p in space_paths]
     recorded = merge_spaces(shards)
+    from kernelloop.base.records.device import DeviceProperties
     from kernelloop.core.device import VIRTUAL_HOPPER
-    props = run["environment"].get("properties") or VIRTUAL_HOPPER     # what the controller pruned with
+    archived = run["environment"].get("properties")   # what the controller pruned with
+    props = DeviceProperties.model_validate(archived) if archived else VIRTUAL_HOPPER
     space = ordered_space(recorded, real["spec"], w, props, opts.get("templates"), opts.get("fixed"))
     strategy, seed = opts["strategy"], derive_seed(opts.get("seed", 0), w.id)
     steps = real["steps"]

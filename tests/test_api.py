@@ -224,8 +224,10 @@ def test_code_without_a_file_like_a_notebook_cell(how, callers):
     ({"op": "layernorm", "baselines": ["magic"]}, api.UsageError, r"baseline 'magic': choose from eager"),
     ({"op": "layernorm", "resume": True}, api.UsageError, r"resume=True needs out"),
     ({"op": "layernorm", "workloads": []}, api.UsageError, r"the list is empty"),
-    ({"op": "layernorm", "fix": {"BLOCK_N": 3}}, api.UsageError, r"fix .*no template of layernorm has"),
-    ({"op": "layernorm", "fix": "BLOCK_N"}, api.UsageError, r"fix item 'BLOCK_N': expected NAME=VALUE"),
+    ({"op": "layernorm", "fixed": {"BLOCK_N": 3}}, api.UsageError, r"fixed .*no template of layernorm has"),
+    ({"op": "layernorm", "fixed": "BLOCK_N"}, api.UsageError, r"fixed item 'BLOCK_N': expected NAME=VALUE"),
+    ({"op": "layernorm", "budget": "gpu:30s", "gpu_seconds": 30}, api.UsageError,
+     r"GPU budget is given twice \(gpu_seconds and a 'gpu:' part of budget\)"),
     ({"op": "layernorm", "start": "ROWS=1"}, api.UsageError, r"start is only used by strategy planner"),
     ({"op": "layernorm", "strategy": "random", "prior": ["x.json"]}, api.UsageError,
      r"prior is only used by strategy .*staged"),
@@ -259,11 +261,28 @@ def test_check_space_names_the_workloads_left_with_nothing_and_why():
 def test_pinned_parameters_hold_for_every_trial(tmp_path):
     w = _small_workloads()[:1]
     run = kernelloop.optimize("layernorm", workloads=w, budget=2, device="interpret", out=tmp_path / "run",
-                              fix={"ROWS": 1, "num_warps": 2}, confirm=False)
+                              fixed={"ROWS": 1, "num_warps": 2}, confirm=False)
     from kernelloop.core.archive import Archive
     with Archive(run.path) as a:
         configs = [a.get_candidate(t.candidate_id).config for t in run.trials()]
     assert len(configs) == 2 and all(c["ROWS"] == 1 and c["num_warps"] == 2 for c in configs)
+
+
+def test_the_old_keywords_still_work_with_a_deprecation_warning(tmp_path):
+    """`fix` and `gpu_budget` (the names docs/api.md published before each setting had one name) still reach the
+    same setting, with a DeprecationWarning; under both names, or a keyword that never was one, they are refused."""
+    w = _small_workloads()[:1]
+    with pytest.warns(DeprecationWarning, match=r"fix=\.\.\.\) is deprecated: use fixed"), \
+            pytest.warns(DeprecationWarning, match=r"gpu_budget=\.\.\.\) is deprecated: use gpu_seconds"):
+        p = api.plan("layernorm", w, 2, "interpret", fix={"ROWS": 1}, gpu_budget=30)
+    assert p.options.fixed == {"ROWS": "1"} and p.options.budget.gpu_seconds == 30.0
+    with pytest.warns(DeprecationWarning), pytest.raises(api.UsageError, match="fix and fixed are one setting"):
+        api.plan("layernorm", w, 2, "interpret", fix={"ROWS": 1}, fixed={"ROWS": 1})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'fixes'"):
+        kernelloop.optimize("layernorm", w, 2, "interpret", out=tmp_path / "never", fixes={"ROWS": 1})
+    with pytest.warns(DeprecationWarning, match="optimize\\(fix="), pytest.raises(api.UsageError, match="fixed item"):
+        kernelloop.optimize("layernorm", w, 2, "interpret", out=tmp_path / "never", fix="ROWS")
+    assert not (tmp_path / "never").exists()
 
 
 def test_missing_run_path(tmp_path):

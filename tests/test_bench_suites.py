@@ -101,7 +101,7 @@ def test_every_optimize_step_passes_the_commands_checks(bench, monkeypatch, tmp_
     from kernelloop.core.device import device_properties
     from kernelloop.core.spec.space import selected_space
 
-    h200 = {**device_properties("interpret"), "virtual": False, "name": "H200-like (sm_90, 132 SMs)"}
+    h200 = device_properties("interpret").with_(virtual=False, name="H200-like (sm_90, 132 SMs)")
     seen = []
 
     class Checked(RuntimeError):
@@ -117,7 +117,7 @@ def test_every_optimize_step_passes_the_commands_checks(bench, monkeypatch, tmp_
         raise Checked("arguments checked")
 
     monkeypatch.setattr(kernelloop.core.device, "cuda_available", lambda: True)
-    monkeypatch.setattr(kernelloop.core.device, "device_properties", lambda device: dict(h200))  # the pre-run space check
+    monkeypatch.setattr(kernelloop.core.device, "device_properties", lambda device: h200)  # the pre-run space check
     import kernelloop.tune.loop as entry
     monkeypatch.setattr(entry, "run", fake_run)
     monkeypatch.chdir(ROOT)

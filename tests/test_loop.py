@@ -103,7 +103,7 @@ def test_run_survives_every_fault_and_confirms_the_honest_winner(faulty_op, tmp_
             assert by_mode[mode].verdict.case.startswith(w.label + " check 0"), by_mode[mode].verdict
         assert "during build (first call, case 0)" in by_mode["segv"].verdict.message
         summary = run_summary(a)
-    groups = {g["reason"]: g for g in summary["failures"]}
+    groups = {g.reason: g.model_dump(mode="json") for g in summary.failures}
     assert set(groups) == {"raised RuntimeError", "timeout", "killed by SIGSEGV", "values outside tolerance"}
     assert all(g["count"] == 1 for g in groups.values())
     (segv,) = groups["killed by SIGSEGV"]["trials"]

@@ -151,12 +151,12 @@ def test_resume_reuses_archived_evidence_and_show_reports_the_hit_rate(planner_r
     assert [e["outcomes"]["refuted"] >= 1 for e in ev] == [False, True, True]
     with Archive(run_dir / "archive.sqlite") as a:
         summary = run_summary(a)
-    h = summary["workloads"][0]["hypotheses"]
+    h = summary.workloads[0].hypotheses.model_dump(mode="json")
     decided = h["confirmed"] + h["refuted"]
     assert h["trials"] == 2 and decided == 4 and h["inconclusive"] == 0 and h["profiled"] == 3
     assert h["by_metric"]["sol_compute_pct"] == {"confirmed": 0, "refuted": 2, "inconclusive": 0}
     assert h["hit_rate"] == pytest.approx(h["confirmed"] / 4)
-    assert summary["costs"]["profile_s"] == pytest.approx(sum(e["seconds"] for e in ev))
+    assert summary.costs.profile_s == pytest.approx(sum(e["seconds"] for e in ev))
     table = runner.invoke(app, ["show", str(run_dir)])
     assert table.exit_code == 0 and "planner hypotheses" in table.stdout
     shown = json.loads(runner.invoke(app, ["show", str(run_dir), "--json"]).stdout)

@@ -15,6 +15,7 @@ import pytest
 
 from kernelloop.core.archive import Archive, ArchiveError, LATEST_VERSION, MIGRATIONS, Migration
 from kernelloop.core.archive.schema import migrate
+from kernelloop.core.device import VIRTUAL_HOPPER
 from kernelloop.base.records import (
     Axis, BuildArtifact, BuildFailure, Candidate, Costs, Environment, ErrorMetrics, Measurement, OpSpec,
     ParamSpace, Ratio, Stats, Status, TemplateSpec, TensorSpec, TimingPolicy, Tolerance, Trial, Verdict, Workload,
@@ -57,7 +58,8 @@ def make_spec() -> OpSpec:
 
 def make_env() -> Environment:
     return Environment(device="cuda", gpu="NVIDIA H200", driver="560.35", cuda="12.4", torch="2.5.1",
-                       triton="3.1.0", python="3.11.7", host="node-1", properties={"sm_count": 132})
+                       triton="3.1.0", python="3.11.7", host="node-1",
+                       properties=VIRTUAL_HOPPER.with_(virtual=False, name="NVIDIA H200"))
 
 
 def make_candidate(variant: int = 0, parents: list[str] | None = None, pad: int = 0) -> Candidate:

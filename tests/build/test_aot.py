@@ -92,7 +92,7 @@ def test_a_hanging_build_is_stopped_and_the_rest_still_build(setup):
 
 
 def test_launch_limits_name_each_limit_a_kernel_breaks():
-    props = dict(VIRTUAL_HOPPER)
+    props = VIRTUAL_HOPPER
     o = BuildOutcome(template="t", config={}, status=BUILT, kernels=[
         {"name": "a", "shared": 232448, "num_warps": 32, "REG": 64},                 # fits exactly
         {"name": "b", "shared": 232449, "num_warps": 8, "REG": 255},                # one byte over

@@ -101,6 +101,7 @@ def test_bad_budget_and_missing_run(tmp_path):
     twice = runner.invoke(app, ["optimize", "softmax", "--budget", "4,gpu:30s", "--gpu-budget", "30",
                                 "--device", "interpret"])
     assert twice.exit_code == common.BAD_INPUT and "given twice" in twice.output
+    assert "(--gpu-budget and a 'gpu:' part of --budget)" in twice.output   # the flags' names, one setting inside
     few = runner.invoke(app, ["optimize", "softmax", "--screen", "2", "--device", "interpret"])
     assert few.exit_code != 0 and "--screen" in few.output     # a screen needs at least 3 samples
 

@@ -13,6 +13,7 @@ import kernelloop.cli.optimize as optimize_cli
 from kernelloop.base.builtin import ops_dir
 from kernelloop.cli import common
 from kernelloop.cli.app import app
+from kernelloop.base.records.summary import RunSummary
 from kernelloop.deliver.report.terminal import render
 
 runner = CliRunner()
@@ -78,7 +79,7 @@ def test_summary_has_the_runner_up_and_whether_the_intervals_overlap(run):
 
 def _rendered(summary: dict) -> str:
     c = Console(record=True, width=200)
-    render(summary, c)
+    render(RunSummary.model_validate(summary), c)   # the JSON `show --json` printed reads back as the record
     return c.export_text()
 
 

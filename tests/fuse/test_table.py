@@ -73,3 +73,12 @@ def test_conditions():
     assert "fp16" in c.unmet("fp16", {"eps": 1e-6}, ok, "sha")
     assert "N % 16 == 0" in c.unmet("bf16", {"eps": 1e-6}, [{"M": 16, "N": 72}], "sha")
     assert "axes" in c.unmet("bf16", {"eps": 1e-6}, [{"M": 16}], "sha")
+
+
+
+def test_evidence_device_is_a_device_record_stored_as_its_text():
+    ev = _ev("interpret", None)
+    assert ev.device.is_interpret and not ev.device.is_cuda and ev.speed == "not measured"
+    assert ev.model_dump(mode="json")["device"] == "interpret" and Evidence.model_validate_json(ev.to_json()) == ev
+    gpu = _ev("cuda", "FASTER")
+    assert gpu.device.is_cuda and gpu.speed == "FASTER"

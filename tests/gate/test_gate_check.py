@@ -6,6 +6,7 @@ import pytest
 
 from kernelloop.base.builtin import ops_dir
 from kernelloop.tune.gate import Budget, check_build, gate, gate_candidate
+from kernelloop.tune.gate.check import HOPPER
 from kernelloop.base.records import Candidate, Workload
 from kernelloop.tune.schedule.library import gluon_ws
 from kernelloop.tune.schedule.lower import lower
@@ -66,8 +67,8 @@ def test_the_config_binds_the_epilogue():
 
 
 def test_build_checks_against_device_and_budget():
-    lim = {"shared_per_block_optin": 232448, "shared_per_sm": 233472, "max_threads_per_block": 1024,
-           "regs_per_sm": 65536, "max_threads_per_sm": 2048}
+    lim = HOPPER.with_(shared_per_block_optin=232448, shared_per_sm=233472, max_threads_per_block=1024,
+                       regs_per_sm=65536, max_threads_per_sm=2048)
     ok = BuildOutcome(template="t", config={}, status="built", kernels=[kernel()])
     found, res = check_build(ok, lim, None)
     assert found == [] and res.ctas_per_sm == 1 and res.registers == 168

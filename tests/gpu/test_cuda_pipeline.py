@@ -15,7 +15,7 @@ pytestmark = pytest.mark.gpu
 def test_a_cuda_search_verifies_and_times_through_the_pipeline(layernorm, tmp_path):
     w = Workload(op="layernorm", axes={"M": 4096, "N": 4096}, dtype="fp16")
     run = optimize(layernorm.folder, [w], budget=3, device="cuda", strategy="exhaustive", out=tmp_path / "run",
-                   templates=["rowwise"], fix="BLOCK_N=4096,ROWS=1,EVICT_FIRST=0,STREAM_STORE=0", confirm=False,
+                   templates=["rowwise"], fixed="BLOCK_N=4096,ROWS=1,EVICT_FIRST=0,STREAM_STORE=0", confirm=False,
                    sanitize=False, in_flight=2, devices=1)
     trials = run.trials()
     assert len(trials) == 3

@@ -4,6 +4,7 @@ import textwrap
 
 import pytest
 
+from kernelloop.base.records.device import DeviceProperties
 from kernelloop.core.device import VIRTUAL_HOPPER
 from kernelloop.tune.knowledge import EVIDENCE_NAMES, KnowledgeError, check_fact, load_file, load_knowledge
 from kernelloop.tune.knowledge.loader import default_dir
@@ -27,24 +28,24 @@ def test_shipped_knowledge_loads(kb):
     assert all(i.startswith("E-") for i in kb.experience) and all(i.startswith("F-") for i in kb.facts)  # apart
 
 
-H200 = {"name": "NVIDIA H200", "virtual": False, "sm_count": 132, "capability": [9, 0], "shared_per_sm": 233472,
-        "shared_per_block_optin": 232448, "regs_per_sm": 65536, "max_threads_per_sm": 2048,
-        "max_threads_per_block": 1024, "max_regs_per_thread": 255, "warp_size": 32, "l2_bytes": 62914560,
-        "total_memory": 150_000_000_000}
+H200 = DeviceProperties(name="NVIDIA H200", virtual=False, sm_count=132, capability=(9, 0), shared_per_sm=233472,
+                        shared_per_block_optin=232448, regs_per_sm=65536, max_threads_per_sm=2048,
+                        max_threads_per_block=1024, max_regs_per_thread=255, warp_size=32, l2_bytes=62914560,
+                        total_memory=150_000_000_000)
 
 
 def test_fact_checks(kb):
     statuses = {f.id: check_fact(f, H200, {"copy_gbps": 3350.0}).status for f in kb.facts.values()}
     assert set(statuses.values()) == {"holds"}
-    wrong = check_fact(kb.facts["F-SM90-SMEM-PER-SM"], {**H200, "shared_per_sm": 101376})
+    wrong = check_fact(kb.facts["F-SM90-SMEM-PER-SM"], H200.with_(shared_per_sm=101376))
     assert wrong.status == "violated" and "101376" in wrong.note
     assert check_fact(kb.facts["F-H200-COPY-BANDWIDTH"], H200, {"copy_gbps": 2100.0}).status == "violated"
     assert check_fact(kb.facts["F-H200-COPY-BANDWIDTH"], H200).status == "unknown"   # not measured yet
-    a100 = {**H200, "name": "NVIDIA A100-SXM4-80GB", "capability": [8, 0]}
+    a100 = H200.with_(name="NVIDIA A100-SXM4-80GB", capability=[8, 0])
     assert check_fact(kb.facts["F-H200-SM-COUNT"], a100).status == "not-applicable"
     assert check_fact(kb.facts["F-SM90-REGS-PER-SM"], a100).status == "not-applicable"
     assert check_fact(kb.facts["F-H200-SM-COUNT"], VIRTUAL_HOPPER).status == "unknown"
-    assert check_fact(kb.facts["F-H200-L2"], {**H200, "l2_bytes": 50 << 20}).status == "violated"
+    assert check_fact(kb.facts["F-H200-L2"], H200.with_(l2_bytes=50 << 20)).status == "violated"
 
 
 GOOD_FACT = """

@@ -28,7 +28,7 @@ from kernelloop.core.verify.compare import check_outputs, error_metrics  # noqa:
 from kernelloop.core.verify.rules import check_source  # noqa: E402
 
 OPS = ["attention", "attention_causal"]
-H200 = {**VIRTUAL_HOPPER, "virtual": False, "name": "H200 (limits of sm_90)"}
+H200 = VIRTUAL_HOPPER.with_(virtual=False, name="H200 (limits of sm_90)")
 BUNDLES = {op: load_op(ops_dir() / op) for op in OPS}
 # Rows past S in the last q tile divide by a row sum built on zero (or neighbouring) rows; numpy may warn
 # about it in the interpreter. Nothing of it reaches memory (the guard rows below stay poisoned).
@@ -103,7 +103,7 @@ def test_pruning_keeps_a_space_for_every_workload(op):
             assert props is H200 or all(c["USE_TMA"] != 2 for c in kept)
             assert w.axes["HKV"] < w.axes["H"] or all(c["KV_ORDER"] != 1 for c in kept)
     # on a Blackwell-class device it is kept, with host descriptors only
-    blackwell = {**H200, "capability": [10, 0]}
+    blackwell = H200.with_(capability=[10, 0])
     kept, _ = prune(template, _workload(op, 8, 8, 8, 4096, 128, "fp16"), blackwell)
     assert any(c["WARP_SPEC"] for c in kept) and all(c["USE_TMA"] == 1 for c in kept if c["WARP_SPEC"])
     # GQA validity lives in the template: kv heads that do not divide q heads leave nothing to try

@@ -26,7 +26,7 @@ from kernelloop.core.spec.space import prune, why_pruned, workload_names
 
 ROOT = Path(__file__).resolve().parents[2]
 ATTENTION = ops_dir() / "attention"
-HOPPER = {**VIRTUAL_HOPPER, "virtual": False}
+HOPPER = VIRTUAL_HOPPER.with_(virtual=False)
 OPS = ["attention", "attention_causal"]
 pytestmark = pytest.mark.timeout(300)
 
@@ -66,7 +66,7 @@ def test_space_is_sm90_only_and_fits_shared_memory(op):
         assert stages == ({2, 3} if w.axes["D"] == 128 else {2, 3, 4, 5}), (w.axes, stages)
         assert not prune(t, w, VIRTUAL_HOPPER)[0], "Gluon has no interpreter: nothing to run there"
         for cc in ([8, 0], [10, 0]):
-            assert not prune(t, w, {**HOPPER, "capability": cc})[0], "warpgroup MMA is sm_90's alone"
+            assert not prune(t, w, HOPPER.with_(capability=cc))[0], "warpgroup MMA is sm_90's alone"
     seed = _w(op, 8, 8, 8, 4096, 128)
     assert "shared" in why_pruned(t, seed, HOPPER, _cfg(op, stages=4))
     assert "kv block wider" in why_pruned(t, _w(op, 1, 2, 2, 50, 64), HOPPER, _cfg(op))
@@ -156,7 +156,7 @@ def test_pruned_space_builds_for_sm90_within_the_estimates(op, w):
         assert o.status == BUILT, (cfg, o.error[-800:])
         est = _estimate(t, names, cfg)
         assert 0 <= est["shared"] - o.shared_bytes <= 512, (cfg, est["shared"], o.shared_bytes)
-        assert o.shared_bytes <= HOPPER["shared_per_block_optin"]
+        assert o.shared_bytes <= HOPPER.shared_per_block_optin
         assert o.threads == evaluate_expression(t.resources.threads, {**names, **cfg}) == 384
         assert o.registers == _module().max_registers() <= est["regs"]
         if cfg["PERSISTENT"] and cfg["CAUSAL"]:

@@ -327,7 +327,7 @@ def smem_estimate(cfg: dict, elem: int) -> int:
     return stages * (cfg["BLOCK_M"] * cfg["BLOCK_K"] + cfg["BLOCK_K"] * cfg["BLOCK_N"]) * elem
 
 
-H200_LIKE = {**device_properties("interpret"), "virtual": False, "name": "H200-like (sm_90, 132 SMs)"}
+H200_LIKE = device_properties("interpret").with_(virtual=False, name="H200-like (sm_90, 132 SMs)")
 
 
 def _same_space_as_gemm(op: str) -> bool:
@@ -360,7 +360,7 @@ def test_pruning_keeps_a_space_for_every_workload_within_shared_memory(op):
                 names = {**w.axes, "elem": w.dtype.itemsize, **cfg}
                 assert records_spec.evaluate_expression(t.resources.shared_bytes, names) <= SMEM_LIMIT, (w.label, cfg)
                 assert cfg["BLOCK_M"] == 16 or cfg["BLOCK_M"] <= max(16, 1 << (w.axes["M"] - 1).bit_length())
-                if props["virtual"]:
+                if props.virtual:
                     assert cfg["TMA"] == 0  # never run through the interpreter by the loop
     # gemm_bias and gemm_nt share gemm's space and rules; the activations model more registers, f32out has split-K
     assert _same_space_as_gemm(op) == (op in ("gemm", "gemm_bias", "gemm_nt"))
@@ -520,13 +520,13 @@ def test_subtiled_epilogue_fits_four_stages_at_128x256_for_sm90():
     b = bundle("gemm")
     t = b.spec.templates[0]
     w = Workload(op="gemm", axes={"M": 4096, "N": 4096, "K": 4096}, dtype="fp16")
-    props = {**VIRTUAL_HOPPER, "virtual": False}
+    props = VIRTUAL_HOPPER.with_(virtual=False)
     base = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4, PERSISTENT=1,
                 EPILOGUE="none", TRANS_B=0)
     whole, halves = ({"template": "tiled", **base, "TMA": tma} for tma in (1, 2))
     outs = build_configs(b.spec, {"tiled": b.folder / t.file}, w, [whole, halves], jobs=1)
     assert [o.status for o in outs] == [BUILT, BUILT], [o.error for o in outs]
-    assert outs[0].shared_bytes > props["shared_per_block_optin"] >= outs[1].shared_bytes
+    assert outs[0].shared_bytes > props.shared_per_block_optin >= outs[1].shared_bytes
     assert why_pruned(t, w, props, {k: v for k, v in whole.items() if k != "template"}) is not None
     assert why_pruned(t, w, props, {k: v for k, v in halves.items() if k != "template"}) is None
     for cfg, o in zip((whole, halves), outs):
@@ -553,7 +553,7 @@ def test_shared_memory_estimate_is_never_below_the_build(op):
              "num_stages": st, "PERSISTENT": pe, "TMA": tma, **pinned}
             for bm, st, pe, tma in ((32, 4, 0, 0), (32, 4, 1, 1), (64, 2, 0, 0), (64, 2, 1, 1), (16, 3, 1, 0))]
     outs = build_configs(b.spec, {"tiled": b.folder / t.file}, w, cfgs, jobs=1)
-    names = workload_names(w, {**VIRTUAL_HOPPER, "virtual": False})
+    names = workload_names(w, VIRTUAL_HOPPER.with_(virtual=False))
     for cfg, o in zip(cfgs, outs):
         assert o.status == BUILT, o.error
         est = _estimate(t, names, {k: v for k, v in cfg.items() if k != "template"})["shared"]
@@ -621,7 +621,7 @@ def test_ws_and_split_k_estimates_against_sm90_builds():
     if find_tool("cuobjdump") is None:
         pytest.skip("no cuobjdump (Triton's wheel ships one)")
     b = bundle("gemm")
-    props = {**VIRTUAL_HOPPER, "virtual": False}
+    props = VIRTUAL_HOPPER.with_(virtual=False)
     cases = [("persistent_ws", {"M": 4096, "N": 4096, "K": 4096}, ws_config(o)) for o in (
         {"BLOCK_M": 128, "BLOCK_N": 256, "num_stages": 3, "WS": 1},
         {"BLOCK_M": 64, "BLOCK_N": 128, "num_stages": 2, "WS": 1},

@@ -20,7 +20,7 @@ import template_check
 
 ROOT = Path(__file__).resolve().parents[2]
 GEMM = ops_dir() / "gemm"
-HOPPER = {**VIRTUAL_HOPPER, "virtual": False}
+HOPPER = VIRTUAL_HOPPER.with_(virtual=False)
 pytestmark = pytest.mark.timeout(300)
 
 
@@ -59,7 +59,7 @@ def test_space_is_sm90_only_and_keeps_the_measured_best(op):
         assert _cfg() | pin in kept, w.axes
         assert any(c["BLOCK_M"] == 64 for c in kept)
         assert not prune(t, w, VIRTUAL_HOPPER)[0], "Gluon has no interpreter: nothing to run there"
-        assert not prune(t, w, {**HOPPER, "capability": [8, 0]})[0], "sm_80 has no warpgroup MMA or TMA"
+        assert not prune(t, w, HOPPER.with_(capability=[8, 0]))[0], "sm_80 has no warpgroup MMA or TMA"
     w = suite[-1]
     # 128x256 on 4 warps would need 256 accumulator registers a thread; 8 warps on 64 rows have nothing to stack
     assert "accumulator" in why_pruned(t, w, HOPPER, _cfg(warps=4) | pin)
@@ -169,7 +169,7 @@ def test_whole_pruned_space_builds_for_sm90_within_the_estimates(op, name):
         assert o.status == BUILT, (cfg, o.error[-800:])
         est = _estimate(t, names, cfg)
         assert 0 <= est["shared"] - o.shared_bytes <= 256, (cfg, est["shared"], o.shared_bytes)
-        assert o.shared_bytes <= HOPPER["shared_per_block_optin"]
+        assert o.shared_bytes <= HOPPER.shared_per_block_optin
         threads = evaluate_expression(t.resources.threads, {**names, **cfg})
         assert o.threads == threads == (cfg["num_warps"] + 4) * 32, (cfg, o.threads)
         assert est["regs"] >= o.registers
@@ -190,7 +190,7 @@ def test_pruned_four_stage_128x256_does_not_fit():
     if outs[0].status != BUILT and "no Gluon" in outs[0].error:
         pytest.skip(outs[0].error)
     assert outs[0].status == BUILT, outs[0].error[-800:]
-    assert outs[0].shared_bytes > HOPPER["shared_per_block_optin"]
+    assert outs[0].shared_bytes > HOPPER.shared_per_block_optin
 
 
 # ---- GPU tier --------------------------------------------------------------------------------------------------

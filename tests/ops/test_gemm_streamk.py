@@ -31,7 +31,7 @@ import template_check  # noqa: E402
 from battery import assert_battery_passes  # noqa: E402
 
 GEMM = ops_dir() / "gemm"
-HOPPER = {**VIRTUAL_HOPPER, "virtual": False}
+HOPPER = VIRTUAL_HOPPER.with_(virtual=False)
 pytestmark = pytest.mark.timeout(300)
 
 
@@ -211,7 +211,7 @@ def test_ahead_of_time_builds_fit_the_estimates():
         assert all(not k.get("LOCAL") for k in o.kernels), (cfg, "spills")
         est = _estimate(TEMPLATE, names, cfg)["shared"]
         assert o.shared_bytes <= est <= o.shared_bytes + 33000, (cfg, est, o.shared_bytes)
-        assert o.shared_bytes <= HOPPER["shared_per_block_optin"]
+        assert o.shared_bytes <= HOPPER.shared_per_block_optin
 
 
 def test_stream_k_passes_the_evaluator_battery_through_the_harness_workspace(tmp_path):

@@ -34,7 +34,7 @@ import template_check  # noqa: E402
 from battery import assert_battery_passes  # noqa: E402
 
 GEMM = ops_dir() / "gemm"
-HOPPER = {**VIRTUAL_HOPPER, "virtual": False}
+HOPPER = VIRTUAL_HOPPER.with_(virtual=False)
 pytestmark = pytest.mark.timeout(300)
 
 
@@ -260,7 +260,7 @@ def test_decode_suite_keeps_a_searchable_space_that_fills_the_gpu():
     """Over the 32 Llama-3 decode GEMMs: tens to a few hundred configurations each; tokens on the MMA's narrow side
     (16 for M = 1 and 16; the whole 64 or half of 128), split-K only where the tiles leave SMs idle and never past
     the workspace, and no grid under half the SMs unless K cannot be split further."""
-    sms = HOPPER["sm_count"]
+    sms = HOPPER.sm_count
     for w in DECODE:
         kept, _ = prune(TEMPLATE, w, HOPPER)
         M, N, K = w.axes["M"], w.axes["N"], w.axes["K"]

@@ -90,3 +90,32 @@ def test_a_gpu_the_controller_does_not_see_is_refused_by_name(monkeypatch):
             resolve_devices(Device.of("cuda"), [Device.of(named)])
         with pytest.raises(ValueError, match="sees no GPU"):
             resolve_devices(Device.of(named), None)
+
+
+def test_the_device_kind_is_an_enum_asked_through_predicates():
+    from kernelloop.base.records.device import DeviceKind
+    assert Device.of("interpret:1").kind is DeviceKind.INTERPRET and Device.of("cuda:2").kind is DeviceKind.CUDA
+    assert Device.of("interpret").is_interpret and not Device.of("cuda").is_interpret
+    assert Device(kind=DeviceKind.CUDA, index=1) == Device.of("cuda:1") and str(Device(kind="interpret")) == "interpret"
+    assert Device.named(None) is None and Device.named("NVIDIA H200") is None and Device.named("cuda").is_cuda
+
+
+def test_device_properties_are_a_record_whose_json_is_the_old_mapping():
+    import json
+
+    from kernelloop.base.records import Environment
+    from kernelloop.base.records.device import DeviceProperties
+    from kernelloop.core.device import VIRTUAL_HOPPER, device_properties
+    props = device_properties("interpret")
+    assert isinstance(props, DeviceProperties) and props.virtual and props.capability == (9, 0)
+    dumped = props.model_dump(mode="json")
+    assert "total_memory" not in dumped and dumped["capability"] == [9, 0]   # the keys archives always held
+    assert DeviceProperties.model_validate(dumped) == props
+    with pytest.raises(ValueError):
+        DeviceProperties.model_validate({**dumped, "sm_cuont": 1})           # a misspelt property is refused
+    gpu = VIRTUAL_HOPPER.with_(virtual=False, name="NVIDIA H200", total_memory=150 << 30)
+    assert gpu.model_dump()["total_memory"] == 150 << 30
+    env = Environment(device="cuda", torch="t", triton="t", python="p", host="h", properties=gpu)
+    back = Environment.model_validate(json.loads(json.dumps(env.model_dump(mode="json"))))
+    assert back == env and back.properties.sm_count == 132 and back.device.is_cuda
+    assert Environment(device="interpret", torch="t", triton="t", python="p", host="h", properties={}).properties is None

@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 from kernelloop.base.builtin import ops_dir
 from kernelloop.core.archive import Archive
 from kernelloop.cli.app import app
+from kernelloop.base.records.device import DeviceProperties
 from kernelloop.core.device import VIRTUAL_HOPPER
 from kernelloop.base.records import Status
 from kernelloop.core.spec import load_op, load_workloads
@@ -44,7 +45,8 @@ def test_a_replay_served_the_real_measurements_asks_what_the_real_run_asked(tmp_
             assert t.verdict.status is Status.PASSED
             measured[json.dumps({"template": c.template, **c.config}, sort_keys=True)] = t.measurement.kernel.median_us
     assert len(trials) == 4
-    props = run["environment"].get("properties") or VIRTUAL_HOPPER
+    archived = run["environment"].get("properties")   # the archive holds the record's JSON
+    props = DeviceProperties.model_validate(archived) if archived else VIRTUAL_HOPPER
     template = next(t for t in bundle.spec.templates if t.name == "rowwise")
     space = [{"template": "rowwise", **c} for c in prune(template, w, props)[0] if c["ROWS"] == 1]
     assert len(space) > 4

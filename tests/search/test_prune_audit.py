@@ -9,7 +9,7 @@ from kernelloop.core.build.aot import BUILT, COMPILE_ERROR, BuildOutcome
 from kernelloop.tune.search.prune_audit import FAILS, RUNS, SPILLS, audit, build_class, outcomes_of, top_share
 from kernelloop.core.spec.space import why_pruned
 
-PROPS = {**VIRTUAL_HOPPER, "virtual": False}
+PROPS = VIRTUAL_HOPPER.with_(virtual=False)
 W = Workload(op="gemm", axes={"M": 4096, "N": 4096, "K": 4096}, dtype="fp16")
 
 

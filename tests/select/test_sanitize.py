@@ -93,7 +93,7 @@ def test_a_finding_rejects_the_winner_and_the_next_fastest_is_confirmed(tmp_path
     assert ws.best.candidate == cid and ws.confirmed.candidate == cid
     assert [c.status for c in ws.sanitizer] == ["findings", "clean"]
     console = Console(record=True, width=240)
-    render(summary.model_dump(mode="json"), console)
+    render(summary, console)
     text = console.export_text()
     assert "compute-sanitizer before confirmation" in text and "REJECTED" in text
     assert "compute-sanitizer memcheck: Invalid __global__ read" in text

@@ -110,7 +110,7 @@ def test_pruning_counts_reasons_and_keeps_only_valid(layernorm):
 def test_pruning_respects_a_smaller_device(layernorm):
     t = layernorm.spec.templates[0]
     w = Workload(op="layernorm", axes={"M": 4096, "N": 4096}, dtype=DType.fp16)
-    small = {**device_properties("interpret"), "max_threads_per_block": 256}
+    small = device_properties("interpret").with_(max_threads_per_block=256)
     kept, report = prune(t, w, small)
     assert all(c["num_warps"] <= 8 for c in kept)
     assert report.reasons["hardware: threads per program > 256"] > 0

@@ -18,6 +18,7 @@ from typing import Annotated, NoReturn, Optional
 import typer
 from rich.table import Table
 
+from ..base.records.device import DeviceProperties
 from ..core.device import VIRTUAL_HOPPER, cuda_available, device_properties
 from ..tune.replay.space_file import read_space_document
 from ..core.spec import SpecError, load_op, load_workloads
@@ -83,7 +84,7 @@ def audit_pruning(
     toolchain = prev.get("triton") if prev is not None else triton.__version__
 
     def write_report(done: list[dict]) -> None:
-        doc = {"op": op, "arch": arch, "triton": toolchain, "device": props,
+        doc = {"op": op, "arch": arch, "triton": toolchain, "device": props.model_dump(mode="json"),
                "templates": sorted(templates), "limit": limit, "workloads": done}
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(doc, indent=1, default=str))
@@ -95,7 +96,7 @@ def audit_pruning(
         if builds is not None:
             outcomes = _earlier_outcomes(earlier.get(w.id, []), configs, builds, w.label, console)
         else:
-            outcomes = build_configs(bundle.spec, files, w, configs, arch=arch, sm_count=props["sm_count"],
+            outcomes = build_configs(bundle.spec, files, w, configs, arch=arch, sm_count=props.sm_count,
                                      jobs=jobs or os.cpu_count() or 1, timeout_s=timeout,
                                      progress=_progress(console, len(configs)))
         rep = audit(templates, w, props, outcomes)
@@ -158,14 +159,14 @@ def _read_screen(screen: Path, timed: Path | None, op: str, console) -> dict:
     return screen_doc
 
 
-def _target_limits(arch: int, console) -> dict:
+def _target_limits(arch: int, console) -> DeviceProperties:
     """The device limits pruning is audited against: this host's GPU when it is an sm_<arch>, else the sm_90
     limits (the target a CUDA run would prune for, not the interpreter's view of the space)."""
     local = device_properties("cuda") if cuda_available() else None
-    if local is not None and local["capability"][0] * 10 + local["capability"][1] == arch:
+    if local is not None and local.capability[0] * 10 + local.capability[1] == arch:
         return local
     if arch == 90:
-        return {**VIRTUAL_HOPPER, "virtual": False, "name": "sm_90 limits (ahead-of-time audit, no sm_90 GPU here)"}
+        return VIRTUAL_HOPPER.with_(virtual=False, name="sm_90 limits (ahead-of-time audit, no sm_90 GPU here)")
     console.print(f"[red]bad argument:[/red] --arch {esc(arch)}: its device limits are known here only for 90 "
                   f"(or on a host with that GPU)")
     raise typer.Exit(common.BAD_INPUT)

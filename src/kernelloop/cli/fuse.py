@@ -184,7 +184,7 @@ def run(
     try:
         result = fuse(net, examples, out=out, budget=int(budget) if budget.isdigit() else budget, device=dev,
                       strategy=strategy, table=table, families=family or None, seed=seed, confirm=confirm,
-                      sanitize=sanitize, jobs=jobs, fix=pins or None,
+                      sanitize=sanitize, jobs=jobs, fixed=pins or None,
                       on_note=lambda text: err.print(f"[dim]{esc(text)}[/dim]"))
     except FuseError as e:
         err.print(f"[red]cannot fuse:[/red] {esc(e)}")

@@ -31,7 +31,7 @@ _BudgetOpt = Annotated[Optional[str], typer.Option(
          "+ verification + timing seconds as measured), or several: '40,10m,gpu:5m', whichever is spent first "
          "(default: 24 on cuda, 8 in the interpreter).")]
 _GpuBudgetOpt = Annotated[Optional[float], typer.Option(
-    min=0.001, help="GPU seconds, the same as a 'gpu:Ns' part of --budget.")]
+    "--gpu-budget", min=0.001, help="GPU seconds, the same as a 'gpu:Ns' part of --budget.")]
 _ScreenSamplesOpt = Annotated[Optional[int], typer.Option(
     "--screen", min=3, help="Time a candidate the search's model does not rank in its best third with this many samples "
                 "first; full timing only when it could win (within 5 % of the best) or successive halving "
@@ -49,7 +49,7 @@ _ProfileTimeoutSOpt = Annotated[float, typer.Option(
 _TemplatesOpt = Annotated[Optional[list[str]], typer.Option(
     "--template", help="Search only this template of the spec (repeatable; default: every template).")]
 _FixOpt = Annotated[Optional[str], typer.Option(
-    help="Pin parameters, e.g. 'BLOCK_N=4096,ROWS=1': only templates that have them, only configurations with "
+    "--fix", help="Pin parameters, e.g. 'BLOCK_N=4096,ROWS=1': only templates that have them, only configurations with "
          "these values.")]
 _BaselinesOpt = Annotated[Optional[list[str]], typer.Option(
     "--baseline", help="Confirm the winners against only this baseline (repeatable): eager, torch.compile, copy, copy-kernel "
@@ -87,14 +87,14 @@ def optimize(
     spec: Annotated[str, typer.Argument(help=common.SPEC_HELP)],
     workloads: _WorkloadsOpt = None,
     budget: _BudgetOpt = None,
-    gpu_budget: _GpuBudgetOpt = None,
+    gpu_seconds: _GpuBudgetOpt = None,
     screen_samples: _ScreenSamplesOpt = None,
     device: Annotated[Optional[str], typer.Option(help="cuda or interpret (default: cuda when a GPU is present).")] = None,
     strategy: _StrategyOpt = DEFAULT_STRATEGY,
     start: _StartOpt = None,
     profile_timeout_s: _ProfileTimeoutSOpt = 300.0,
     templates: _TemplatesOpt = None,
-    fix: _FixOpt = None,
+    fixed: _FixOpt = None,
     baselines: _BaselinesOpt = None,
     prior: _PriorOpt = None,
     seed: Annotated[int, typer.Option(help="Seed of the search.")] = 0,
@@ -115,8 +115,8 @@ def optimize(
     try:
         bundle = load_op(common.resolve_op(spec))
         plan = api.plan(bundle, common.resolve_path(workloads), budget, device, strategy, out=out,
-                        gpu_budget=gpu_budget, screen_samples=screen_samples, seed=seed, checks=checks,
-                        confirm=not no_confirm, sanitize=sanitize, templates=templates, baselines=baselines, fix=fix,
+                        gpu_seconds=gpu_seconds, screen_samples=screen_samples, seed=seed, checks=checks,
+                        confirm=not no_confirm, sanitize=sanitize, templates=templates, baselines=baselines, fixed=fixed,
                         prior=prior, start=start, profile_timeout_s=profile_timeout_s, resume=resume,
                         devices=devices, executor=executor, in_flight=in_flight, build_jobs=build_jobs, gate=gate,
                         names=CLI_NAMES)
@@ -135,7 +135,7 @@ def optimize(
     if as_json:
         print(summary.model_dump_json(indent=2))
     else:
-        render(summary.model_dump(mode="json"), console)
+        render(summary, console)
         console.print(f"stopped: {esc(result.stop_reason)} ({result.evaluated} trials evaluated, {result.replayed} "
                       f"replayed from the archive)")
         console.print(f"run folder: {esc(plan.run_dir)}  (kernelloop show {esc(plan.run_dir)})")

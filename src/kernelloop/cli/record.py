@@ -32,9 +32,9 @@ _ShardOpt = Annotated[Optional[str], typer.Option(
     help="I/N: measure only every N-th configuration from the I-th (0-based), e.g. one shard per GPU; "
          "`kernelloop.tune.replay.merge_spaces` (and benchmarks/planner_vs_exhaustive.py) join the shard files.")]
 _TemplateOpt = Annotated[Optional[list[str]], typer.Option(
-    help="Record only this template of the spec (repeatable; default: every template).")]
+    "--template", help="Record only this template of the spec (repeatable; default: every template).")]
 _FixOpt = Annotated[Optional[str], typer.Option(
-    help="Pin parameters, e.g. 'TMA=1,GROUP_M=8': record only the configurations with these values (and "
+    "--fix", help="Pin parameters, e.g. 'TMA=1,GROUP_M=8': record only the configurations with these values (and "
          "only templates having these parameters), as `optimize --fix` searches them.")]
 _ConfigsFileOpt = Annotated[Optional[Path], typer.Option("--configs", help=(
     "Record exactly these configurations, pruned or not: a JSON file with a list of configurations (each with "
@@ -54,8 +54,8 @@ def record(
     limit: Annotated[Optional[int], typer.Option(min=1, help="Measure only the first N configurations.")] = None,
     checks: Annotated[int, typer.Option(min=1, help="Verification runs per configuration.")] = 1,
     shard: _ShardOpt = None,
-    template: _TemplateOpt = None,
-    fix: _FixOpt = None,
+    templates: _TemplateOpt = None,
+    fixed_text: _FixOpt = None,
     configs_file: _ConfigsFileOpt = None,
     resume: _ResumeOpt = False,
     as_json: _AsJsonOpt = False,
@@ -72,35 +72,35 @@ def record(
         wls = load_workloads(common.resolve_path(workloads) or bundle.folder / default, bundle.spec)
     except SpecError as e:
         common.spec_error(console, e, spec)
-    common.require_templates(bundle, template, console)
+    common.require_templates(bundle, templates, console)
     try:
-        fixed = common.fixed_parameters(fix, bundle, template)
+        fixed = common.fixed_parameters(fixed_text, bundle, templates)
     except typer.BadParameter as e:
         _bad(console, "bad argument", esc(e))
     part = _parse_shard(shard, console) if shard is not None else None
     props = device_properties(device)
-    if configs_file is not None and (template or fix):
+    if configs_file is not None and (templates or fixed_text):
         _bad(console, "bad argument", "--configs lists the configurations itself: not with --template or --fix")
     if configs_file is not None:
         configs, valid = _listed_space(configs_file, bundle, wls, console)
     else:
-        configs, valid = _pruned_space(bundle, wls, props, template, fixed)
+        configs, valid = _pruned_space(bundle, wls, props, templates, fixed)
     if not configs:
         _bad(console, "bad input", f"no configuration of {esc(bundle.spec.name)}'s templates survives pruning"
-                                   f"{' with --fix ' + fix if fix else ''} on "
+                                   f"{' with --fix ' + fixed_text if fixed_text else ''} on "
                                    f"{', '.join(w.label for w in wls)}: nothing to record")
     keys = list(configs)[:limit] if limit else list(configs)
     if part is not None:
         keys = keys[part[0]::part[1]]
     policy, _ = policies_for(device)
     doc = {"format": FORMAT, "name": f"{bundle.spec.name}-{device}", "op": bundle.spec.name, "objective": "kernel_us",
-           "device": props, "environment": environment(device).model_dump(mode="json"),
+           "device": props.model_dump(mode="json"), "environment": environment(device).model_dump(mode="json"),
            "timing_policy": policy.model_dump(mode="json"),
            "params": sorted({k for c in configs.values() for k in c}),
            "workloads": [{"id": w.id, "label": w.label, "axes": w.axes, "dtype": w.dtype.value, "weight": w.weight}
                          for w in wls],
            "records": [], "planned": len(keys), "complete": False, **({"shard": list(part)} if part is not None else {}),
-           **({"templates": sorted(set(template))} if template else {}), **({"fixed": fixed} if fixed else {}),
+           **({"templates": sorted(set(templates))} if templates else {}), **({"fixed": fixed} if fixed else {}),
            **({"configs_file": configs_file.name, "unpruned": True} if configs_file is not None else {})}
     records: list[dict] = []
     if resume and out.is_file():
@@ -138,7 +138,7 @@ def _listed_space(configs_file: Path, bundle, wls, console) -> tuple[dict[str, d
     return _by_key({w.id: listed[w.id] for w in wls})
 
 
-def _pruned_space(bundle, wls, props: dict, template, fixed) -> tuple[dict[str, dict], dict[str, set[str]]]:
+def _pruned_space(bundle, wls, props, template, fixed) -> tuple[dict[str, dict], dict[str, set[str]]]:
     """The configurations that survive pruning on some workload, by key, and the keys each workload kept."""
     return _by_key({w.id: [cfg for _, kept, _ in selected_space(bundle.spec.templates, w, props, template or None,
                                                                  fixed) for cfg in kept] for w in wls})

@@ -31,4 +31,4 @@ def show(
     if as_json:
         print(summary.model_dump_json(indent=2))
     else:
-        render(summary.model_dump(mode="json"), console)
+        render(summary, console)

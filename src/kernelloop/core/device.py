@@ -8,24 +8,24 @@ import socket
 import subprocess
 
 from ..base.records import Environment
-from ..base.records.device import Device
+from ..base.records.device import Device, DeviceProperties
 
 # Used when there is no GPU (interpreter mode): the limits of an NVIDIA H100/H200 (sm_90), so that a space
 # pruned on a laptop is the space a Hopper GPU would accept. Marked virtual in every record.
-VIRTUAL_HOPPER = {
-    "name": "virtual sm_90 (interpreter)",
-    "virtual": True,
-    "sm_count": 132,
-    "max_threads_per_block": 1024,
-    "max_threads_per_sm": 2048,
-    "regs_per_sm": 65536,
-    "max_regs_per_thread": 255,
-    "shared_per_block_optin": 232448,
-    "shared_per_sm": 233472,
-    "l2_bytes": 50331648,
-    "warp_size": 32,
-    "capability": [9, 0],
-}
+VIRTUAL_HOPPER = DeviceProperties(
+    name="virtual sm_90 (interpreter)",
+    virtual=True,
+    sm_count=132,
+    max_threads_per_block=1024,
+    max_threads_per_sm=2048,
+    regs_per_sm=65536,
+    max_regs_per_thread=255,
+    shared_per_block_optin=232448,
+    shared_per_sm=233472,
+    l2_bytes=50331648,
+    warp_size=32,
+    capability=(9, 0),
+)
 
 
 def cuda_available() -> bool:
@@ -36,29 +36,29 @@ def cuda_available() -> bool:
         return False
 
 
-def device_properties(device: Device | str) -> dict:
+def device_properties(device: Device | str) -> DeviceProperties:
     """Properties of a GPU (`cuda`: GPU 0; `cuda:N`: GPU N) or the virtual Hopper (`interpret`)."""
     device = Device.of(device)
     if not device.is_cuda:
-        return dict(VIRTUAL_HOPPER)
+        return VIRTUAL_HOPPER
     import torch
     where = device.controller_tensor_device
     p = torch.cuda.get_device_properties(torch.device(where if where != "cpu" else "cuda"))
-    return {
-        "name": p.name,
-        "virtual": False,
-        "sm_count": p.multi_processor_count,
-        "max_threads_per_block": getattr(p, "max_threads_per_block", 1024),
-        "max_threads_per_sm": getattr(p, "max_threads_per_multi_processor", 2048),
-        "regs_per_sm": getattr(p, "regs_per_multiprocessor", 65536),
-        "max_regs_per_thread": 255,
-        "shared_per_block_optin": getattr(p, "shared_memory_per_block_optin", 49152),
-        "shared_per_sm": getattr(p, "shared_memory_per_multiprocessor", 49152),
-        "l2_bytes": getattr(p, "L2_cache_size", 50 * 2**20),
-        "warp_size": getattr(p, "warp_size", 32),
-        "capability": [p.major, p.minor],
-        "total_memory": p.total_memory,
-    }
+    return DeviceProperties(
+        name=p.name,
+        virtual=False,
+        sm_count=p.multi_processor_count,
+        max_threads_per_block=getattr(p, "max_threads_per_block", 1024),
+        max_threads_per_sm=getattr(p, "max_threads_per_multi_processor", 2048),
+        regs_per_sm=getattr(p, "regs_per_multiprocessor", 65536),
+        max_regs_per_thread=255,
+        shared_per_block_optin=getattr(p, "shared_memory_per_block_optin", 49152),
+        shared_per_sm=getattr(p, "shared_memory_per_multiprocessor", 49152),
+        l2_bytes=getattr(p, "L2_cache_size", 50 * 2**20),
+        warp_size=getattr(p, "warp_size", 32),
+        capability=(p.major, p.minor),
+        total_memory=p.total_memory,
+    )
 
 
 def driver_version() -> str:
@@ -79,7 +79,7 @@ def environment(device: Device | str) -> Environment:
     props = device_properties(device)
     return Environment(
         device=str(device.kind_only),
-        gpu="" if not device.is_cuda else props["name"],
+        gpu="" if not device.is_cuda else props.name,
         driver="" if not device.is_cuda else driver_version(),
         cuda=str(torch.version.cuda or ""),
         torch=torch.__version__,

@@ -23,25 +23,26 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+import warnings
+from typing import Any, Callable, Sequence
 
 from pydantic import ValidationError
 
 from ..base.records import Status, Trial, Workload
-from ..base.records.device import Device
+from ..base.records.device import KINDS, Device, DeviceKind
 from ..base.records.run import RunResult, Throughput
 from ..base.records.summary import BestSummary, FrontEntry, RunSummary, WorkloadSummary
 from ..tune.search import DEFAULT_STRATEGY
 from ..base.usage import UsageError, usage_error
 
-DEVICES = ("cuda", "interpret")
+DEVICES = KINDS
 
 
 def resolve_device(device: str | None) -> str:
     """`cuda` or `interpret` (a records.Device's text); None means cuda when a GPU is present, else the Triton
     interpreter."""
     from ..core.device import cuda_available
-    dev = device or ("cuda" if cuda_available() else "interpret")
+    dev = device or (DeviceKind.CUDA if cuda_available() else DeviceKind.INTERPRET).value
     try:
         parsed = Device.of(dev)
     except ValueError:
@@ -162,25 +163,25 @@ def load_workloads(path: str | Path, spec) -> list[Workload]:
     return load_toml(path, spec)
 
 
-def check_fixed(fix: str | dict | None, bundle, templates: Sequence[str] | None = None,
-                flag: str = "fix") -> dict[str, str] | None:
+def check_fixed(fixed: str | dict | None, bundle, templates: Sequence[str] | None = None,
+                flag: str = "fixed") -> dict[str, str] | None:
     """Pinned parameters ('NAME=V,NAME=V' or a mapping; values as text) when some (selected) template of the op has
     every named parameter with those values; UsageError otherwise. `flag` names the argument in messages."""
-    if fix is None:
+    if fixed is None:
         return None
     from ..tune.loop.checks import check_fixed as fits
     from ..core.spec.start import StartError, parse_assignments
-    if isinstance(fix, dict):
-        fixed = {str(k): str(v) for k, v in fix.items()}
-        if not fixed:
+    if isinstance(fixed, dict):
+        pins = {str(k): str(v) for k, v in fixed.items()}
+        if not pins:
             raise UsageError(f"{flag}: the mapping is empty")
     else:
         try:
-            fixed = parse_assignments(fix)
+            pins = parse_assignments(fixed)
         except StartError as e:
             raise UsageError(str(e).replace("--start", flag)) from None
-    fits(fixed, bundle, templates, {"fixed": flag})
-    return fixed
+    fits(pins, bundle, templates, {"fixed": flag})
+    return pins
 
 
 def parse_start(start: str | dict | None, flag: str = "start") -> dict[str, str] | None:
@@ -237,6 +238,25 @@ def check_prior(paths: Sequence[str | Path] | str | Path | None, strategy: str, 
         raise UsageError(f"{flag} {files[0]}: {e}" if len(files) == 1 else f"{flag}: {e}") from None
 
 
+# Keywords renamed so that every setting has one name (the RunOptions field's): old name -> new name.
+RENAMED_KEYWORDS = {"gpu_budget": "gpu_seconds", "fix": "fixed"}
+
+
+def deprecated_keywords(function: str, given: dict[str, Any], **current: Any) -> dict[str, Any]:
+    """`current` (the new keywords' values) with the old keywords in `given` moved to their new names, each with a
+    DeprecationWarning; TypeError for a keyword that never was one, UsageError for a setting given under both names."""
+    out = dict(current)
+    for old, value in given.items():
+        new = RENAMED_KEYWORDS.get(old)
+        if new is None or new not in current:
+            raise TypeError(f"{function}() got an unexpected keyword argument {old!r}")
+        warnings.warn(f"{function}({old}=...) is deprecated: use {new}=...", DeprecationWarning, stacklevel=3)
+        if out[new] is not None:
+            raise UsageError(f"{old} and {new} are one setting: give {new} only")
+        out[new] = value
+    return out
+
+
 def default_run_dir(op_name: str) -> Path:
     return Path("runs") / f"{op_name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
@@ -244,10 +264,7 @@ def default_run_dir(op_name: str) -> Path:
 def summarize(archive, run_id: str | None = None, run_dir: str | Path | None = None) -> RunSummary:
     """The summary record of a run in an open `Archive` (its first run unless `run_id` names one)."""
     from .report.summary import run_summary
-    data = run_summary(archive, run_id)
-    if run_dir is not None:
-        data["run_dir"] = str(run_dir)
-    return RunSummary.model_validate(data)
+    return run_summary(archive, run_id, str(run_dir) if run_dir is not None else None)
 
 
 def archive_file(path: str | Path) -> Path:
@@ -324,28 +341,29 @@ class Run:
 
 def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None = None, budget: int | str | None = None,
              device: str | None = None, strategy: str = DEFAULT_STRATEGY, *, out: str | Path | None = None,
-             gpu_budget: float | None = None, screen_samples: int | None = None,
+             gpu_seconds: float | None = None, screen_samples: int | None = None,
              seed: int = 0, checks: int = 2, confirm: bool = True, sanitize: bool = True,
              templates: Sequence[str] | None = None,
-             baselines: Sequence[str] | None = None, fix: str | dict | None = None,
+             baselines: Sequence[str] | None = None, fixed: str | dict | None = None,
              prior: Sequence[str | Path] | str | Path | None = None, start: str | dict | None = None,
              profile_timeout_s: float = 300.0, resume: bool = False,
              devices: int | str | Sequence[str] | None = None, executor: str = "local", in_flight: int | None = None,
-             build_jobs: int | None = None, gate: str | None = None, on_progress: Callable | None = None) -> Run:
+             build_jobs: int | None = None, gate: str | None = None, on_progress: Callable | None = None,
+             **deprecated: Any) -> Run:
     """Run the closed loop on an op and return the archived run.
 
     op: an op folder, its spec.toml, a name under ./ops or a built-in op's name. workloads: a workloads TOML, a
     package's counts JSON or a list of `Workload` records (default: the op's workloads.toml, or
     workloads-interpret.toml in the interpreter). budget: evaluations per workload (int), a duration ('90s',
     '10m'), GPU time ('gpu:5m') or several ('40,10m,gpu:5m'; `parse_budget`); default 24 on cuda, 8 in the
-    interpreter; gpu_budget: the same GPU time in seconds (stop once the trials have used this many compile +
+    interpreter; gpu_seconds: the same GPU time in seconds (stop once the trials have used this many compile +
     verification + timing seconds). screen_samples: time a candidate the search's model does not rank in its best
     third with this many samples first, in full only when it could win or successive halving promotes it
     (kernelloop.tune.search.budget; verification is never screened). device: 'cuda' or 'interpret' (default:
     cuda when a GPU is present). strategy: a name of `kernelloop.tune.loop.strategy_names()`. sanitize: run
     compute-sanitizer over each winner on a small shape before its confirmation (tune/select/sanitize.py). out: the run folder
     (default runs/<op>-<time>); resume=True continues the run there (UsageError when `out` holds none). templates / baselines: search only these
-    templates; confirm against only these baselines. fix: pin parameters ('BLOCK_N=4096,ROWS=1' or a mapping):
+    templates; confirm against only these baselines. fixed: pin parameters ('BLOCK_N=4096,ROWS=1' or a mapping):
     only templates that have them, only configurations with these values. prior: warm-start the staged search from
     recordings (a `kernelloop record` space, a Kernel Tuner cache, an earlier run). start / profile_timeout_s: the
     planner's first configuration and the deadline of one Nsight Compute run. devices: one evaluation worker per
@@ -356,14 +374,16 @@ def optimize(op: str | Path, workloads: str | Path | Sequence[Workload] | None =
     for a new run) rejects what it finds, 'audit' records its decisions and rejects nothing, 'off' has none; None on
     resume goes on with the run's archived mode. on_progress: called with
     `kernelloop.tune.loop.Progress` after every trial. The Run's `result` is the `RunResult` of this invocation (stop
-    reason, trials evaluated and replayed, best per workload, throughput).
+    reason, trials evaluated and replayed, best per workload, throughput). The keywords `gpu_budget` and `fix`
+    (this function's names before every setting had one name) are still accepted, with a DeprecationWarning.
 
     Raises UsageError for bad arguments, SpecError for a malformed spec or workload file, FileExistsError for a
     used run folder without resume, and RuntimeError / ManifestChanged / ArchiveError when the run cannot continue.
     """
-    p = plan(op, workloads, budget, device, strategy, out=out, gpu_budget=gpu_budget, screen_samples=screen_samples,
-             seed=seed, checks=checks, confirm=confirm, sanitize=sanitize, templates=templates, baselines=baselines,
-             fix=fix, prior=prior, start=start, profile_timeout_s=profile_timeout_s, resume=resume, devices=devices,
+    renamed = deprecated_keywords("optimize", deprecated, gpu_seconds=gpu_seconds, fixed=fixed)
+    p = plan(op, workloads, budget, device, strategy, out=out, gpu_seconds=renamed["gpu_seconds"],
+             screen_samples=screen_samples, seed=seed, checks=checks, confirm=confirm, sanitize=sanitize,
+             templates=templates, baselines=baselines, fixed=renamed["fixed"], prior=prior, start=start, profile_timeout_s=profile_timeout_s, resume=resume, devices=devices,
              executor=executor, in_flight=in_flight, build_jobs=build_jobs, gate=gate)
     from ..tune import loop
     result = loop.run(p.bundle, p.workloads, p.options, p.run_dir, resume=p.resume, on_progress=on_progress)
@@ -387,16 +407,19 @@ class Plan:
 
 def plan(op, workloads: str | Path | Sequence[Workload] | None = None, budget: int | str | None = None,
          device: str | None = None, strategy: str = DEFAULT_STRATEGY, *, out: str | Path | None = None,
-         gpu_budget: float | None = None, screen_samples: int | None = None, seed: int = 0, checks: int = 2,
+         gpu_seconds: float | None = None, screen_samples: int | None = None, seed: int = 0, checks: int = 2,
          confirm: bool = True, sanitize: bool = True, templates: Sequence[str] | None = None,
-         baselines: Sequence[str] | None = None, fix: str | dict | None = None,
+         baselines: Sequence[str] | None = None, fixed: str | dict | None = None,
          prior: Sequence[str | Path] | str | Path | None = None, start: str | dict | None = None,
          profile_timeout_s: float = 300.0, resume: bool = False, devices: int | str | Sequence[str] | None = None,
          executor: str = "local", in_flight: int | None = None, build_jobs: int | None = None,
-         gate: str | None = None, names: dict[str, str] | None = None) -> Plan:
+         gate: str | None = None, names: dict[str, str] | None = None, **deprecated: Any) -> Plan:
     """`optimize`'s arguments read and checked, nothing created or run: UsageError (its message naming each setting
     as `names` does: the API's keywords by default, `kernelloop.tune.loop.checks.CLI_NAMES` for the CLI) or the Plan.
-    `op` may also be a loaded `OpBundle`."""
+    `op` may also be a loaded `OpBundle`. `gpu_budget` and `fix` are accepted for `gpu_seconds` and `fixed`, with a
+    DeprecationWarning."""
+    renamed = deprecated_keywords("plan", deprecated, gpu_seconds=gpu_seconds, fixed=fixed)
+    gpu_seconds, fixed = renamed["gpu_seconds"], renamed["fixed"]
     from ..tune.loop import RunOptions
     from ..tune.loop.budget import Budget
     from ..tune.loop.checks import API_NAMES, empty_spaces
@@ -405,7 +428,7 @@ def plan(op, workloads: str | Path | Sequence[Workload] | None = None, budget: i
     dev = resolve_device(device)
     check_strategy(strategy)
     check_gate(gate)
-    budget_record = Budget.parse(budget, dev, gpu_budget, names["gpu_seconds"], names["budget"])
+    budget_record = Budget.parse(budget, dev, gpu_seconds, names["gpu_seconds"], names["budget"])
     if resume and out is None:
         raise UsageError(f"{names['resume']} needs {names['out']}")
     if resume and not (Path(out) / "archive.sqlite").is_file():
@@ -413,7 +436,7 @@ def plan(op, workloads: str | Path | Sequence[Workload] | None = None, budget: i
         raise UsageError(f"{names['resume']}: {names['out']} {out} {what}: nothing to continue (leave out "
                          f"{names['resume']} to start a new run there)")
     wls = _workloads(workloads, bundle, dev, out if resume else None)
-    fixed = check_fixed(fix, bundle, templates, names["fixed"])
+    fixed = check_fixed(fixed, bundle, templates, names["fixed"])
     data = dict(device=dev, budget=budget_record, screen_samples=screen_samples, strategy=strategy, seed=seed,
                 checks=checks, confirm=confirm, sanitize=sanitize, templates=list(templates) if templates else None,
                 baselines=list(dict.fromkeys(baselines)) if baselines else None, fixed=fixed,

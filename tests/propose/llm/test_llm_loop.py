@@ -66,7 +66,7 @@ def config(base_url):
 def statuses(run_dir):
     with Archive(run_dir / "archive.sqlite") as a:
         run = a.runs()[0]
-        return [(t.candidate_id, t.verdict.status.value) for t in a.trials(run["id"])], run_summary(a)
+        return [(t.candidate_id, t.verdict.status.value) for t in a.trials(run["id"])], run_summary(a).model_dump(mode="json")
 
 
 @pytest.fixture(scope="module")

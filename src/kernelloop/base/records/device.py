@@ -8,20 +8,30 @@ command line) and read back from it, so archives written when the device was a p
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any
 
 from pydantic import Field, model_serializer, model_validator
 
 from .base import Record
 
-KINDS = ("cuda", "interpret")
+
+
+class DeviceKind(StrEnum):
+    """What kind of device runs candidates; its value is the text stored and typed on the command line. Code asks a
+    `Device` (`is_cuda`, `is_interpret`) rather than comparing this text."""
+
+    CUDA = "cuda"
+    INTERPRET = "interpret"
+
+
+KINDS = tuple(k.value for k in DeviceKind)
 
 
 class Device(Record):
     """A CUDA GPU (all of them, one by ordinal, or one by UUID / MIG slice) or the Triton interpreter."""
 
-    kind: Literal["cuda", "interpret"] = Field(description="'cuda': a GPU; 'interpret': the Triton interpreter on "
-                                                           "CPU tensors.")
+    kind: DeviceKind = Field(description="'cuda': a GPU; 'interpret': the Triton interpreter on CPU tensors.")
     index: int | None = Field(None, ge=0, description="The GPU's ordinal (or the interpreter worker's number); "
                                                       "None: the default one.")
     uuid: str | None = Field(None, description="A GPU or MIG slice named by its UUID (GPU-..., MIG-...).")
@@ -43,7 +53,7 @@ class Device(Record):
             return {"kind": kind}
         if rest.isdigit():
             return {"kind": kind, "index": int(rest)}
-        if kind == "cuda" and rest.startswith(("GPU-", "MIG-")):
+        if kind == DeviceKind.CUDA and rest.startswith(("GPU-", "MIG-")):
             return {"kind": kind, "uuid": rest}
         raise ValueError(f"unknown device {text!r}: after 'cuda:' an ordinal or a GPU-/MIG- UUID")
 
@@ -53,27 +63,39 @@ class Device(Record):
 
     def __str__(self) -> str:
         tail = self.uuid if self.uuid is not None else (str(self.index) if self.index is not None else "")
-        return f"{self.kind}:{tail}" if tail else self.kind
+        return f"{self.kind.value}:{tail}" if tail else self.kind.value
 
     @classmethod
     def of_environment(cls, environment: dict) -> "Device":
         """The device an archived environment record (its dict) names; 'interpret' when it names none."""
-        return cls.of(environment.get("device") or "interpret")
+        return cls.of(environment.get("device") or DeviceKind.INTERPRET)
 
     @classmethod
     def of(cls, device: "Device | str") -> "Device":
         """A Device from itself or its text."""
         return device if isinstance(device, Device) else cls.model_validate(device)
 
+    @classmethod
+    def named(cls, device: "Device | str | None") -> "Device | None":
+        """A Device from itself or its text; None for None or text that names no device (an archive's free text)."""
+        if device is None or isinstance(device, Device):
+            return device
+        try:
+            return cls.model_validate(device)
+        except ValueError:
+            return None
+
     @property
     def is_cuda(self) -> bool:
         """A GPU (compiled kernels, CUDA tensors, the CUDA timer)."""
-        return self.kind == "cuda"
+        return self.kind is DeviceKind.CUDA
 
     @property
-    def interpreted(self) -> bool:
+    def is_interpret(self) -> bool:
         """The Triton interpreter on CPU tensors: verdicts real, timings interpreter wall clock."""
-        return self.kind == "interpret"
+        return self.kind is DeviceKind.INTERPRET
+
+    interpreted = is_interpret
 
     @property
     def tensor_device(self) -> str:
@@ -101,6 +123,38 @@ class Device(Record):
         return Device(kind=self.kind)
 
 
+class DeviceProperties(Record):
+    """What a device can do: the limits pruning, the static gate and schedule checks hold candidates to
+    (`core.device.device_properties`), archived with a run's environment. Its JSON is the mapping it replaced (the
+    same keys, `total_memory` absent where unknown), so manifests hashed over it do not change."""
+
+    name: str = Field(description="The GPU's name, or the virtual device's ('virtual sm_90 (interpreter)').")
+    virtual: bool = Field(description="Limits assumed (the interpreter's stand-in for an sm_90 GPU), not read off a "
+                                      "GPU.")
+    sm_count: int = Field(ge=0, description="Streaming multiprocessors.")
+    max_threads_per_block: int = Field(ge=1, description="Threads a program may have.")
+    max_threads_per_sm: int = Field(ge=1, description="Resident threads an SM holds.")
+    regs_per_sm: int = Field(ge=1, description="32-bit registers of an SM's register file.")
+    max_regs_per_thread: int = Field(ge=1, description="Registers a thread may address before spilling.")
+    shared_per_block_optin: int = Field(ge=0, description="Shared memory a program may opt in to, bytes.")
+    shared_per_sm: int = Field(ge=0, description="Shared memory of an SM, bytes.")
+    l2_bytes: int = Field(ge=0, description="L2 cache, bytes.")
+    warp_size: int = Field(ge=1, description="Threads a warp.")
+    capability: tuple[int, int] = Field(description="Compute capability (major, minor).")
+    total_memory: int | None = Field(None, description="Device memory, bytes (None for the virtual device).")
+
+    @model_serializer(mode="wrap")
+    def _omit_unknown_memory(self, handler):
+        data = handler(self)
+        if data.get("total_memory", 0) is None:
+            del data["total_memory"]
+        return data
+
+    def with_(self, **changes: Any) -> "DeviceProperties":
+        """A copy with some properties changed, validated (e.g. `HOPPER.with_(capability=(8, 0))`)."""
+        return DeviceProperties.model_validate({**self.model_dump(), **changes})
+
+
 def cuda_ordinal(uuid: str) -> int | None:
     """The ordinal of the visible GPU whose UUID is `uuid` (GPU-... or MIG-...), None when none is."""
     import torch
@@ -112,4 +166,4 @@ def cuda_ordinal(uuid: str) -> int | None:
     return None
 
 
-__all__ = ["Device", "cuda_ordinal"]
+__all__ = ["Device", "DeviceKind", "DeviceProperties", "cuda_ordinal"]

@@ -2,9 +2,9 @@
 returns. One name per quantity: `roofline_fraction` is the copy-roof time over the kernel median everywhere (the
 `Measurement` field of the same name); `agent submit`, `agent status` and the LLM context use it too.
 
-`report.summary.run_summary` reads the archive; `RunSummary.model_validate` of its output is the record (unknown
-keys are refused, so the record and the reader cannot drift apart). Keys the reader leaves out when they do not
-apply (a workload without a passing candidate has no `best`) are left out of the JSON too.
+`deliver/report/summary.py`'s `run_summary` reads the archive and builds this record directly; the terminal, HTML and
+JSON writers render it. Keys that do not apply (a workload without a passing candidate has no `best`) are left out
+of the JSON.
 """
 
 from __future__ import annotations

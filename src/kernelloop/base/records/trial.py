@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from .base import Record, content_hash
 from .build import BuildArtifact, BuildFailure
+from .device import Device, DeviceProperties
 from .measurement import Measurement
 from .verdict import Verdict
 
@@ -13,7 +14,7 @@ from .verdict import Verdict
 class Environment(Record):
     """Where results were produced."""
 
-    device: str = Field(description="'cuda' or 'interpret'.")
+    device: Device = Field(description="The device's kind, 'cuda' or 'interpret' (stored as that text).")
     gpu: str = Field("", description="GPU name; empty in the interpreter.")
     driver: str = Field("", description="Driver version.")
     cuda: str = Field("", description="CUDA runtime torch was built with.")
@@ -21,11 +22,17 @@ class Environment(Record):
     triton: str
     python: str
     host: str
-    properties: dict = Field(default_factory=dict, description="Device properties used for pruning.")
+    properties: DeviceProperties | None = Field(None, description="Device properties used for pruning (None: not "
+                                                                  "recorded; older records held an empty mapping).")
     sandbox: str = Field("", description="How candidate code is confined (core/sandbox/policy.py): 'audit hook; os "
                                          "layer: user+net+mount namespaces, read-only view except ...', '...: "
                                          "user+net namespaces; read-only view unavailable: <why>', '...: "
                                          "unavailable: <why>' (older runs: 'net-namespace'), or 'off'.")
+
+    @field_validator("properties", mode="before")
+    @classmethod
+    def _empty_is_none(cls, v):
+        return None if v == {} else v
 
 
 class Costs(Record):

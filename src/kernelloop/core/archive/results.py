@@ -17,6 +17,8 @@ from .macs import MacRecords
 if TYPE_CHECKING:
     from ...base.records.confirm import CrossProcessConfirmation
     from ...base.records.profile import ProfileReport
+    from ...base.records.base import Record
+    from ...base.records.events import ArchivedEvent, Event
 
 
 class ResultRecords(MacRecords):
@@ -108,21 +110,38 @@ class ResultRecords(MacRecords):
 
     # ------------------------------------------------------------------ events
 
-    def log_event(self, run_id: str, kind: str, payload: dict) -> None:
-        """Append a supervisor/controller note (payload must be JSON-able, no NaN)."""
-        with self.transaction(f"log event {kind!r} of run {run_id!r}") as conn:
+    def log_event(self, run_id: str, event: "Event | str", payload: "dict | Record | None" = None) -> None:
+        """Append an event of the run's log: an `Event` record (base/records/events.py), or a kind and its payload,
+        validated through the same union first (a known kind's payload must fit its record; another kind is kept as
+        an `OtherEvent`). Payloads must be JSON-able, no NaN."""
+        from ...base.records.events import event_of, payload_dict
+        if isinstance(event, str):
+            event = event_of(event, payload if payload is not None else {})
+        elif payload is not None:
+            raise TypeError("log_event takes an Event record, or a kind and its payload")
+        with self.transaction(f"log event {event.kind!r} of run {run_id!r}") as conn:
             conn.execute("INSERT INTO events(run_id, t, kind, json) VALUES (?, ?, ?, ?)",
-                         (run_id, time.time(), kind, canonical_json(payload)))
+                         (run_id, time.time(), event.kind, canonical_json(payload_dict(event))))
 
-    def events(self, run_id: str, kind: str | None = None) -> list[dict[str, Any]]:
-        """The run's events in logging order: [{'seq', 't', 'kind', 'payload'}], optionally one kind."""
+    def event_records(self, run_id: str, kind: str | None = None) -> list["ArchivedEvent"]:
+        """The run's events in logging order, each read back through the `Event` union (a kind it does not type, or
+        an older payload that does not fit its kind's record, as an `OtherEvent`), optionally of one kind."""
+        from ...base.records.events import ArchivedEvent, read_event
         sql, args = "SELECT seq, t, kind, json FROM events WHERE run_id = ?", [run_id]
         if kind is not None:
             sql += " AND kind = ?"
             args.append(kind)
         with self.reading(f"list events of run {run_id!r}") as conn:
             rows = conn.execute(sql + " ORDER BY seq", args).fetchall()
-        return [{"seq": r["seq"], "t": r["t"], "kind": r["kind"], "payload": json.loads(r["json"])} for r in rows]
+        return [ArchivedEvent(seq=r["seq"], t=r["t"], event=read_event(r["kind"], json.loads(r["json"])))
+                for r in rows]
+
+    def events(self, run_id: str, kind: str | None = None) -> list[dict[str, Any]]:
+        """The run's events as plain data, [{'seq', 't', 'kind', 'payload'}] (`event_records`, each payload dumped
+        back to the mapping it is stored as), optionally one kind."""
+        from ...base.records.events import payload_dict
+        return [{"seq": e.seq, "t": e.t, "kind": e.kind, "payload": payload_dict(e.event)}
+                for e in self.event_records(run_id, kind)]
 
     # ------------------------------------------------------------------ profiles (schema version 2)
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...base.records import OpSpec, Workload
+from ...base.records.device import DeviceProperties
 
 BUILT, COMPILE_ERROR, LAUNCH_ERROR, TIMEOUT, CRASHED = "built", "compile_error", "launch_error", "timeout", "crashed"
 
@@ -78,17 +79,17 @@ class BuildOutcome:
                 "error": self.error, "seconds": round(self.seconds, 3)}
 
 
-def launch_limits(outcome: BuildOutcome, props: dict) -> list[str]:
+def launch_limits(outcome: BuildOutcome, props: DeviceProperties) -> list[str]:
     """The device limits a built configuration's kernels break at launch (empty: it launches)."""
     out = []
     for k in outcome.kernels:
         threads = k.get("num_warps", 0) * 32
-        if k.get("shared") is not None and k["shared"] > props["shared_per_block_optin"]:
-            out.append(f"{k.get('name', '?')}: shared memory {k['shared']} > {props['shared_per_block_optin']} bytes")
-        if threads > props["max_threads_per_block"]:
-            out.append(f"{k.get('name', '?')}: {threads} threads > {props['max_threads_per_block']}")
-        if k.get("REG") is not None and k["REG"] * threads > props["regs_per_sm"]:
-            out.append(f"{k.get('name', '?')}: {k['REG']} registers x {threads} threads > {props['regs_per_sm']}")
+        if k.get("shared") is not None and k["shared"] > props.shared_per_block_optin:
+            out.append(f"{k.get('name', '?')}: shared memory {k['shared']} > {props.shared_per_block_optin} bytes")
+        if threads > props.max_threads_per_block:
+            out.append(f"{k.get('name', '?')}: {threads} threads > {props.max_threads_per_block}")
+        if k.get("REG") is not None and k["REG"] * threads > props.regs_per_sm:
+            out.append(f"{k.get('name', '?')}: {k['REG']} registers x {threads} threads > {props.regs_per_sm}")
     return out
 
 

@@ -82,7 +82,7 @@ class RayExecutor(Executor):
         self.ray = ray
         self.devices = list(devices)
         self.context = context
-        self._kind = "cuda" if devices[0].is_cuda else "interpret"
+        self._kind = devices[0].kind_only   # the actors' device: its kind (one GPU or interpreter each)
         self._started_ray = not ray.is_initialized()
         if self._started_ray:
             address = address or os.environ.get(HEAD) or os.environ.get("RAY_ADDRESS")
@@ -91,7 +91,7 @@ class RayExecutor(Executor):
             ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True,
                      **({} if address else {"num_cpus": max(2, len(devices))}),
                      runtime_env={"env_vars": env} if env else None)
-        self._remote = ray.remote(num_gpus=1 if self._kind == "cuda" else 0, num_cpus=1, max_restarts=0)(DeviceActor)
+        self._remote = ray.remote(num_gpus=1 if self._kind.is_cuda else 0, num_cpus=1, max_restarts=0)(DeviceActor)
         self._numbers = iter(range(10 ** 6))
         self.actors = [self._new_actor() for _ in devices]
         models = ray.get([a.model.remote() for a in self.actors])
@@ -106,7 +106,7 @@ class RayExecutor(Executor):
         self._thread.start()
 
     def _new_actor(self):
-        return self._remote.remote(self.context, self._kind, next(self._numbers))
+        return self._remote.remote(self.context, str(self._kind), next(self._numbers))
 
     def submit(self, job: EvalJob, halving=None) -> "Future[EvalDone]":
         if halving is not None:   # its promotion decision lives in the controller's process

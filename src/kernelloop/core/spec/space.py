@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ...base.records import TemplateSpec, Workload, evaluate_expression
+from ...base.records.device import DeviceProperties
 
 
 @dataclass
@@ -34,33 +35,32 @@ def expand(template: TemplateSpec) -> list[dict]:
     return [dict(zip(names, combo)) for combo in itertools.product(*(p.values for p in template.params))]
 
 
-def hardware_violation(template: TemplateSpec, config: dict, names: dict, props: dict) -> str | None:
+def hardware_violation(template: TemplateSpec, config: dict, names: dict, props: DeviceProperties) -> str | None:
     """The first device limit a configuration breaks, or None."""
     env = {**names, **config}
     r = template.resources
     threads = evaluate_expression(r.threads, env)
     regs = evaluate_expression(r.regs_per_thread, env)
     smem = evaluate_expression(r.shared_bytes, env)
-    if threads > props["max_threads_per_block"]:
-        return f"threads per program > {props['max_threads_per_block']}"
-    if regs > props["max_regs_per_thread"]:
-        return f"estimated registers per thread > {props['max_regs_per_thread']} (would spill)"
-    if regs * threads > props["regs_per_sm"]:
-        return f"registers per program > {props['regs_per_sm']} per SM"
-    if smem > props["shared_per_block_optin"]:
-        return f"shared memory per program > {props['shared_per_block_optin']} bytes"
+    if threads > props.max_threads_per_block:
+        return f"threads per program > {props.max_threads_per_block}"
+    if regs > props.max_regs_per_thread:
+        return f"estimated registers per thread > {props.max_regs_per_thread} (would spill)"
+    if regs * threads > props.regs_per_sm:
+        return f"registers per program > {props.regs_per_sm} per SM"
+    if smem > props.shared_per_block_optin:
+        return f"shared memory per program > {props.shared_per_block_optin} bytes"
     return None
 
 
-def workload_names(workload: Workload, props: dict) -> dict:
+def workload_names(workload: Workload, props: DeviceProperties) -> dict:
     """The names constraints and resource formulas may use besides the configuration's parameters."""
     return {**workload.axes, "elem": workload.dtype.itemsize,
             # device facts constraints may use, e.g. "TMA == 0 or (cc_major >= 9 and not interpreter)"
-            "cc_major": props.get("capability", [0, 0])[0], "sm_count": props.get("sm_count", 0),
-            "interpreter": bool(props.get("virtual", False))}
+            "cc_major": props.capability[0], "sm_count": props.sm_count, "interpreter": props.virtual}
 
 
-def _violation(template: TemplateSpec, config: dict, names: dict, props: dict) -> str | None:
+def _violation(template: TemplateSpec, config: dict, names: dict, props: DeviceProperties) -> str | None:
     """'semantic: REASON' or 'hardware: LIMIT' for the first rule a configuration breaks, or None."""
     env = {**names, **config}
     failed = next((c for c in template.constraints if not evaluate_expression(c.expr, env)), None)
@@ -70,7 +70,7 @@ def _violation(template: TemplateSpec, config: dict, names: dict, props: dict) -
     return None if hw is None else f"hardware: {hw}"
 
 
-def why_pruned(template: TemplateSpec, workload: Workload, props: dict, config: dict) -> str | None:
+def why_pruned(template: TemplateSpec, workload: Workload, props: DeviceProperties, config: dict) -> str | None:
     """Why pruning removes `config` for `workload` on `props` (the constraint's expression and reason, or the
     device limit), or None when pruning keeps it."""
     names = workload_names(workload, props)
@@ -82,7 +82,7 @@ def why_pruned(template: TemplateSpec, workload: Workload, props: dict, config: 
     return None if hw is None else f"device limit: {hw}"
 
 
-def prune(template: TemplateSpec, workload: Workload, props: dict) -> tuple[list[dict], PruneReport]:
+def prune(template: TemplateSpec, workload: Workload, props: DeviceProperties) -> tuple[list[dict], PruneReport]:
     """Configurations of `template` that can launch on `props` and satisfy its constraints for `workload`."""
     names = workload_names(workload, props)
     report = PruneReport()
@@ -98,7 +98,7 @@ def prune(template: TemplateSpec, workload: Workload, props: dict) -> tuple[list
     return kept, report
 
 
-def selected_space(templates: list[TemplateSpec], workload: Workload, props: dict, names: list[str] | None = None,
+def selected_space(templates: list[TemplateSpec], workload: Workload, props: DeviceProperties, names: list[str] | None = None,
                    fixed: dict[str, str] | None = None) -> list[tuple[TemplateSpec, list[dict], PruneReport]]:
     """The space a run searches (`optimize`) or records (`record`) for `workload`: per template in spec order,
     its pruned configurations (each with a "template" key), restricted to the templates in `names` and, with

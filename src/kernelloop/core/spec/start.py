@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ...base.records import OpSpec, TemplateSpec, Workload
+from ...base.records.device import DeviceProperties
 from .space import expand, prune, why_pruned
 
 
@@ -65,7 +66,7 @@ def _template(spec: OpSpec, wanted: dict[str, str]) -> TemplateSpec:
                      f"{[p.name for p in t.params]}")
 
 
-def resolve_start(spec: OpSpec, workloads: list[Workload], start: dict[str, str], props: dict) -> dict[str, dict]:
+def resolve_start(spec: OpSpec, workloads: list[Workload], start: dict[str, str], props: DeviceProperties) -> dict[str, dict]:
     """{workload id: configuration (with its 'template' key)} for a start; StartError when a workload's pruned
     space has no configuration that agrees with it."""
     template = _template(spec, start)

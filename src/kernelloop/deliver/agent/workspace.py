@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ...base.records import Workload, sha256_hex
 from ...core.spec import OpBundle, load_op
-from ...base.records.device import Device
+from ...base.records.device import Device, DeviceKind
 from ...tune.propose.interface import op_interface, template_params
 
 MANIFEST = "kernelloop-workspace.json"
@@ -113,17 +113,18 @@ def baseline_figures(run: str | Path | None) -> dict:
     with Archive(path) as archive:
         s = run_summary(archive)
     figures = []
-    for w in s["workloads"]:
-        entry = {"workload": w["label"], "id": w["id"]}
-        if "best" in w:
-            entry["best"] = {"candidate": w["best"]["candidate"], "label": w["best"]["label"],
-                             "kernel_us": w["best"]["search"]["kernel_us"], "call_us": w["best"]["search"]["call_us"]}
-        if "confirmed" in w:
-            entry["baselines"] = {n: {k: b.get(k) for k in ("kernel_us", "call_us") if k in b}
-                                  for n, b in w["confirmed"]["baselines"].items()}
+    for w in s.workloads:
+        entry = {"workload": w.label, "id": w.id}
+        if w.best is not None:
+            entry["best"] = {"candidate": w.best.candidate, "label": w.best.label,
+                             "kernel_us": w.best.search.kernel_us, "call_us": w.best.search.call_us}
+        if w.confirmed is not None:
+            entry["baselines"] = {n: {k: v for k, v in (("kernel_us", b.kernel_us), ("call_us", b.call_us))
+                                      if v is not None}
+                                  for n, b in w.confirmed.baselines.items()}
         figures.append(entry)
-    return {"status": "measured", "run": s["run"], "source": str(path), "device": s["device"], "gpu": s["gpu"],
-            "interpreter": s["interpreter"], "workloads": figures}
+    return {"status": "measured", "run": s.run, "source": str(path), "device": s.device, "gpu": s.gpu,
+            "interpreter": s.interpreter, "workloads": figures}
 
 
 README = """# kernelloop workspace: {op}
@@ -172,7 +173,7 @@ def init_workspace(spec: str | Path, out: str | Path, *, workloads_file: str | P
     from ...tune.propose.proposal import proposal_json_schema
 
     bundle = load_op(spec)
-    device = str(Device.of(device or ("cuda" if cuda_available() else "interpret")).kind_only)
+    device = str(Device.of(device or (DeviceKind.CUDA if cuda_available() else DeviceKind.INTERPRET)).kind_only)
     wl_file = Path(workloads_file) if workloads_file else default_workloads(bundle.folder, device)
     workloads = load_workloads(wl_file, bundle.spec)
     root = Path(out).resolve()

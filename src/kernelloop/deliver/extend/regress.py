@@ -93,7 +93,7 @@ def task_set(subset: Literal["ci", "full"] = "ci", ops: list[str] | None = None,
     from ...core.device import VIRTUAL_HOPPER
     from ...core.spec import load_op, load_workloads
     from ...core.spec.space import prune
-    hopper = {**VIRTUAL_HOPPER, "virtual": False}
+    hopper = VIRTUAL_HOPPER.with_(virtual=False)
     names = ops or (sorted({*CI_INTERPRET, *CI_SM90}) if subset == "ci" else builtin_ops())
     out: list[Task] = []
     for op in names:

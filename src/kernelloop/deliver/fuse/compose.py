@@ -73,7 +73,7 @@ class Choice:
 
     def gain_us(self) -> float | None:
         ev = self.realisation.evidence
-        if ev is None or ev.device != "cuda":
+        if ev is None or not ev.device.is_cuda:
             return None
         for w in ev.workloads:
             if w.axes == self.workload and w.kernel_us is not None and w.eager_us is not None:

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field
 
 from ...base.records import Record, Status
+from ...base.records.device import Device
 from ...base.records.measurement import Ratio
 from .plans import OpPlan
 
@@ -40,7 +41,7 @@ class Evidence(Record):
 
     run_id: str
     run_dir: str
-    device: str = Field(description="cuda or interpret.")
+    device: Device = Field(description="The run's device kind (cuda or interpret), stored as that text.")
     gpu: str = ""
     source: Literal["search", "table"] = Field(description="search: the loop searched the template's space; "
                                                            "table: the pattern table's realisation, re-verified "
@@ -57,7 +58,7 @@ class Evidence(Record):
     def speed(self) -> Speed:
         """FASTER when every workload is faster than eager, SLOWER when one is slower, SAME otherwise; "not
         measured" in the interpreter or without a comparison."""
-        if self.device != "cuda" or any(w.vs_eager is None for w in self.workloads) or not self.workloads:
+        if not self.device.is_cuda or any(w.vs_eager is None for w in self.workloads) or not self.workloads:
             return "not measured"
         verdicts = {w.vs_eager.verdict.value for w in self.workloads}
         if verdicts == {"FASTER"}:
@@ -96,7 +97,7 @@ def from_run(run_dir: Path, source: str) -> Evidence:
     rows = []
     with Archive(run.path, readonly=True) as archive:
         env = archive.get_run(summary.run)["environment"]
-        timed = env.get("device") == "cuda"   # interpreter timings are not kernel performance: not reported
+        timed = Device.of_environment(env).is_cuda   # interpreter timings are not kernel performance: not reported
         finals = archive.finals(summary.run)
         for w in summary.workloads:
             mine = [t for t in trials.values() if t.workload_id == w.id]
@@ -125,6 +126,6 @@ def from_run(run_dir: Path, source: str) -> Evidence:
                 eager_us=median("eager"), compile_us=median("torch.compile"), vs_eager=ratios.get("eager"),
                 vs_compile=ratios.get("torch.compile"), confirmed=confirmed))
         names = sorted({archive.get_candidate(t.candidate_id).proposer for t in trials.values()})
-    return Evidence(run_id=summary.run, run_dir=str(run_dir), device=env.get("device", "interpret"),
+    return Evidence(run_id=summary.run, run_dir=str(run_dir), device=Device.of_environment(env),
                     gpu=env.get("gpu", ""), source=source, proposer=",".join(names), trials=len(trials),
                     workloads=rows)

@@ -133,7 +133,7 @@ def _model_dtype(model: torch.nn.Module) -> torch.dtype:
 def fuse(model: torch.nn.Module, examples, *, out: str | Path, budget: int | str | None = 2,
          device: str | None = None, strategy: str = "staged", table: str | Path | None = None,
          families: list[str] | None = None, seed: int = 0, confirm: bool | None = None, sanitize: bool = True,
-         jobs: int | None = None, fix: dict[str, str] | None = None, seeds: tuple[int, ...] = (0, 1, 2),
+         jobs: int | None = None, fixed: dict[str, str] | None = None, seeds: tuple[int, ...] = (0, 1, 2),
          tolerance=None, rounds: int = 10,
          calls: int = 3, liger: bool = True, contributions: bool = True,
          on_note: Callable[[str], None] | None = None) -> FuseResult:
@@ -143,7 +143,7 @@ def fuse(model: torch.nn.Module, examples, *, out: str | Path, budget: int | str
     before any work: UsageError).
     `budget`: the loop's evaluations per workload (or a duration); `families`: only these discovery families;
     `confirm`: confirm winners beside the baselines (default: on a GPU); `jobs`: loop runs at once (default 2 in
-    the interpreter, 1 on a GPU, where runs must not share it); `fix`: per kernel family ('add_norm', 'dual_gemm',
+    the interpreter, 1 on a GPU, where runs must not share it); `fixed`: per kernel family ('add_norm', 'dual_gemm',
     'gate_mul', 'gemm_epilogue', 'act_tail', 'rotary') parameters pinned in its search, 'NAME=V,NAME=V'."""
     from ..api import UsageError, check_strategy, resolve_device
     t0 = time.perf_counter()
@@ -164,7 +164,7 @@ def fuse(model: torch.nn.Module, examples, *, out: str | Path, budget: int | str
     exs = _examples(examples)
     options = R.RealiseOptions(device=dev, budget=budget, strategy=strategy, seed=seed,
                                confirm=Device.of(dev).is_cuda if confirm is None else confirm, sanitize=sanitize,
-                               fix=dict(fix) if fix else None)
+                               fixed=dict(fixed) if fixed else None)
     mdtype = _model_dtype(model)
     programs, reports, shapes = _export_and_discover(model, exs, note)
     if all(p is None for p in programs):

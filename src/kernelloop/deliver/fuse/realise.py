@@ -43,7 +43,7 @@ class RealiseOptions:
     confirm: bool = True
     sanitize: bool = True
     checks: int = 2
-    fix: dict | None = None       # kind -> parameters pinned in its search ('NAME=V,NAME=V'), e.g. a GPU's few configs
+    fixed: dict | None = None     # kind -> parameters pinned in its search ('NAME=V,NAME=V'), e.g. a GPU's few configs
 
 
 class TableProposer:
@@ -90,7 +90,7 @@ def _loop(bundle, workloads: list[Workload], options: RealiseOptions, run_dir: P
         kind = bundle.spec.templates[0].name
         return optimize(bundle.folder, workloads=workloads, budget=options.budget, device=options.device,
                         strategy=options.strategy, out=run_dir, seed=options.seed, checks=options.checks,
-                        confirm=options.confirm, sanitize=options.sanitize, fix=(options.fix or {}).get(kind))
+                        confirm=options.confirm, sanitize=options.sanitize, fixed=(options.fixed or {}).get(kind))
     opts = RunOptions(device=options.device, budget=Budget(evals=1), strategy=options.strategy, seed=options.seed,
                       checks=options.checks, confirm=options.confirm, sanitize=options.sanitize)
     loop.run(bundle, workloads, opts, run_dir, proposer=proposer)

@@ -194,7 +194,7 @@ class PatternTable:
             self.note(key, plan.kind, "rejected", why)
             return why
         speed = evidence.speed
-        if evidence.device == "cuda" and speed != "FASTER":
+        if evidence.device.is_cuda and speed != "FASTER":
             why = f"not admitted: {speed} than the unfused eager sequence"
             self.note(key, plan.kind, "rejected", why)
             return why
@@ -224,7 +224,7 @@ class PatternTable:
                                     "dtypes": sorted(set(c.dtypes) | {plan.dtype.value})})
         status, event = entry.status, "reverified"
         speed = evidence.speed
-        if evidence.device == "cuda":
+        if evidence.device.is_cuda:
             if speed == "FASTER":
                 status, event = "admitted", ("confirmed" if entry.status == "unmeasured" else "reverified")
             else:

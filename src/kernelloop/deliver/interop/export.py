@@ -31,6 +31,7 @@ from datetime import datetime, timezone
 
 from ...base.records import Candidate, DType, OpSpec, Status, Trial
 from ...base.records import Environment as KlEnvironment
+from ...base.records.device import Device
 from ...base.records import Workload as KlWorkload
 from ...core.spec import OpBundle
 from . import flashinfer_trace as fi
@@ -158,7 +159,8 @@ def hardware_name(env: KlEnvironment | dict | None) -> str:
     gpu = (env.get("gpu") or "").strip()
     if gpu:
         return "_".join(gpu.split())
-    return "cpu_triton_interpreter" if env.get("device") == "interpret" else (env.get("device") or "unknown")
+    device = Device.named(env.get("device"))
+    return "cpu_triton_interpreter" if device is not None and device.is_interpret else (env.get("device") or "unknown")
 
 
 def export_solution(candidate: Candidate, spec: OpSpec, dtype: DType | str | None = None, *, author: str = "kernelloop",

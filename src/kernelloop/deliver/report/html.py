@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ...core.archive import Archive
 from ...core.bench.stats import ratio_verdict
-from ...base.records.integrity import RunIntegrity
+from ...base.records.summary import RunSummary
 from ...base.records import OpSpec, Workload
 from . import figures
 from .summary import run_summary
@@ -90,9 +90,9 @@ def _measured_verdict(t, parents_us: list[float], best_before: float | None, int
 
 
 def build_context(archive: Archive, run_id: str | None = None, *, source: str = "") -> dict:
-    """Everything the template shows, as plain data and SVG strings."""
+    """Everything the template shows: the `RunSummary` record, plain data and SVG strings."""
     summary = run_summary(archive, run_id)
-    rid = summary["run"]
+    rid = summary.run
     run = archive.get_run(rid)
     spec = OpSpec.model_validate(run["spec"])
     workloads = [Workload.model_validate(w) for w in run["options"].get("workloads", [])]
@@ -113,16 +113,16 @@ def build_context(archive: Archive, run_id: str | None = None, *, source: str = 
               for w in workloads]   # best so far
     lineage, with_parents = _lineage(trials, cands)
     return {
-        "title": f"kernelloop report: {summary['op']} ({rid})", "summary": summary, "spec": spec,
+        "title": f"kernelloop report: {summary.op} ({rid})", "summary": summary, "spec": spec,
         "source": source, "environment": run["environment"], "options": run["options"],
         "created": _dt.datetime.fromtimestamp(t0, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "progress_svg": figures.progress(series[:64]),
         **_fronts_and_roofline(archive, rid, spec, workloads, per_w, cands),
         "lineage": lineage, "with_parents": with_parents, "candidates": len(cands),
-        "log": _optimisation_log(archive, rid, trials, cands, labels, summary["interpreter"]),
+        "log": _optimisation_log(archive, rid, trials, cands, labels, summary.interpreter),
         "workload_labels": labels,
         "baseline_names": _baseline_names(summary),
-        "integrity_line": RunIntegrity.model_validate(summary["integrity"]).line(),
+        "integrity_line": summary.integrity.line() if summary.integrity is not None else "",
         "max_panels": figures.MAX_PANELS,
     }
 
@@ -238,8 +238,8 @@ def _optimisation_log(archive: Archive, rid: str, trials: list, cands: dict, lab
     return log
 
 
-def _baseline_names(summary: dict) -> list[str]:
-    names = {b for w in summary["workloads"] for b in (w.get("confirmed") or {}).get("baselines", {})}
+def _baseline_names(summary: RunSummary) -> list[str]:
+    names = {b for w in summary.workloads if w.confirmed is not None for b in w.confirmed.baselines}
     return sorted(names, key=lambda b: (b != "eager", b != "torch.compile", b != "copy", b))
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from ...base.records.device import DeviceProperties
 from ...core.device import VIRTUAL_HOPPER
 from ...base.records import Candidate, OpSpec, Workload
 from ..schedule.lower import NotLowerable, lower, schedule_of
@@ -26,10 +27,10 @@ from ..schedule.records import Schedule
 from ..schedule.resources import check_resources, footprint
 from .records import Budget, GateDecision, GateFinding, GateResources
 
-HOPPER = {**VIRTUAL_HOPPER, "virtual": False, "name": "sm_90"}
+HOPPER = VIRTUAL_HOPPER.with_(virtual=False, name="sm_90")
 
 
-def check_schedule(schedule: Schedule, elem: int = 2, limits: dict | None = None) -> list[GateFinding]:
+def check_schedule(schedule: Schedule, elem: int = 2, limits: DeviceProperties | None = None) -> list[GateFinding]:
     """The schedule's own findings (no build): lowering, barrier protocol, footprint."""
     try:
         lower(schedule)
@@ -41,22 +42,22 @@ def check_schedule(schedule: Schedule, elem: int = 2, limits: dict | None = None
     return out
 
 
-def schedule_budget(schedule: Schedule, elem: int = 2, limits: dict | None = None) -> Budget:
+def schedule_budget(schedule: Schedule, elem: int = 2, limits: DeviceProperties | None = None) -> Budget:
     """What a schedule declares: built at its maxnreg, no spills, within its shared-memory footprint."""
     math = schedule.role_index(schedule.math_roles[0].name)
     return Budget(registers=schedule.max_registers, shared_bytes=footprint(schedule, elem, limits).shared_bytes,
                   spills=False, field=f"roles[{math}].registers")
 
 
-def _ctas(kernel: dict, limits: dict) -> int | None:
+def _ctas(kernel: dict, limits: DeviceProperties) -> int | None:
     threads = (kernel.get("num_warps") or 0) * 32
     if not threads or kernel.get("REG") is None or kernel.get("shared") is None:
         return None
-    return min(limits["regs_per_sm"] // max(kernel["REG"] * threads, 1),
-               limits["shared_per_sm"] // (kernel["shared"] + 1024), limits["max_threads_per_sm"] // threads)
+    return min(limits.regs_per_sm // max(kernel["REG"] * threads, 1),
+               limits.shared_per_sm // (kernel["shared"] + 1024), limits.max_threads_per_sm // threads)
 
 
-def check_build(outcome, limits: dict, budget: Budget | None) -> tuple[list[GateFinding], GateResources]:
+def check_build(outcome, limits: DeviceProperties, budget: Budget | None) -> tuple[list[GateFinding], GateResources]:
     """The build's findings against the device and the budget, and its resources."""
     from ...core.build.aot import BUILT
     if outcome.status != BUILT:
@@ -66,20 +67,20 @@ def check_build(outcome, limits: dict, budget: Budget | None) -> tuple[list[Gate
     for k in outcome.kernels:
         name, threads, regs = k.get("name", "?"), (k.get("num_warps") or 0) * 32, k.get("REG")
         shared = k.get("shared")
-        if shared is not None and shared > limits["shared_per_block_optin"]:
+        if shared is not None and shared > limits.shared_per_block_optin:
             out.append(GateFinding(check="shared", field="ring.stages" if b.field else "",
                                    message=f"{name}: {shared} bytes of shared memory > "
-                                           f"{limits['shared_per_block_optin']}"))
+                                           f"{limits.shared_per_block_optin}"))
         elif shared is not None and b.shared_bytes is not None and shared > b.shared_bytes:
             out.append(GateFinding(check="shared", field="ring.stages" if b.field else "",
                                    message=f"{name}: built with {shared} bytes of shared memory, more than the "
                                            f"{b.shared_bytes} declared"))
-        if threads > limits["max_threads_per_block"]:
+        if threads > limits.max_threads_per_block:
             out.append(GateFinding(check="threads", message=f"{name}: {threads} threads > "
-                                                            f"{limits['max_threads_per_block']}"))
-        if regs is not None and regs * threads > limits["regs_per_sm"]:
+                                                            f"{limits.max_threads_per_block}"))
+        if regs is not None and regs * threads > limits.regs_per_sm:
             out.append(GateFinding(check="registers", field=b.field, message=f"{name}: {regs} registers x {threads} "
-                                                                             f"threads > {limits['regs_per_sm']}"))
+                                                                             f"threads > {limits.regs_per_sm}"))
         elif regs is not None and b.registers is not None and regs > b.registers:
             out.append(GateFinding(check="registers", field=b.field, message=f"{name}: {regs} registers a thread > "
                                                                              f"the {b.registers} declared"))
@@ -97,7 +98,7 @@ def check_build(outcome, limits: dict, budget: Budget | None) -> tuple[list[Gate
     return out, res
 
 
-def gate(candidate: Candidate, outcome=None, *, workload: Workload, limits: dict | None = None,
+def gate(candidate: Candidate, outcome=None, *, workload: Workload, limits: DeviceProperties | None = None,
          budget: Budget | None = None, enforced: bool = True) -> GateDecision:
     """Decide on `candidate` for `workload` from its schedule (if any) and its ahead-of-time build `outcome` (a
     `kernelloop.core.build.aot.BuildOutcome`; None: the schedule alone is checked)."""
@@ -107,7 +108,7 @@ def gate(candidate: Candidate, outcome=None, *, workload: Workload, limits: dict
     return with_build(first, outcome, limits)
 
 
-def gate_schedule(candidate: Candidate, *, workload: Workload, limits: dict | None = None,
+def gate_schedule(candidate: Candidate, *, workload: Workload, limits: DeviceProperties | None = None,
                   budget: Budget | None = None, enforced: bool = True) -> GateDecision:
     """The decision before any build: the checks of the schedule the candidate was lowered from (`schedule` None and
     nothing found for a candidate without one), with the budget its build is to be held to."""
@@ -130,7 +131,7 @@ def gate_schedule(candidate: Candidate, *, workload: Workload, limits: dict | No
                         passed=not findings, findings=findings, schedule=name, enforced=enforced, budget=budget)
 
 
-def with_build(decision: GateDecision, outcome, limits: dict | None = None, target: str = "sm_90") -> GateDecision:
+def with_build(decision: GateDecision, outcome, limits: DeviceProperties | None = None, target: str = "sm_90") -> GateDecision:
     """`decision` (from `gate_schedule`) completed with the checks of the candidate's build `outcome` against the
     device's `limits` and the decision's budget."""
     more, resources = check_build(outcome, limits or HOPPER, decision.budget)
@@ -140,7 +141,7 @@ def with_build(decision: GateDecision, outcome, limits: dict | None = None, targ
         "target": target, "checked": "schedule and build" if decision.schedule is not None else "build"})
 
 
-def gate_candidate(candidate: Candidate, spec: OpSpec, workload: Workload, *, limits: dict | None = None,
+def gate_candidate(candidate: Candidate, spec: OpSpec, workload: Workload, *, limits: DeviceProperties | None = None,
                    budget: Budget | None = None, arch: int = 90, timeout_s: float = 300.0) -> GateDecision:
     """Build the candidate ahead of time for sm_`arch` on this host and gate it. A schedule that fails its own checks
     is not built (nothing reaches even the compiler)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from ...base.records.device import DeviceProperties
 from ...base.records import Candidate, OpSpec
 from ..schedule.lower import NotLowerable, lower
 from ..schedule.patch import EditInvalid, ScheduleEdit, apply_patch, base_schedule, pinned_params
@@ -17,7 +18,7 @@ from .check import check_schedule
 
 
 def materialize_edit(edit: ScheduleEdit, spec: OpSpec, *, sources: dict[str, str] | None = None,
-                     elem: int = 2, limits: dict | None = None, proposer: str = "manual",
+                     elem: int = 2, limits: DeviceProperties | None = None, proposer: str = "manual",
                      parent_ids: list[str] | None = None, hypothesis: str = "") -> tuple[Schedule, Candidate]:
     """The edited schedule and its candidate, or EditInvalid with the gate's message."""
     sched = apply_patch(base_schedule(edit.base, sources), edit.patch, edit.name)

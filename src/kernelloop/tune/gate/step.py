@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from ...base.records.device import DeviceProperties
 from ...base.records import Status, Verdict
 from .check import gate_candidate, gate_schedule, with_build
 from .records import GateDecision
@@ -49,7 +50,7 @@ class StaticGate:
     name = "static gate"
 
     def __init__(self, *, build: bool = False, compiled: bool = False, enforce: bool = True,
-                 limits: dict | None = None, target: str = "sm_90", no_build: str = NO_BUILD):
+                 limits: DeviceProperties | None = None, target: str = "sm_90", no_build: str = NO_BUILD):
         self.build, self.compiled, self.enforce, self.limits = build, compiled, enforce, limits
         self.target, self.no_build = target, no_build
         self.build_check = GateBuildCheck(self)

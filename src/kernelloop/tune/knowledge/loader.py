@@ -27,6 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ...base.records import Direction, Hypothesis, check_expression
+from ...base.records.device import DeviceProperties
 from ...base.records.spec import FORMULA_FUNCS
 from ..profile.metrics import BY_KEY
 from ...base import pyast
@@ -213,23 +214,24 @@ class KnowledgeBase:
         return [i for i in ids if i not in self]
 
 
-def applies(a: AppliesTo, properties: dict) -> bool:
-    """Whether a device (its properties dict) is one an entry is about."""
-    if a.gpu is not None and a.gpu.lower() not in str(properties.get("name", "")).lower():
+def applies(a: AppliesTo, properties: DeviceProperties) -> bool:
+    """Whether a device (its properties) is one an entry is about."""
+    if a.gpu is not None and a.gpu.lower() not in properties.name.lower():
         return False
-    if a.capability is not None and list(properties.get("capability") or []) != list(a.capability):
+    if a.capability is not None and list(properties.capability) != list(a.capability):
         return False
     return True
 
 
-def check_fact(fact: Fact, properties: dict, ceilings: dict | None = None) -> FactStatus:
-    """Confirm or refute a fact on a device: `properties` from device_properties(), `ceilings` a Ceilings dump."""
-    if properties.get("virtual"):
+def check_fact(fact: Fact, properties: DeviceProperties, ceilings: dict | None = None) -> FactStatus:
+    """Confirm or refute a fact on a device: `properties` from device_properties() (a fact names one by its field
+    name, compared on its JSON value), `ceilings` a Ceilings dump."""
+    if properties.virtual:
         return FactStatus(fact.id, "unknown", note="virtual device (interpreter): nothing to check against")
     if not applies(fact.applies_to, properties):
-        return FactStatus(fact.id, "not-applicable", note=f"device {properties.get('name')!r}")
+        return FactStatus(fact.id, "not-applicable", note=f"device {properties.name!r}")
     c = fact.check
-    table = properties if c.source == "device" else (ceilings or {})
+    table = properties.model_dump(mode="json") if c.source == "device" else (ceilings or {})
     if c.property not in table:
         return FactStatus(fact.id, "unknown", note=f"{c.source} has no {c.property!r}")
     got = table[c.property]

@@ -37,7 +37,7 @@ class Budget(Record):
 
     @classmethod
     def parse(cls, budget: "int | str | Budget | None", device: str | Device,
-              gpu_seconds: float | None = None, gpu_flag: str = "gpu_budget", flag: str = "budget") -> "Budget":
+              gpu_seconds: float | None = None, gpu_flag: str = "gpu_seconds", flag: str = "budget") -> "Budget":
         """Comma-separated parts: N evaluations, a wall-time duration ('90s', '10m', '1h') and GPU time
         'gpu:DURATION' ('gpu:300s', 'gpu:5m'), e.g. '40,10m,gpu:5m'; an int is evaluations. None: the default for
         the device. `gpu_seconds` (the separate GPU-seconds argument) joins it; given twice is a UsageError."""

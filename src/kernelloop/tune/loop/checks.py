@@ -10,9 +10,9 @@ from typing import Mapping, Sequence
 from ...base.records import Workload
 from ...base.usage import UsageError
 
-API_NAMES = {"templates": "template", "baselines": "baseline", "fixed": "fix", "start": "start", "prior": "prior",
+API_NAMES = {"templates": "template", "baselines": "baseline", "fixed": "fixed", "start": "start", "prior": "prior",
              "strategy": "strategy", "screen_samples": "screen_samples", "profile_timeout_s": "profile_timeout_s",
-             "devices": "devices", "executor": "executor", "gpu_seconds": "gpu_budget", "budget": "budget",
+             "devices": "devices", "executor": "executor", "gpu_seconds": "gpu_seconds", "budget": "budget",
              "resume": "resume=True", "out": "out=RUN_DIR"}
 CLI_NAMES = {"templates": "--template", "baselines": "--baseline", "fixed": "--fix", "start": "--start",
              "prior": "--prior", "strategy": "--strategy", "screen_samples": "--screen",

@@ -27,8 +27,11 @@ from ...core.execute.executor import EvalContext, resolve_devices
 from ...core.execute.pool import Worker, job_root
 from ...core.manifest import check_unchanged
 from ...base.records import Candidate, Status, Trial, Workload
+from ...base.records.events import (BudgetEvent, BudgetPayload, EmptySpaceEvent, EmptySpacePayload, FailureEvent,
+                                    PruneEvent, PrunePayload, ScreenEvent, SearchEvent, SessionEvent, SessionPayload,
+                                    TransportEvent, TransportPayload)
 from ...base.records.run import RunResult, RunStatus, StopReason, WorkloadResult
-from .throughput import SESSION_EVENT, throughput
+from .throughput import throughput
 from ..search.budget import GpuBudget, Screening
 from ..select.pareto import best_per_workload
 from ..select.sanitize import Sanitizer, rejected, without_rejected
@@ -120,7 +123,7 @@ class Controller:
                 events = getattr(proposer, "drain_events", lambda: [])()
                 if not replayed:   # a resumed run archived these already
                     for event in events:
-                        archive.log_event(run.run_id, "search", event)
+                        archive.log_event(run.run_id, SearchEvent(payload=event))
         except BaseException:
             with contextlib.suppress(Exception):   # the interruption, not a failed note, is what is raised
                 self._archive_gate(run, pipeline)
@@ -129,7 +132,7 @@ class Controller:
         self._archive_gate(run, pipeline)
         self._log_session(archive, run.run_id, session, done0, pipeline)
         if screening is not None:
-            archive.log_event(run.run_id, "screen", screening.as_dict())
+            archive.log_event(run.run_id, ScreenEvent(payload=screening.as_dict()))
         return asks.stop_reason()
 
     def _submit(self, run: Frozen, pipeline: Pipeline, w: Workload, cand: Candidate, halving=None
@@ -152,12 +155,12 @@ class Controller:
         if ev.transport == "host-arena" and (done.device, ev.transport_note) not in self._transport_noted:
             # a GPU whose buffers could not be shared by CUDA IPC: said once per device and reason
             self._transport_noted.add((done.device, ev.transport_note))
-            archive.log_event(run.run_id, TRANSPORT_EVENT, {"device": done.device, "transport": ev.transport,
-                                                            "reason": ev.transport_note, "trial": trial.id})
+            archive.log_event(run.run_id, TransportEvent(payload=TransportPayload(
+                device=str(done.device), transport=ev.transport, reason=ev.transport_note, trial=trial.id)))
         if ev.failure is not None and trial.verdict.status is not Status.PASSED:
             failure = {"trial": trial.id, "candidate": cand.id, "workload": w.id,
                        "status": trial.verdict.status.value, "reason": failure_reason(trial.verdict), **ev.failure}
-            archive.log_event(run.run_id, "failure", failure)
+            archive.log_event(run.run_id, FailureEvent(payload=failure))
             self._failures[trial.id] = failure
         return trial
 
@@ -186,10 +189,10 @@ class Controller:
         """This invocation's search phase as a `search-session` event: the wall time throughput is measured over,
         the devices it ran on and how long they waited for builds."""
         p = self.progress
-        archive.log_event(run_id, SESSION_EVENT, {
-            "started": started, "finished": time.time(), "evaluated": p.done - p.replayed - done0,
-            "replayed": p.replayed, "devices": [str(d) for d in pipeline.devices],
-            "build_wait_s": pipeline.build_wait_s(), "builds_ahead": pipeline.build.compiles})
+        archive.log_event(run_id, SessionEvent(payload=SessionPayload(
+            started=started, finished=time.time(), evaluated=p.done - p.replayed - done0, replayed=p.replayed,
+            devices=[str(d) for d in pipeline.devices], build_wait_s=pipeline.build_wait_s(),
+            builds_ahead=pipeline.build.compiles)))
 
     # -- the proposer ---------------------------------------------------------------------------------------
     def _check_templates(self) -> None:
@@ -208,13 +211,13 @@ class Controller:
             for t, kept, report in selected_space(self.spec.templates, w, props, opts.templates, opts.fixed):
                 space += kept
                 if not resume:
-                    archive.log_event(run.run_id, "prune", {"workload": w.id, "label": w.label, "template": t.name,
-                                                            **report.as_dict()})
+                    archive.log_event(run.run_id, PruneEvent(payload=PrunePayload(
+                        workload=w.id, label=w.label, template=t.name, **report.as_dict())))
             spaces[w.id] = space
             if not space and not resume:
-                archive.log_event(run.run_id, "empty-space", {
-                    "workload": w.id, "label": w.label,
-                    "message": "every configuration was pruned for this workload: nothing to try"})
+                archive.log_event(run.run_id, EmptySpaceEvent(payload=EmptySpacePayload(
+                    workload=w.id, label=w.label,
+                    message="every configuration was pruned for this workload: nothing to try")))
         if opts.strategy != PLANNER:
             return TemplateSearch(self.bundle, spaces, opts.strategy, opts.seed, read_warm_start(opts, self.spec.name),
                                   shapes={w.id: (dict(w.axes), w.dtype.value) for w in self.workloads})
@@ -248,9 +251,8 @@ class Controller:
         finally:
             worker.close()
             if evaluator.device.is_cuda and evaluator.transport == "host-arena":
-                run.archive.log_event(run.run_id, TRANSPORT_EVENT, {"device": str(device), "transport": "host-arena",
-                                                                    "reason": evaluator.transport_note,
-                                                                    "phase": "confirm"})
+                run.archive.log_event(run.run_id, TransportEvent(payload=TransportPayload(
+                    device=str(device), transport="host-arena", reason=evaluator.transport_note, phase="confirm")))
 
     def _result(self, archive: Archive, run_id: str, stop: StopReason) -> RunResult:
         """The RunResult of this invocation, read from the archive (the figures `kernelloop show` prints)."""
@@ -304,12 +306,13 @@ class Asks:
             w = next(self._order, None)
             if w is None:   # a new round over the workloads still active: the budgets are checked between rounds
                 if opts.budget.seconds is not None and time.monotonic() - self.t_start > opts.budget.seconds:
-                    archive.log_event(run_id, "budget", {"reason": "wall time", "seconds": opts.budget.seconds})
+                    archive.log_event(run_id, BudgetEvent(payload=BudgetPayload(reason="wall time",
+                                                                                seconds=opts.budget.seconds)))
                     self.stop = StopReason.WALL_TIME
                 elif self.gpu is not None and self.gpu.exhausted:
-                    archive.log_event(run_id, "budget", {"reason": "gpu seconds", "seconds": self.gpu.seconds,
-                                                         "spent": round(self.gpu.spent, 3),
-                                                         "evaluations": self.gpu.evaluations})
+                    archive.log_event(run_id, BudgetEvent(payload=BudgetPayload(
+                        reason="gpu seconds", seconds=self.gpu.seconds, spent=round(self.gpu.spent, 3),
+                        evaluations=self.gpu.evaluations)))
                     self.stop = StopReason.GPU_SECONDS
                 self._order = iter(list(self.active))
                 continue

@@ -10,6 +10,7 @@ from typing import Callable
 
 from ...core.archive import Archive, ArchiveError
 from ...base.records import Candidate, Status, Trial, Workload
+from ...base.records.events import EvidenceEvent, EvidencePayload, EvidenceSourceEvent, EvidenceSourcePayload
 from ...core.spec import OpBundle
 
 
@@ -20,7 +21,8 @@ def evidence_source(archive: Archive, run_id: str, proposer, given, device, prof
         return None
     from ..profile.evidence import default_evidence
     source = given if given is not None else default_evidence(device, profile_timeout_s)
-    archive.log_event(run_id, "evidence-source", {"source": source.name, "note": getattr(source, "reason", "")})
+    archive.log_event(run_id, EvidenceSourceEvent(payload=EvidenceSourcePayload(
+        source=source.name, note=getattr(source, "reason", ""))))
     return source
 
 
@@ -50,10 +52,10 @@ def hand_evidence(archive: Archive, run_id: str, run_dir: Path, bundle: OpBundle
             used = "timing"
             report = TimingEvidence(f"{source.name} failed: {error}").collect(ctx)
         seconds = time.monotonic() - t0
-        archive.log_event(run_id, "evidence", {
-            "workload": w.id, "trial": trial.id, "candidate": cand.id, "source": used, "error": error,
-            "seconds": seconds, "profiled": report.kernel is not None,
-            "bottleneck": report.classification.bottleneck.value if report.classification else None,
-            "parent": request.parent_id, "hypotheses": format_hypotheses(list(request.hypotheses)),
-            "outcomes": outcome_counts(report)})
+        archive.log_event(run_id, EvidenceEvent(payload=EvidencePayload(
+            workload=w.id, trial=trial.id, candidate=cand.id, source=used, error=error, seconds=seconds,
+            profiled=report.kernel is not None,
+            bottleneck=report.classification.bottleneck.value if report.classification else None,
+            parent=request.parent_id, hypotheses=format_hypotheses(list(request.hypotheses)),
+            outcomes=outcome_counts(report))))
     proposer.give_evidence(cand, w, report)

@@ -16,11 +16,11 @@ from ...core.execute.evaluate import Evaluator
 from ...core.execute.executor import (EvalContext, EvalDone, EvalJob, Executor, LocalExecutor, forward,
                                 resolve_devices)
 from ...base.records import Candidate, Workload
-from ...base.records.device import Device
+from ...base.records.device import Device, DeviceProperties
 from .options import RunOptions
 
 
-def default_steps(device: Device, properties: dict, static_rules: bool, folder: Path,
+def default_steps(device: Device, properties: DeviceProperties, static_rules: bool, folder: Path,
                   timeout_s: float = 300.0, gate: str = "on") -> list[BuildStep]:
     """The static rules (unless turned off); the static gate (`gate` 'on'; 'audit': its decisions recorded, nothing
     rejected; 'off': none); then on a GPU the Triton compile for its architecture and the gate's check of its build.
@@ -29,14 +29,14 @@ def default_steps(device: Device, properties: dict, static_rules: bool, folder: 
     steps: list[BuildStep] = [StaticRules()] if static_rules else []
     static_gate = None
     if gate != "off":
-        major, minor = properties.get("capability", [9, 0])
+        major, minor = properties.capability
         static_gate = StaticGate(compiled=device.is_cuda, enforce=gate == "on", limits=properties,
                                  target=f"sm_{int(major) * 10 + int(minor)}",
                                  no_build="interpreter run: no sm_90 build, only the schedule's own checks")
         steps.append(static_gate)
     if device.is_cuda:
-        major, minor = properties.get("capability", [9, 0])
-        steps.append(TritonCompile(arch=int(major) * 10 + int(minor), sm_count=int(properties.get("sm_count", 132)),
+        major, minor = properties.capability
+        steps.append(TritonCompile(arch=int(major) * 10 + int(minor), sm_count=properties.sm_count,
                                    folder=folder, timeout_s=timeout_s))
         if static_gate is not None:
             steps.append(static_gate.build_check)

@@ -10,9 +10,10 @@ from typing import Callable
 from ...core.archive import Archive
 from ...core.execute.evaluate import Evaluator
 from ...base.records import Trial, Workload
+from ...base.records.events import ConfirmFailedEvent, ConfirmFailedPayload, SanitizeEvent
 from ..select.confirm import ConfirmFailure, confirm_across_processes, timed_check
 from ..select.pareto import best_per_workload, front_for_workload
-from ..select.sanitize import (SANITIZE_EVENT, SANITIZE_TRIES, Sanitizer, default_sanitizer, event_payload, off,
+from ..select.sanitize import (SANITIZE_TRIES, Sanitizer, default_sanitizer, event_payload, off,
                                rejected, sanitize_candidate, without_rejected)
 from ...core.spec import OpBundle
 from ...base import pyast
@@ -79,9 +80,8 @@ class Confirmation:
                 runs, notes, stated = confirm_across_processes(evaluator, cand, w, ["candidate", *baselines],
                                                                self.policy, job_dir, check)
             except ConfirmFailure as e:
-                archive.log_event(run_id, "confirm-failed", {"workload": w.id, "candidate": cand.id,
-                                                             "status": e.status, "error": e.error,
-                                                             "process": e.process})
+                archive.log_event(run_id, ConfirmFailedEvent(payload=ConfirmFailedPayload(
+                    workload=w.id, candidate=cand.id, status=e.status, error=e.error, process=e.process)))
                 continue
             finally:
                 shutil.rmtree(job_dir, ignore_errors=True)
@@ -106,24 +106,24 @@ class Confirmation:
             best = best_per_workload(without_rejected(mine, {(c, w.id) for c in gone})).get(w.id)
             if best is None:
                 if gone:
-                    archive.log_event(run_id, "confirm-failed", {
-                        "workload": w.id, "candidate": None, "status": "sanitizer", "process": None,
-                        "error": f"compute-sanitizer rejected every PASSED candidate it ran over "
-                                 f"({len(gone)}): nothing left to confirm"})
+                    archive.log_event(run_id, ConfirmFailedEvent(payload=ConfirmFailedPayload(
+                        workload=w.id, candidate=None, status="sanitizer", process=None,
+                        error=f"compute-sanitizer rejected every PASSED candidate it ran over "
+                              f"({len(gone)}): nothing left to confirm")))
                 return None
             cand = archive.get_candidate(best.candidate_id)
             if not self.sanitize:
                 return cand, off(cand), sorted(gone)
             if attempt == SANITIZE_TRIES:
-                archive.log_event(run_id, "confirm-failed", {
-                    "workload": w.id, "candidate": cand.id, "status": "sanitizer", "process": None,
-                    "error": f"compute-sanitizer rejected the {SANITIZE_TRIES} fastest candidates; the next one is "
-                             f"left unconfirmed"})
+                archive.log_event(run_id, ConfirmFailedEvent(payload=ConfirmFailedPayload(
+                    workload=w.id, candidate=cand.id, status="sanitizer", process=None,
+                    error=f"compute-sanitizer rejected the {SANITIZE_TRIES} fastest candidates; the next one is "
+                          f"left unconfirmed")))
                 return None
             self.note(f"compute-sanitizer over {w.label} {cand.label}")
             sanitizer = self.sanitizer or default_sanitizer(self.evaluator.device)
             result = sanitize_candidate(sanitizer, self.bundle, cand, w, self.evaluator.accept(cand, w))
-            archive.log_event(run_id, SANITIZE_EVENT, event_payload("confirm", w, cand, result, best))
+            archive.log_event(run_id, SanitizeEvent(payload=event_payload("confirm", w, cand, result, best)))
             if result.status != "findings":
                 return cand, result, sorted(gone)
             gone.add(cand.id)

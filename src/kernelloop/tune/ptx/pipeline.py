@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import Field
 
 from ...base.records import Candidate, Record, Workload
+from ...base.records.device import DeviceKind
 from .checks import check_edit
 from .patch import edited_ptx, unified
 from .prove import ProofReport
@@ -254,7 +255,7 @@ def prove_target(target: Target, accepted: list[tuple[RecoveredKernel, EditCheck
     from .prove import proof_cases, prove
     bundle = load_op(resolve_op(target.candidate.op))
     secret = secrets.token_hex(16)
-    device = "cuda" if opts.executor == "gpu" else "interpret"
+    device = (DeviceKind.CUDA if opts.executor == "gpu" else DeviceKind.INTERPRET).value
     reports = []
     for kernel, check in accepted[:opts.max_proofs]:
         cand = check.candidate

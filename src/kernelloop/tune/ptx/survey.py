@@ -34,7 +34,7 @@ def _one_op(name: str, arch: int) -> list[SurveyRow]:
     from ...core.spec.space import selected_space
     bundle = load_op(ops_dir() / name)
     w = load_workloads(bundle.folder / "workloads.toml", bundle.spec)[0]
-    props = {**VIRTUAL_HOPPER, "virtual": False}
+    props = VIRTUAL_HOPPER.with_(virtual=False)
     picks = [cfgs[0] for _, cfgs, _ in selected_space(bundle.spec.templates, w, props) if cfgs]
     files = {t.name: bundle.folder / t.file for t in bundle.spec.templates}
     rows = []

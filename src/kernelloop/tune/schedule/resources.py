@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...base.records.device import DeviceProperties
 from ...core.device import VIRTUAL_HOPPER
 from .protocol import Finding
 from .records import Schedule
@@ -47,7 +48,7 @@ class Footprint:
     ctas_per_sm: int
 
 
-def footprint(s: Schedule, elem: int = 2, limits: dict | None = None) -> Footprint:
+def footprint(s: Schedule, elem: int = 2, limits: DeviceProperties | None = None) -> Footprint:
     lim = limits or VIRTUAL_HOPPER
     t = s.tile
     ring = s.ring.stages * (t.block_m * t.block_k + t.block_k * t.block_n) * elem
@@ -63,32 +64,32 @@ def footprint(s: Schedule, elem: int = 2, limits: dict | None = None) -> Footpri
         warps = r.warps if r.kind == "math" or i == 0 else padded - worker_math
         used += r.registers * warps * 32
     regs = s.max_registers
-    per_sm = min(lim["regs_per_sm"] // max(regs * threads, 1), lim["shared_per_sm"] // (shared + 1024),
-                 lim["max_threads_per_sm"] // threads)
+    per_sm = min(lim.regs_per_sm // max(regs * threads, 1), lim.shared_per_sm // (shared + 1024),
+                 lim.max_threads_per_sm // threads)
     return Footprint(shared_bytes=shared, ring_bytes=ring, staging_bytes=staging, barrier_bytes=barriers,
                      threads=threads, registers=regs, register_file=used, ctas_per_sm=per_sm)
 
 
-def check_resources(s: Schedule, elem: int = 2, limits: dict | None = None) -> list[Finding]:
+def check_resources(s: Schedule, elem: int = 2, limits: DeviceProperties | None = None) -> list[Finding]:
     """The device limits the schedule breaks, each naming the field to change."""
     lim = limits or VIRTUAL_HOPPER
     f = footprint(s, elem, lim)
     out: list[Finding] = []
-    if f.shared_bytes > lim["shared_per_block_optin"]:
+    if f.shared_bytes > lim.shared_per_block_optin:
         field = "ring.stages" if f.ring_bytes >= f.staging_bytes else "epilogue.store"
         out.append(Finding(field, f"needs {f.shared_bytes} bytes of shared memory ({s.ring.stages} ring slots "
                                   f"{f.ring_bytes}, staging {f.staging_bytes}, barriers {f.barrier_bytes}) > "
-                                  f"{lim['shared_per_block_optin']} a program may have"))
-    if f.threads > lim["max_threads_per_block"]:
-        out.append(Finding("roles", f"{f.threads} threads a program > {lim['max_threads_per_block']}"))
+                                  f"{lim.shared_per_block_optin} a program may have"))
+    if f.threads > lim.max_threads_per_block:
+        out.append(Finding("roles", f"{f.threads} threads a program > {lim.max_threads_per_block}"))
     for i, r in enumerate(s.roles[1:], 1):
         if r.registers % 8:
             out.append(Finding(f"roles[{i}].registers", f"{r.registers}: a worker's budget (setmaxnreg) is a "
                                                         f"multiple of 8"))
-    if f.register_file > lim["regs_per_sm"]:
+    if f.register_file > lim.regs_per_sm:
         worst = max(range(len(s.roles)), key=lambda i: s.roles[i].registers)
         out.append(Finding(f"roles[{worst}].registers",
-                           f"the roles' budgets take {f.register_file} registers > the {lim['regs_per_sm']} of the "
+                           f"the roles' budgets take {f.register_file} registers > the {lim.regs_per_sm} of the "
                            f"register file ({', '.join(f'{r.name} {r.registers} x {r.warps} warp(s)' for r in s.roles)})"))
     t = s.tile
     for i, r in enumerate(s.roles):

@@ -27,12 +27,13 @@ from collections import Counter
 
 from ...core.build.aot import BUILT, BuildOutcome, launch_limits
 from ...base.records import TemplateSpec, Workload, evaluate_expression
+from ...base.records.device import DeviceProperties
 from ...core.spec.space import why_pruned, workload_names
 
 FAILS, SPILLS, RUNS = "fails", "spills", "runs"
 
 
-def build_class(outcome: BuildOutcome, props: dict) -> tuple[str, str]:
+def build_class(outcome: BuildOutcome, props: DeviceProperties) -> tuple[str, str]:
     """(`fails` | `spills` | `runs`, why) for one ahead-of-time build."""
     if outcome.status != BUILT:
         return FAILS, f"{outcome.status}: {outcome.error.splitlines()[0] if outcome.error else ''}"[:300]
@@ -53,7 +54,7 @@ def _estimate(template: TemplateSpec, names: dict, config: dict) -> dict:
         return {"shared": None, "regs": None}
 
 
-def audit(templates: dict[str, TemplateSpec], workload: Workload, props: dict,
+def audit(templates: dict[str, TemplateSpec], workload: Workload, props: DeviceProperties,
           outcomes: list[BuildOutcome]) -> dict:
     """The audit of pruning on `workload` and `props` against the builds of every configuration in `outcomes`."""
     rows = []
@@ -93,9 +94,9 @@ def audit(templates: dict[str, TemplateSpec], workload: Workload, props: dict,
     shared_err = [abs(r["estimate"]["shared"] - r["shared"]) for r in rows
                   if r["shared"] is not None and r["estimate"]["shared"] is not None]
     reg_rows = [r for r in rows if r["registers"] is not None and r["estimate"]["regs"] is not None]
-    over_255 = [r for r in reg_rows if r["estimate"]["regs"] > props["max_regs_per_thread"]]
+    over_255 = [r for r in reg_rows if r["estimate"]["regs"] > props.max_regs_per_thread]
     return {
-        "workload": workload.label, "device": props.get("name"), "configurations": len(rows),
+        "workload": workload.label, "device": props.name, "configurations": len(rows),
         "pruned": sum(1 for r in rows if r["pruned"]), "kept": sum(1 for r in rows if not r["pruned"]),
         "classes": dict(Counter(r["class"] for r in rows)),
         "fails": len(fails), "fails_pruned": len(caught),

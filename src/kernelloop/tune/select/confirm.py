@@ -25,6 +25,7 @@ from typing import Callable
 from ...core.bench.stats import verdict_for
 from ...base.records import Candidate, Measurement, Verdict, Workload
 from ...base.records.confirm import CrossProcessConfirmation, ProcessRun, StatedSpeedup
+from ...base.records.events import ThreadCensusEvent, ThreadCensusPayload
 
 CONFIRM_PROCESSES = 2
 
@@ -129,10 +130,10 @@ def attribute_thread(archive, evaluator, run_id: str, cand: Candidate, w: Worklo
                                   settle_threads=True)
     again = evaluator.check_timed(w, reply, evaluator.refresh_seeds(cand, w)) if reply.status == "ok" else \
         evaluator.failure_verdict(reply, "thread census")
-    archive.log_event(run_id, "confirm-thread-census", {
-        "workload": w.id, "candidate": cand.id, "confirm_verdict": bad.message, "threads": bad.log,
-        "alone": "PASSED" if again is None else f"{again.status.value}: {again.message}",
-        "attributed_to": "baselines" if again is None else "candidate"})
+    archive.log_event(run_id, ThreadCensusEvent(payload=ThreadCensusPayload(
+        workload=w.id, candidate=cand.id, confirm_verdict=bad.message, threads=bad.log,
+        alone="PASSED" if again is None else f"{again.status.value}: {again.message}",
+        attributed_to="baselines" if again is None else "candidate")))
     return again
 
 

@@ -16,7 +16,7 @@ from typing import Callable
 
 from ...base.records import Candidate, Measurement, Status, Trial, Workload
 from ...base.records.confirm import Reproduction
-from ...base.records.device import Device
+from ...base.records.device import Device, DeviceKind
 
 __all__ = ["ReproduceError", "Target", "reproduce", "targets"]
 
@@ -84,7 +84,7 @@ def check_device(run: dict) -> str:  # the device's text
     env = run.get("environment") or {}
     device = Device.of(env.get("device") or run["options"].get("device") or "interpret")
     if not device.is_cuda:
-        return "interpret"
+        return DeviceKind.INTERPRET.value
     import torch
     if not torch.cuda.is_available():
         raise ReproduceError(f"run {run['id']} was measured on CUDA ({env.get('gpu') or 'a GPU'}); this machine has no "
@@ -92,7 +92,7 @@ def check_device(run: dict) -> str:  # the device's text
     here = torch.cuda.get_device_name(0)
     if env.get("gpu") and env["gpu"] != here:
         raise ReproduceError(f"run {run['id']} was measured on {env['gpu']}; this machine's GPU is {here}")
-    return "cuda"
+    return DeviceKind.CUDA.value
 
 
 def _measure(bundle, device: str, target: Target, work: Path) -> Measurement:

@@ -25,6 +25,8 @@ from typing import Callable, Iterable
 
 from ...base.records import Candidate, Trial, Workload
 from ...base.records.confirm import SanitizerOutcome
+from ...base.records.events import SanitizeEvent
+from ...base.records.summary import SanitizerCheck
 from ...core.verify.sanitizer import not_run_report, outcome, sanitize, small_workload
 from ...core.verify.sanitizer_report import SanitizerReport
 
@@ -90,17 +92,18 @@ def off(candidate: Candidate, reason: str = "--no-sanitize") -> SanitizerOutcome
 
 
 def event_payload(stage: str, workload: Workload, candidate: Candidate, result: SanitizerOutcome,
-                  trial: Trial | None = None) -> dict:
-    """The archived `sanitize` event: where it ran (confirm), the workload, the trial and the outcome."""
-    return {"stage": stage, "workload_id": workload.id, "label": workload.label, "candidate": candidate.id,
-            "candidate_label": candidate.label, **({"trial": trial.id} if trial is not None else {}),
-            **result.model_dump(mode="json")}
+                  trial: Trial | None = None) -> SanitizerCheck:
+    """The archived `sanitize` event's payload: where it ran (confirm), the workload, the trial and the outcome."""
+    return SanitizerCheck(stage=stage, workload_id=workload.id, label=workload.label, candidate=candidate.id,
+                          candidate_label=candidate.label, **({"trial": trial.id} if trial is not None else {}),
+                          **result.model_dump())
 
 
 def rejected(archive, run_id: str) -> set[tuple[str, str]]:
     """(candidate id, workload id) of every candidate the run's compute-sanitizer reported findings for."""
-    return {(e["payload"]["candidate_id"], e["payload"]["workload_id"]) for e in archive.events(run_id, SANITIZE_EVENT)
-            if e["payload"].get("status") == "findings"}
+    checks = [e.payload.model_dump() if isinstance(e.event, SanitizeEvent) else e.payload   # an older payload: as read
+              for e in archive.event_records(run_id, SANITIZE_EVENT)]
+    return {(c["candidate_id"], c["workload_id"]) for c in checks if c.get("status") == "findings"}
 
 
 def without_rejected(trials: Iterable[Trial], rejected_pairs: set[tuple[str, str]]) -> list[Trial]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from ..interface import op_interface, template_params
 from ....base.records import Candidate, OpSpec, Status, Trial, Workload
+from ....base.records.device import DeviceProperties
 
 LOG_CHARS = 3000     # compiler/runtime log kept for the debugger
 SOURCE_CHARS = 20000  # longest parent source put in a prompt
@@ -75,7 +76,7 @@ class Context:
 
     spec: OpSpec
     workloads: list[Workload]
-    hardware: dict
+    hardware: DeviceProperties
     knowledge: list[dict] = field(default_factory=list)
     seeds: dict[str, Candidate] = field(default_factory=dict)     # starting templates, by candidate id
     outcomes: list[Outcome] = field(default_factory=list)
@@ -102,7 +103,7 @@ class Context:
         return compact(iface) + "\nrules:\n" + "\n".join(f"- {r}" for r in rules)
 
     def hardware_json(self) -> str:
-        return compact(self.hardware)
+        return compact(self.hardware.model_dump(mode="json"))
 
     def knowledge_text(self) -> str:
         if not self.knowledge:
@@ -146,7 +147,7 @@ def compact(d: dict) -> str:
     return "\n".join(f"{k}: {json.dumps(v, sort_keys=True)}" for k, v in d.items())
 
 
-def hardware_facts(device: str, kb) -> tuple[dict, list[dict]]:
+def hardware_facts(device: str, kb) -> tuple[DeviceProperties, list[dict]]:
     """(device properties, knowledge entries applicable to it) for the prompts."""
     from ....core.device import device_properties
     props = device_properties(device)
