@@ -68,7 +68,7 @@ def test_other_kinds_and_older_payloads_still_load(arch, tmp_path):
     assert payload_dict(event_of("note", {"x": 1})) == {"x": 1}
 
 
-@pytest.mark.parametrize("name", ["h200-layernorm-planner.sqlite.gz", "h200-attention-exhaustive.sqlite.gz"])
+@pytest.mark.parametrize("name", ["h200-layernorm-planner.sqlite.xz", "h200-attention-exhaustive.sqlite.xz"])
 def test_recorded_archives_read_with_every_event_typed(name):
     with Archive(ARCHIVES / name, readonly=True) as a:
         rid = a.runs()[0]["id"]

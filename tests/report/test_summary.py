@@ -16,8 +16,8 @@ from kernelloop.deliver.report.summary import run_summary
 from kernelloop.deliver.report.terminal import render
 
 ARCHIVES = Path(__file__).resolve().parents[1] / "fixtures" / "archives"
-PLANNER = ARCHIVES / "h200-layernorm-planner.sqlite.gz"
-ATTENTION = ARCHIVES / "h200-attention-exhaustive.sqlite.gz"
+PLANNER = ARCHIVES / "h200-layernorm-planner.sqlite.xz"
+ATTENTION = ARCHIVES / "h200-attention-exhaustive.sqlite.xz"
 
 
 @pytest.fixture(scope="module")
