@@ -81,7 +81,8 @@ def test_static_cheat_is_rejected_by_its_rule(layernorm, name, entry):
     hits = check_source(source(name), layernorm.spec)
     assert entry["rule"] in {h.rule for h in hits}, [(h.rule, h.line, h.detail) for h in hits]
     first = hits[0]
-    assert first.message == f"{first.rule} at line {first.line}: {first.rationale}"
+    assert first.message == f"{first.rule} at line {first.line}: {first.detail}. {first.rationale}"
+    assert first.detail   # the verdict names what matched, not only the rule
 
 
 @pytest.mark.parametrize("name,entry", params(lambda e: not is_static(e)))
