@@ -129,7 +129,8 @@ def test_b_stripped_macs_read_as_unauthenticated_and_export_needs_the_opt_in(for
 
 
 def test_recorded_archives_open_as_unauthenticated():
-    kept = sorted((FIXTURES / "archives").glob("*.sqlite.xz"))
+    # the two recorded before archives carried MACs (the interpreter fixture beside them was made after)
+    kept = sorted((FIXTURES / "archives").glob("h200-*.sqlite.xz"))
     assert len(kept) == 2
     for f in kept:
         with Archive(f, readonly=True) as a:
