@@ -106,3 +106,10 @@ def test_integer_outputs_are_poisoned_and_bool_bytes_hold_a_pattern_no_store_lea
     for dtype in (torch.int8, torch.uint8, torch.int64):
         t = poison_(torch.zeros(5, dtype=dtype))
         assert is_poison(t).all() and not is_poison(torch.zeros(5, dtype=dtype)).any()
+
+
+def test_spmv_bytes_formula_counts_every_tensor_once_at_its_own_size():
+    for dtype in ("fp32", "bf16"):
+        w = Workload(op="spmv_csr", axes={"M": 33, "N": 40, "NNZ": 200}, dtype=dtype)
+        tensors = [*make_inputs(SPMV.spec, w, 1), *alloc_outputs(SPMV.spec, w, "cpu")]
+        assert SPMV.spec.bytes_moved(w.axes, w.dtype) == sum(t.numel() * t.element_size() for t in tensors)
