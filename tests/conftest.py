@@ -19,10 +19,22 @@ def has_cuda() -> bool:
         return False
 
 
+def gpu_tier(config) -> bool:
+    return (config.getoption("markexpr", "") or "").strip() == "gpu"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    # The GPU tier times kernels: one process, never pytest-xdist workers side by side on one GPU (the suite's addopts
+    # ask for two workers; pytest-xdist reads numprocesses after this hook).
+    if gpu_tier(config) and getattr(config.option, "numprocesses", None):
+        config.option.numprocesses = 0
+
+
 def pytest_configure(config):
     # The GPU tier (`pytest -m gpu`): test modules that interpret Triton on the CPU set TRITON_INTERPRET=1 at import,
     # which would make every kernel imported after them run in the interpreter on the GPU host too.
-    if (config.getoption("markexpr", "") or "").strip() == "gpu":
+    if gpu_tier(config):
         os.environ["KERNELLOOP_GPU_TIER"] = "1"
         os.environ.pop("TRITON_INTERPRET", None)
 
