@@ -58,10 +58,29 @@ def xdist_group(nodeid: str) -> str:
     return next((folder for folder in SHARED_SET_UP if path.startswith(folder)), path)
 
 
+# The groups that take longest (seconds on 2 cores, measured with --durations), longest first: pytest-xdist workers
+# take them first (addopts keep the collection order: --no-loadscope-reorder), so the run does not end on one worker
+# still busy with a long group the other could have shared the time with. A stale list only costs balance.
+LONGEST_GROUPS = (
+    "tests/verify/gallery3/test_gallery3_semantics.py",
+    "tests/test_walkthrough.py",
+    "tests/ptx/",
+    "tests/fuse/test_fuse_pipeline.py",
+    "tests/test_readme.py",
+    "tests/test_loop.py",
+    "tests/test_api.py",
+    "tests/integrate/test_apply_e2e.py",
+    "tests/execute/test_verify_stress.py",
+)
+
+
 def pytest_collection_modifyitems(config, items):
     if config.pluginmanager.hasplugin("xdist"):
         for item in items:
             item.add_marker(pytest.mark.xdist_group(xdist_group(item.nodeid)))
+        if hasattr(config, "workerinput"):   # a pytest-xdist worker: every worker sorts the same collection alike
+            rank = {group: i for i, group in enumerate(LONGEST_GROUPS)}
+            items.sort(key=lambda item: rank.get(xdist_group(item.nodeid), len(rank)))
     if has_cuda():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (gpu tier: scripts/gpu_tier.sh on a GPU host)")
