@@ -74,13 +74,18 @@ LONGEST_GROUPS = (
 )
 
 
+def longest_first(items) -> None:
+    """Sort `items` in place: LONGEST_GROUPS' tests first, in that order; the others after, in collection order."""
+    rank = {group: i for i, group in enumerate(LONGEST_GROUPS)}
+    items.sort(key=lambda item: rank.get(xdist_group(item.nodeid), len(rank)))
+
+
 def pytest_collection_modifyitems(config, items):
     if config.pluginmanager.hasplugin("xdist"):
         for item in items:
             item.add_marker(pytest.mark.xdist_group(xdist_group(item.nodeid)))
         if hasattr(config, "workerinput"):   # a pytest-xdist worker: every worker sorts the same collection alike
-            rank = {group: i for i, group in enumerate(LONGEST_GROUPS)}
-            items.sort(key=lambda item: rank.get(xdist_group(item.nodeid), len(rank)))
+            longest_first(items)
     if has_cuda():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (gpu tier: scripts/gpu_tier.sh on a GPU host)")
