@@ -4,6 +4,7 @@ shared set-ups are made once and the longest groups start first, and the GPU tie
 from __future__ import annotations
 
 import importlib.util
+import re
 import shlex
 import subprocess
 import sys
@@ -40,17 +41,42 @@ def test_the_default_run_is_two_xdist_workers_in_groups():
     assert any(d.startswith("pytest-xdist") for d in PYPROJECT["project"]["optional-dependencies"]["test"])
 
 
+def _items(*tests: tuple[str, tuple[str, ...]]) -> list[SimpleNamespace]:
+    return [SimpleNamespace(nodeid=nodeid, fixturenames=("tmp_path", *names)) for nodeid, names in tests]
+
+
+def test_modules_sharing_a_long_set_up_are_one_group_named_by_the_first():
+    conftest = _suite_conftest()
+    items = _items(("tests/z/test_c.py::t1", ("package_dir",)), ("tests/z/test_c.py::t2", ()),
+                   ("tests/b/test_b.py::t", ("package_dir", "persistent_rmsnorm_runs")),
+                   ("tests/y/test_d.py::t", ("persistent_rmsnorm_runs",)),   # joined through tests/b
+                   ("tests/a/test_a.py::t", ("layernorm", "tmp_path")), ("tests/ptx/test_x.py::t", ("surveyed",)),
+                   ("tests/ptx/test_y.py::t", ()))
+    assert conftest.xdist_groups(items) == {
+        "tests/z/test_c.py": "tests/b/test_b.py", "tests/b/test_b.py": "tests/b/test_b.py",
+        "tests/y/test_d.py": "tests/b/test_b.py", "tests/a/test_a.py": "tests/a/test_a.py",
+        "tests/ptx/test_x.py": "tests/ptx/test_x.py", "tests/ptx/test_y.py": "tests/ptx/test_y.py"}
+
+
 def test_workers_take_the_longest_groups_first_and_keep_the_rest_in_order():
     conftest = _suite_conftest()
-    ids = ["tests/a/test_x.py::t1", "tests/ptx/test_checks.py::t", conftest.LONGEST_GROUPS[0] + "::t",
-           "tests/a/test_x.py::t2", "tests/select/test_pareto.py::t", "tests/b/test_y.py::t"]
-    items = [SimpleNamespace(nodeid=i) for i in ids]
-    conftest.longest_first(items)
-    assert [i.nodeid for i in items] == [ids[2], ids[1], ids[0], ids[3], ids[4], ids[5]]
-    assert conftest.xdist_group(ids[1]) == "tests/ptx/" and conftest.xdist_group(ids[4]) == "tests/select/"
-    # a renamed or removed test file leaves the list: every entry names what is there
+    first, third = conftest.LONGEST_GROUPS[0], conftest.LONGEST_GROUPS[2]
+    items = _items(("tests/a/test_x.py::t1", ()), ("tests/zz/test_late.py::t", ("package_dir",)),
+                   (first + "::t", ()), ("tests/a/test_x.py::t2", ()), (third + "::t", ("package_dir",)),
+                   ("tests/b/test_y.py::t", ()))
+    ids = [i.nodeid for i in items]
+    conftest.longest_first(items, conftest.xdist_groups(items))
+    assert [i.nodeid for i in items] == [ids[2], ids[1], ids[4], ids[0], ids[3], ids[5]]
+
+
+def test_the_longest_groups_and_shared_set_ups_name_what_is_there():
+    """A renamed test file or fixture leaves the lists: every entry names a module, or a session fixture."""
+    conftest = _suite_conftest()
     for group in conftest.LONGEST_GROUPS:
-        assert (ROOT / group).exists(), group
+        assert (ROOT / group).is_file(), group
+    fixtures = "\n".join(p.read_text() for p in (ROOT / "tests").rglob("*.py"))
+    for name in conftest.SHARED_SET_UPS:
+        assert re.search(rf'@pytest\.fixture\(scope="session"\)\ndef {name}\(', fixtures), name
 
 
 def test_the_gpu_tier_steps_run_in_one_process():
