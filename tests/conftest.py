@@ -100,6 +100,7 @@ def longest_first(items, groups: dict[str, str]) -> None:
     items.sort(key=lambda item: rank.get(groups[module_of(item.nodeid)], len(rank)))
 
 
+@pytest.hookimpl(tryfirst=True)   # before pytest-xdist's worker reads the xdist_group marks into the test ids
 def pytest_collection_modifyitems(config, items):
     if config.pluginmanager.hasplugin("xdist"):
         groups = xdist_groups(items)

@@ -95,3 +95,19 @@ def test_pytest_m_gpu_starts_no_workers():
                         "tests/test_suite_config.py"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 5, r.stdout[-2000:] + r.stderr[-2000:]   # every test here deselected: no gpu marks
     assert "workers" not in r.stdout and "bringing up nodes" not in r.stdout, r.stdout[-2000:]
+
+
+def test_a_module_runs_on_one_xdist_worker():
+    """The default run (two workers): every test of a module on the same worker, its module set-up made once; the
+    test ids carry their group (pytest-xdist reads the marks conftest.py adds, so it must add them first)."""
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "tests/test_suite_config.py",
+                        "tests/test_pyast.py", "-k", "not one_xdist_worker and not starts_no_workers"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    ran = re.findall(r"^\[(gw\d)\] \[ *\d+%\] PASSED (tests/[\w/]+\.py)::\w+@(\S+)", r.stdout, re.M)
+    workers: dict[str, set[str]] = {}
+    for worker, module, group in ran:
+        assert group == module
+        workers.setdefault(module, set()).add(worker)
+    assert set(workers) == {"tests/test_suite_config.py", "tests/test_pyast.py"}, r.stdout[-3000:]
+    assert all(len(w) == 1 for w in workers.values()), workers
