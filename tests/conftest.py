@@ -78,7 +78,7 @@ def xdist_groups(items) -> dict[str, str]:
     return {m: root(m) for m in uses}
 
 
-# The groups that take longest (measured with --durations), longest first: pytest-xdist workers take them first
+# The groups that take longest (their tests' durations on an idle 2-core machine), longest first: pytest-xdist workers take them first
 # (addopts keep the collection order: --no-loadscope-reorder), so the run does not end with one worker still busy
 # on a long group started last. A group is named by its first module (xdist_groups). A stale list only costs balance.
 LONGEST_GROUPS = (
