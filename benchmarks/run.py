@@ -71,7 +71,9 @@ def script(name: str, timeout_s: int, *argv: str) -> Step:
 
 def gpu_tests(name: str, timeout_s: int, *paths: str, k: str | None = None) -> Step:
     return Step(name, ("python3", "-m", "pytest", "-m", "gpu", *(paths or ("tests",)), "-v", "--tb=short",
-                       "-p", "no:cacheprovider", "--timeout", "240", *(("-k", k) if k else ())), timeout_s)
+                       "-p", "no:cacheprovider", "--timeout", "240",
+                       # one process: the suite's addopts start pytest-xdist workers, which would time side by side
+                       "-p", "no:xdist", "-o", "addopts=-ra", *(("-k", k) if k else ())), timeout_s)
 
 
 W = "benchmarks/workloads"

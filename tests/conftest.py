@@ -19,10 +19,22 @@ def has_cuda() -> bool:
         return False
 
 
+def gpu_tier(config) -> bool:
+    return (config.getoption("markexpr", "") or "").strip() == "gpu"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    # The GPU tier times kernels: one process, never pytest-xdist workers side by side on one GPU (the suite's addopts
+    # ask for two workers; pytest-xdist reads numprocesses after this hook).
+    if gpu_tier(config) and getattr(config.option, "numprocesses", None):
+        config.option.numprocesses = 0
+
+
 def pytest_configure(config):
     # The GPU tier (`pytest -m gpu`): test modules that interpret Triton on the CPU set TRITON_INTERPRET=1 at import,
     # which would make every kernel imported after them run in the interpreter on the GPU host too.
-    if (config.getoption("markexpr", "") or "").strip() == "gpu":
+    if gpu_tier(config):
         os.environ["KERNELLOOP_GPU_TIER"] = "1"
         os.environ.pop("TRITON_INTERPRET", None)
 
@@ -34,22 +46,68 @@ def pytest_collection_finish(session):
         os.environ.pop("TRITON_INTERPRET", None)
 
 
-# Folders whose test files share a session-scoped set-up (every template built for sm_90; one confirmed run): under
-# pytest-xdist their tests run in one worker, so it is made once.
-SHARED_SET_UP = ("tests/ptx/", "tests/select/")
+# Session-scoped set-ups that take long (sm_90 builds of every template, interpreter runs, an exported package):
+# under pytest-xdist the test modules that use one run in one worker (a group), so each is made once, not once per
+# worker.
+SHARED_SET_UPS = frozenset({"surveyed", "confirmed_run", "package_dir", "persistent_rmsnorm_runs", "modes_op",
+                            "library_builds", "epilogue_builds"})
 
 
-def xdist_group(nodeid: str) -> str:
-    """The pytest-xdist group of a test (`--dist loadgroup`): its module, so module-scoped set-up runs once, or
-    its folder where the folder's files share a session-scoped one."""
-    path = nodeid.split("::")[0]
-    return next((folder for folder in SHARED_SET_UP if path.startswith(folder)), path)
+def module_of(nodeid: str) -> str:
+    return nodeid.split("::")[0]
 
 
+def xdist_groups(items) -> dict[str, str]:
+    """{test module: its pytest-xdist group (`--dist loadgroup`)}: the module itself, so its module-scoped set-up
+    runs once, or, for modules that share a set-up of SHARED_SET_UPS (directly or through another module), the first
+    of them by path."""
+    uses: dict[str, set[str]] = {}
+    for item in items:
+        uses.setdefault(module_of(item.nodeid), set()).update(SHARED_SET_UPS & set(getattr(item, "fixturenames", ())))
+    group = {m: m for m in uses}
+
+    def root(m: str) -> str:
+        while group[m] != m:
+            m = group[m]
+        return m
+    first_user: dict[str, str] = {}
+    for m in sorted(uses):
+        for name in sorted(uses[m]):
+            a, b = sorted((root(m), root(first_user.setdefault(name, m))))
+            group[b] = a
+    return {m: root(m) for m in uses}
+
+
+# The groups that take longest (their tests' durations on an idle 2-core machine), longest first: pytest-xdist workers take them first
+# (addopts keep the collection order: --no-loadscope-reorder), so the run does not end with one worker still busy
+# on a long group started last. A group is named by its first module (xdist_groups). A stale list only costs balance.
+LONGEST_GROUPS = (
+    "tests/verify/gallery3/test_gallery3_semantics.py",
+    "tests/test_walkthrough.py",
+    "tests/integrate/test_apply_e2e.py",    # with every module that uses package_dir or persistent_rmsnorm_runs
+    "tests/ptx/test_checks.py",             # with every module that uses the sm_90 survey
+    "tests/fuse/test_fuse_pipeline.py",
+    "tests/test_readme.py",
+    "tests/test_loop.py",
+    "tests/test_api.py",
+    "tests/execute/test_verify_stress.py",
+)
+
+
+def longest_first(items, groups: dict[str, str]) -> None:
+    """Sort `items` in place: LONGEST_GROUPS' tests first, in that order; the others after, in collection order."""
+    rank = {group: i for i, group in enumerate(LONGEST_GROUPS)}
+    items.sort(key=lambda item: rank.get(groups[module_of(item.nodeid)], len(rank)))
+
+
+@pytest.hookimpl(tryfirst=True)   # before pytest-xdist's worker reads the xdist_group marks into the test ids
 def pytest_collection_modifyitems(config, items):
     if config.pluginmanager.hasplugin("xdist"):
+        groups = xdist_groups(items)
         for item in items:
-            item.add_marker(pytest.mark.xdist_group(xdist_group(item.nodeid)))
+            item.add_marker(pytest.mark.xdist_group(groups[module_of(item.nodeid)]))
+        if hasattr(config, "workerinput"):   # a pytest-xdist worker: every worker sorts the same collection alike
+            longest_first(items, groups)
     if has_cuda():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (gpu tier: scripts/gpu_tier.sh on a GPU host)")

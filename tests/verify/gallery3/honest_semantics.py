@@ -1,7 +1,8 @@
 """Every built-in op's honest templates on its interpreter workloads, over seeds and every value distribution (the
 op's own and `offset`): each case's verdict from the verifier's comparison, and how far its bias and ULP statistics
 stay under their bounds. Run in a fresh interpreter (TRITON_INTERPRET=1) by test_gallery3_semantics.py, or by hand:
-`python3 tests/verify/gallery3/honest_semantics.py layernorm 3` prints one JSON line per case."""
+`python3 tests/verify/gallery3/honest_semantics.py layernorm,softmax 3` prints one JSON line per case (ops separated
+by commas, one interpreter for all)."""
 
 from __future__ import annotations
 
@@ -65,5 +66,6 @@ def _case(spec, root, mod, template, cfg, w, seed, d):
 
 
 if __name__ == "__main__":
-    for row in rows(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 2):
-        print(json.dumps(row), flush=True)
+    for name in sys.argv[1].split(","):
+        for row in rows(name, int(sys.argv[2]) if len(sys.argv) > 2 else 2):
+            print(json.dumps(row), flush=True)
