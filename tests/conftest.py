@@ -6,6 +6,11 @@ from pathlib import Path
 import pytest
 from kernelloop.base.builtin import ops_dir
 
+# One width for every command a test runs, in process or as a subprocess: pytest-xdist's workers export
+# COLUMNS=80, a plain run leaves it unset (the CLI then prints 200 columns), and a message wrapped at 80 columns
+# would fail a test that reads it whole.
+os.environ["COLUMNS"] = "200"
+
 OPS = ops_dir()
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parents[1]
