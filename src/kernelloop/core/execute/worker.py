@@ -100,7 +100,7 @@ def _check(state: _State, msg: P.CheckRequest) -> P.Checked | P.Failed:
     for k, case in enumerate(msg.cases):
         mark_stage(state.job_root, f"verify case {k}" if build is not None else f"build (first call, case {k})")
         w = case.workload
-        inputs = make_inputs(spec, w, case.seed, state.tensor_device, case.distribution, case.pattern)
+        inputs = make_inputs(spec, w, case.seed, state.tensor_device, case.distribution)
         # What the candidate is given, before its first call: the controller compares it with its regeneration
         # (on CPU tensors only, where a rare one-ulp drift between the processes' draws was seen; CUDA inputs come
         # from the device's Philox generator, and copying them would double the case's host traffic).
