@@ -136,7 +136,8 @@ def planner_record(path: Path, workload: str | None, budget: int) -> dict:
                 "start": run["options"].get("start"), "workload": w.label,
                 "device": run["environment"].get("gpu") or run["environment"].get("device"),
                 "evaluations": len(trials), "best_us": best[0] if best else None,
-                "best_config": best[1] if best else None, "best_at": best[2] if best else None, "hypotheses": hypothesis_record(a, run["id"], trials),
+                "best_config": best[1] if best else None, "best_at": best[2] if best else None,
+                "hypotheses": hypothesis_record(a, run["id"], trials).model_dump(mode="json"),
                 "trajectory": steps}
 
 

@@ -156,7 +156,7 @@ def test_a_suite_run_writes_its_results_folder(bench, tmp_path):
                      "run.mkdir(parents=True); from kernelloop.base.compressed import decompress_to; "
                      "decompress_to(sys.argv[2], run / 'archive.sqlite'); "
                      "from kernelloop.core.archive import Archive; from kernelloop.deliver.report.summary import run_summary; "
-                     "a = Archive(run / 'archive.sqlite', readonly=True); print(json.dumps(run_summary(a)))")
+                     "a = Archive(run / 'archive.sqlite', readonly=True); print(run_summary(a).model_dump_json())")
     suite = bench.Suite("fake", "stand-in steps", (
         bench.Step("opt", ("python3", "-c", fake_optimize, "{runs}/opt", str(ARCHIVE)), 60, optimize=True),
         bench.Step("hello", ("python3", "-c", "print('hello into {out}')"), 30),

@@ -63,7 +63,7 @@ def test_wheel_carries_every_builtin_file(installed):
                       "print(pathlib.Path(kernelloop.__file__).parent)"], cwd=installed).stdout.strip())
     assert installed.parent in site.parents, f"kernelloop imported from {site}, not from the venv"
     want = _source_files(BUILTIN)
-    got = _source_files(site / "builtin")
+    got = _source_files(site / "base" / "builtin")
     assert want - got == set(), f"the installed package lacks {sorted(want - got)}"
     assert {"kernelloop/base/builtin/ops/layernorm/spec.toml", "kernelloop/base/builtin/knowledge/hopper-facts.toml",
             "kernelloop/base/builtin/prompts/v1/system.md"} <= got

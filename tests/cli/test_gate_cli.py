@@ -134,7 +134,7 @@ def test_check_records_only_under_a_run_of_the_candidates_op(broken_candidate, t
 
 
 def test_precision_says_why_a_run_has_no_decision(tmp_path):
-    env = Environment(device="cpu", gpu="", driver="", cuda="", torch="2.13", triton="3.9.0", python="3.11", host="h",
+    env = Environment(device="interpret", gpu="", driver="", cuda="", torch="2.13", triton="3.9.0", python="3.11", host="h",
                       properties={})
     with Archive(tmp_path / "archive.sqlite") as a:
         spec = load_op(ops_dir() / "rmsnorm").spec
