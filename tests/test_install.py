@@ -32,7 +32,7 @@ def _run(cmd: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedP
 
 
 def _source_files(folder: Path) -> set[str]:
-    return {p.relative_to(folder.parent.parent).as_posix() for p in folder.rglob("*")
+    return {p.relative_to(folder.parents[2]).as_posix() for p in folder.rglob("*")
             if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
 
 
@@ -67,7 +67,7 @@ def test_wheel_carries_every_builtin_file(installed):
     assert want - got == set(), f"the installed package lacks {sorted(want - got)}"
     assert {"kernelloop/base/builtin/ops/layernorm/spec.toml", "kernelloop/base/builtin/knowledge/hopper-facts.toml",
             "kernelloop/base/builtin/prompts/v1/system.md"} <= got
-    templates = {p.relative_to(ROOT / "src").as_posix() for p in (ROOT / "src" / "kernelloop").glob("*/templates/*")
+    templates = {p.relative_to(ROOT / "src").as_posix() for p in (ROOT / "src" / "kernelloop").glob("*/*/templates/*")
                  if p.is_file()}
     assert "kernelloop/tune/schedule/templates/schedule_module.py.j2" in templates
     missing = sorted(t for t in templates if not (site.parent / t).is_file())

@@ -88,7 +88,7 @@ def test_capture_optimize_export_apply_e2e(tmp_path):
     # 4. apply (the Python API), 5. e2e at another batch and sequence length than captured (M = 21)
     script = (
         "import kernelloop, torch\n"
-        "model, (ids,) = kernelloop.deliver.capture.models.build('llama-tiny', batch=3, seq=7)\n"
+        "model, (ids,) = kernelloop.capture.models.build('llama-tiny', batch=3, seq=7)\n"
         "pkg = kernelloop.load_package('llama-pkg')\n"
         "with torch.no_grad():\n"
         "    ref = model(ids).logits\n"

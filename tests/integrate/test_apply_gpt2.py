@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.slow,
 
 
 def test_gpt2_conv1d_and_layernorm_run_from_the_package(tmp_path, side_by_side):
-    model, inputs = kernelloop.deliver.capture.models.build("gpt2-tiny")
+    model, inputs = kernelloop.capture.models.build("gpt2-tiny")
     report = kernelloop.capture(model, inputs)
     files = kernelloop.capture.write_workloads(report, tmp_path / "cards", ops_dir())
     assert {"layernorm", "gemm_bias"} <= set(files)
