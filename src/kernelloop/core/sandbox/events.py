@@ -29,8 +29,8 @@ def real_path(p: str | os.PathLike, dir_fd: int | None = None) -> str:
     if dir_fd is not None and dir_fd >= 0 and not os.path.isabs(p):
         try:
             p = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), p)
-        except OSError:
-            pass
+        except OSError:   # a descriptor /proc cannot name: judge the path as given, relative to the cwd
+            return os.path.realpath(p)
     return os.path.realpath(p)
 
 
