@@ -47,9 +47,9 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 LOG2E = 1.4426950408889634
 _TORCH_TO_GL = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 # a barrier over the warps of the calling partition: `thread_barrier` in Triton 3.6, `barrier` in 3.9
-_sync_warps = getattr(gl, "thread_barrier", None) or gl.barrier
+_sync_warps = getattr(gl, "thread_barrier", None) or getattr(gl, "barrier", None)
 # TMA loads: `async_copy_global_to_shared` in 3.6, `async_load` in 3.9 (same positional arguments)
-_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+_tma_load = getattr(tma, "async_load", None) or getattr(tma, "async_copy_global_to_shared", None)
 
 CONSUMERS = 2
 CONSUMER_WARPS = 4

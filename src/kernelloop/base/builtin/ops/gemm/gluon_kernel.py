@@ -37,11 +37,11 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 _TORCH_TO_GL = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 # a barrier over the warps of the calling partition: `thread_barrier` in Triton 3.6, `barrier` in 3.9
-_sync_warps = getattr(gl, "thread_barrier", None) or gl.barrier
+_sync_warps = getattr(gl, "thread_barrier", None) or getattr(gl, "barrier", None)
 # TMA copies: `async_copy_global_to_shared` / `async_copy_shared_to_global` in 3.6, `async_load` / `async_store`
 # in 3.9 (same positional arguments)
-_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
-_tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+_tma_load = getattr(tma, "async_load", None) or getattr(tma, "async_copy_global_to_shared", None)
+_tma_store = getattr(tma, "async_store", None) or getattr(tma, "async_copy_shared_to_global", None)
 
 
 @gluon.constexpr_function

@@ -16,9 +16,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 SCHEDULE = '{"barriers":[],"epilogue":{"fused":[],"store":"tma"},"family":"gemm","issue":{"accumulators":1,"tiles":"shared"},"name":"gluon_ws","ring":{"empty_count":1,"ready_count":1,"stages":3},"roles":[{"k_step":[{"barrier":"ready","index":null,"op":"wait","parity":"phase"},{"op":"mma"},{"op":"mma_wait","pending":1},{"op":"sync"},{"barrier":"empty","count":1,"index":null,"op":"arrive","skip_first":true,"slot":"previous"}],"kind":"math","name":"math","registers":232,"tile_begin":[],"tile_end":[{"op":"mma_wait","pending":0},{"op":"sync"},{"barrier":"empty","count":1,"index":null,"op":"arrive","skip_first":false,"slot":"previous"}],"warps":8},{"k_step":[{"barrier":"empty","index":null,"op":"wait","parity":"phase^1"},{"barrier":"ready","op":"load"}],"kind":"loader","name":"loader","registers":40,"tile_begin":[],"tile_end":[],"warps":1}],"tile":{"block_k":64,"block_m":128,"block_n":256,"group_m":8}}'
 
 _TORCH_TO_GL = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
-_sync_warps = getattr(gl, "thread_barrier", None) or gl.barrier
-_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
-_tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+_sync_warps = getattr(gl, "thread_barrier", None) or getattr(gl, "barrier", None)
+_tma_load = getattr(tma, "async_load", None) or getattr(tma, "async_copy_global_to_shared", None)
+_tma_store = getattr(tma, "async_store", None) or getattr(tma, "async_copy_shared_to_global", None)
 # EPILOGUE (the schedule's epilogue.fused, joined by '_') -> (HAS_BIAS, ACT)
 _EPILOGUES = {
     "none": (False, 0),
