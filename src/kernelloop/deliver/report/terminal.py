@@ -37,7 +37,7 @@ def render(summary: RunSummary, console: Console | None = None) -> None:
     """The run summary record as rich tables: header, trials by status, best per workload, and the sections below."""
     c = console or Console(emoji=False)
     c.print(f"[bold]run[/bold] {escape(summary.run)}  op={escape(summary.op)}  status={summary.status.value}  "
-            f"device={summary.device} {summary.gpu or ''}  torch {summary.torch}  triton {summary.triton}")
+            f"device={escape(summary.device or '')} {escape(summary.gpu or '')}  torch {summary.torch}  triton {summary.triton}")
     if summary.interpreter:
         c.print(f"[yellow]{INTERPRETER_BANNER}[/yellow]")
     if summary.integrity is not None:
@@ -136,7 +136,7 @@ def render_throughput(tp: Throughput | None, c: Console) -> None:
             f"{tp.build_wait_s:.1f} s ({_share(tp.build_wait_fraction)} of wall, devices waiting for builds)")
     for d in tp.devices:
         model = f" ({d.model})" if d.model and d.model != d.device else ""
-        c.print(f"  {d.device}{model}: {d.trials} trials, busy {_share(d.busy_fraction)} of wall "
+        c.print(f"  {escape(d.device)}{escape(model)}: {d.trials} trials, busy {_share(d.busy_fraction)} of wall "
                 f"(verifying {d.verify_s:.1f} s, timing {d.bench_s:.1f} s)")
 
 
