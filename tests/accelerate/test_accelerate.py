@@ -2,9 +2,9 @@
 
 One accelerate run of llama-tiny (budget 1, the Triton interpreter) is shared by the module: it is checked for what
 it patched and why, trained two steps beside the unpatched model, called again to show that the finished runs are
-reused (API and CLI), and refused where its folder holds other workloads. gpt2-tiny and a transformers family built
-from AutoConfig go through capture and the loop's plan only (test_accelerate_families.py): the full path costs
-about two minutes per model on 2 cores.
+reused (API and CLI), and refused where its folder holds other workloads. gpt2-tiny and a Mistral built from
+AutoConfig go the full path once each in test_accelerate_families.py (patched sites by op, verdict, loss,
+gradients).
 
 TRITON_INTERPRET must be set before triton is imported anywhere, hence the first lines.
 """

@@ -3,6 +3,7 @@ all take the record (no dict built, validated and dumped back)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -13,11 +14,12 @@ from kernelloop.core.archive import Archive
 from kernelloop.deliver import api
 from kernelloop.deliver.report import html
 from kernelloop.deliver.report.summary import run_summary
-from kernelloop.deliver.report.terminal import render
+from kernelloop.deliver.report.terminal import INTERPRETER_TIMING, render
 
 ARCHIVES = Path(__file__).resolve().parents[1] / "fixtures" / "archives"
 PLANNER = ARCHIVES / "h200-layernorm-planner.sqlite.xz"
 ATTENTION = ARCHIVES / "h200-attention-exhaustive.sqlite.xz"
+INTERPRETER = ARCHIVES / "cpu-rmsnorm-interpreter.sqlite.xz"
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +57,25 @@ def test_terminal_renders_the_record(summaries):
     assert f"status={s.status.value}" in text and "failures by reason" in text
     confirmed = next(w.confirmed for w in s.workloads if w.confirmed is not None)
     assert f"{confirmed.kernel_us:.2f}" in text
+
+
+def test_interpreter_speed_ups_print_no_speed_verdict(summaries):
+    """`optimize`/`show` in the interpreter printed `0.00x [0.00,0.00] SLOWER` beside eager; the ratios of CPU
+    interpreter timings are no speed claim, so the verdict word gives way to saying so. A GPU run keeps them."""
+    with Archive(INTERPRETER, readonly=True) as a:
+        cpu = run_summary(a)
+    assert cpu.interpreter and all(w.confirmed and w.confirmed.speedups for w in cpu.workloads)
+
+    def text(s: RunSummary) -> str:
+        c = Console(record=True, width=400)
+        render(s, c)
+        return c.export_text()
+    printed = text(cpu)
+    assert re.findall(r"\b(FASTER|SAME|SLOWER)\b", printed) == []
+    rows = 2 * len(cpu.workloads)   # best per workload, and confirmed across fresh processes
+    assert printed.count(f"x [0.") >= rows and printed.count(INTERPRETER_TIMING) == rows
+    gpu = text(summaries[ATTENTION.name])
+    assert "FASTER" in gpu and INTERPRETER_TIMING not in gpu
 
 
 def test_html_context_holds_the_record():

@@ -45,7 +45,7 @@ def init(
     if as_json:
         print(json.dumps({"workspace": str(ws.root), **ws.data}, indent=2))
     else:
-        console.print(f"workspace {esc(ws.root)} for {esc(ws.data['op'])} on {esc(ws.device)}: read {ws.root / 'README.md'}")
+        console.print(f"workspace {esc(ws.root)} for {esc(ws.data['op'])} on {esc(ws.device)}: read {esc(ws.root / 'README.md')}")
 
 
 @agent_app.command("status")

@@ -115,8 +115,9 @@ def audit_pruning(
     _render(reports, op, arch, out, configs_out, console, as_json)
 
 
-def _bad_input(console, message: str) -> NoReturn:
-    console.print(f"[red]bad input:[/red] {message}")
+def _bad_input(console, markup: str) -> NoReturn:
+    """Print `markup` (rich text whose user parts the caller escaped) as a bad input and exit."""
+    console.print(f"[red]bad input:[/red] {markup}")
     raise typer.Exit(common.BAD_INPUT)
 
 

@@ -266,4 +266,4 @@ def _render(r, out: Path, console) -> None:
         console.print(esc(e2e_line(e)))
     for x in r.refused:
         console.print(f"[dim]not realised: {esc(x.family)}: {esc(x.reason)}[/dim]")
-    console.print(f"{esc(r.verdict)}; report {out / 'report.json'}")
+    console.print(f"{esc(r.verdict)}; report {esc(out / 'report.json')}")

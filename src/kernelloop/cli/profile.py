@@ -110,7 +110,7 @@ def _render_profile(t: dict, console: Console) -> None:
 
 def render(summary: dict, console: Console) -> None:
     """Terminal rendering of `profile_summary`."""
-    console.print(f"[bold]{esc(summary['op'])}[/bold] run {esc(summary['run'])} on {summary['gpu'] or summary['device']}")
+    console.print(f"[bold]{esc(summary['op'])}[/bold] run {esc(summary['run'])} on {esc(summary['gpu'] or summary['device'])}")
     if summary["interpreter"]:
         console.print("[yellow]interpreter run: timings are CPU-interpreter wall clock, not kernel performance[/]")
     for n in summary.get("notes", []):
@@ -170,7 +170,7 @@ def profile(
     if ncu:
         problems = ncu_problems()
         if problems:
-            console.print("[red]--ncu cannot run here:[/red] " + "; ".join(problems))
+            console.print("[red]--ncu cannot run here:[/red] " + esc("; ".join(problems)))
             raise typer.Exit(common.STOPPED)
     done: dict = {"notes": [], "failed": []}
     try:

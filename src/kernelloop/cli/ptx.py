@@ -249,7 +249,7 @@ def _print_target(console, report, edits, proofs) -> None:
         for n in k.notes:
             console.print(f"    [dim]{escape(n)}[/dim]")
         for w in k.windows[:3]:
-            console.print(f"    window {w.label or 'entry block'} lines {w.start + 1}-{w.end + 1}: {w.weight:.0%} "
+            console.print(f"    window {esc(w.label or 'entry block')} lines {w.start + 1}-{w.end + 1}: {w.weight:.0%} "
                           f"({w.profile_metric or w.source}){' loop' if w.loop else ''}")
         for e in k.edits:
             state = ("[green]accepted[/green]" if e.accepted else "[red]refused[/red]: " +

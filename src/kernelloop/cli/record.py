@@ -113,8 +113,9 @@ def record(
         print(json.dumps(recorded_summary(out, bundle.spec.name, device, wls, records), indent=2))
 
 
-def _bad(console, kind: str, message: str) -> NoReturn:
-    console.print(f"[red]{kind}:[/red] {message}")
+def _bad(console, kind: str, markup: str) -> NoReturn:
+    """Print `markup` (rich text whose user parts the caller escaped) under `kind` and exit."""
+    console.print(f"[red]{esc(kind)}:[/red] {markup}")
     raise typer.Exit(common.BAD_INPUT)
 
 

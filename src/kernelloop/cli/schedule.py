@@ -61,7 +61,7 @@ def _parameters(sched, text: str) -> dict[str, int | str]:
 
 
 def _fail(console, what: str, e: Exception) -> None:
-    console.print(f"[red]{what}:[/red] {escape(common.error_text(e))}")
+    console.print(f"[red]{escape(what)}:[/red] {escape(common.error_text(e))}")
     raise typer.Exit(common.BAD_INPUT)
 
 

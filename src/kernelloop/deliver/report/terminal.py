@@ -14,13 +14,19 @@ from ...tune.replay.prior import prior_files
 
 INTERPRETER_BANNER = ("No CUDA device: running the Triton interpreter on CPU tensors. Verdicts are real; "
                       "timings are CPU-interpreter timings, not kernel performance.")
+INTERPRETER_TIMING = "not a speed claim (interpreter timing)"   # for FASTER/SAME/SLOWER there, as the report
 
 
-def _speedup(s: SpeedupSummary | None) -> str:
+def _word(verdict, interpreter: bool) -> str:
+    """A speed-up's verdict as printed: FASTER/SAME/SLOWER on a GPU; in the interpreter, that it is none."""
+    return INTERPRETER_TIMING if interpreter else verdict.value
+
+
+def _speedup(s: SpeedupSummary | None, interpreter: bool) -> str:
     if not s:
         return "-"
     lo, hi = s.ci
-    return f"{s.speedup:.2f}x [{lo:.2f},{hi:.2f}] {s.verdict.value}"
+    return f"{s.speedup:.2f}x [{lo:.2f},{hi:.2f}] {_word(s.verdict, interpreter)}"
 
 
 def _plain(label: str) -> str:
@@ -31,7 +37,7 @@ def render(summary: RunSummary, console: Console | None = None) -> None:
     """The run summary record as rich tables: header, trials by status, best per workload, and the sections below."""
     c = console or Console(emoji=False)
     c.print(f"[bold]run[/bold] {escape(summary.run)}  op={escape(summary.op)}  status={summary.status.value}  "
-            f"device={summary.device} {summary.gpu or ''}  torch {summary.torch}  triton {summary.triton}")
+            f"device={escape(summary.device or '')} {escape(summary.gpu or '')}  torch {summary.torch}  triton {summary.triton}")
     if summary.interpreter:
         c.print(f"[yellow]{INTERPRETER_BANNER}[/yellow]")
     if summary.integrity is not None:
@@ -48,7 +54,7 @@ def render(summary: RunSummary, console: Console | None = None) -> None:
     c.print(counts)
     render_best(summary, c)
     render_throughput(summary.throughput, c)
-    render_processes(summary.workloads, c)
+    render_processes(summary.workloads, c, summary.interpreter)
     render_sanitizer(summary.workloads, c)
     render_failures(summary.failures, c)
     render_hypotheses(summary, c)
@@ -77,7 +83,7 @@ def render_best(summary: RunSummary, c: Console) -> None:
         if summary.interpreter and second and second.overlaps:
             config = f"tie (intervals overlap): {config}"
         t.add_row(w.label, f"{w.passed}/{w.trials}", config, f"{m.kernel_us:.2f}", f"{m.call_us:.2f}",
-                  f"{m.gbps:.0f}", roof, *[_speedup(m.speedups.get(b)) for b in baselines])
+                  f"{m.gbps:.0f}", roof, *[_speedup(m.speedups.get(b), summary.interpreter) for b in baselines])
     c.print(t)
     if not summary.interpreter:
         return
@@ -130,13 +136,13 @@ def render_throughput(tp: Throughput | None, c: Console) -> None:
             f"{tp.build_wait_s:.1f} s ({_share(tp.build_wait_fraction)} of wall, devices waiting for builds)")
     for d in tp.devices:
         model = f" ({d.model})" if d.model and d.model != d.device else ""
-        c.print(f"  {d.device}{model}: {d.trials} trials, busy {_share(d.busy_fraction)} of wall "
+        c.print(f"  {escape(d.device)}{escape(model)}: {d.trials} trials, busy {_share(d.busy_fraction)} of wall "
                 f"(verifying {d.verify_s:.1f} s, timing {d.bench_s:.1f} s)")
 
 
-def render_processes(rows: list[WorkloadSummary], c: Console) -> None:
+def render_processes(rows: list[WorkloadSummary], c: Console, interpreter: bool = False) -> None:
     """The confirmation in fresh worker processes: each process's median, the spread between them, and the stated
-    interval that covers it (docs/timing.md)."""
+    interval that covers it (docs/timing.md); in the interpreter its speed-ups carry no FASTER/SLOWER verdict."""
     confirmed = [(w.label, w.confirmed.across_processes) for w in rows
                  if w.confirmed is not None and w.confirmed.across_processes is not None]
     if not confirmed:
@@ -147,8 +153,8 @@ def render_processes(rows: list[WorkloadSummary], c: Console) -> None:
     for label, x in confirmed:
         per = ", ".join(f"{p.kernel_us['candidate']:.2f}" for p in x.processes)
         lo, hi = x.interval_us
-        ups = "; ".join(f"{b} {s.speedup:.2f}x [{s.interval[0]:.2f}, {s.interval[1]:.2f}] {s.verdict.value}"
-                        for b, s in x.speedups.items())
+        ups = "; ".join(f"{b} {s.speedup:.2f}x [{s.interval[0]:.2f}, {s.interval[1]:.2f}] "
+                        f"{_word(s.verdict, interpreter)}" for b, s in x.speedups.items())
         stated = f"{x.kernel_us:.2f} [{lo:.2f}, {hi:.2f}] (±{100 * x.half_width:.1f} %)"
         t.add_row(label, str(len(x.processes)), per, f"{100 * x.spread['candidate']:.1f} %",
                   f"±{100 * x.within:.1f} %", stated, ups)
