@@ -7,6 +7,9 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+from pydantic import ValidationError
+
 from kernelloop.deliver.agent.answer import (AnswerCandidate, ParentResult, StaticRuleHit, SubmitAnswer, WorkloadAnswer,
                                      answer_schema)
 from kernelloop.base.records import Costs
@@ -46,3 +49,13 @@ def test_optional_keys_appear_only_when_set_in_their_place():
                           candidates=[cand], results=[_result()])
     assert json.loads(answer.model_dump_json()) == answer.as_json()
     assert SubmitAnswer.model_validate(answer.as_json()) == answer
+
+
+def test_the_profile_of_a_result_is_a_record():
+    """The `profile` of a CUDA result: a status from its list, a note without a report; another shape is refused."""
+    r = WorkloadAnswer.model_validate({**_result().model_dump(), "profile": {"status": "unavailable", "note": "no ncu"}})
+    assert r.profile.status == "unavailable" and r.model_dump(mode="json")["profile"] == {"status": "unavailable",
+                                                                                            "note": "no ncu"}
+    for bad in ({"status": "skipped"}, {"status": "ok", "report": "a report"}, {"status": "ok", "seconds": 3}):
+        with pytest.raises(ValidationError):
+            WorkloadAnswer.model_validate({**_result().model_dump(), "profile": bad})

@@ -55,9 +55,9 @@ def test_a_known_kind_with_a_payload_that_does_not_fit_is_refused_when_written(a
 
 
 def test_other_kinds_and_older_payloads_still_load(arch, tmp_path):
-    arch.log_event(RUN, "gate", {"candidate": "c-1", "rejected": False})       # typed by tune/gate, not the union
-    (gate,) = arch.event_records(RUN, "gate")
-    assert isinstance(gate.event, OtherEvent) and gate.payload == {"candidate": "c-1", "rejected": False}
+    arch.log_event(RUN, "my-extension", {"candidate": "c-1", "rejected": False})   # a kind the union does not know
+    (ext,) = arch.event_records(RUN, "my-extension")
+    assert isinstance(ext.event, OtherEvent) and ext.payload == {"candidate": "c-1", "rejected": False}
     # an older kernelloop's `prune` payload (other keys): read back as it was written, not refused
     with sqlite3.connect(tmp_path / "a.sqlite") as conn:
         conn.execute("INSERT INTO events(run_id, t, kind, json) VALUES (?, ?, ?, ?)",

@@ -17,6 +17,9 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from kernelloop.base.records import Record
+from kernelloop.base.records.events import payload_dict
+
 
 class ScriptedLLMServer:
     def __init__(self, script: list[dict]):
@@ -170,3 +173,8 @@ def proposal(*, source=None, patch=None, parents=(), config=None, space=None, la
 
 def plan(direction: str, parents=(), stop=False) -> str:
     return json.dumps({"direction": direction, "parent_ids": list(parents), "rationale": "scripted", "stop": stop})
+
+def stored(evs):
+    """The events as (kind, payload as archived): the sink gets typed records of the event union."""
+    assert all(isinstance(e, Record) and isinstance(e.payload, Record) for e in evs), evs
+    return [(e.kind, payload_dict(e)) for e in evs]

@@ -3,7 +3,7 @@ proposals, transfer of a passing kernel to another workload, the debugger's budg
 
 import json
 
-from llm_script import GOOD, WRONG, ScriptedLLMServer, plan, proposal
+from llm_script import stored, GOOD, WRONG, ScriptedLLMServer, plan, proposal
 from kernelloop.tune.propose.llm import Cassette, LLMBudget, LLMClient, LLMConfig, LLMProposer, OpenAIProvider, load_prompts
 from kernelloop.base.records import Status, Trial, Verdict, Workload
 
@@ -16,7 +16,7 @@ def make(layernorm, server_url, tmp_path, budget=LLMBudget(), workloads=(W1,)):
     client = LLMClient(cfg, Cassette(tmp_path / "llm", "record"), OpenAIProvider(cfg))
     events = []
     p = LLMProposer(layernorm, list(workloads), client, load_prompts(), device="interpret", kb=None, budget=budget,
-                    sink=lambda run_id, evs: events.extend(evs))
+                    sink=lambda run_id, evs: events.extend(stored(evs)))
     return p, events
 
 

@@ -122,7 +122,7 @@ def test_config_from_file_and_environment(tmp_path):
     assert (cfg.model, cfg.timeout_s, cfg.price().output) == ("qwen", 30.0, 1.5)
     assert cfg.api_key({"MY_KEY": "sk-1"}) == "sk-1"
     assert cfg.api_key({}) == "EMPTY", "a local server runs without a key"
-    assert "prices" not in cfg.public() and "sk-1" not in json.dumps(cfg.public())
+    assert "prices" not in cfg.public().model_dump() and "sk-1" not in cfg.public().model_dump_json()
     env = load_llm_config(None, env={"KERNELLOOP_LLM_PROVIDER": "anthropic", "KERNELLOOP_LLM_MODEL": "claude"})
     assert env.provider == "anthropic" and env.price() is None
     with pytest.raises(LLMConfigError, match="ANTHROPIC_API_KEY"):

@@ -4,7 +4,7 @@ candidate lowered from the edited schedule; a planner that states what it cannot
 
 import json
 
-from llm_script import ScriptedLLMServer, plan
+from llm_script import stored, ScriptedLLMServer, plan
 from kernelloop.base.builtin import ops_dir
 from kernelloop.tune.gaps import GAP_EVENT, CapabilityGap
 from kernelloop.tune.propose.llm import Cassette, LLMClient, LLMConfig, LLMProposer, OpenAIProvider, load_prompts
@@ -26,7 +26,7 @@ def make(server_url, tmp_path):
     client = LLMClient(cfg, Cassette(tmp_path / "llm", "record"), OpenAIProvider(cfg))
     events = []
     p = LLMProposer(load_op(ops_dir() / "gemm"), [W], client, load_prompts(), device="interpret", kb=None,
-                    sink=lambda run_id, evs: events.extend(evs))
+                    sink=lambda run_id, evs: events.extend(stored(evs)))
     return p, events
 
 

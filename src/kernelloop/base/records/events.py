@@ -2,11 +2,12 @@
 
 An event is `{kind, payload}`: `kind` is the archive's `events.kind` column, `payload` its JSON. `Archive.log_event`
 writes an `Event` (or a kind and a mapping, validated through the union first); `Archive.event_records` reads each row
-back through it (`read_event`). Two fallbacks keep every archive readable:
+back through it (`read_event`). Every kind kernelloop writes is typed here: the loop's own, the static gate's
+decisions (`gate`: `GateDecision`, base/records/gate.py), capability gaps (`capability-gap`: `CapabilityGap`,
+base/records/gaps.py) and the LLM proposer's `llm-proposer`, `llm-call`, `llm-step`, `llm-stop` (base/records/llm.py).
+Two fallbacks keep every archive readable:
 
-- a kind the union does not know is an `OtherEvent` holding its payload as written: `gate` and `capability-gap`
-  (their payloads are `tune/gate`'s `GateDecision` and `tune/gaps`' `CapabilityGap`, validated by those packages,
-  which sit above this floor), the LLM proposer's `llm-*` notes, kinds an extension writes;
+- a kind the union does not know (one an extension writes) is an `OtherEvent` holding its payload as written;
 - a payload of a known kind that does not fit its record (written by an older kernelloop) reads back as an
   `OtherEvent` too, so an old archive still loads; writing one is refused.
 
@@ -21,6 +22,9 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError
 
 from .base import Record
+from .gaps import GAP_EVENT, CapabilityGap
+from .gate import GateDecision
+from .llm import LLMCallPayload, LLMProposerPayload, LLMStepPayload, LLMStopPayload
 from .summary import SanitizerCheck
 
 
@@ -229,8 +233,39 @@ class SearchEvent(Record):
     payload: SearchDecision
 
 
+class GateEvent(Record):
+    kind: Literal["gate"] = "gate"
+    payload: GateDecision
+
+
+class CapabilityGapEvent(Record):
+    kind: Literal["capability-gap"] = GAP_EVENT
+    payload: CapabilityGap
+
+
+class LLMProposerEvent(Record):
+    kind: Literal["llm-proposer"] = "llm-proposer"
+    payload: LLMProposerPayload
+
+
+class LLMCallEvent(Record):
+    kind: Literal["llm-call"] = "llm-call"
+    payload: LLMCallPayload
+
+
+class LLMStepEvent(Record):
+    kind: Literal["llm-step"] = "llm-step"
+    payload: LLMStepPayload
+
+
+class LLMStopEvent(Record):
+    kind: Literal["llm-stop"] = "llm-stop"
+    payload: LLMStopPayload
+
+
 KNOWN = (PruneEvent, EmptySpaceEvent, BudgetEvent, TransportEvent, FailureEvent, SessionEvent, ScreenEvent,
-         ConfirmFailedEvent, ThreadCensusEvent, EvidenceSourceEvent, EvidenceEvent, SanitizeEvent, SearchEvent)
+         ConfirmFailedEvent, ThreadCensusEvent, EvidenceSourceEvent, EvidenceEvent, SanitizeEvent, SearchEvent,
+         GateEvent, CapabilityGapEvent, LLMProposerEvent, LLMCallEvent, LLMStepEvent, LLMStopEvent)
 KINDS: dict[str, type] = {e.model_fields["kind"].default: e for e in KNOWN}
 OTHER = "other"
 

@@ -20,6 +20,9 @@ from pydantic import Field, model_validator
 from .base import Record, content_hash
 
 Value = float | str
+
+LATENCY = "latency_us"
+"""Metric name of the kernel-time median (microseconds)."""
 """A metric value: a number in its canonical unit, or a string (e.g. a cache configuration)."""
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import ConfigDict, Field, model_serializer
+from pydantic import ConfigDict, Field, model_serializer, model_validator
 
 from .base import Record
 from .confirm import CrossProcessConfirmation, SanitizerOutcome
 from .integrity import RunIntegrity
+from .llm import LLMSection
 from .measurement import Comparison, Measurement
 from .run import RunStatus, Throughput
 
@@ -216,6 +217,33 @@ class FailureGroup(Record):
     trials: list[FailedTrial]
 
 
+class PriorFile(Record):
+    """A recording a warm start learnt from."""
+
+    path: str = Field(description="The path as given.")
+    sha256: str = Field(description="sha256 of the file's bytes.")
+
+
+class WarmStart(SummaryRecord):
+    """What warm-started a run's search (`--prior`; tune/replay/prior.py's `RecordedPrior.as_dict`, archived with
+    the options): the recordings and how many configurations the prior learnt from. A run of one recording also has
+    its `path` and `sha256` at the top (the form archived before several recordings were allowed; such an archive,
+    without `files`, still reads)."""
+
+    omit_if_none: ClassVar[tuple[str, ...]] = ("path", "sha256")
+    files: list[PriorFile] = Field(min_length=1, description="Each recording, in the order given.")
+    configurations: int = Field(ge=0, description="Distinct configurations the prior learnt from.")
+    path: str | None = Field(None, description="The only recording's path (one recording only).")
+    sha256: str | None = Field(None, description="The only recording's sha256 (one recording only).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_file_form(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("files") and "path" in data and "sha256" in data:
+            return {**data, "files": [{"path": data["path"], "sha256": data["sha256"]}]}
+        return data
+
+
 class RunSummary(SummaryRecord):
     """One run, read from its archive."""
 
@@ -229,7 +257,7 @@ class RunSummary(SummaryRecord):
     torch: str | None
     triton: str | None
     interpreter: bool = Field(description="Timings are Triton-interpreter wall-clock times, not kernel performance.")
-    prior: dict[str, Any] | None = Field(description="What warm-started the search (None: nothing did).")
+    prior: WarmStart | None = Field(description="What warm-started the search (None: nothing did).")
     counts: dict[str, int] = Field(description="Trials per verdict status.")
     costs: CostSummary
     throughput: Throughput = Field(description="Trials per minute, each device's busy share of the wall time, the "
@@ -237,7 +265,7 @@ class RunSummary(SummaryRecord):
     pruning: list[PruneSummary]
     workloads: list[WorkloadSummary]
     failures: list[FailureGroup]
-    llm: dict[str, Any] | None = Field(description="LLM calls, tokens and prices (None without an LLM).")
+    llm: LLMSection | None = Field(description="LLM calls, tokens and prices (None without an LLM).")
     run_dir: str | None = Field(None, description="The run folder (optimize's output only).")
     integrity: RunIntegrity | None = Field(None, description="Whether the archive's rows carry good MACs under the "
                                                              "run key: authenticated, tampered (those trials are "
@@ -258,5 +286,5 @@ class RunSummary(SummaryRecord):
 
 
 __all__ = ["BaselineSummary", "BestSummary", "ConfirmedSummary", "CostSummary", "FailedTrial", "FailureGroup",
-           "FrontEntry", "HypothesisSummary", "MeasurementSummary", "PruneSummary", "RunSummary", "RunnerUp",
-           "SanitizerCheck", "SpeedupSummary", "WorkloadSummary"]
+           "FrontEntry", "HypothesisSummary", "MeasurementSummary", "PriorFile", "PruneSummary", "RunSummary", "RunnerUp",
+           "SanitizerCheck", "SpeedupSummary", "WarmStart", "WorkloadSummary"]

@@ -9,12 +9,13 @@ they were set; the JSON schema (`answer_schema()`) is published in docs/agents.m
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_serializer
 
 from ...base.records import Costs, Record, Status
 from ...base.records.build import BuildArtifact, BuildFailure
+from ...base.records.profile import ProfileReport
 from ...base.records.summary import MeasurementSummary
 from ...base.records.verdict import ErrorMetrics
 
@@ -38,6 +39,16 @@ class StaticRuleHit(OnlyWhenSet):
     source: str = Field(description="The offending source line.")
     why: str = Field(description="Why the rule exists.")
     detail: str | None = None
+
+
+class ProfileOutcome(OnlyWhenSet):
+    """A result's Nsight Compute profile (CUDA only): ok with the report, failed or unavailable with a note, or not
+    profiled."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("note", "report")
+    status: Literal["ok", "failed", "unavailable", "not profiled"]
+    note: str | None = Field(None, description="Why there is no report.")
+    report: ProfileReport | None = None
 
 
 class AnswerCandidate(OnlyWhenSet):
@@ -92,7 +103,7 @@ class WorkloadAnswer(OnlyWhenSet):
     on_front: bool
     best_on_workload: BestOnWorkload | None = None
     parents: list[ParentResult] | None = None
-    profile: dict[str, Any] | None = Field(None, description="CUDA only: status ok (with the report), failed, "
+    profile: ProfileOutcome | None = Field(None, description="CUDA only: status ok (with the report), failed, "
                                                              "unavailable or not profiled.")
     previously_archived: bool | None = Field(None, description="The same code and configuration was judged "
                                                                "before this submission.")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ...base.records import Workload
 from ...base.records.device import Device
 from ...base.records.events import PruneEvent, SanitizeEvent
+from ...base.records.llm import LLMSection
 from ...base.records.summary import (BaselineSummary, BestSummary, ConfirmedSummary, CostSummary, FailedTrial,
                                      FailureGroup, FrontEntry, HypothesisSummary, MeasurementSummary, PruneSummary,
                                      RunnerUp, RunSummary, SanitizerCheck, WorkloadSummary)
@@ -150,8 +151,8 @@ def hypothesis_record(archive: Archive, run_id: str, trials: list) -> Hypothesis
                              reports=reports, profiled=profiled, by_metric=by_metric)
 
 
-def _llm_section(archive: Archive, run_id: str, trials: list) -> dict | None:
+def _llm_section(archive: Archive, run_id: str, trials: list) -> LLMSection | None:
     """LLM calls of the run (tokens, cached tokens, latency, price per call, trial and run); None without any."""
     from ...tune.propose.llm.costs import summarize_llm
-    events = [e for kind in ("llm-proposer", "llm-call", "llm-stop") for e in archive.events(run_id, kind)]
-    return summarize_llm(sorted(events, key=lambda e: e["seq"]), trials)
+    events = [e for kind in ("llm-proposer", "llm-call", "llm-stop") for e in archive.event_records(run_id, kind)]
+    return summarize_llm(sorted(events, key=lambda e: e.seq), trials)

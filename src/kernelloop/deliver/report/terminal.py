@@ -10,7 +10,6 @@ from ...base.records import ordered_axes
 from ...base.records.integrity import RunIntegrity
 from ...base.records.run import Throughput
 from ...base.records.summary import FailureGroup, RunSummary, SpeedupSummary, WorkloadSummary
-from ...tune.replay.prior import prior_files
 
 INTERPRETER_BANNER = ("No CUDA device: running the Triton interpreter on CPU tensors. Verdicts are real; "
                       "timings are CPU-interpreter timings, not kernel performance.")
@@ -43,9 +42,8 @@ def render(summary: RunSummary, console: Console | None = None) -> None:
     if summary.integrity is not None:
         render_integrity(summary.integrity, c)
     if summary.prior:
-        p = summary.prior
-        files = ", ".join(f"{path} (sha256 {sha[:12]})" for path, sha in prior_files(p))
-        c.print(f"search warm-started from {escape(files)}: {p['configurations']} configurations")
+        files = ", ".join(f"{f.path} (sha256 {f.sha256[:12]})" for f in summary.prior.files)
+        c.print(f"search warm-started from {escape(files)}: {summary.prior.configurations} configurations")
     counts = Table(title="trials by status")
     counts.add_column("status")
     counts.add_column("count", justify="right")

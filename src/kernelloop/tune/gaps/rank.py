@@ -17,34 +17,16 @@ they occurred.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Literal
-
 from pydantic import Field
 
 from ...base.records.base import Record
-
-GAP_EVENT = "capability-gap"
-Kind = Literal["inexpressible", "outside_space", "refused_edit", "failure_class"]
-
-
-class CapabilityGap(Record):
-    """One occurrence of something a proposal needed that the representation does not offer."""
-
-    op: str
-    kind: Kind
-    need: str = Field(description="What is missing, in words.")
-    field: str = Field("", description="The schedule field, template parameter or rule it concerns.")
-    source: str = Field(description="Who found it: 'llm:<model>', 'planner:<rule id>', 'gate', 'trials'.")
-    workload_id: str = ""
-    expected_change_pct: float | None = Field(None, description="The latency change the proposal expected (negative: "
-                                                                "faster).")
-    detail: str = ""
-
+from ...base.records.events import CapabilityGapEvent
+from ...base.records.gaps import GAP_EVENT, CapabilityGap, GapKind
 
 class GapRank(Record):
     """Gaps that need the same thing, over every archive read."""
 
-    kind: Kind
+    kind: GapKind
     need: str
     field: str
     tasks_blocked: int = Field(description="Distinct (op, workload) it occurred on.")
@@ -57,12 +39,12 @@ class GapRank(Record):
 
 
 def record_gap(archive, run_id: str, gap: CapabilityGap) -> None:
-    archive.log_event(run_id, GAP_EVENT, gap.model_dump(mode="json"))
+    archive.log_event(run_id, CapabilityGapEvent(payload=gap))
 
 
 def gaps_of(archive, run_id: str) -> list[CapabilityGap]:
     """The run's recorded gaps: its 'capability-gap' events and those a strategy logged among its search events."""
-    out = [CapabilityGap.model_validate(e["payload"]) for e in archive.events(run_id, GAP_EVENT)]
+    out = [CapabilityGap.model_validate(e.payload) for e in archive.event_records(run_id, GAP_EVENT)]
     for e in archive.events(run_id, "search"):
         if e["payload"].get("kind") == GAP_EVENT:
             out.append(CapabilityGap.model_validate(e["payload"]["gap"]))

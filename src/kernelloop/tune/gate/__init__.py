@@ -3,7 +3,7 @@ schedule's barrier protocol and footprint, its build's resources against the dev
 
 from .archive import GatePrecision, decisions, precision, record_decision
 from .check import check_build, check_schedule, gate, gate_candidate, gate_schedule, schedule_budget, with_build
-from .records import Budget, GateDecision, GateFinding, GateResources
+from ...base.records.gate import Budget, GateDecision, GateFinding, GateResources
 
 __all__ = ["Budget", "GateDecision", "GateFinding", "GatePrecision", "GateResources", "check_build",
            "check_schedule", "decisions", "gate", "gate_candidate", "gate_schedule", "precision",

@@ -13,17 +13,19 @@ from collections import Counter
 from pydantic import Field, computed_field
 
 from ...base.records.base import Record
-from .records import GateDecision
+from ...base.records.events import GateEvent
+from ...base.records.gate import GateDecision
 
-KIND = "gate"
+KIND = GateEvent.model_fields["kind"].default
 
 
 def record_decision(archive, run_id: str, decision: GateDecision) -> None:
-    archive.log_event(run_id, KIND, decision.model_dump(mode="json"))
+    archive.log_event(run_id, GateEvent(payload=decision))
 
 
 def decisions(archive, run_id: str) -> list[GateDecision]:
-    return [GateDecision.model_validate(e["payload"]) for e in archive.events(run_id, KIND)]
+    """The run's decisions as archived (a payload that is no `GateDecision` raises ValidationError)."""
+    return [GateDecision.model_validate(e.payload) for e in archive.event_records(run_id, KIND)]
 
 
 class GatePrecision(Record):

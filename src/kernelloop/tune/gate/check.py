@@ -25,7 +25,7 @@ from ..schedule.lower import NotLowerable, lower, schedule_of
 from ..schedule.protocol import check_protocol
 from ..schedule.records import Schedule
 from ..schedule.resources import check_resources, footprint
-from .records import Budget, GateDecision, GateFinding, GateResources
+from ...base.records.gate import Budget, GateDecision, GateFinding, GateResources
 
 HOPPER = VIRTUAL_HOPPER.with_(virtual=False, name="sm_90")
 

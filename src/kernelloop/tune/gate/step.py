@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from ...base.records.device import DeviceProperties
 from ...base.records import Status, Verdict
 from .check import gate_candidate, gate_schedule, with_build
-from .records import GateDecision
+from ...base.records.gate import GateDecision
 
 NO_BUILD = "no sm_90 build in this stage: only the schedule's own checks"
 

@@ -24,9 +24,7 @@ from dataclasses import dataclass
 from ...core.bench.stats import ratio_verdict
 from ...base.records import BuildResources, Comparison, Direction, Hypothesis, HypothesisOutcome, Measurement, ProfileReport
 from ...base.records.measurement import SAME_MARGIN
-
-LATENCY = "latency_us"
-"""Metric name of the kernel-time median (microseconds)."""
+from ...base.records.profile import LATENCY
 
 
 @dataclass(frozen=True)

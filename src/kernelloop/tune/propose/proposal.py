@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..profile.hypothesis import LATENCY, format_hypotheses
 from ...base.records import Candidate, Direction, Hypothesis, OpSpec
+from ...base.records.llm import LatencyHypothesis
 from ..schedule.patch import ScheduleEdit
 from ...base import pyast
 
@@ -53,27 +54,9 @@ class ScheduleRefused(ProposalInvalid):
         self.check = check
 
 
-class ProposalHypothesis(BaseModel):
+class ProposalHypothesis(LatencyHypothesis):
     """A falsifiable expectation: metric moves, and the kernel-latency change relative to the first parent
     (without a parent: relative to the eager PyTorch baseline)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    metrics: list[Hypothesis] = Field(
-        min_length=1, description="Metrics expected to move: canonical profile keys (e.g. 'sol_dram_pct', "
-                                  "'registers', 'spills') or 'latency_us', each 'up', 'down' or 'same'.")
-    latency_change_pct: float = Field(
-        allow_inf_nan=False, description="Expected change of the kernel-time median in percent (negative = faster, e.g. -15).")
-
-    @model_validator(mode="after")
-    def _consistent(self) -> "ProposalHypothesis":
-        want = Direction.SAME if self.latency_change_pct == 0 else (
-            Direction.DOWN if self.latency_change_pct < 0 else Direction.UP)
-        for h in self.metrics:
-            if h.metric == LATENCY and h.direction is not want:
-                raise ValueError(f"'latency_us {h.direction.value}' contradicts latency_change_pct="
-                                 f"{self.latency_change_pct:g}")
-        return self
 
     def all(self) -> list[Hypothesis]:
         """The metric expectations plus the latency one (added when the metrics do not name latency)."""

@@ -23,9 +23,11 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Literal, Mapping
+from typing import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ....base.records.llm import LLMSettings
 
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 ENV = {"provider": "KERNELLOOP_LLM_PROVIDER", "model": "KERNELLOOP_LLM_MODEL", "base_url": "KERNELLOOP_LLM_BASE_URL",
@@ -56,27 +58,10 @@ class Price(BaseModel):
                 + output_tokens * self.output) / 1e6
 
 
-class LLMConfig(BaseModel):
-    """Provider, model, endpoint and request settings of the LLM proposer."""
+class LLMConfig(LLMSettings):
+    """Provider, model, endpoint and request settings of the LLM proposer (the archived `LLMSettings`) and the
+    prices of its models."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    provider: Literal["openai", "anthropic"] = Field(description="SDK to use: 'openai' (any OpenAI-compatible "
-                                                                 "server through base_url) or 'anthropic'.")
-    model: str = Field(min_length=1, description="Model name as the server knows it.")
-    base_url: str | None = Field(None, description="Endpoint; None = the SDK's default (api.openai.com, "
-                                                   "api.anthropic.com).")
-    api_key_env: str | None = Field(None, description="Name of the environment variable holding the API key "
-                                                      "(default OPENAI_API_KEY / ANTHROPIC_API_KEY).")
-    timeout_s: float = Field(120.0, gt=0, description="Deadline of one request.")
-    retries: int = Field(2, ge=0, description="Re-sends of a request that timed out or failed in transport.")
-    max_tokens: int = Field(8192, ge=1, description="Output token limit per request.")
-    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = Field(
-        "max_tokens", description="How an OpenAI-compatible server names the output limit "
-                                  "(OpenAI's reasoning models need 'max_completion_tokens').")
-    temperature: float | None = Field(0.0, ge=0, description="Sampling temperature; None = the server's default.")
-    seed: int | None = Field(None, description="Sampling seed where the server honours one.")
-    json_mode: bool = Field(False, description="Ask an OpenAI-compatible server for a JSON object response.")
     prices: dict[str, Price] = Field(default_factory=dict, description="Model -> price per million tokens.")
 
     def api_key(self, env: Mapping[str, str] | None = None) -> str:
@@ -94,9 +79,9 @@ class LLMConfig(BaseModel):
         """The configured price of a model (the configured one by default); None when unknown."""
         return self.prices.get(model or self.model)
 
-    def public(self) -> dict:
-        """What may be archived: everything but secrets (the key is never in the config anyway)."""
-        return self.model_dump(mode="json", exclude={"prices"})
+    def public(self) -> LLMSettings:
+        """What may be archived: everything but the prices (the key is never in the config anyway)."""
+        return LLMSettings.model_validate(self.model_dump(exclude={"prices"}))
 
 
 def load_llm_config(path: str | Path | None = None, env: Mapping[str, str] | None = None,

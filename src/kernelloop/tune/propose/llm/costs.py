@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ....base.records.events import ArchivedEvent
+from ....base.records.llm import LLMCallPayload, LLMCost, LLMProposerPayload, LLMSection, LLMStopPayload
+
 FIELDS = ("input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens", "latency_s")
 
 
@@ -18,34 +21,34 @@ def _blank() -> dict:
     return {"calls": 0, "errors": 0, **{f: 0 for f in FIELDS}, "usd": 0.0, "unpriced_calls": 0}
 
 
-def _add(acc: dict, e: dict, share: float = 1.0) -> None:
+def _add(acc: dict, e: LLMCallPayload, share: float = 1.0) -> None:
     acc["calls"] += share
-    acc["errors"] += share if e.get("error") else 0
+    acc["errors"] += share if e.error else 0
     for f in FIELDS:
-        acc[f] += share * (e.get(f) or 0)
-    if e.get("usd") is None:
+        acc[f] += share * getattr(e, f)
+    if e.usd is None:
         acc["unpriced_calls"] += share
     else:
-        acc["usd"] += share * e["usd"]
+        acc["usd"] += share * e.usd
 
 
-def _round(acc: dict) -> dict:
-    return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in acc.items()}
+def _cost(acc: dict) -> LLMCost:
+    return LLMCost(**{k: (round(v, 6) if isinstance(v, float) else v) for k, v in acc.items()})
 
 
-def summarize_llm(events: list[dict], trials: list) -> dict | None:
-    """The `llm` section of a run summary from its events (as `Archive.events` returns them) and trials."""
+def _payloads(events: list[ArchivedEvent], kind: str, record: type) -> list:
+    """The payloads of one kind as records (a misfit payload an older kernelloop wrote raises ValidationError)."""
+    return [record.model_validate(e.payload) for e in events if e.kind == kind]
+
+
+def summarize_llm(events: list[ArchivedEvent], trials: list) -> LLMSection | None:
+    """The `llm` section of a run summary from its events (`Archive.event_records`) and trials."""
     calls, seen = [], set()
-    for ev in events:
-        if ev["kind"] != "llm-call":
-            continue
-        p = ev["payload"]
-        ident = (p.get("key"), p.get("occurrence"))
-        if ident in seen:
-            continue
-        seen.add(ident)
-        calls.append(p)
-    proposers = [ev["payload"] for ev in events if ev["kind"] == "llm-proposer"]
+    for p in _payloads(events, "llm-call", LLMCallPayload):
+        if (p.key, p.occurrence) not in seen:
+            seen.add((p.key, p.occurrence))
+            calls.append(p)
+    proposers = _payloads(events, "llm-proposer", LLMProposerPayload)
     if not calls and not proposers:
         return None
     total, by_role, by_model, unattributed = _blank(), defaultdict(_blank), defaultdict(_blank), _blank()
@@ -53,31 +56,24 @@ def summarize_llm(events: list[dict], trials: list) -> dict | None:
     per_trial: dict[str, dict] = defaultdict(_blank)
     for p in calls:
         _add(total, p)
-        _add(by_role[p["role"]], p)
-        _add(by_model[p["model"]], p)
-        cands = p.get("candidates") or []
-        targets = [trial_of.get((c, p.get("workload"))) for c in cands]
-        targets = [t for t in targets if t is not None]
-        if not cands:
+        _add(by_role[p.role], p)
+        _add(by_model[p.model], p)
+        targets = [t for t in (trial_of.get((c, p.workload)) for c in p.candidates) if t is not None]
+        if not p.candidates:
             _add(unattributed, p)
         for t in targets:
-            _add(per_trial[t], p, 1.0 / len(cands))
-    return {
-        "total": _round(total),
-        "by_role": {k: _round(v) for k, v in sorted(by_role.items())},
-        "by_model": {k: _round(v) for k, v in sorted(by_model.items())},
-        "per_trial": {k: _round(v) for k, v in sorted(per_trial.items())},
-        "unattributed": _round(unattributed),
-        "replayed_calls": sum(1 for p in calls if p.get("replayed")),
-        "inexact_replays": sum(1 for p in calls if p.get("replayed") and not p.get("exact")),
-        "prompt_hashes": sorted({p["prompt_hash"] for p in calls if p.get("prompt_hash")}
-                                | {p["prompt_hash"] for p in proposers if p.get("prompt_hash")}),
-        "proposers": sorted({p["name"] for p in proposers}),
-        "stops": [ev["payload"] for ev in events if ev["kind"] == "llm-stop"],
-    }
+            _add(per_trial[t], p, 1.0 / len(p.candidates))
+    return LLMSection(
+        total=_cost(total), by_role={k: _cost(v) for k, v in sorted(by_role.items())},
+        by_model={k: _cost(v) for k, v in sorted(by_model.items())},
+        per_trial={k: _cost(v) for k, v in sorted(per_trial.items())}, unattributed=_cost(unattributed),
+        replayed_calls=sum(1 for p in calls if p.replayed),
+        inexact_replays=sum(1 for p in calls if p.replayed and not p.exact),
+        prompt_hashes=sorted({p.prompt_hash for p in calls + proposers if p.prompt_hash}),
+        proposers=sorted({p.name for p in proposers}), stops=_payloads(events, "llm-stop", LLMStopPayload))
 
 
-def render_llm(section: dict | None, console) -> None:
+def render_llm(section: LLMSection | None, console) -> None:
     """A terminal view of the `llm` section (for `kernelloop show`)."""
     if not section:
         return
@@ -86,17 +82,17 @@ def render_llm(section: dict | None, console) -> None:
     for col in ("", "calls", "errors", "tokens in", "cached", "tokens out", "latency s", "USD"):
         t.add_column(col, justify="right")
 
-    def row(name: str, a: dict) -> None:
-        usd = f"{a['usd']:.4f}" + (f" (+{a['unpriced_calls']:g} unpriced)" if a["unpriced_calls"] else "")
-        t.add_row(name, f"{a['calls']:g}", f"{a['errors']:g}", f"{a['input_tokens']:,.0f}",
-                  f"{a['cached_tokens']:,.0f}", f"{a['output_tokens']:,.0f}", f"{a['latency_s']:.1f}", usd)
+    def row(name: str, a: LLMCost) -> None:
+        usd = f"{a.usd:.4f}" + (f" (+{a.unpriced_calls:g} unpriced)" if a.unpriced_calls else "")
+        t.add_row(name, f"{a.calls:g}", f"{a.errors:g}", f"{a.input_tokens:,.0f}", f"{a.cached_tokens:,.0f}",
+                  f"{a.output_tokens:,.0f}", f"{a.latency_s:.1f}", usd)
 
-    for role, a in section["by_role"].items():
+    for role, a in section.by_role.items():
         row(role, a)
-    row("total", section["total"])
+    row("total", section.total)
     console.print(t)
-    console.print(f"prompts: {', '.join(h[:12] for h in section['prompt_hashes'])}; "
-                  f"replayed calls {section['replayed_calls']} (inexact {section['inexact_replays']})")
+    console.print(f"prompts: {', '.join(h[:12] for h in section.prompt_hashes)}; "
+                  f"replayed calls {section.replayed_calls} (inexact {section.inexact_replays})")
 
 
 __all__ = ["render_llm", "summarize_llm"]

@@ -9,7 +9,7 @@
 
 It never compiles, runs, times or archives anything: the controller does, and `tell` hands back the archived
 trial. Every LLM call becomes an `llm-call` event (tokens, cached tokens, latency, price, prompt hash, request and
-response hashes, the candidates it led to), handed to `sink(run_id, [(kind, payload), ...])` once the run id is known
+response hashes, the candidates it led to), handed to `sink(run_id, [event, ...])` (records of base/records/events.py) once the run id is known
 (the first `tell`, or `finish`). Replay keys name the discrete state only (model, prompt set, workload, step, the
 candidates and verdicts seen so far), so a replayed run gets the recorded answers while it follows the
 recorded run, and stops with ReplayMiss the moment it does not.
@@ -21,14 +21,19 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable
 
-from ....base.records import Candidate, Status, Trial, Workload, content_hash
+from ....base.records import Candidate, Record, Status, Trial, Workload, content_hash
+from ....base.records.events import (CapabilityGapEvent, LLMCallEvent, LLMProposerEvent, LLMStepEvent,
+                                     LLMStopEvent)
+from ....base.records.gaps import CapabilityGap
+from ....base.records.llm import (LLMBudgetPayload, LLMCallPayload, LLMProposerPayload, LLMStepPayload,
+                                  LLMStopPayload)
 from ....core.spec import OpBundle
 from .context import Context, Outcome, hardware_facts
 from .prompts import PromptSet
 from .recorder import Exchange, LLMClient
 from .roles import Limits, RoleResult, Roles
 
-Sink = Callable[[str, list[tuple[str, dict]]], None]
+Sink = Callable[[str, list[Record]], None]   # the run id and its events
 DEBUGGABLE = {Status.COMPILE_ERROR, Status.RUNTIME_ERROR, Status.TIMEOUT, Status.REJECTED, Status.WRONG_SHAPE,
               Status.WRONG_VALUES, Status.WRONG_NONFINITE, Status.WRONG_INCOMPLETE, Status.WRONG_INPUT_MUTATED,
               Status.WRONG_NONDETERMINISTIC}
@@ -73,11 +78,10 @@ class LLMProposer:
         self.handled: set[tuple[str, str]] = set()         # failures already sent to the debugger
         self.done: dict[str, str] = {}                     # workload -> why it stopped
         self.step = 0
-        self.pending: list[tuple[str, dict]] = [("llm-proposer", {
-            "name": self.name, "prompt_version": prompts.version, "prompt_hash": prompts.hash,
-            "config": client.config.public(), "mode": client.cassette.mode,
-            "budget": {"candidates": budget.candidates, "calls": budget.calls,
-                       "debug_attempts": budget.debug_attempts}})]
+        self.pending: list[Record] = [LLMProposerEvent(payload=LLMProposerPayload(
+            name=self.name, prompt_version=prompts.version, prompt_hash=prompts.hash, config=client.config.public(),
+            mode=client.cassette.mode, budget=LLMBudgetPayload(candidates=budget.candidates, calls=budget.calls,
+                                                               debug_attempts=budget.debug_attempts)))]
 
     # -- Proposer protocol -----------------------------------------------------------------------------------
     def size(self, workload: Workload) -> int | None:
@@ -164,31 +168,30 @@ class LLMProposer:
             self._stop(workload, f"planner: stop ({plan.value.rationale[:200]})")
             return None
         code = self.roles.code(workload, plan.value, step)
-        self._account(workload, step, [plan, code], plan=plan.value.model_dump(mode="json"))
+        self._account(workload, step, [plan, code], plan=plan.value)
         return code
 
     def _gaps(self, workload: Workload, plan=None) -> None:
         """Capability gaps as events: the planner's stated need, and schedule edits refused on the way."""
-        from ...gaps import GAP_EVENT, CapabilityGap
         op = self.ctx.spec.name
         if plan is not None and plan.gap is not None:
             g = plan.gap
-            self.pending.append((GAP_EVENT, CapabilityGap(
+            self.pending.append(CapabilityGapEvent(payload=CapabilityGap(
                 op=op, kind="inexpressible", need=g.need, field=g.field, source=self.name, workload_id=workload.id,
-                expected_change_pct=g.expected_change_pct, detail=plan.direction[:200]).model_dump(mode="json")))
+                expected_change_pct=g.expected_change_pct, detail=plan.direction[:200])))
         for wid, refusal, proposal in self.roles.refused:
-            self.pending.append((GAP_EVENT, CapabilityGap(
+            self.pending.append(CapabilityGapEvent(payload=CapabilityGap(
                 op=op, kind="inexpressible" if refusal.check == "lowering" else "refused_edit", need=str(refusal)[:300],
                 field=refusal.field, source=self.name, workload_id=wid,
-                expected_change_pct=proposal.hypothesis.latency_change_pct).model_dump(mode="json")))
+                expected_change_pct=proposal.hypothesis.latency_change_pct)))
         self.roles.refused.clear()
 
     def _stop(self, workload: Workload, why: str) -> None:
         self.done[workload.id] = why
-        self.pending.append(("llm-stop", {"workload": workload.id, "reason": why}))
+        self.pending.append(LLMStopEvent(payload=LLMStopPayload(workload=workload.id, reason=why)))
 
     # -- accounting ------------------------------------------------------------------------------------------
-    def _account(self, workload: Workload, step: str, results: list[RoleResult], plan: dict | None = None) -> None:
+    def _account(self, workload: Workload, step: str, results: list[RoleResult], plan=None) -> None:
         first = results[0].value if results and results[0].role == "planner" else None
         self._gaps(workload, first)
         last = results[-1]
@@ -199,26 +202,27 @@ class LLMProposer:
             invalid = list(r.invalid)
             for ex in r.exchanges:
                 self.calls[workload.id] += 1
-                self.pending.append(("llm-call", self._call_event(ex, r.role, workload, step, cands, invalid)))
+                self.pending.append(LLMCallEvent(payload=self._call_event(ex, r.role, workload, step, cands,
+                                                                          invalid)))
                 if ex.response.ok and invalid:
                     invalid = invalid[1:]
-        self.pending.append(("llm-step", {
-            "step": step, "workload": workload.id, "roles": [r.role for r in results], "candidates": cands,
-            "error": last.error, "invalid": [i for r in results for i in r.invalid], "plan": plan,
-            "rationale": proposal.rationale if proposal else "", "cites": proposal.cites if proposal else [],
-            "hypothesis": proposal.hypothesis.model_dump(mode="json") if proposal else None}))
+        self.pending.append(LLMStepEvent(payload=LLMStepPayload(
+            step=step, workload=workload.id, roles=[r.role for r in results], candidates=cands, error=last.error,
+            invalid=[i for r in results for i in r.invalid], plan=plan,
+            rationale=proposal.rationale if proposal else "", cites=proposal.cites if proposal else [],
+            hypothesis=proposal.hypothesis if proposal else None)))
 
     def _call_event(self, ex: Exchange, role: str, workload: Workload, step: str, cands: list[str],
-                    invalid: list[str]) -> dict:
+                    invalid: list[str]) -> LLMCallPayload:
         r, u = ex.response, ex.response.usage
         rejected = invalid[0] if (r.ok and invalid) else ""
-        return {"step": step, "role": role, "workload": workload.id, "candidates": cands,
-                "provider": ex.request.provider, "model": ex.request.model, "answered_by": r.model,
-                "prompt_hash": self.prompts.hash, "prompt_version": self.prompts.version,
-                "key": ex.key, "occurrence": ex.occurrence, "request": ex.request_sha, "response": ex.response_sha,
-                "input_tokens": u.input_tokens, "output_tokens": u.output_tokens, "cached_tokens": u.cached_tokens,
-                "cache_write_tokens": u.cache_write_tokens, "latency_s": r.latency_s, "usd": ex.usd,
-                "error": r.error, "rejected": rejected, "replayed": ex.replayed, "exact": ex.exact}
+        return LLMCallPayload(
+            step=step, role=role, workload=workload.id, candidates=cands, provider=ex.request.provider,
+            model=ex.request.model, answered_by=r.model, prompt_hash=self.prompts.hash,
+            prompt_version=self.prompts.version, key=ex.key, occurrence=ex.occurrence, request=ex.request_sha,
+            response=ex.response_sha, input_tokens=u.input_tokens, output_tokens=u.output_tokens,
+            cached_tokens=u.cached_tokens, cache_write_tokens=u.cache_write_tokens, latency_s=r.latency_s,
+            usd=ex.usd, error=r.error, rejected=rejected, replayed=ex.replayed, exact=ex.exact)
 
     def flush(self, run_id: str) -> None:
         if self.sink is None or not self.pending:

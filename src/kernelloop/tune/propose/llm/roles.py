@@ -13,9 +13,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ....base.records import Candidate, Workload
+from ....base.records.llm import PlanGap, PlanStep
 from ..proposal import (KernelProposal, ProposalHypothesis, ProposalInvalid, ScheduleRefused, extract_json,
                         format_validation_error, materialize, parse_proposal, proposal_json_schema)
 from .context import Context, Outcome
@@ -24,35 +25,6 @@ from .providers import Message
 from .recorder import Exchange, LLMClient
 
 T = TypeVar("T")
-
-
-class PlanStep(BaseModel):
-    """The planner's answer: the next direction and the parents it starts from."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    direction: str = Field(min_length=1, max_length=2000, description="What to change, concretely.")
-    parent_ids: list[str] = Field(default_factory=list, description="Candidate ids to start from.")
-    rationale: str = Field(min_length=1, max_length=4000, description="Why, citing the evidence.")
-    cites: list[str] = Field(default_factory=list, description="Knowledge-base ids relied on.")
-    stop: bool = Field(False, description="True when nothing promising is left to try.")
-    gap: "PlanGap | None" = Field(None, description="Set when the direction cannot be expressed (in the kernel "
-                                                    "language, the op's templates or a schedule edit): what the "
-                                                    "representation would need.")
-
-
-class PlanGap(BaseModel):
-    """What the planner needs and cannot express."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    need: str = Field(min_length=1, max_length=1000, description="The missing capability, concretely.")
-    field: str = Field("", max_length=200, description="The schedule field, template parameter or area it concerns.")
-    expected_change_pct: float | None = Field(None, allow_inf_nan=False, description=(
-        "The latency change expected if it existed (percent, negative = faster)."))
-
-
-PlanStep.model_rebuild()
 
 
 @dataclass

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ....base.records import Record
 from ....core.archive import Archive
 
 
@@ -17,10 +18,11 @@ class ArchiveSink:
     def __init__(self, archive_path: str | Path):
         self.path = Path(archive_path)
 
-    def __call__(self, run_id: str, events: list[tuple[str, dict]]) -> None:
+    def __call__(self, run_id: str, events: list[Record]) -> None:
+        """Append the events (`llm-*` and `capability-gap` records of base/records/events.py)."""
         with Archive(self.path) as archive:
-            for kind, payload in events:
-                archive.log_event(run_id, kind, payload)
+            for event in events:
+                archive.log_event(run_id, event)
 
 
 def default_knowledge():

@@ -1,4 +1,5 @@
-"""The static gate's records: what it found, what it decided, and the budget a candidate declares."""
+"""The static gate's records (tune/gate): what it found, what it decided (archived as `gate` events) and the budget
+a candidate declares."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ...base.records.base import Record
+from .base import Record
 
 Check = Literal["schedule", "lowering", "protocol", "resources", "build", "shared", "threads", "registers", "spills",
                 "occupancy"]
