@@ -130,7 +130,7 @@ def _run_case(state: _State, mod, spec, msg: P.CheckRequest, k: int, case: P.Ver
     from ..reference.inputs import make_inputs
     mark_stage(state.job_root, f"verify case {k}" if calls.build is not None else f"build (first call, case {k})")
     w = case.workload
-    inputs = make_inputs(spec, w, case.seed, state.tensor_device, case.distribution)
+    inputs = make_inputs(spec, w, case.seed, state.tensor_device, case.distribution, case.pattern)
     # What the candidate is given, before its first call: the controller compares it with its regeneration
     # (on CPU tensors only, where a rare one-ulp drift between the processes' draws was seen; CUDA inputs come
     # from the device's Philox generator, and copying them would double the case's host traffic).
