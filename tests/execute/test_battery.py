@@ -93,7 +93,9 @@ def test_cache_keyed_by_pointer_is_caught_on_timed_calls(evaluator, job_dir):
                 y.copy_(_cache[key])
         """)
     assert ev.verdict.status is Status.WRONG_VALUES, ev.verdict
-    assert ev.verdict.message.startswith("timed call")
+    # on timed calls, or already in verification: a later case's arena may be mapped where an earlier case's was
+    # (each is unmapped once its calls return, core/execute/shared.py), and the cache hands back that case's outputs
+    assert ev.verdict.message.startswith("timed call") or " check 0 " not in ev.verdict.case, ev.verdict
 
 
 def test_behaviour_change_after_n_calls_is_caught(evaluator, job_dir):

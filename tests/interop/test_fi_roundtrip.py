@@ -94,3 +94,12 @@ def test_exported_definition_fields():
     assert f32.inputs["a"].dtype.value == "float16" and f32.outputs["c"].dtype.value == "float32"
     assert Definition.model_validate_json(f32.model_dump_json()) == f32
     assert Trace and Solution  # the public names exist
+
+
+def test_an_op_whose_inputs_are_generated_data_is_refused_by_name():
+    from kernelloop.base.builtin import ops_dir
+    from kernelloop.core.spec import load_op
+    from kernelloop.deliver.interop.errors import InteropError
+    from kernelloop.deliver.interop.export import export_definition
+    with pytest.raises(InteropError, match="csr_row_ptr generator"):
+        export_definition(load_op(ops_dir() / "spmv_csr"))

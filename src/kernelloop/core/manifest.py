@@ -19,7 +19,7 @@ VERIFIER_FILES = ["verify/compare.py", "reference/inputs.py", "reference/truth.p
                   *_STATIC_RULES,
                   "execute/battery.py", "sandbox/keys.py", "execute/timing.py",
                   "execute/procutil.py", "verify/explain.py", "execute/child.py", "sandbox/policy.py",
-                  "execute/aten.py"]
+                  "execute/aten.py", "reference/sparse.py"]
 
 
 class ManifestChanged(RuntimeError):

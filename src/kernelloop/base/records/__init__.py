@@ -20,3 +20,4 @@ from .rules import StaticRuleHit; __all__ += ["StaticRuleHit"]  # noqa: E402 - i
 from .device import Device; __all__ += ["Device"]  # noqa: E402 - where candidates run
 from .run import DeviceBusy, RunResult, RunStatus, StopReason, Throughput, WorkloadResult; __all__ += ["DeviceBusy", "RunResult", "RunStatus", "StopReason", "Throughput", "WorkloadResult"]  # noqa: E402,E501 - what Controller.run returns
 from .allow import DEFAULT_CODE_POLICY, CodePolicy; __all__ += ["CodePolicy", "DEFAULT_CODE_POLICY"]
+from .generators import CsrColIdxInit, CsrRowPtrInit, HELDOUT_PATTERNS, IndexInit, MaskInit, PATTERNS; __all__ += ["CsrColIdxInit", "CsrRowPtrInit", "HELDOUT_PATTERNS", "IndexInit", "MaskInit", "PATTERNS"]  # noqa: E402,E501 - integer and bool inputs

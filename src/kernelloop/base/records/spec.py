@@ -13,23 +13,39 @@ from pydantic import Field, field_validator, model_serializer, model_validator
 
 from .allow import DEFAULT_CODE_POLICY, CodePolicy
 from .base import Record, content_hash
+from .generators import CsrColIdxInit, CsrRowPtrInit, IndexInit, Init, MaskInit, init_expressions
 from .. import pyast
 
 
 class DType(str, Enum):
-    """Element types the library knows. Values are the spec-file spellings."""
+    """Element types the library knows. Values are the spec-file spellings. An op's own dtypes (`OpSpec.dtypes`,
+    a workload's dtype) are the floating ones; integer and boolean types are for single tensors (`TensorSpec.dtype`:
+    indices, row pointers, labels, masks), compared exactly by the verifier."""
 
     fp16 = "fp16"
     bf16 = "bf16"
     fp32 = "fp32"
+    int8 = "int8"
+    uint8 = "uint8"
+    int32 = "int32"
+    int64 = "int64"
+    bool_ = "bool"
 
     @property
     def itemsize(self) -> int:
-        return 4 if self is DType.fp32 else 2
+        return _ITEMSIZE[self.value]
 
     @property
     def torch_name(self) -> str:
-        return {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}[self.value]
+        return {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}.get(self.value, self.value)
+
+    @property
+    def is_float(self) -> bool:
+        return self.value in ("fp16", "bf16", "fp32")
+
+
+_ITEMSIZE = {"fp16": 2, "bf16": 2, "fp32": 4, "int8": 1, "uint8": 1, "int32": 4, "int64": 8, "bool": 1}
+TensorDType = Literal["op", "fp16", "bf16", "fp32", "int8", "uint8", "int32", "int64", "bool"]
 
 
 _ALLOWED_FORMULA_NODES = (
@@ -119,14 +135,30 @@ class Axis(Record):
     max: int | None = Field(None, description="Largest legal value, if bounded.")
 
 
+def dim_size(entry: str, axes: dict[str, int]) -> int:
+    """One entry of a tensor's shape for concrete axes: an axis name, or an expression over the axes ("M + 1")."""
+    if entry in axes:
+        return int(axes[entry])
+    n = evaluate_expression(entry, axes)
+    if n < 0 or n != int(n):
+        raise ValueError(f"shape entry {entry!r} gives {n} for {axes}")
+    return int(n)
+
+
 class TensorSpec(Record):
     """One input or output tensor."""
 
     name: str = Field(description="Argument name, in call order.")
-    shape: list[str] = Field(description="Axis names, outermost first.")
-    dtype: Literal["op", "fp16", "bf16", "fp32"] = Field("op", description="'op' = the workload's dtype.")
-    init: Literal["activation", "weight", "bias"] = Field(
-        "activation", description="How inputs are generated: see reference.inputs.")
+    shape: list[str] = Field(description="Axis names (or expressions over them, e.g. 'M + 1'), outermost first.")
+    dtype: TensorDType = Field("op", description="'op' = the workload's dtype; integer and bool types are "
+                                                 "compared exactly.")
+    init: Init = Field("activation", description="How inputs are generated: 'activation', 'weight' or 'bias' for "
+                                                 "float inputs, a generator record (base/records/generators.py) for "
+                                                 "integer and bool ones; see reference.inputs.")
+
+    def dims(self, axes: dict[str, int]) -> tuple[int, ...]:
+        """The concrete shape for these axes."""
+        return tuple(dim_size(a, axes) for a in self.shape)
 
 
 class ScratchSpec(Record):
@@ -301,8 +333,11 @@ class OpSpec(Record):
     def _consistent(self) -> "OpSpec":
         for t in [*self.inputs, *self.outputs]:
             for ax in t.shape:
-                if ax not in self.axes:
+                if ax not in self.axes and not self._over_axes(ax):
                     raise ValueError(f"tensor {t.name!r} uses unknown axis {ax!r}")
+        if bad := [d.value for d in self.dtypes if not d.is_float]:
+            raise ValueError(f"an op's dtypes are floating types; {bad} belong on single tensors (TensorSpec.dtype)")
+        self._check_inits()
         missing = [d.value for d in self.dtypes if d not in self.tolerance]
         if missing:
             raise ValueError(f"no tolerance for dtype(s) {missing}")
@@ -314,12 +349,51 @@ class OpSpec(Record):
         for ax in self.heldout_axes or []:
             if ax not in self.axes:
                 raise ValueError(f"heldout_axes names unknown axis {ax!r}")
+        if self.heldout_axes is None and self.inputs[0].shape and self.inputs[0].shape[0] not in self.axes:
+            raise ValueError(f"the first input's first dimension {self.inputs[0].shape[0]!r} is no axis: declare "
+                             f"heldout_axes")
         names = [t.name for t in self.templates]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate template names {names}")
         if (bad := nonfinite_path(self.model_dump(mode="python"))) is not None:
             raise ValueError(f"{bad}: numbers in a spec must be finite (no NaN or infinity)")
         return self
+
+    def _over_axes(self, expr: str) -> bool:
+        """Whether `expr` is an expression naming only the spec's axes (a ValueError if it is no expression)."""
+        names = {n.id for n in ast.walk(check_expression(expr)) if isinstance(n, ast.Name)} - set(FORMULA_FUNCS)
+        if unknown := names - set(self.axes):
+            raise ValueError(f"{expr!r} uses unknown name(s) {sorted(unknown)}")
+        return True
+
+    def _check_inits(self) -> None:
+        """Each input's generator fits its dtype; its expressions name axes; a CSR column input names row pointers
+        declared before it."""
+        row_ptrs: set[str] = set()
+        for t in self.inputs:
+            init, dt = t.init, t.dtype
+            floating = dt in ("op", "fp16", "bf16", "fp32")
+            where = f"input {t.name!r}"
+            if isinstance(init, str) and not floating:
+                raise ValueError(f"{where}: a {dt} tensor needs a generator (index, mask, csr_*), not {init!r}")
+            if isinstance(init, MaskInit) and dt != "bool":
+                raise ValueError(f"{where}: a mask generator makes bool tensors, not {dt}")
+            if isinstance(init, (IndexInit, CsrRowPtrInit, CsrColIdxInit)) and (floating or dt == "bool"):
+                raise ValueError(f"{where}: a {init.kind} generator makes integer tensors, not {dt}")
+            for e in init_expressions(init) if not isinstance(init, str) else ():
+                self._over_axes(e)
+            if isinstance(init, CsrRowPtrInit):
+                row_ptrs.add(t.name)
+            if isinstance(init, CsrColIdxInit) and init.row_ptr not in row_ptrs:
+                raise ValueError(f"{where}: row_ptr {init.row_ptr!r} is not a csr_row_ptr input declared before it")
+
+    @property
+    def patterns(self) -> list[str]:
+        """The sparsity patterns the verifier's visible checks cycle through ([] when no input is a CSR matrix)."""
+        for t in self.inputs:
+            if isinstance(t.init, CsrRowPtrInit):
+                return list(t.init.patterns)
+        return []
 
     def template(self, name: str) -> TemplateSpec:
         for t in self.templates:

@@ -16,8 +16,15 @@ workload and the candidate, so the cases of one candidate say nothing about the 
   `H % HKV == 0`; for a template's own configuration, everything pruning checks, so an honest configuration is
   never judged outside the shapes it declares it supports). At most 2 + 2 x (primary axes) held-out cases.
 
-A case is a dict: workload, seed, distribution, repeats, index (its check number) and `heldout` (None, or its
-kind, the axes it changed and its class: what a proposer may be told, e.g. "a held-out smaller M (rows)").
+For an op with a CSR input (its spec's `patterns`, base/records/generators.py), every case also has a sparsity
+`pattern`: the visible checks cycle through the spec's patterns; the held-out cases through HELDOUT_PATTERNS (empty
+rows, one dense row) and then the spec's, and where the held-out shapes are fewer than HELDOUT_PATTERNS one more case
+on the workload itself draws each pattern they missed -- every trial meets every held-out pattern, so a kernel tuned
+to the visible layouts fails on another.
+
+A case is a dict: workload, seed, distribution, pattern (None for an op without a CSR input), repeats, index (its
+check number) and `heldout` (None, or its kind, the axes it changed and its class: what a proposer may be told, e.g.
+"a held-out smaller M (rows)").
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from __future__ import annotations
 import hashlib
 from typing import Callable
 
-from ...base.records import OpSpec, Workload
+from ...base.records import HELDOUT_PATTERNS, OpSpec, Workload
 
 DETERMINISM_RUNS = 3
 
@@ -200,15 +207,39 @@ def cases(spec: OpSpec, secret: str, checks: int, candidate_id: str, workload: W
                     "distribution": dists[(offset + j) % len(dists)], "repeats": 1,
                     "heldout": {"kind": kind, "axes": sorted(a for a in held.axes if held.axes[a] != workload.axes[a]),
                                 "class": heldout_class(spec, workload, held)}})
+    _patterns(spec, secret, candidate_id, workload, out)
     for i, c in enumerate(out):
         c["index"] = i
     return out
+
+
+def _patterns(spec: OpSpec, secret: str, candidate_id: str, workload: Workload, out: list[dict]) -> None:
+    """Each case's sparsity pattern, in place (None everywhere for an op without a CSR input); appends a case on the
+    workload for each held-out pattern the held-out shapes missed."""
+    visible = spec.patterns
+    if not visible:
+        for c in out:
+            c["pattern"] = None
+        return
+    heldout = [*HELDOUT_PATTERNS, *(p for p in visible if p not in HELDOUT_PATTERNS)]
+    k_vis = k_held = 0
+    for c in out:
+        if c["heldout"] is None:
+            c["pattern"], k_vis = visible[k_vis % len(visible)], k_vis + 1
+        else:
+            c["pattern"], k_held = heldout[k_held % len(heldout)], k_held + 1
+    for p in HELDOUT_PATTERNS[k_held:]:
+        out.append({"workload": workload, "seed": derive_seed(secret, workload.id, candidate_id, "pattern", p),
+                    "distribution": spec.inputs_policy.distributions[0], "pattern": p, "repeats": 1,
+                    "heldout": {"kind": "pattern", "axes": [], "class": f"a held-out sparsity pattern ({p})"}})
 
 
 def case_label(case: dict) -> str:
     """The user-facing name of a case: shape, check number, distribution, seed, and whether it was held out."""
     w: Workload = case["workload"]
     label = f"{w.label} check {case.get('index', '?')} seed={case['seed']} distribution={case['distribution']}"
+    if case.get("pattern"):
+        label += f" pattern={case['pattern']}"
     held = case.get("heldout")
     return label + (f" (held-out: {held['class']})" if held else "")
 
@@ -219,7 +250,7 @@ def case_record(case: dict) -> dict:
     held = case.get("heldout")
     return {"index": case.get("index"), "kind": "held-out" if held else "visible", "workload": w.label,
             "workload_id": w.id, "axes": dict(w.axes), "dtype": w.dtype.value, "distribution": case["distribution"],
-            "seed": case["seed"], "heldout": held}
+            "pattern": case.get("pattern"), "seed": case["seed"], "heldout": held}
 
 
 __all__ = ["DETERMINISM_RUNS", "case_label", "case_record", "cases", "derive_seed", "heldout_class",

@@ -268,7 +268,7 @@ class Evaluator(TimedStage):
         """The verdict of one case from the controller's own copy of its tensors (`got`: runs, inputs_before,
         inputs_after), against inputs and a reference it computes itself."""
         w: Workload = case["workload"]
-        inputs = make_inputs(self.spec, w, case["seed"], self.tensor_device, case["distribution"])
+        inputs = make_inputs(self.spec, w, case["seed"], self.tensor_device, case["distribution"], case.get("pattern"))
         label = case_label(case)
         note = ""
         seen = got.get("inputs_before")
@@ -306,7 +306,7 @@ class Evaluator(TimedStage):
         msg = P.CheckRequest(spec=self._spec_text(), source_hash=candidate.source_hash, config=candidate.config,
                              job_dir=str(job_dir), transport=self.transport,
                              cases=[P.VerifyCase(workload=c["workload"], seed=c["seed"], distribution=c["distribution"],
-                                                 repeats=c["repeats"]) for c in cases])
+                                                 pattern=c.get("pattern"), repeats=c["repeats"]) for c in cases])
         reply = self._request(msg, timeout=self.timeouts.check)
         d = reply.record   # Checked, Failed, or None (the worker died or timed out)
         build = getattr(d, "build", None)

@@ -71,6 +71,7 @@ class VerifyCase(Record):
     workload: Workload
     seed: int = Field(description="Seed of the case's inputs (reference.inputs.make_inputs).")
     distribution: str = Field(description="Value distribution of the inputs.")
+    pattern: str | None = Field(None, description="Sparsity pattern of a CSR input (None: the spec's first).")
     repeats: int = Field(1, ge=1, description="Calls on identical inputs (determinism check when > 1).")
 
 

@@ -6,7 +6,11 @@ which one ran):
   candidate, its copy of them from before the first call, and every call's output buffers -- in an arena: one file in
   the job folder (tmpfs where there is one) mapped into both processes. The candidate writes its outputs straight
   into it; the controller maps the same pages and reads the candidate's outputs itself, with no copy made by the
-  worker.
+  worker. An arena ends with a page (ARENA_SLACK) after its last buffer's guard, so a write that runs on past that
+  guard stays in the case's own mapping, where the guard shows it; and the worker unmaps each case's arena as soon as
+  the case's calls have returned (`Arena.close`), so no later case's call can reach an earlier case's tensors -- a
+  stray write of a later case lands in its own arena or faults, and is charged to the case that made it, never to
+  an earlier case the controller judges first.
 - "cuda-ipc" (a GPU): the candidate gets CUDA tensors on the worker's GPU; after the calls those buffers are shared
   through CUDA IPC (torch.multiprocessing's reductions: a memory handle and torch's reference counter) and the
   controller opens them on the same GPU.
@@ -40,6 +44,7 @@ from ...base.records.base import Record
 from ...base.records.device import Device
 
 ALIGN = 256   # bytes: every tensor of an arena starts on this boundary (CUDA-friendly, cache-line aligned)
+ARENA_SLACK = mmap.PAGESIZE   # bytes mapped after an arena's last tensor: an overrun past it stays in the arena
 TRANSPORTS = ("arena", "cuda-ipc", "host-arena")
 Transport = Literal["arena", "cuda-ipc", "host-arena"]
 
@@ -159,9 +164,10 @@ def _extent(shape, stride) -> int:
 
 
 class Arena:
-    """A worker's arena file: `tensors` (on any device: a GPU's are copied to the host here) laid out in it, `views`
-    of it with the same contents and `records` saying where each lies; the mapping lives as long as the Arena (the
-    worker keeps the last request's until the next one)."""
+    """A worker's arena file: `tensors` (on any device: a GPU's are copied to the host here) laid out in it, then
+    ARENA_SLACK bytes; `views` of it with the same contents and `records` saying where each lies. The mapping lives
+    until `close` (the worker's CPU cases: right after the case's calls) or as long as the Arena (the host arena:
+    the worker keeps the last request's until the next one)."""
 
     def __init__(self, path: str | os.PathLike, tensors: list) -> None:
         import torch
@@ -172,8 +178,8 @@ class Arena:
             total += -(-(_extent(t.shape, t.stride()) * t.element_size()) // ALIGN) * ALIGN
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            os.ftruncate(fd, max(total, ALIGN))
-            self._map = mmap.mmap(fd, max(total, ALIGN), access=mmap.ACCESS_WRITE)
+            os.ftruncate(fd, total + ARENA_SLACK)
+            self._map = mmap.mmap(fd, total + ARENA_SLACK, access=mmap.ACCESS_WRITE)
         finally:
             os.close(fd)
         buf = torch.frombuffer(self._map, dtype=torch.uint8)
@@ -185,6 +191,13 @@ class Arena:
             self.views.append(view)
             self.records.append(SharedTensor(arena=self.path, offset=off, dtype=str(t.dtype).removeprefix("torch."),
                                              shape=list(t.shape), stride=list(t.stride())))
+
+    def close(self) -> None:
+        """Unmap the arena from this process (the file, and with it what the controller reads, stays). The views are
+        dropped; a tensor the candidate kept of it now points at unmapped pages, so touching it faults in the call
+        that does -- never writes into a case already run."""
+        self.views = []
+        self._map.close()
 
 
 def share_cuda(t) -> SharedTensor:

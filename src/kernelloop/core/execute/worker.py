@@ -80,12 +80,22 @@ def _alias_problems(outputs, before: list, inputs, scratch=None) -> list[str]:
     return problems
 
 
+class _Calls:
+    """What the calls of one check request found so far: the build (after the first call), the thread count then,
+    aliasing problems and the first case with one, the first returned value."""
+
+    def __init__(self) -> None:
+        self.build, self.threads_base, self.returned = None, None, None
+        self.alias: list[str] = []
+        self.alias_case: int | None = None
+
+
 def _check(state: _State, msg: P.CheckRequest) -> P.Checked | P.Failed:
     """Run the candidate on each verification case. Its inputs and outputs live where the controller can read them
-    (core/execute/shared.py): on the CPU in the case's arena, which the candidate writes into directly; on a GPU they are
+    (core/execute/shared.py): on the CPU in the case's arena, which the candidate writes into directly and which this
+    process unmaps once the case's calls have returned (a later case's stray write cannot reach it); on a GPU they are
     CUDA tensors on the worker's GPU, shared after the calls by CUDA IPC or copied into a host arena. Nothing is
     copied to files of serialised tensors."""
-    from ..reference.inputs import make_inputs
     spec = state.specs.get(msg.spec)
     mod = state.modules.get(msg.source_hash)
     if mod is None:   # a worker started since the load (the previous one was replaced): the controller loads again
@@ -95,54 +105,79 @@ def _check(state: _State, msg: P.CheckRequest) -> P.Checked | P.Failed:
         state.sandbox.grant_write(msg.job_dir)
     state.shared = []     # the previous request's shared memory: the controller has its copies
     transport = resolve_transport(state.device, msg.transport)
-    shared, build, threads_base, alias, alias_case, returned = [], None, None, [], None, None
+    calls, shared = _Calls(), []
     aten = AtenRecorder()   # the ATen operations of every verification call (core/execute/aten.py)
     for k, case in enumerate(msg.cases):
-        mark_stage(state.job_root, f"verify case {k}" if build is not None else f"build (first call, case {k})")
-        w = case.workload
-        inputs = make_inputs(spec, w, case.seed, state.tensor_device, case.distribution)
-        # What the candidate is given, before its first call: the controller compares it with its regeneration
-        # (on CPU tensors only, where a rare one-ulp drift between the processes' draws was seen; CUDA inputs come
-        # from the device's Philox generator, and copying them would double the case's host traffic).
-        seen = [i.detach().clone() for i in inputs] if state.tensor_device == "cpu" else None
-        # every call's outputs and workspace fresh, poisoned and inside guarded backings (core/reference/guards.py)
-        bufs = _Buffers(spec, w, state.tensor_device, case.repeats)
-        if transport == "arena":   # the CPU only: every tensor of the case in its arena, written there directly
-            arena = Arena(Path(msg.job_dir) / f"case{k}.arena", [*inputs, *(seen or []), *bufs.backings()])
-            state.shared.append(arena)
-            views, n = arena.views, len(inputs)
-            inputs, seen = views[:n], (views[n:2 * n] if seen is not None else None)
-            bufs.rebind(views[n * (2 if seen is not None else 1):])
-        runs = bufs.outputs
-        for outputs, scratch in zip(runs, bufs.scratch):
-            before = [(o.data_ptr(), tuple(o.shape), o.stride()) for o in outputs]
-            t0 = time.perf_counter()
-            try:
-                with aten.case(k):
-                    ret = mod.launch(*inputs, *outputs, **scratch, **spec.scalars, **msg.config)
-                _sync(state.device)
-            except BaseException as e:  # noqa: BLE001
-                text = traceback.format_exc()[-20000:]
-                stage = "compile" if build is None and is_compile_error(e) else "runtime"
-                return P.Failed(stage=stage, log=text, error=f"{type(e).__name__}: {e}"[:2000],
-                                cuda_fault=any(m in text for m in CUDA_FAULT_MARKERS), build=build, case=k)
-            if build is None:
-                build = build_info(mod, time.perf_counter() - t0, state.device)
-                mark_stage(state.job_root, f"verify case {k}")
-                threads_base = thread_count()  # after the first call: lazily started runtime pools exist
-            if ret is not None and returned is None:   # the contract: results go into the given outputs
-                returned = P.Returned(case=k, type=type(ret).__name__)
-            problems = _alias_problems(outputs, before, inputs, scratch.get("scratch"))
-            if problems and alias_case is None:
-                alias_case = k
-            alias += [f"case {k}: {p}" for p in problems]
-        shared.append((k, bufs, seen, inputs))
+        failed = _run_case(state, mod, spec, msg, k, case, transport, calls, aten, shared)
+        if failed is not None:
+            return failed
+        if transport == "arena":   # its records are in `shared`; no later call may reach its pages
+            state.shared.pop().close()
     # the census right after the calls, before sharing: a first CUDA IPC export may start a thread of torch's own
-    threads = P.ThreadCensus(base=threads_base, after=thread_count())
-    cases, transport, why = _shared_cases(state, msg.job_dir, shared, transport)
-    return P.Checked(cases=cases, transport=transport, transport_error=why, build=build, alias=alias,
-                     alias_case=alias_case, returned=returned, threads=threads,
+    threads = P.ThreadCensus(base=calls.threads_base, after=thread_count())
+    cases, transport, why = (shared, transport, "") if transport == "arena" else \
+        _shared_cases(state, msg.job_dir, shared, transport)
+    return P.Checked(cases=cases, transport=transport, transport_error=why, build=calls.build, alias=calls.alias,
+                     alias_case=calls.alias_case, returned=calls.returned, threads=threads,
                      aten=aten.report(), cubins=cubin_hashes(mod) if state.device.is_cuda else [])
+
+
+def _run_case(state: _State, mod, spec, msg: P.CheckRequest, k: int, case: P.VerifyCase, transport: str,
+              calls: _Calls, aten: AtenRecorder, shared: list) -> P.Failed | None:
+    """Every call of case `k` on fresh inputs and outputs; appends what the controller is to read (on the CPU the
+    case's CaseTensors, its arena last in `state.shared`; on a GPU the tensors, shared after every case) to `shared`.
+    Returns the failure of a call that raised."""
+    from ..reference.inputs import make_inputs
+    mark_stage(state.job_root, f"verify case {k}" if calls.build is not None else f"build (first call, case {k})")
+    w = case.workload
+    inputs = make_inputs(spec, w, case.seed, state.tensor_device, case.distribution, case.pattern)
+    # What the candidate is given, before its first call: the controller compares it with its regeneration
+    # (on CPU tensors only, where a rare one-ulp drift between the processes' draws was seen; CUDA inputs come
+    # from the device's Philox generator, and copying them would double the case's host traffic).
+    seen = [i.detach().clone() for i in inputs] if state.tensor_device == "cpu" else None
+    # every call's outputs and workspace fresh, poisoned and inside guarded backings (core/reference/guards.py)
+    bufs = _Buffers(spec, w, state.tensor_device, case.repeats)
+    if transport == "arena":   # the CPU only: every tensor of the case in its arena, written there directly
+        arena = Arena(Path(msg.job_dir) / f"case{k}.arena", [*inputs, *(seen or []), *bufs.backings()])
+        state.shared.append(arena)
+        views, n = arena.views, len(inputs)
+        inputs, seen = views[:n], (views[n:2 * n] if seen is not None else None)
+        bufs.rebind(views[n * (2 if seen is not None else 1):])
+    for outputs, scratch in zip(bufs.outputs, bufs.scratch):
+        before = [(o.data_ptr(), tuple(o.shape), o.stride()) for o in outputs]
+        t0 = time.perf_counter()
+        try:
+            with aten.case(k):
+                ret = mod.launch(*inputs, *outputs, **scratch, **spec.scalars, **msg.config)
+            _sync(state.device)
+        except BaseException as e:  # noqa: BLE001
+            text = traceback.format_exc()[-20000:]
+            stage = "compile" if calls.build is None and is_compile_error(e) else "runtime"
+            return P.Failed(stage=stage, log=text, error=f"{type(e).__name__}: {e}"[:2000],
+                            cuda_fault=any(m in text for m in CUDA_FAULT_MARKERS), build=calls.build, case=k)
+        if calls.build is None:
+            calls.build = build_info(mod, time.perf_counter() - t0, state.device)
+            mark_stage(state.job_root, f"verify case {k}")
+            calls.threads_base = thread_count()  # after the first call: lazily started runtime pools exist
+        if ret is not None and calls.returned is None:   # the contract: results go into the given outputs
+            calls.returned = P.Returned(case=k, type=type(ret).__name__)
+        problems = _alias_problems(outputs, before, inputs, scratch.get("scratch"))
+        if problems and calls.alias_case is None:
+            calls.alias_case = k
+        calls.alias += [f"case {k}: {p}" for p in problems]
+    if transport == "arena":
+        shared.append(_case_tensors(arena.records, len(inputs), seen is not None, bufs))
+    else:
+        shared.append((k, bufs, seen, inputs))
+    return None
+
+
+def _case_tensors(records: list, n: int, with_seen: bool, bufs: "_Buffers") -> P.CaseTensors:
+    """A case's arena records (laid out as inputs, the copy taken before the calls if any, then `bufs.backings()`)
+    as the controller reads them."""
+    at, m, r = n * (2 if with_seen else 1), len(bufs.spec.outputs), len(bufs.out_backings)
+    return P.CaseTensors(runs=[records[at + i * m:at + (i + 1) * m] for i in range(r)], scratch=records[at + r * m:],
+                         inputs_before=records[n:2 * n] if with_seen else None, inputs_after=records[:n])
 
 
 class _Buffers:
@@ -176,17 +211,11 @@ class _Buffers:
 
 def _shared_cases(state: _State, job_dir: str, cases: list, transport: str
                   ) -> tuple[list[P.CaseTensors], str, str]:
-    """The cases' tensors as the controller finds them, the transport that ran and why CUDA IPC did not: arena
-    slices (the CPU), CUDA IPC handles of the worker's buffers (kept alive until the next request), or, where CUDA IPC
-    was not asked for or the driver refuses to export, those buffers copied into a host arena now that every call
-    has returned. Outputs and workspaces are shared as their guarded backings (core/reference/guards.py)."""
-    if transport == "arena":
-        by_view = {id(v): r for a in state.shared for v, r in zip(a.views, a.records)}
-        return [P.CaseTensors(runs=[[by_view[id(o)] for o in r] for r in b.out_backings],
-                              scratch=[by_view[id(s)] for s in b.scratch_backings],
-                              inputs_before=[by_view[id(i)] for i in seen] if seen is not None else None,
-                              inputs_after=[by_view[id(i)] for i in inputs]) for _, b, seen, inputs in cases], \
-            transport, ""
+    """A GPU's cases' tensors as the controller finds them, the transport that ran and why CUDA IPC did not: CUDA IPC
+    handles of the worker's buffers (kept alive until the next request), or, where CUDA IPC was not asked for or the
+    driver refuses to export, those buffers copied into a host arena now that every call has returned. Outputs and
+    workspaces are shared as their guarded backings (core/reference/guards.py). (The CPU's arena records are taken
+    case by case, core/execute/worker.py `_run_case`.)"""
     why = ""
     if transport == "cuda-ipc":
         try:
@@ -202,9 +231,7 @@ def _shared_cases(state: _State, job_dir: str, cases: list, transport: str
     for k, b, _, inputs in cases:
         arena = Arena(Path(job_dir) / f"case{k}.arena", [*inputs, *b.backings()])   # device -> host
         state.shared.append(arena)
-        recs, n, m, r = arena.records, len(inputs), len(b.spec.outputs), len(b.out_backings)
-        out.append(P.CaseTensors(runs=[recs[n + i * m:n + (i + 1) * m] for i in range(r)],
-                                 scratch=recs[n + r * m:], inputs_after=recs[:n]))
+        out.append(_case_tensors(arena.records, len(inputs), False, b))
     return out, "host-arena", why
 
 

@@ -14,6 +14,12 @@ benchmarks/verify_stress.py `--first-call` counts them). A worker whose first VM
 other inputs than the controller's regeneration: an honest kernel judged WRONG_INPUT_MUTATED, or WRONG_VALUES on a
 timed call. Everything else here is the generator (serial), +, -, x, / and casts: correctly rounded, so the parent
 and a worker that use the same seed hold bit-identical tensors whatever their thread counts.
+
+Integer and boolean inputs come from the generator their spec declares (base/records/generators.py): index tensors
+and masks from the same torch generator, CSR structures from NumPy's (core/reference/sparse.py) for the case's
+sparsity pattern. Their output buffers are poisoned with a fixed value (no integer bit pattern is unused), so an
+element still holding it is unwritten only where the truth differs (core/verify/compare.py); a bool's byte is
+poisoned with 0x5A, which no store of true (1) or false (0) leaves.
 """
 
 from __future__ import annotations
@@ -21,18 +27,24 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ...base.records import DType, OpSpec, TensorSpec, Workload
+from ...base.records import CsrColIdxInit, CsrRowPtrInit, DType, IndexInit, MaskInit, OpSpec, TensorSpec, Workload
+from ...base.records import evaluate_expression
 
-TORCH_DTYPES = {DType.fp16: torch.float16, DType.bf16: torch.bfloat16, DType.fp32: torch.float32}
+TORCH_DTYPES = {DType.fp16: torch.float16, DType.bf16: torch.bfloat16, DType.fp32: torch.float32,
+                DType.int8: torch.int8, DType.uint8: torch.uint8, DType.int32: torch.int32, DType.int64: torch.int64,
+                DType.bool_: torch.bool}
 
 # Output poison: a NaN with a payload no arithmetic produces (hardware NaNs are canonical), so an element
 # still holding exactly this bit pattern after the call was never written.
 POISON_BITS = {torch.float16: (0x7E5A, torch.int16), torch.bfloat16: (0x7FDA, torch.int16),
-               torch.float32: (0x7FC0DEAD, torch.int32)}
+               torch.float32: (0x7FC0DEAD, torch.int32), torch.bool: (0x5A, torch.uint8)}
+# Integer outputs: a fixed value (every bit pattern is a value an honest kernel may store), judged unwritten only
+# where the truth is another value.
+POISON_VALUES = {torch.int8: -91, torch.uint8: 0xA5, torch.int32: 0x7FC0DEAD, torch.int64: 0x7FC0DEAD7FC0DEAD}
 
 
 def tensor_shape(t: TensorSpec, workload: Workload) -> tuple[int, ...]:
-    return tuple(workload.axes[a] for a in t.shape)
+    return t.dims(workload.axes)
 
 
 def _cpu_math(fn, x: torch.Tensor) -> torch.Tensor:
@@ -97,14 +109,47 @@ def _row_offset(base: torch.Tensor, g: torch.Generator, mean: float, std: float)
     return ((_wide(base, shift) * std + mean) + sign.to(shift.dtype) * shift).to(base.dtype)
 
 
+def _expr(e: str, axes: dict[str, int]) -> int:
+    return int(evaluate_expression(e, axes))
+
+
+def _generated(t: TensorSpec, k: int, shape: tuple[int, ...], workload: Workload, g: torch.Generator, seed: int,
+               device: str, pattern: str, structures: dict[str, torch.Tensor]) -> torch.Tensor:
+    """An integer or bool input from its declared generator (the CSR columns drawn with their row pointers)."""
+    init, axes = t.init, workload.axes
+    dtype = TORCH_DTYPES[DType(t.dtype)]
+    if isinstance(init, IndexInit):
+        lo, hi = _expr(init.low, axes), _expr(init.high, axes)
+        if hi <= lo and 0 not in shape:
+            raise ValueError(f"input {t.name}: empty index range [{lo}, {hi}) for {axes}")
+        return torch.randint(lo, max(hi, lo + 1), shape, generator=g, device=device, dtype=torch.int64).to(dtype)
+    if isinstance(init, MaskInit):
+        return torch.rand(shape, generator=g, device=device) < init.p
+    if isinstance(init, CsrRowPtrInit):
+        from .sparse import csr_structure
+        row_ptr, col = csr_structure(pattern, _expr(init.rows, axes), _expr(init.cols, axes), _expr(init.nnz, axes),
+                                     (seed * 1_000_003 + k) % 2 ** 63)
+        structures[t.name] = torch.from_numpy(col)
+        return torch.from_numpy(row_ptr).to(device=device, dtype=dtype).reshape(shape)
+    if isinstance(init, CsrColIdxInit):
+        return structures[init.row_ptr].to(device=device, dtype=dtype).reshape(shape)
+    raise ValueError(f"input {t.name}: a {t.dtype} tensor has no generator")
+
+
 def make_inputs(spec: OpSpec, workload: Workload, seed: int, device: str = "cpu",
-                distribution: str = "normal") -> list[torch.Tensor]:
-    """The op's inputs for one seed and value distribution, in call order, in their spec dtypes."""
+                distribution: str = "normal", pattern: str | None = None) -> list[torch.Tensor]:
+    """The op's inputs for one seed, value distribution and sparsity pattern (None: the spec's first), in call
+    order, in their spec dtypes."""
     g = torch.Generator(device=device).manual_seed(seed)
     pol = spec.inputs_policy
+    pattern = pattern or (spec.patterns or ["uniform"])[0]
+    structures: dict[str, torch.Tensor] = {}
     out = []
-    for t in spec.inputs:
+    for k, t in enumerate(spec.inputs):
         shape = tensor_shape(t, workload)
+        if not isinstance(t.init, str):
+            out.append(_generated(t, k, shape, workload, g, seed, device, pattern, structures))
+            continue
         base = torch.randn(shape, generator=g, dtype=torch.float32, device=device)
         if t.init == "activation":
             v = _activation(base, g, distribution, pol.mean, pol.std)
@@ -117,13 +162,18 @@ def make_inputs(spec: OpSpec, workload: Workload, seed: int, device: str = "cpu"
 
 
 def poison_(t: torch.Tensor) -> torch.Tensor:
+    if t.dtype in POISON_VALUES:
+        return t.fill_(POISON_VALUES[t.dtype])
     bits, itype = POISON_BITS[t.dtype]
     t.view(itype).fill_(bits if bits < 2 ** (8 * t.element_size() - 1) else bits - 2 ** (8 * t.element_size()))
     return t
 
 
 def is_poison(t: torch.Tensor) -> torch.Tensor:
-    """Boolean mask of elements that still hold the poison bit pattern."""
+    """Boolean mask of elements that still hold the poison bit pattern (for an integer output: the poison value,
+    which an honest kernel stores where the truth is that value)."""
+    if t.dtype in POISON_VALUES:
+        return t == POISON_VALUES[t.dtype]
     bits, itype = POISON_BITS[t.dtype]
     signed = bits if bits < 2 ** (8 * t.element_size() - 1) else bits - 2 ** (8 * t.element_size())
     return t.contiguous().view(itype) == signed

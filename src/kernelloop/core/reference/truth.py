@@ -1,7 +1,9 @@
 """The reference answer, computed in higher precision in the trusted process.
 
-Every result of the reference is checked against the spec's declared outputs -- as many tensors as outputs, each of
-the output's shape, floating point in at least float32 -- at every verification (and on tiny inputs when the op
+Integer and boolean inputs reach the reference as they are (no float64 upcast): indices stay indices. Every result
+of the reference is checked against the spec's declared outputs -- as many tensors as outputs, each of the output's
+shape; a float output floating point in at least float32, an integer or bool output integer or bool (computed
+exactly, compared exactly: core/verify/compare.py) -- at every verification (and on tiny inputs when the op
 loads, core/spec/loader.py): a mismatch is a SpecError naming the reference file and the output, never a verdict on a
 candidate (an output the reference does not return would otherwise go unchecked).
 """
@@ -35,7 +37,8 @@ def _axes_of(spec: OpSpec, inputs: list[torch.Tensor]) -> dict[str, int]:
     axes: dict[str, int] = {}
     for t, x in zip(spec.inputs, inputs):
         for name, n in zip(t.shape, x.shape):
-            axes.setdefault(name, int(n))
+            if name in spec.axes:
+                axes.setdefault(name, int(n))
     return axes
 
 
@@ -54,11 +57,19 @@ def check_reference_outputs(spec: OpSpec, reference_file: Path | str, outputs: l
         field = f"outputs.{i} ({t.name})"
         if not isinstance(out, torch.Tensor):
             raise SpecError(reference_file, field, f"the reference returned a {type(out).__name__}, not a tensor")
-        want = tuple(axes[a] if a in axes else -1 for a in t.shape)
+        try:
+            want = t.dims(axes)
+        except ValueError:   # an expression over an axis no input carries: any size
+            want = tuple(axes.get(a, -1) for a in t.shape)
         if len(want) != out.dim() or any(w not in (-1, g) for w, g in zip(want, out.shape)):
             raise SpecError(reference_file, field, f"the reference returned shape {tuple(out.shape)}, the spec "
                             f"declares [{', '.join(t.shape)}] = {want}")
-        if out.dtype not in _BITS:
+        exact = not spec.tensor_dtype(t, spec.dtypes[0]).is_float
+        if exact and (out.is_floating_point() or out.is_complex()):
+            raise SpecError(reference_file, field, f"the reference returned {out.dtype} for a "
+                            f"{spec.tensor_dtype(t, spec.dtypes[0]).value} output: integer and bool outputs are "
+                            f"computed exactly, as integer or bool tensors")
+        if not exact and out.dtype not in _BITS:
             raise SpecError(reference_file, field, f"the reference returned {out.dtype}: the truth must be "
                             f"float32 or float64 (it is computed from float64 inputs)")
 
@@ -70,7 +81,7 @@ def truth(spec: OpSpec, reference_file: Path, inputs: list[torch.Tensor],
     ref = load_reference(str(reference_file))
     big = inputs[0].device.type == "cpu" and max(t.numel() for t in inputs) > 2 ** 24
     hi = torch.float32 if big else torch.float64
-    out = ref(*[t.to(hi) for t in inputs], **spec.scalars)
+    out = ref(*[t.to(hi) if t.is_floating_point() else t for t in inputs], **spec.scalars)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     axes = dict(workload.axes) if workload is not None else _axes_of(spec, inputs)
     check_reference_outputs(spec, reference_file, outs, axes)

@@ -4,6 +4,11 @@ Order of checks, first failure wins: output type/shape/dtype, unwritten (still p
 non-finite values where the reference is finite, degenerate (constant / all-zero) outputs where the reference
 varies, values outside `atol + rtol*|ref|` (every element: matched ratio 1.0), a biased output or a ULP-distance
 distribution wider than honest rounding explains (core/verify/semantics.py), mutated inputs.
+
+Integer and bool outputs (indices, counts, masks) are compared exactly: any element that differs from the reference
+fails, the message naming how many and the first one's index and values; no tolerance, degeneracy or statistic
+applies. Their poison is a fixed value (core/reference/inputs.py): an element holding it where the truth is another
+value is reported unwritten.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from ...base.records import DType, ErrorMetrics, OpSpec, Status, Tolerance, Verdict, Workload
-from ..reference.inputs import TORCH_DTYPES, is_poison, tensor_shape
+from ..reference.inputs import POISON_VALUES, TORCH_DTYPES, is_poison, tensor_shape
 from .semantics import semantic_problem
 
 
@@ -30,6 +35,25 @@ def error_metrics(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Toleranc
                         mismatched=int(bad.sum()), total=diff.numel(), worst_index=[int(i) for i in idx],
                         matched_ratio=1.0 - float(bad.sum()) / max(1, diff.numel()),
                         error_cap_ratio=min(float(cap.max()) if cap.numel() else 0.0, 1e300))
+
+
+def exact_mismatch(name: str, out: torch.Tensor, ref: torch.Tensor) -> tuple[ErrorMetrics, str | None]:
+    """An integer or bool output against its exact truth: its metrics, and a message naming the count of differing
+    elements and the first one's index and values (None: every element equal)."""
+    o, r = out.to(torch.int64), ref.to(out.device).to(torch.int64)
+    differ = o != r
+    n = int(differ.sum())
+    diff = (o - r).abs()
+    first = [int(i) for i in torch.nonzero(differ)[0]] if n else []
+    m = ErrorMetrics(output=name, max_abs=float(diff.max()) if diff.numel() else 0.0, max_rel=0.0 if not n else
+                     float((diff.double() / r.abs().double().clamp_min(1)).max()), mismatched=n, total=differ.numel(),
+                     worst_index=first, matched_ratio=1.0 - n / max(1, differ.numel()),
+                     error_cap_ratio=1e300 if n else 0.0)
+    if not n:
+        return m, None
+    at = tuple(first)
+    return m, (f"{name}: {n} of {differ.numel()} elements differ from the exact reference (first at {first}: got "
+               f"{out[at].item()}, expected {ref[at].item()})")
 
 
 # An output whose spread is below this share of the reference's spread is "constant" (zeros included).
@@ -74,6 +98,8 @@ def check_outputs(spec: OpSpec, workload: Workload, outputs: list, references: l
     for t, out, ref in zip(spec.outputs, outputs, references):
         ref = ref.to(out.device)
         unwritten = is_poison(out)
+        if out.dtype in POISON_VALUES:   # an integer poison value is also a value: unwritten only where truth differs
+            unwritten &= ref.to(torch.int64) != POISON_VALUES[out.dtype]
         if bool(unwritten.any()):
             n = int(unwritten.sum())
             first = [int(i) for i in torch.nonzero(unwritten)[0]]
@@ -85,6 +111,12 @@ def check_outputs(spec: OpSpec, workload: Workload, outputs: list, references: l
             return Verdict(status=Status.WRONG_NONFINITE, case=case,
                            message=f"{t.name}: {int(nonfinite.sum())} NaN/Inf element(s) where the reference is "
                                    f"finite (first at {first})")
+        if not out.is_floating_point():
+            m, problem = exact_mismatch(t.name, out, ref)
+            metrics.append(m)
+            if problem:
+                return Verdict(status=Status.WRONG_VALUES, case=case, metrics=metrics, message=problem)
+            continue
         m = error_metrics(t.name, out, ref, tol)
         metrics.append(m)
         if is_degenerate(out, ref):

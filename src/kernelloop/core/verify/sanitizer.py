@@ -204,8 +204,8 @@ def _elements(spec: OpSpec, axes: dict[str, int]) -> int:
     total = 0
     for t in [*spec.inputs, *spec.outputs]:
         n = 1
-        for ax in t.shape:
-            n *= axes[ax]
+        for d in t.dims(axes):
+            n *= d
         total += n
     return total
 

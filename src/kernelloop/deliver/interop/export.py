@@ -39,7 +39,9 @@ from .errors import InteropError
 from .solution_code import check_identifier, solution_source
 from ...base import pyast
 
-FI_DTYPE = {DType.fp16: fi.DType.FLOAT16, DType.bf16: fi.DType.BFLOAT16, DType.fp32: fi.DType.FLOAT32}
+FI_DTYPE = {DType.fp16: fi.DType.FLOAT16, DType.bf16: fi.DType.BFLOAT16, DType.fp32: fi.DType.FLOAT32,
+            DType.int8: fi.DType.INT8, DType.int32: fi.DType.INT32, DType.int64: fi.DType.INT64,
+            DType.bool_: fi.DType.BOOL}
 
 STATUS_MAP: dict[Status, fi.EvaluationStatus] = {
     Status.PASSED: fi.EvaluationStatus.PASSED,
@@ -112,7 +114,16 @@ def export_definition(bundle: OpBundle, dtype: DType | str | None = None, *,
     constraints += domain_constraints(spec)   # e.g. attention's 'H % HKV == 0': the op's domain, not a bound
 
     def tensor(t) -> fi.TensorSpec:
-        return fi.TensorSpec(shape=list(t.shape), dtype=FI_DTYPE[spec.tensor_dtype(t, d)])
+        if not isinstance(t.init, str):
+            raise InteropError(f"inputs.{t.name}", f"drawn by a {t.init.kind} generator: a FlashInfer-Trace "
+                               f"workload draws random tensors, which would lose the data's structure")
+        if (expr := next((a for a in t.shape if a not in spec.axes), None)) is not None:
+            raise InteropError(f"tensors.{t.name}", f"shape entry {expr!r} is an expression: the FlashInfer-Trace "
+                               f"format names axes only")
+        dt = spec.tensor_dtype(t, d)
+        if dt not in FI_DTYPE:
+            raise InteropError(f"tensors.{t.name}", f"{dt.value} has no FlashInfer-Trace dtype here")
+        return fi.TensorSpec(shape=list(t.shape), dtype=FI_DTYPE[dt])
     inputs = {t.name: tensor(t) for t in spec.inputs}
     for s in spec.scalars:
         if s in inputs:

@@ -168,9 +168,9 @@ class Kernel:
             return _Plan(-1, "no entry covers the shape", dtype=dtype)
         g = self.table.entries[idx].guard
         axes = dict(zip(self.table.axes, shape))
-        shapes = tuple(torch.Size(axes[a] for a in t.shape) for t in self.spec.inputs)
+        shapes = tuple(torch.Size(t.dims(axes)) for t in self.spec.inputs)
         dtypes = tuple(TORCH_DTYPES[self.spec.tensor_dtype(t, dtype)] for t in self.spec.inputs)
-        outs = tuple((tuple(axes[a] for a in t.shape), TORCH_DTYPES[self.spec.tensor_dtype(t, dtype)])
+        outs = tuple((t.dims(axes), TORCH_DTYPES[self.spec.tensor_dtype(t, dtype)])
                      for t in self.spec.outputs)
         scratch = None
         if self.spec.scratch is not None:

@@ -33,7 +33,7 @@ def _fake(kernel):
         inputs = args[:kernel.n_inputs]
         dtype = FROM_TORCH.get(inputs[kernel.op_input].dtype, DType.fp32)
         axes = dict(zip(kernel.table.axes, (inputs[i].shape[d] for i, d in kernel.axis_at)))
-        outs = [inputs[0].new_empty(tuple(axes[a] for a in t.shape), dtype=TORCH_DTYPES[spec.tensor_dtype(t, dtype)])
+        outs = [inputs[0].new_empty(t.dims(axes), dtype=TORCH_DTYPES[spec.tensor_dtype(t, dtype)])
                 for t in spec.outputs]
         return outs[0] if len(outs) == 1 else tuple(outs)
     return fake

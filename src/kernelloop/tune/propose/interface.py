@@ -66,7 +66,7 @@ def op_interface(spec: OpSpec, workloads: list[Workload]) -> dict:
 
 def workload_shapes(spec: OpSpec, w: Workload) -> dict:
     """A workload's id, label, axes and the concrete shape and dtype of every tensor."""
-    shapes = {t.name: {"shape": [w.axes[a] for a in t.shape], "dtype": spec.tensor_dtype(t, w.dtype).value}
+    shapes = {t.name: {"shape": list(t.dims(w.axes)), "dtype": spec.tensor_dtype(t, w.dtype).value}
               for t in [*spec.inputs, *spec.outputs]}
     return {"id": w.id, "label": w.label, "axes": dict(w.axes), "dtype": w.dtype.value, "weight": w.weight,
             "tensors": shapes, "bytes_moved": spec.bytes_moved(w.axes, w.dtype)}
