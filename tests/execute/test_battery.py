@@ -98,6 +98,24 @@ def test_cache_keyed_by_pointer_is_caught_on_timed_calls(evaluator, job_dir):
     assert ev.verdict.message.startswith("timed call") or " check 0 " not in ev.verdict.case, ev.verdict
 
 
+def test_cache_keyed_by_pointer_from_the_timed_calls_on_is_caught_there(evaluator, job_dir):
+    # the same cache switched on only after verification's calls, so the timed-call check is what must see it
+    ev = run(evaluator, job_dir, """
+        _cache = {}
+        _n = [0]
+
+        def launch(x, weight, bias, y, *, eps):
+            _n[0] += 1
+            key = (x.data_ptr(), weight.data_ptr())
+            if _n[0] <= 12 or key not in _cache:
+                honest(x, weight, bias, y, eps)
+                _cache[key] = y.clone()
+            else:
+                y.copy_(_cache[key])
+        """)
+    assert ev.verdict.status is Status.WRONG_VALUES and ev.verdict.message.startswith("timed call"), ev.verdict
+
+
 def test_behaviour_change_after_n_calls_is_caught(evaluator, job_dir):
     ev = run(evaluator, job_dir, """
         _n = [0]
