@@ -15,7 +15,8 @@ from kernelloop.deliver.agent import (Submission, SubmissionError, Workspace, Wo
                               workspace_status)
 from kernelloop.core.archive import Archive
 from kernelloop.core.execute.evaluate import Timeouts
-from kernelloop.base.records import Candidate
+from kernelloop.base.records import Candidate, Status
+from kernelloop.deliver.agent.status_records import Measured, WorkspaceStatus
 
 OP = ops_dir() / "layernorm"
 TEMPLATE = (OP / "kernel.py").read_text()
@@ -93,10 +94,10 @@ def test_wrong_kernel_gets_the_verifier_report_and_lineage(ws, good):
     with Archive(ws.run_dir() / "archive.sqlite") as a:
         assert a.ancestors(ans["candidates"][0]["id"]) == [parent]
     st = workspace_status(ws.root)
-    assert st["counts"] == {"PASSED": 1, "WRONG_VALUES": 1}
-    (w,) = st["workloads"]
-    assert [f["candidate"] for f in w["front"]] == [parent] and w["best"]["candidate"] == parent
-    assert st["recent"][0]["status"] == "WRONG_VALUES"
+    assert st.counts == {"PASSED": 1, "WRONG_VALUES": 1}
+    (w,) = st.workloads
+    assert [f.candidate for f in w.front] == [parent] and w.best.candidate == parent
+    assert st.recent[0].status is Status.WRONG_VALUES
 
 
 def test_resubmitting_the_same_kernel_is_not_judged_again(ws, good):
@@ -169,7 +170,7 @@ def test_baseline_from_a_run_archive(ws, good, tmp_path):
     base = json.loads((other.root / "baseline.json").read_text())
     assert base["status"] == "measured" and base["run"] == good["run"]
     best = base["workloads"][0]["best"]
-    assert best["kernel_us"] == pytest.approx(workspace_status(ws.root)["workloads"][0]["best"]["kernel_us"])
+    assert best["kernel_us"] == pytest.approx(workspace_status(ws.root).workloads[0].best.kernel_us)
 
 
 def test_cuda_needs_a_gpu_and_no_workspace_is_an_error(ws, tmp_path):
@@ -209,11 +210,11 @@ def test_a_space_of_configurations_in_one_submission(ws, good):
     assert all(r["label"] == by_id[r["candidate"]] for r in ans["results"])
     assert ans["results"][0]["previously_archived"] is False
     st = workspace_status(ws.root)
-    (w,) = st["workloads"]
-    best = w["best"]
-    assert best["config"] and best["label"] and best["kernel_us"] > 0
-    assert set(best["speedups"]) >= {"eager"} and best["roofline_fraction"] is not None
-    assert "confirmed" not in w
+    (w,) = st.workloads
+    best = w.best
+    assert best.config and best.label and best.kernel_us > 0
+    assert set(best.speedups) >= {"eager"} and best.roofline_fraction is not None
+    assert w.confirmed is None and "confirmed" not in st.as_json()["workloads"][0]
 
 
 def test_malformed_spaces_and_proposals_with_a_config_run_nothing(ws, good):
@@ -235,14 +236,70 @@ def test_malformed_spaces_and_proposals_with_a_config_run_nothing(ws, good):
         assert a.next_index(good["run"]) == before, "nothing ran"
 
 
-def test_status_shows_the_confirmed_baselines(tmp_path):
+def key_paths(x, at: str = "") -> set[str]:
+    """Every key of a JSON value, as a dotted path (`[]` for a list's items)."""
+    if isinstance(x, dict):
+        return {p for k, v in x.items() for p in {f"{at}{k}"} | key_paths(v, f"{at}{k}.")}
+    if isinstance(x, list):
+        return {p for v in x for p in key_paths(v, at.rstrip(".") + "[].")}
+    return set()
+
+
+# The keys `agent status` printed before it was a record (taken from a workspace like the test's): agents read them.
+FIGURES = ("call_ci_us call_us gbps kernel_ci_us kernel_us policy roofline_fraction samples speedups speedups.copy "
+           "speedups.copy.ci speedups.copy.speedup speedups.copy.verdict speedups.eager speedups.eager.ci "
+           "speedups.eager.speedup speedups.eager.verdict").split()
+TOP = {"workspace", "op", "device", "interpreter", "baseline", "baseline.status", "run", "counts", "workloads",
+       "workloads[].id", "workloads[].label", "workloads[].front", "recent"}
+EMPTY = TOP | {"baseline.note", "note"}
+MEASURED = TOP | {"note"} | {"baseline." + k for k in (
+    "device gpu interpreter run source workloads workloads[].id workloads[].workload workloads[].best "
+    "workloads[].best.call_us workloads[].best.candidate workloads[].best.kernel_us workloads[].best.label "
+    "workloads[].baselines workloads[].baselines.copy workloads[].baselines.copy.call_us "
+    "workloads[].baselines.copy.kernel_us workloads[].baselines.eager workloads[].baselines.eager.call_us "
+    "workloads[].baselines.eager.kernel_us").split()}
+CONFIRMED = EMPTY - {"note"} | {"counts.PASSED", "integrity", *(f"integrity.{k}" for k in (
+    "commitment", "reason", "run_id", "state", "tampered"))} | {f"recent[].{k}" for k in (
+        "candidate", "index", "kernel_us", "message", "proposer", "status", "trial", "workload_id")} | {
+    f"workloads[].{k}" for k in ("trials", "passed", "best", "confirmed", "best.candidate", "best.label", "best.config",
+                                 "best.config.BLOCK_N", "best.config.ROWS", "best.config.num_warps",
+                                 "confirmed.candidate", "confirmed.baselines", "confirmed.baselines.copy",
+                                 "confirmed.baselines.copy.call_us", "confirmed.baselines.copy.kernel_us",
+                                 "confirmed.baselines.eager", "confirmed.baselines.eager.call_us",
+                                 "confirmed.baselines.eager.kernel_us", *(f"best.{f}" for f in FIGURES),
+                                 *(f"confirmed.{f}" for f in FIGURES), *(f"front[].{f}" for f in (
+                                     "candidate", "label", "proposer", "parent_ids", "hypothesis", "latency_us",
+                                     "registers", "shared_bytes", "compile_s")))}
+
+
+def test_status_shows_the_confirmed_baselines_with_the_keys_agents_read(tmp_path):
     w = init_workspace(OP, tmp_path / "ws", workloads_file=workloads_file(tmp_path), checks=1, device="interpret")
+    empty = workspace_status(w.root)
+    assert empty.run is None and empty.note == "nothing submitted yet" and key_paths(empty.as_json()) == EMPTY
     ans = submit(w.root, Submission(source=TEMPLATE, config=CONFIG), confirm=True, **FAST)
     assert ans["verdict"] == "PASSED"
-    (st,) = workspace_status(w.root)["workloads"]
-    conf = st["confirmed"]
-    assert conf["candidate"] == ans["candidates"][0]["id"] and conf["kernel_us"] > 0
-    assert {"eager", "copy"} <= set(conf["baselines"]) and conf["baselines"]["copy"]["kernel_us"] > 0
+    status = workspace_status(w.root)
+    (st,) = status.workloads
+    conf = st.confirmed
+    assert conf.candidate == ans["candidates"][0]["id"] and conf.kernel_us > 0
+    assert {"eager", "copy"} <= set(conf.baselines) and conf.baselines["copy"].kernel_us > 0
+    assert status.integrity.state == "authenticated"
+    assert key_paths(status.as_json()) == CONFIRMED
+    assert WorkspaceStatus.model_validate(status.as_json()).as_json() == status.as_json()
+    other = init_workspace(OP, tmp_path / "ws2", workloads_file=w.data["workloads_file"], run=w.run_dir(),
+                           device="interpret")
+    measured = workspace_status(other.root)
+    assert isinstance(measured.baseline, Measured) and measured.baseline.run == ans["run"]
+    assert key_paths(measured.as_json()) == MEASURED
+    assert json.loads((other.root / "baseline.json").read_text()) == measured.as_json()["baseline"]
+
+
+def test_a_baseline_file_of_another_shape_is_refused(tmp_path):
+    """baseline.json is a record: a file edited into another shape is named, not passed on."""
+    w = init_workspace(OP, tmp_path / "ws", workloads_file=workloads_file(tmp_path), checks=1, device="interpret")
+    (w.root / "baseline.json").write_text(json.dumps({"status": "measured", "run": "r-1"}))
+    with pytest.raises(WorkspaceError, match="baseline.json does not hold"):
+        workspace_status(w.root)
 
 
 def test_a_static_rule_rejection_lists_every_hit_once_per_candidate(tmp_path):

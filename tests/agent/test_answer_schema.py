@@ -1,5 +1,5 @@
-"""The agent answer's JSON schema published in docs/agents.md is the record's, and the record writes the JSON shape
-agents read: optional keys only when set, in the order they have always had."""
+"""The agent answer's and status's JSON schemas published in docs/agents.md are the records', and the answer record
+writes the JSON shape agents read: optional keys only when set, in the order they have always had."""
 
 from __future__ import annotations
 
@@ -22,6 +22,14 @@ def test_the_published_schema_is_the_records():
     m = re.search(r"<!-- answer-schema:begin -->\s*```json\n(.*?)\n```\s*<!-- answer-schema:end -->", text, re.S)
     assert m, "docs/agents.md holds the schema between the answer-schema markers"
     assert json.loads(m.group(1)) == answer_schema() == SubmitAnswer.model_json_schema(mode="serialization")
+
+
+def test_the_published_status_schema_is_the_records():
+    from kernelloop.deliver.agent.status_records import WorkspaceStatus, status_schema
+    text = DOC.read_text()
+    m = re.search(r"<!-- status-schema:begin -->\s*```json\n(.*?)\n```\s*<!-- status-schema:end -->", text, re.S)
+    assert m, "docs/agents.md holds the status schema between the status-schema markers"
+    assert json.loads(m.group(1)) == status_schema() == WorkspaceStatus.model_json_schema(mode="serialization")
 
 
 def _result(**extra) -> WorkloadAnswer:

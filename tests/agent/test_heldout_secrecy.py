@@ -99,7 +99,7 @@ def test_answers_name_the_class_of_a_failing_heldout_case_never_its_shape_or_see
         assert "never written (first at" not in text and "of " + str(case["axes"]["M"] * 64) not in text
         # the user-facing record keeps everything
         assert case["axes"]["M"] != 8 and case["seed"] > 0 and failure["reason"] == "elements never written"
-    status = json.dumps(workspace_status(ws.root))
+    status = json.dumps(workspace_status(ws.root).as_json())
     assert all(str(f["case"]["seed"]) not in status and f["case"]["workload"] not in status for f in failures)
 
 

@@ -295,3 +295,29 @@ def test_several_priors_pool_and_the_target_starts_from_its_own_recorded_best(tm
     r = optimize(workloads, tmp_path / "never", "--prior", str(rec), "--prior", str(tmp_path / "missing.json"))
     assert r.exit_code == common.BAD_INPUT and "missing.json: not a readable recording" in said(r), r.output
     assert not (tmp_path / "never").exists()
+
+
+def test_the_options_prior_is_a_warm_start_record_and_an_old_archived_form_resumes(tmp_path):
+    """`RunOptions.prior` is a WarmStart: options archived with one recording at the top (path, sha256, no
+    `files`) read back into it and resume from the recording; a prior of another type or shape is refused."""
+    from pydantic import ValidationError
+
+    from kernelloop.base.records.summary import WarmStart
+    from kernelloop.tune.loop import RunOptions
+    from kernelloop.tune.loop.freeze import read_warm_start, resumed_options
+    rec = recording(tmp_path / "rmsnorm.space.json")
+    sha = hashlib.sha256(rec.read_bytes()).hexdigest()
+    old = {"device": "interpret", "strategy": "staged",
+           "prior": {"path": str(rec), "sha256": sha, "configurations": 7}}
+    stored = RunOptions.from_archived(old)
+    assert isinstance(stored.prior, WarmStart) and [(f.path, f.sha256) for f in stored.prior.files] == [(str(rec), sha)]
+    assert stored.as_dict()["prior"] == {"files": [{"path": str(rec), "sha256": sha}], "configurations": 7,
+                                         "path": str(rec), "sha256": sha}
+    options = resumed_options(RunOptions(device="interpret", strategy="staged"), stored)
+    assert options.prior == stored.prior
+    assert isinstance(read_warm_start(options, "rmsnorm"), TransferPrior)
+    for bad in ("a.space.json", {"configurations": 3}, {"files": [{"path": "a"}], "configurations": 3},
+                {"files": [{"path": "a", "sha256": "1"}], "configurations": "many"},
+                {"files": [{"path": "a", "sha256": "1"}], "configurations": 3, "recordings": 1}):
+        with pytest.raises(ValidationError):
+            RunOptions(device="interpret", strategy="staged", prior=bad)

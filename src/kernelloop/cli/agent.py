@@ -59,7 +59,7 @@ def status(
     from ..deliver.agent.status import workspace_status
     from ..deliver.agent.workspace import WorkspaceError
     try:
-        print(json.dumps(workspace_status(workspace, device), indent=2))
+        print(json.dumps(workspace_status(workspace, device).as_json(), indent=2))
     except WorkspaceError as e:
         common.console(stderr=True).print(f"[red]{esc(e)}[/red]")
         raise typer.Exit(common.BAD_INPUT)

@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from ..base.records import Status, Trial, Workload
 from ..base.records.device import KINDS, Device, DeviceKind
 from ..base.records.run import RunResult, Throughput
-from ..base.records.summary import BestSummary, FrontEntry, RunSummary, WorkloadSummary
+from ..base.records.summary import BestSummary, FrontEntry, RunSummary, WarmStart, WorkloadSummary
 from ..tune.search import DEFAULT_STRATEGY
 from ..base.usage import UsageError, usage_error
 
@@ -219,7 +219,7 @@ def check_space(bundle, workloads: Sequence[Workload], device: str, templates: S
 
 
 def check_prior(paths: Sequence[str | Path] | str | Path | None, strategy: str, bundle,
-                flag: str = "prior") -> dict | None:
+                flag: str = "prior") -> WarmStart | None:
     """What the run archives about its warm start (files with their sha256, configurations), read from the
     recordings; UsageError when the strategy takes none or a recording does not fit the op."""
     if not paths:
@@ -232,7 +232,7 @@ def check_prior(paths: Sequence[str | Path] | str | Path | None, strategy: str, 
         raise UsageError(f"{flag} is only used by {by} "
                          f"{', '.join(s for s in STRATEGIES if takes_prior(s))} (got {by} {strategy})")
     try:
-        return read_prior(files if len(files) > 1 else files[0], bundle.spec.name).as_dict()
+        return read_prior(files if len(files) > 1 else files[0], bundle.spec.name).warm_start()
     except ValueError as e:
         # with several files the message names the file it is about
         raise UsageError(f"{flag} {files[0]}: {e}" if len(files) == 1 else f"{flag}: {e}") from None

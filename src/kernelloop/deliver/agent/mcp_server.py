@@ -117,7 +117,7 @@ def _add_submit_tools(server: MCPServer, ws_of, device: str | None) -> None:
         """The workspace's run: Pareto front and best kernel time per workload, counts by verdict, recent
         submissions."""
         from .status import workspace_status
-        return _guarded(workspace_status, ws_of(workspace), device)
+        return _guarded(workspace_status, ws_of(workspace), device).as_json()
 
 
 def serve(workspace: str | Path | None = None, device: str | None = None) -> None:

@@ -26,6 +26,7 @@ from ...base.records import Workload, sha256_hex
 from ...core.spec import OpBundle, load_op
 from ...base.records.device import Device, DeviceKind
 from ...tune.propose.interface import op_interface, template_params
+from .status_records import BaselineBest, BaselineTimes, BaselineWorkload, Measured, NotMeasured
 
 MANIFEST = "kernelloop-workspace.json"
 SCHEMA = 1
@@ -100,10 +101,11 @@ class Workspace:
         return bundle
 
 
-def baseline_figures(run: str | Path | None) -> dict:
-    """Best trial and confirmed baselines per workload from a run archive; 'not measured' without one."""
+def baseline_figures(run: str | Path | None) -> NotMeasured | Measured:
+    """Best trial and confirmed baselines per workload from a run archive; 'not measured' without one (the record
+    baseline.json holds: deliver/agent/status_records.py)."""
     if run is None:
-        return {"status": "not measured", "note": "no run archive was given to `agent init --run`"}
+        return NotMeasured(status="not measured", note="no run archive was given to `agent init --run`")
     from ...core.archive import Archive
     from ..report.summary import run_summary
     path = Path(run)
@@ -116,15 +118,15 @@ def baseline_figures(run: str | Path | None) -> dict:
     for w in s.workloads:
         entry = {"workload": w.label, "id": w.id}
         if w.best is not None:
-            entry["best"] = {"candidate": w.best.candidate, "label": w.best.label,
-                             "kernel_us": w.best.search.kernel_us, "call_us": w.best.search.call_us}
+            entry["best"] = BaselineBest(candidate=w.best.candidate, label=w.best.label,
+                                         kernel_us=w.best.search.kernel_us, call_us=w.best.search.call_us)
         if w.confirmed is not None:
-            entry["baselines"] = {n: {k: v for k, v in (("kernel_us", b.kernel_us), ("call_us", b.call_us))
-                                      if v is not None}
+            entry["baselines"] = {n: BaselineTimes(**{k: v for k, v in (("kernel_us", b.kernel_us),
+                                                                        ("call_us", b.call_us)) if v is not None})
                                   for n, b in w.confirmed.baselines.items()}
-        figures.append(entry)
-    return {"status": "measured", "run": s.run, "source": str(path), "device": s.device, "gpu": s.gpu,
-            "interpreter": s.interpreter, "workloads": figures}
+        figures.append(BaselineWorkload(**entry))
+    return Measured(status="measured", run=s.run, source=str(path), device=s.device, gpu=s.gpu,
+                    interpreter=s.interpreter, workloads=figures)
 
 
 README = """# kernelloop workspace: {op}
@@ -191,7 +193,7 @@ def init_workspace(spec: str | Path, out: str | Path, *, workloads_file: str | P
     iface = {**op_interface(bundle.spec, workloads), "templates": template_params(bundle.spec)}
     (root / "interface.json").write_text(json.dumps(iface, indent=2) + "\n")
     (root / "proposal.schema.json").write_text(json.dumps(proposal_json_schema(), indent=2) + "\n")
-    (root / "baseline.json").write_text(json.dumps(baseline, indent=2) + "\n")
+    (root / "baseline.json").write_text(json.dumps(baseline.model_dump(mode="json"), indent=2) + "\n")
     note = ("Without a GPU kernels run in the Triton interpreter on CPU tensors: verdicts are real, timings are "
             "interpreter wall clock, not kernel performance." if not Device.of(device).is_cuda else "")
     (root / "README.md").write_text(README.format(op=bundle.spec.name, launch=iface["launch"], root=root,
@@ -199,7 +201,7 @@ def init_workspace(spec: str | Path, out: str | Path, *, workloads_file: str | P
     data = {"schema": SCHEMA, "op": bundle.spec.name, "op_dir": str(bundle.folder.resolve()),
             "op_files": _op_files(bundle), "workloads_file": str(wl_file.resolve()),
             "workloads": [w.model_dump(mode="json") for w in workloads], "device": device, "checks": checks,
-            "baseline": baseline.get("run"), "created": time.time()}
+            "baseline": baseline.run if isinstance(baseline, Measured) else None, "created": time.time()}
     (root / MANIFEST).write_text(json.dumps(data, indent=2) + "\n")
     return Workspace(root, data)
 

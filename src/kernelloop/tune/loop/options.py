@@ -10,6 +10,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from ...core.execute.evaluate import Timeouts
 from ...base.records import Record, Workload
 from ...base.records.device import Device
+from ...base.records.summary import WarmStart
 from ..search import DEFAULT_STRATEGY, STRATEGIES
 from ...base.usage import UsageError
 from . import checks
@@ -64,8 +65,9 @@ class RunOptions(Record):
     templates: list[str] | None = None     # search only these templates of the spec (None: all)
     fixed: dict[str, str] | None = None    # pin parameters (NAME: value text): only templates having them, only
                                            # configurations with these values
-    prior: dict | None = None              # staged: warm start from recordings, RecordedPrior.as_dict() (files:
-                                           # path and sha256 each; configurations), see kernelloop.tune.replay.prior
+    prior: WarmStart | None = None         # staged: warm start from recordings (files: path and sha256 each;
+                                           # configurations), RecordedPrior.warm_start(), see tune/replay/prior.py;
+                                           # an archive's one-recording form (path, sha256 at the top) reads too
     devices: list[Device] | None = None    # one evaluation worker each (None: every GPU of GPU 0's model on cuda,
                                            # one interpreter worker in the interpreter), see execute.executor
     executor: str = "local"                # 'local' (worker processes on this host) or 'ray' (actors, one per GPU)

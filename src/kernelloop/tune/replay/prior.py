@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...base.compressed import CompressedFileError, open_bytes
+from ...base.records.summary import WarmStart
 from ..search.history import TransferPrior
 from .load import load_workload_spaces
 from .space import RecordedSpace
@@ -42,14 +43,14 @@ class RecordedPrior:
             out |= {"path": self.files[0][0], "sha256": self.files[0][1]}
         return out
 
+    def warm_start(self) -> WarmStart:
+        """`as_dict` as the record a run's options hold (`RunOptions.prior`)."""
+        return WarmStart.model_validate(self.as_dict())
 
-def prior_files(archived: dict | None) -> list[tuple[str, str]]:
-    """(path, sha256) of each recording an archived warm start names (either form of `RecordedPrior.as_dict`)."""
-    if not archived:
-        return []
-    if archived.get("files"):
-        return [(f["path"], f["sha256"]) for f in archived["files"]]
-    return [(archived["path"], archived["sha256"])]
+
+def prior_files(archived: WarmStart | None) -> list[tuple[str, str]]:
+    """(path, sha256) of each recording a warm start names (`RunOptions.prior`; either archived form reads into it)."""
+    return [] if archived is None else [(f.path, f.sha256) for f in archived.files]
 
 
 def read_prior(paths: str | Path | list, op: str | None = None) -> RecordedPrior:
