@@ -1,8 +1,10 @@
 """Benchmark of search strategies on recorded spaces: ours, Kernel Tuner's and Optuna's, in the same run.
 
 Protocol (written into the results):
-- spaces: every recorded space in --spaces (default: benchmarks/spaces, vendored in the repository: six public
-  brute-forced spaces and our H200 recordings; see benchmarks/vendor_spaces.py)
+- spaces: the --split set (tuning, heldout or all; default tuning) of the recorded spaces in --spaces (default:
+  benchmarks/spaces, vendored in the repository, see benchmarks/vendor_spaces.py; the sets are its split.toml — the
+  tuning set is the six public brute-forced spaces and our H200 recordings; a folder without split.toml: every
+  space in it)
   plus every file given with --space (repeatable; a Kernel Tuner cache or a kernelloop space file), restricted
   to the configurations that did not fail — what Kernel Tuner's tune_cache searches. Kernel Tuner needs one
   fixed parameter list, so a kernelloop space whose configurations carry different parameters (per template) is
@@ -53,8 +55,8 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from runpack import pack, unpack  # noqa: E402  (benchmarks/runpack.py: a results folder's runs)
 
-from kernelloop.base.compressed import plain_name  # noqa: E402
 from kernelloop.tune.replay import RecordedSpace, load_space, replay  # noqa: E402
+from kernelloop.tune.replay.corpus import select_paths  # noqa: E402
 from kernelloop.tune.replay.metrics import (bootstrap_ci, evals_to_within, fraction_of_optimum,  # noqa: E402
                                        methodology_score, random_curve, score_range)
 
@@ -301,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--spaces", type=Path, default=default_spaces(),
                     help="a folder of recorded spaces (every *.json / *.json.xz / *.json.gz in it)")
+    ap.add_argument("--split", choices=["tuning", "heldout", "all"], default=None,
+                    help="which set of --spaces/split.toml (default: tuning; every space of a folder without one)")
     ap.add_argument("--space", type=Path, action="append", default=[],
                     help="a recorded space file to add to the folder's (repeatable)")
     ap.add_argument("--budget", type=int, default=400)
@@ -319,7 +323,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="write the results from the cached runs only (strategies with every space present)")
     args = ap.parse_args(argv)
 
-    dir_paths = sorted(p for p in args.spaces.iterdir() if plain_name(p).endswith(".json"))
+    try:
+        dir_paths = select_paths(args.spaces, args.split)
+    except ValueError as e:
+        ap.error(str(e))
     paths = dir_paths + [p for p in args.space if p.resolve() not in {d.resolve() for d in dir_paths}]
     loaded = [load_space(p, valid_only=True) for p in paths]
     spaces = [s.name for s in loaded]

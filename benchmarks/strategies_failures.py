@@ -1,13 +1,15 @@
 """Strategies on every recorded space of benchmarks/spaces/, with infeasible configurations dropped and kept.
 
 Protocol (written into the results):
-- spaces: every *.json, *.json.xz and *.json.gz in --spaces (default benchmarks/spaces/, vendored in the repository by
-  benchmarks/vendor_spaces.py: the six public Kernel Tuner caches and our H200 recordings); conditions: "dropped"
+- spaces: the --split set (tuning, heldout or all; default tuning) of --spaces (default benchmarks/spaces/, vendored
+  in the repository by benchmarks/vendor_spaces.py; the sets are its split.toml; a folder without one: every *.json,
+  *.json.xz and *.json.gz in it); conditions: "dropped"
   (failed configurations removed: what pruning achieves, and what Kernel Tuner's tune_cache searches) and "kept"
   (the whole recorded space, failures included: what happens without rules). A space without failures has one
   condition (both are the same space);
 - per run (seeds 0..--seeds-1, --budget evaluations): evaluations until the best found is within 2 % and 5 % of
-  the optimum of the configurations that ran (censored at budget + 1), P@50 (optimum / best after 50), the number
+  the optimum of the configurations that ran (censored at budget + 1), P@50 and P@100 (optimum / best after 50 /
+  100; the final best when the budget is smaller), the number
   of failed evaluations, and, where the recording has costs, the GPU seconds spent until within 2 % (compile,
   verification and timing as recorded, failures included; censored runs count their whole spend and are marked);
 - Kernel Tuner's strategies (`kt:NAME`) replay the same spaces in its simulation mode; in the "kept" condition
@@ -50,6 +52,7 @@ from runpack import PACK_NAME, pack, unpack  # noqa: E402  (benchmarks/runpack.p
 
 from kernelloop.base.compressed import plain_name, read_text, suffix_of  # noqa: E402
 from kernelloop.tune.replay import RecordedSpace, load_space  # noqa: E402
+from kernelloop.tune.replay.corpus import select_paths  # noqa: E402
 from kernelloop.tune.replay.metrics import best_so_far, evals_to_within, fraction_of_optimum  # noqa: E402
 from kernelloop.tune.search import make_strategy  # noqa: E402
 from kernelloop.tune.search.encoding import config_key  # noqa: E402
@@ -153,6 +156,7 @@ def run_one(strategy, space, seed, budget, kept, options=None):
         n = e2 if e2 is not None else len(costs)
         gpu2 = float(sum(costs[:n]))
     return {"seed": seed, "e2": e2, "e5": evals_to_within(curve, opt, 0.05), "p50": fraction_of_optimum(curve, opt, 50),
+            "p100": fraction_of_optimum(curve, opt, 100),
             "fails": sum(v is None for v in values), "gpu_s_to_2pct": gpu2, "gpu_censored": e2 is None,
             "evaluations": len(values), "seconds": secs}
 
@@ -172,6 +176,9 @@ def summarize(rows: list[dict], budget: int) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--spaces", type=Path, default=ROOT / "benchmarks" / "spaces")
+    ap.add_argument("--split", choices=["tuning", "heldout", "all"], default=None,
+                    help="which set of --spaces/split.toml to run (default: tuning; every space of a folder "
+                         "without split.toml)")
     ap.add_argument("--budget", type=int, default=100)
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--only", default=",".join(DEFAULT))
@@ -203,7 +210,10 @@ def main(argv=None) -> int:
     args.cache.mkdir(parents=True, exist_ok=True)
     for packed in args.runs:
         unpack(packed, args.cache)
-    paths = sorted(p for p in args.spaces.iterdir() if plain_name(p).endswith(".json"))
+    try:
+        paths = select_paths(args.spaces, args.split)
+    except ValueError as e:
+        ap.error(str(e))
     strategies = [s for s in args.only.split(",") if s]
     for p in paths:
         full = load_space(p)

@@ -13,9 +13,18 @@ Two kinds of sources:
   memory over the limit) and its screen (the 2744 that run, 10-sample cold-L2 kernel medians), with each
   configuration's cost in GPU seconds (its build on the H200 plus its screen) as a kernelloop space file.
 
+- the further benchmark_hub caches (`--hub GITDIR`: a clone of AutoTuningAssociation/benchmark_hub; the files are
+  read from commit HUB_COMMIT with `git show`, whatever is checked out): rewritten as Kernel Tuner caches with only
+  the parameters and `time` (or the failure string); `time` is rounded to 4 significant digits (a relative change
+  of at most 5e-5, far below the 2 % and 5 % thresholds scored; the full digits were most of each file) and no
+  costs are kept (the tree has a size limit). `--hub` vendors only these (HUB); the set each space belongs to is
+  benchmarks/spaces/split.toml.
+
 Every space is written xz-compressed (`.json.xz`, `xz -9e`, deterministic bytes).
 
     python benchmarks/vendor_spaces.py [--public DIR] [--out benchmarks/spaces]
+    python benchmarks/vendor_spaces.py --hub ../benchmark_hub           # the HUB spaces only
+    python benchmarks/vendor_spaces.py --list                           # the table of benchmarks/spaces/README.md
 """
 
 from __future__ import annotations
@@ -31,6 +40,22 @@ RESULTS = ROOT / "benchmarks" / "results"
 KEEP = ("compile_time", "verification_time", "benchmark_time")
 RECORDED = ["2026-11-30-h200-s4/layernorm_fp16_4096_H200.space.json.gz",
             "2026-11-30-h200-s5/gemm_fp16_4096_H200.space.json.gz"]
+HUB_REPO = "AutoTuningAssociation/benchmark_hub"
+HUB_COMMIT = "8eeb99e7179e6838af95d392ac6c60cebfd8c434"
+_KT = "currently_unused/cachefiles/KernelTuner data"
+HUB = {   # vendored name -> path in benchmark_hub at HUB_COMMIT
+    "convolution_milo_A4000": "cachefiles/convolution_milo/A4000.json.gz",
+    "convolution_milo_A6000": "cachefiles/convolution_milo/A6000.json.gz",
+    "convolution_milo_W6600": "cachefiles/convolution_milo/W6600.json.gz",
+    "convolution_milo_W7800": "cachefiles/convolution_milo/W7800.json.gz",
+    "dedispersion_milo_A4000": "cachefiles/dedispersion_milo/A4000.json.gz",
+    "dedispersion_milo_W6600": "cachefiles/dedispersion_milo/W6600.json.gz",
+    "kt_convolution_RTX_Titan": f"{_KT}/convolution/RTX_Titan.json.gz",
+    "kt_convolution_RTX_3060_laptop": f"{_KT}/convolution/RTX_3060_laptop.json.gz",
+    "kt_pnpoly_RTX_Titan": f"{_KT}/pnpoly/RTX_Titan.json.gz",
+    "kt_pnpoly_RTX_3060_laptop": f"{_KT}/pnpoly/RTX_3060_laptop.json.gz",
+    "kt_convolution_milo_MI50": f"{_KT}/convolution_milo/mi50.json.gz",
+}
 FULL_GEMM = ("2026-11-30-h200-s7/call3-audit-gemm-4096.json.gz", "2026-11-30-h200-s7/call3-screen-gemm-4096.jsonl.gz")
 
 
@@ -62,6 +87,39 @@ def slim_kt_cache(src: Path, dst: Path) -> int:
     doc["vendored_from"] = f"{src.name} (AutoTuningAssociation/benchmark_hub, Zenodo 10.5281/zenodo.15364124); " \
                            "only parameters, time and the compile/verification/benchmark times kept"
     return _xz_json(dst, doc)
+
+
+def slim_hub_cache(data: dict, source: str) -> dict:
+    """A benchmark_hub cache with only the parameters and `time` (4 significant digits) or its failure string."""
+    keys = data["tune_params_keys"]
+    cache = {}
+    for k, rec in data["cache"].items():
+        t = rec.get("time")
+        if isinstance(t, (int, float)) and not isinstance(t, bool):
+            t = float(f"{t:.4g}")
+        cache[k] = {**{p: rec[p] for p in keys}, "time": t}
+    doc = {k: data[k] for k in ("device_name", "kernel_name", "problem_size", "tune_params_keys", "tune_params")
+           if k in data}
+    doc["objective"] = "time"
+    doc["cache"] = cache
+    doc["vendored_from"] = f"{HUB_REPO}@{HUB_COMMIT}:{source} (MIT licence); only the parameters and time kept, " \
+                           "time rounded to 4 significant digits"
+    return doc
+
+
+def vendor_hub(gitdir: Path, out: Path) -> int:
+    """Write every HUB space from `gitdir` (a benchmark_hub clone) at HUB_COMMIT; their total size."""
+    import gzip
+    import subprocess
+    total = 0
+    for name, source in HUB.items():
+        blob = subprocess.run(["git", "--git-dir" if (gitdir / "HEAD").is_file() else "-C", str(gitdir), "show",
+                               f"{HUB_COMMIT}:{source}"], capture_output=True, check=True).stdout
+        n = _xz_json(out / f"{name}.json.xz", slim_hub_cache(json.loads(gzip.decompress(blob)), source))
+        print(f"{name}.json.xz <- {source}: {len(blob)} -> {n} bytes")
+        total += n
+    print(f"total {total} bytes")
+    return total
 
 
 def full_gemm_space(dst: Path) -> int:
@@ -100,8 +158,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--public", type=Path, default=ROOT.parent / "shared" / "fixtures" / "spaces")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "spaces")
+    ap.add_argument("--hub", type=Path, default=None, help="a benchmark_hub clone: vendor the HUB spaces only")
+    ap.add_argument("--list", action="store_true", help="print the table of the spaces in --out and stop")
     args = ap.parse_args(argv)
+    if args.list:
+        from kernelloop.tune.replay.corpus import corpus_table
+        print(corpus_table(args.out))
+        return 0
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.hub is not None:
+        vendor_hub(args.hub, args.out)
+        return 0
     total = 0
     for src in sorted(args.public.glob("*.json.gz")):
         n = slim_kt_cache(src, args.out / _xz_name(src))
