@@ -9,6 +9,7 @@ The delivery path, as a Python API (each name is imported on first use, so `impo
     pkg = kernelloop.load_package("pkg/")
     with kernelloop.apply(model, pkg) as patched: ...        # the model calls the package's torch ops
     result = kernelloop.e2e(model, pkg, example_inputs)     # outputs within tolerance? faster?
+    gen = kernelloop.e2e_generate(model, pkg, input_ids, new_tokens=16)   # same greedy tokens? tokens/s, p99 step
 
 All of it in one call (kernelloop.deliver.accelerate; docs/api.md):
 
@@ -28,7 +29,7 @@ import importlib
 
 from .base.version import __version__
 
-__all__ = ["Run", "UsageError", "accelerate", "apply", "capture", "e2e", "export", "load_package", "optimize"]
+__all__ = ["Run", "UsageError", "accelerate", "apply", "capture", "e2e", "e2e_generate", "export", "load_package", "optimize"]
 
 
 def export(runs, out, **options):
@@ -53,6 +54,9 @@ def __getattr__(name: str):
     if name == "e2e":
         from .deliver.integrate.e2e import e2e
         return e2e
+    if name == "e2e_generate":
+        from .deliver.integrate.generate import e2e_generate
+        return e2e_generate
     if name == "api":
         return importlib.import_module(".deliver.api", __name__)
     if name in ("optimize", "Run", "UsageError"):

@@ -5,8 +5,10 @@ CUDA, not slower than the original; on the CPU, outputs within tolerance with th
 1 not delivered (outputs out of tolerance, slower, or no call site replaced: no call reached the package); 2 bad
 input, refused before any work (model, package, a package that refuses to load, example inputs given as a dict,
 a model whose dtype or device is not the package's); 3 the model raised on its example inputs (one line naming the
-error). Without --dtype the model gets the package's dtype when its kernels all share one (else a factory's own
-default, bf16 for the built-in models).
+error). With --generate (cli/e2e_generate.py) the same codes: 1 when the greedy tokens fail the check, nothing was
+patched or the patched generate() is slower, 2 also for a model without generate(), 3 when the model raises
+generating. Without --dtype the model gets the package's dtype when its kernels all share one (else a factory's
+own default, bf16 for the built-in models).
 """
 
 from __future__ import annotations
@@ -51,21 +53,18 @@ def e2e(
         help="A public key file whose signatures are accepted for this load (repeatable; `kernelloop keys trust` "
              "adds one for good).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    generate: Annotated[bool, typer.Option(
+        "--generate", help="Check and time greedy generation instead of one forward: generate() with a static KV "
+                           "cache, prompt --seq tokens, batch --batch, --new-tokens tokens (docs/walkthrough.md).")
+                        ] = False,
+    new_tokens: Annotated[int, typer.Option(min=1, help="With --generate: tokens generated (N).")] = 16,
+    runs: Annotated[Optional[int], typer.Option(min=1, help="With --generate: timed generate() calls per variant "
+                                                            "(default 5 on CUDA, 1 on the CPU).")] = None,
 ) -> None:
-    """Outputs of the patched model against the original on fresh inputs; speed beside eager and torch.compile."""
+    """Outputs of the patched model against the original on fresh inputs; speed beside eager and torch.compile
+    (--generate: greedy tokens, prefill, decode-step tail latency, tokens/s and a graph-replayed decode step)."""
     console = common.console(stderr=as_json)
-    import torch
-    dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if dev not in ("cpu", "cuda"):
-        console.print(f"[red]bad argument:[/red] --device {esc(repr(dev))}: use cpu or cuda")
-        raise typer.Exit(ExitCode.BAD_INPUT)
-    if dev == "cpu":
-        if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
-            console.print("[red]cannot run:[/red] Triton was imported before the interpreter could be chosen")
-            raise typer.Exit(ExitCode.BAD_INPUT)
-        os.environ["TRITON_INTERPRET"] = "1"   # interpreter-verified kernels run on CPU tensors
-    else:
-        os.environ.pop("TRITON_INTERPRET", None)
+    dev = _device(console, device)
     from ..deliver.integrate.e2e import ModelCallError, Tolerance, e2e as run_e2e, save
     from ..deliver.package import PackageError, load_package
     from ..deliver.package.signing import SigningError
@@ -77,6 +76,12 @@ def e2e(
         console.print(f"[red]package refused:[/red] {esc(e)}")
         raise typer.Exit(ExitCode.BAD_INPUT)
     net, example = _model(console, model, pkg, dev, dtype, seed=seed, batch=batch, seq=seq)
+    if generate:
+        from .e2e_generate import run_generate
+        tol = Tolerance(min_cosine=min_cosine, min_top1=min_top1)
+        run_generate(console, model, net, example, pkg, tol, new_tokens=new_tokens, runs=runs, seed=seed,
+                     out=out or package.resolve().parent / f"e2e-{package.name}", as_json=as_json)
+        return
     try:
         report = run_e2e(net, pkg, example, seeds=tuple(range(seeds)),
                          tolerance=Tolerance(min_cosine=min_cosine, min_top1=min_top1), name=model)
@@ -97,6 +102,23 @@ def e2e(
                       "package: the sites left alone are listed above with the reasons)")
     if not report.outputs_ok or report.delivered is False:
         raise typer.Exit(ExitCode.FAILED)
+
+
+def _device(console, device: str | None) -> str:
+    """cpu or cuda (default: cuda when present); on the CPU the Triton interpreter is chosen before Triton loads."""
+    import torch
+    dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if dev not in ("cpu", "cuda"):
+        console.print(f"[red]bad argument:[/red] --device {esc(repr(dev))}: use cpu or cuda")
+        raise typer.Exit(ExitCode.BAD_INPUT)
+    if dev == "cpu":
+        if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+            console.print("[red]cannot run:[/red] Triton was imported before the interpreter could be chosen")
+            raise typer.Exit(ExitCode.BAD_INPUT)
+        os.environ["TRITON_INTERPRET"] = "1"   # interpreter-verified kernels run on CPU tensors
+    else:
+        os.environ.pop("TRITON_INTERPRET", None)
+    return dev
 
 
 def _model(console, spec: str, pkg, device: str, dtype: str | None, **shape):
