@@ -56,7 +56,7 @@ def accelerate(
     fuse: Annotated[bool, typer.Option("--fuse", help="Also run `kernelloop fuse` on the model (same budget and "
                                                       "device): its fused graph is a separate, inference-only model "
                                                       "in OUT/fuse, timed against the patched one on CUDA.")] = False,
-    fuse_family: Annotated[Optional[list[str]], typer.Option("--fuse-family", help="With --fuse: only this discovery "
+    fuse_family: Annotated[Optional[list[str]], typer.Option("--fuse-family", metavar="FAMILY", help="With --fuse: only this discovery "
                                                              "family (repeatable; as `fuse --family`).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
