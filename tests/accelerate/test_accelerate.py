@@ -2,7 +2,8 @@
 
 One accelerate run of llama-tiny (budget 1, the Triton interpreter) is shared by the module: it is checked for what
 it patched and why, trained two steps beside the unpatched model, called again to show that the finished runs are
-reused (API and CLI), and refused where its folder holds other workloads. gpt2-tiny and a Mistral built from
+reused (API and CLI), called with fuse=True (its fused graph beside the patches, the runs reused), and refused where
+its folder holds other workloads. gpt2-tiny and a Mistral built from
 AutoConfig go the full path once each in test_accelerate_families.py (patched sites by op, verdict, loss,
 gradients).
 
@@ -15,6 +16,7 @@ if os.environ.get("KERNELLOOP_GPU_TIER") != "1":
     os.environ["TRITON_INTERPRET"] = "1"
 
 import copy  # noqa: E402
+import io  # noqa: E402
 import json  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -22,13 +24,19 @@ import sys  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from rich.console import Console  # noqa: E402
 
 pytest.importorskip("transformers")
 
 import kernelloop  # noqa: E402
+from kernelloop.base.records.measurement import Comparison, Ratio  # noqa: E402
+from kernelloop.cli.accelerate import render_fusion  # noqa: E402
 from kernelloop.deliver import api  # noqa: E402
-from kernelloop.deliver.accelerate import AccelerateSummary, CardStatus, FolderState, Verdict  # noqa: E402
+from kernelloop.deliver.accelerate import (AccelerateSummary, CardStatus, FolderState, FusionStatus,  # noqa: E402
+                                           Verdict, fusion)
 from kernelloop.deliver.capture.models import build  # noqa: E402
+from kernelloop.deliver.fuse.compose import FusedModel  # noqa: E402
+from kernelloop.deliver.integrate.e2e import Tolerance, compare, fresh_inputs, output_logits  # noqa: E402
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.environ.get("KERNELLOOP_GPU_TIER") == "1", reason="interpreter tests")]
@@ -68,7 +76,8 @@ def test_llama_is_patched_checked_and_every_card_accounted_for(llama):
     model, _, _, result, lines, out = llama
     s = result.summary
     assert s.verdict is Verdict.ACCELERATED and s.outputs_ok and s.delivered is None
-    assert s.speed == "not measured (interpreter)" and s.fusion.startswith("not tried")
+    assert s.speed == "not measured (interpreter)" and s.fusion.status is FusionStatus.NOT_TRIED
+    assert result.fused is None and not (out / "fuse").exists()
     assert {o.op for o in s.ops} == {"rmsnorm", "gemm_nt", "attention_causal"}
     assert all(not o.reused and not o.error and o.trials >= o.workloads for o in s.ops)
     # every card is patched or says why not; what is patched is what apply replaced and e2e saw run
@@ -209,3 +218,79 @@ def test_the_cli_exit_codes_nothing_mapped_and_a_foreign_folder(tmp_path):
     (tmp_path / "other" / "notes.txt").write_text("mine")
     p = kl("accelerate", "gate.py:make", "--device", "cpu", "--out", "other", cwd=tmp_path)
     assert p.returncode == 2 and "not an accelerate folder" in p.stderr, p.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def fused(llama):
+    """(model, example, Accelerated, progress lines): accelerate with fuse=True (the residual add + RMSNorm family)
+    on a fresh llama-tiny in the shared folder, its finished runs reused; the model left unpatched (patch=False)."""
+    first, out = llama[3], llama[5]
+    model, example = build("llama-tiny")
+    lines: list[str] = []
+    first.applied.undo()   # the patches of functions (attention) are global while applied: export must not see them
+    try:
+        result = kernelloop.accelerate(model, example, budget=1, out=out, device="cpu", patch=False, fuse=True,
+                                       fuse_families=["residual_add_norm"], on_progress=lines.append)
+    finally:
+        first.applied.redo()
+    return model, example, result, lines
+
+
+def test_fuse_returns_llamas_fused_graph_matching_the_original_and_names_it(fused):
+    model, example, result, lines = fused
+    s, f = result.summary, result.summary.fusion
+    assert f.status is FusionStatus.VERIFIED and f.speed == "verified, speed not measured (interpreter)"
+    assert f.vs_patched is None and f.outputs_ok is True and "inference only" in f.detail
+    # residual add + RMSNorm: 3 returning both sums, 1 feeding only the final norm (as tests/fuse counts them)
+    assert {p.family for p in f.patterns} == {"residual_add_norm"} and f.reasons == []
+    assert sum(p.replaced for p in f.patterns) == 4 and sorted(f.fused) == sorted(p.op for p in f.patterns)
+    assert isinstance(result.fused, FusedModel) and result.fused.model is model
+    (graph,) = result.fused.graphs.values()
+    # 5 RMSNorms: 4 composed into fused ops, the first layer's input norm (no residual add before it) left alone
+    rsqrt = [n for n in graph.graph.nodes if n.target is torch.ops.aten.rsqrt.default]
+    assert len(rsqrt) == 1
+    tol = Tolerance()
+    with torch.no_grad():
+        for seed in (5, 6):
+            args = fresh_inputs(example, model, seed)
+            check = compare(output_logits(model(*args)), output_logits(result.fused(*args)), seed, tol)
+            assert check.passed and check.cosine > 0.9999, check
+    assert not result.fused.fallbacks                     # every call ran the fused graph
+    # the patches' own result is what it is without fusion; the summary on disk carries the typed outcome
+    assert s.verdict is Verdict.ACCELERATED and s.replaced and result.applied is None
+    assert all(o.reused for o in s.ops) and s.package_reused
+    assert AccelerateSummary.model_validate_json(open(f"{s.out}/accelerate.json").read()).fusion == f
+    assert any(line.startswith("fuse: verified") for line in lines)
+
+
+def test_the_cli_prints_the_fused_patterns(fused):
+    f = fused[2].summary.fusion
+    buf = io.StringIO()
+    render_fusion(f, Console(file=buf, width=200))
+    text = buf.getvalue()
+    assert "fusion: verified, speed not measured (interpreter)" in text
+    for p in f.patterns:
+        assert f"{p.op} (residual_add_norm, aten.add.Tensor + " in text and f"{p.replaced} site(s) fused" in text
+
+
+def test_on_cuda_fusion_pays_only_when_faster_than_the_patched_model(fused, monkeypatch):
+    """The timing is replaced (no GPU here): the model must be patched while timed and unpatched after (patch=False),
+    and only a FASTER ratio is 'pays'."""
+    model, example, result, _ = fused
+    seen = []
+
+    def timed(m, fused, ex, *, baseline):
+        seen.append((baseline, "forward" in m.model.norm.__dict__))
+        return Ratio(baseline=baseline, speedup=verdict_speed[0], ci_low=verdict_speed[0] - .01,
+                     ci_high=verdict_speed[0] + .01, verdict=verdict_speed[1])
+    monkeypatch.setattr(fusion, "time_fused", timed)
+    f = result.summary.fusion
+    for verdict_speed, want in (((1.2, Comparison.FASTER), FusionStatus.PAYS),
+                                ((1.0, Comparison.SAME), FusionStatus.DOES_NOT_PAY),
+                                ((0.8, Comparison.SLOWER), FusionStatus.DOES_NOT_PAY)):
+        got = fusion.against_patched(f, result.fused, model, result.package, example, "cuda", False, lambda t: None)
+        assert got.status is want and got.vs_patched.verdict is verdict_speed[1]
+        assert got.speed.endswith(f"over the patched model ({verdict_speed[1].value})")
+    assert seen == [("patched", True)] * 3 and "forward" not in model.model.norm.__dict__
+    assert fusion.against_patched(f, result.fused, model, result.package, example, "interpret", False,
+                                  lambda t: None) == f   # the interpreter: no speed claim

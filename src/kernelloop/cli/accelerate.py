@@ -1,9 +1,11 @@
 """`kernelloop accelerate MODEL [--out DIR] [--budget N] [--device cpu|cuda] [--dtype ...] [--batch B --seq S]
-[--extend AXIS=LO:HI] [--json]`: capture -> optimize each mapped op -> export -> e2e, in one folder
-(`kernelloop.deliver.accelerate`). MODEL is what `capture` takes (a built-in tiny model or file.py:factory).
+[--extend AXIS=LO:HI] [--fuse [--fuse-family F]] [--json]`: capture -> optimize each mapped op -> export -> e2e
+(-> fuse), in one folder (`kernelloop.deliver.accelerate`). MODEL is what `capture` takes (a built-in tiny model or
+file.py:factory).
 
 Progress goes to stderr line by line, then the summary: each card patched or why not, each op's run, the package,
-the end-to-end check and the verdict (`--json`: the AccelerateSummary on stdout). A second call with the same --out
+the end-to-end check, the fusion step (--fuse: the fused graph fuse kept, inference only, or each pattern's reason
+why not) and the verdict (`--json`: the AccelerateSummary on stdout). A second call with the same --out
 reuses the finished runs. Exit codes (common.ExitCode): 0 patched and outputs within tolerance (and, on CUDA, not
 slower); 1 nothing patched, outputs out of tolerance or slower; 2 bad input (arguments, model, an --out that holds
 something else or runs of other workloads); 3 the model raised, a file could not be written, export failed; 130
@@ -51,6 +53,11 @@ def accelerate(
                                                         )] = None,
     strategy: Annotated[str, typer.Option(help="The loop's search strategy (as `optimize --strategy`).")
                         ] = DEFAULT_STRATEGY,
+    fuse: Annotated[bool, typer.Option("--fuse", help="Also run `kernelloop fuse` on the model (same budget and "
+                                                      "device): its fused graph is a separate, inference-only model "
+                                                      "in OUT/fuse, timed against the patched one on CUDA.")] = False,
+    fuse_family: Annotated[Optional[list[str]], typer.Option("--fuse-family", metavar="FAMILY", help="With --fuse: only this discovery "
+                                                             "family (repeatable; as `fuse --family`).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Make a model faster in one command: capture, optimize each mapped op, export, check end to end."""
@@ -81,7 +88,8 @@ def accelerate(
     folder = out or _default_out(model)
     try:
         result = run(net, inputs, budget=budget, out=folder, device=dev, strategy=strategy, seed=seed,
-                     extend=extend, patch=False, name=model, on_progress=lambda text: err.print(esc(text)))
+                     extend=extend, patch=False, name=model, fuse=fuse, fuse_families=fuse_family,
+                     on_progress=lambda text: err.print(esc(text)))
     except (UsageError, SpecError) as e:
         common.bad_argument(err, str(e))
     except (CaptureError, ModelCallError) as e:
@@ -127,7 +135,22 @@ def render(summary, console) -> None:
     if summary.e2e:
         console.print(f"e2e: outputs {'within' if summary.outputs_ok else 'OUT of'} tolerance; speed: "
                       f"{esc(summary.speed)}; report {esc(summary.e2e)}")
-    console.print(f"fusion: {esc(summary.fusion)}")
+    render_fusion(summary.fusion, console)
     colour = "green" if summary.verdict.value == "patched" else "red"
     console.print(f"[bold {colour}]{esc(summary.verdict.value)}[/] in {summary.seconds:.0f} s; summary "
                   f"{esc(Path(summary.out) / 'accelerate.json')}")
+
+
+def render_fusion(f, console) -> None:
+    """The fusion step: its status and detail, the fused patterns, and why the others were not fused."""
+    console.print(f"fusion: {esc(f.status.value)}" + (f": {esc(f.detail)}" if f.detail else ""))
+    for p in f.patterns:
+        state = f"{p.replaced} site(s) fused" if p.replaced else f"not fused: {p.why_not}"
+        console.print(f"  {esc(p.op)} ({esc(p.family)}, {esc(' + '.join(p.ops))}): {esc(state)}")
+    for why in f.reasons:
+        if not any(why.startswith(f"{p.op} ") for p in f.patterns):
+            console.print(f"  not fused: {esc(why)}")
+    if f.speed:
+        console.print(f"  speed: {esc(f.speed)}")
+    if f.out:
+        console.print(f"  fuse folder: {esc(f.out)}")

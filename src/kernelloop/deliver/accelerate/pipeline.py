@@ -1,10 +1,11 @@
 """`kernelloop.accelerate(model, example_inputs, budget=..., out=...)`: capture -> optimize each mapped op ->
-export -> end to end -> apply, in one folder that a second call reuses.
+export -> end to end -> (with fuse=True: fuse, fusion.py) -> apply, in one folder that a second call reuses.
 
     OUT/cards.json, OUT/cards/<op>.toml    the capture and one workloads file per mapped op
     OUT/runs/<op>/                         the op's loop run (`kernelloop.tune.loop.run`, through `api.plan`)
     OUT/package/                           the exported package (ranges verified, signed)
     OUT/e2e/e2e.json                       the end-to-end check
+    OUT/fuse/, OUT/patterns.sqlite         with fuse=True: `kernelloop.fuse`'s folder (made anew) and pattern table
     OUT/accelerate.json                    the AccelerateSummary
     OUT/state.json                         which runs finished, for which workloads; what the package was made of
 
@@ -39,24 +40,27 @@ from ..integrate.e2e import E2EReport, Tolerance, e2e, save
 from ..package.export import ExportOptions, export_package
 from ..package.records import AuditTrail
 from ..package.runtime import Package, load_package
+from ..fuse.compose import FusedModel
+from . import fusion
 from .outcomes import card_outcomes, verdict_of
-from .records import AccelerateSummary, FolderState, OpOutcome, OpState
+from .records import AccelerateSummary, FolderState, FusionOutcome, OpOutcome, OpState
 
 STATE, SUMMARY = "state.json", "accelerate.json"
-FUSION = ("not tried: `kernelloop fuse` composes fused ops into an exported graph (a separate inference-only model), "
-          "not into the module patches accelerate applies")
 
 
 @dataclass
 class Accelerated:
     """What `accelerate` returns: the summary record, the capture, the package (None: nothing was packaged), the
-    end-to-end report, and the patches left on the model (`applied.undo()` restores it; None: nothing applied)."""
+    end-to-end report, the patches left on the model (`applied.undo()` restores it; None: nothing applied) and,
+    with fuse=True, the fused graph when fusion kept one (`summary.fusion` says what it is and why not):
+    inference only, a separate model over the model's parameters, never applied in place of the model."""
 
     summary: AccelerateSummary
     capture: CaptureReport
     package: Package | None
     e2e: E2EReport | None
     applied: Applied | None
+    fused: FusedModel | None = None
 
 
 @dataclass
@@ -217,13 +221,17 @@ def accelerate(model: torch.nn.Module, example_inputs, *, budget: int | str | No
                out: str | Path = "accelerated", device: str | None = None, strategy: str = api.DEFAULT_STRATEGY,
                seed: int = 0, confirm: bool | None = None, extend: list[str] | None = None,
                ops_root: str | Path | None = None, tolerance: Tolerance | None = None, patch: bool = True,
-               name: str = "", on_progress: Callable[[str], None] | None = None) -> Accelerated:
+               name: str = "", fuse: bool = False, fuse_families: list[str] | None = None,
+               on_progress: Callable[[str], None] | None = None) -> Accelerated:
     """Capture `model` on `example_inputs` (one call's positional arguments), optimize every op its cards map onto
     (`budget` evaluations per workload, or a duration; None: 24 on CUDA, 8 in the interpreter), export the
     verified winners, check the patched model end to end against itself and, with `patch`, leave the package
     applied to `model` (training-safe: each op has a backward). device: 'cuda', 'cpu'/'interpret' (the Triton interpreter; the model on the CPU) or None (where the
     model's parameters are). confirm: confirm winners beside the baselines (default: on a GPU). extend: export's
-    'AXIS=LO:HI' ranges. on_progress: called with one line of text per step. Everything is written under `out`;
+    'AXIS=LO:HI' ranges. fuse: also run `kernelloop.fuse` on the unpatched model (same example, budget, device;
+    `fuse_families`: only these discovery families) and return the fused graph it keeps as `Accelerated.fused`, an
+    inference-only model beside the patched one (fusion.py). on_progress: called with one line of text per step.
+    Everything is written under `out`;
     a second call with the same `out` reuses what is finished (see the module docstring).
 
     Raises UsageError for bad arguments or an `out` that is not this call's, CaptureError when the model raises
@@ -234,6 +242,7 @@ def accelerate(model: torch.nn.Module, example_inputs, *, budget: int | str | No
     dev = _device(model, device)
     api.check_strategy(strategy)
     api.parse_budget(budget, dev)
+    fusion.check(fuse_families)
     label = name or type(model).__name__
     folder = _Folder(Path(out), label)
     root = Path(ops_root) if ops_root is not None else None
@@ -255,15 +264,23 @@ def accelerate(model: torch.nn.Module, example_inputs, *, budget: int | str | No
         say("e2e: the patched model against the original on fresh inputs")
         checked = e2e(model, package, example, tolerance=tolerance, name=label)
         save(checked, folder.out / "e2e")
-        if patch:
-            applied = apply(model, package)
-    summary = _summary(label, dev, budget, folder, report, runs, package, reused, checked, t0)
+    fused, fused_outcome = None, fusion.NOT_TRIED
+    if fuse:   # on the unpatched model: export must see its ATen ops
+        fused_outcome, fused = fusion.run_fusion(model, example, folder.out, budget=budget, dev=dev,
+                                                 strategy=strategy, seed=seed, confirm=confirm,
+                                                 families=fuse_families, tolerance=tolerance, say=say)
+    if package is not None and patch:
+        applied = apply(model, package)
+    if fused is not None:
+        fused_outcome = fusion.against_patched(fused_outcome, fused, model, package, example, dev, patch, say)
+    summary = _summary(label, dev, budget, folder, report, runs, package, reused, checked, fused_outcome, t0)
     (folder.out / SUMMARY).write_text(summary.model_dump_json(indent=1))
     say(f"done: {summary.verdict.value}; {len(summary.replaced)} call sites patched; summary {folder.out / SUMMARY}")
-    return Accelerated(summary, report, package, checked, applied)
+    return Accelerated(summary, report, package, checked, applied, fused)
 
 
-def _summary(label, dev, budget, folder, report, runs, package, reused, checked, t0) -> AccelerateSummary:
+def _summary(label, dev, budget, folder, report, runs, package, reused, checked, fused: FusionOutcome,
+             t0) -> AccelerateSummary:
     cards = card_outcomes(report, {op: (r.outcome, r.run, r.workloads, r.empty) for op, r in runs.items()},
                           package, checked)
     replaced = [f"{s['path']} -> {s['op']}" for s in (checked.sites.get("sites", []) if checked else [])
@@ -278,4 +295,4 @@ def _summary(label, dev, budget, folder, report, runs, package, reused, checked,
         package_reused=reused, replaced=replaced,
         e2e=str(folder.out / "e2e" / "e2e.json") if checked else None,
         outputs_ok=checked.outputs_ok if checked else None, delivered=checked.delivered if checked else None,
-        speed=speed, fusion=FUSION, verdict=verdict_of(package, checked), seconds=time.perf_counter() - t0)
+        speed=speed, fusion=fused, verdict=verdict_of(package, checked), seconds=time.perf_counter() - t0)

@@ -8,6 +8,7 @@ from enum import Enum
 from pydantic import Field
 
 from ...base.records import Record
+from ...base.records.measurement import Ratio
 
 
 class CardStatus(str, Enum):
@@ -54,6 +55,53 @@ class Verdict(str, Enum):
     SLOWER = "slower than the original"        # on a GPU, the patched model measured slower
 
 
+class FusionStatus(str, Enum):
+    """What the opt-in fusion step (`fuse=True`, `--fuse`) gave: a fused graph beside the patched model, or why not."""
+
+    NOT_TRIED = "not tried"                                 # fuse=False
+    NOTHING_TO_FUSE = "nothing to fuse"                     # discovery found no pattern a kernel family takes
+    NOT_REALISED = "no pattern realised"                    # patterns planned, none passed verification
+    NOT_KEPT = "not kept"                                   # composed, but its end-to-end check said no
+    FAILED = "failed"                                       # fusion could not run (the model did not export, ...)
+    VERIFIED = "verified, speed not measured (interpreter)"  # kept; in the interpreter no speed claim
+    PAYS = "faster than the patched model"                  # kept; on CUDA FASTER than the patched model
+    DOES_NOT_PAY = "not faster than the patched model"      # kept; on CUDA SAME or SLOWER than the patched model
+
+
+class FusedPattern(Record):
+    """One pattern fusion realised (or tried to), as `kernelloop fuse` reports it."""
+
+    op: str = Field(description="The fused op's name.")
+    family: str
+    kind: str = Field(description="The kernel family it is realised with (add_norm, dual_gemm, rotary, ...).")
+    ops: list[str] = Field(description="The model's ATen ops it replaces, in order.")
+    occurrences: int
+    replaced: int = Field(description="Sites composed into the fused graph.")
+    passed: bool = Field(description="A candidate passed verification.")
+    why_not: str = Field("", description="Why none of its sites is in the fused graph ('' when some are).")
+
+
+class FusionOutcome(Record):
+    """The fusion step: `fuse`'s composition of the unpatched model's exported graph, a separate inference-only
+    model (`Accelerated.fused`), never applied in place of the model -- training stays with the module patches."""
+
+    status: FusionStatus
+    detail: str = Field("", description="fuse's verdict, or why fusion was not tried or failed.")
+    out: str | None = Field(None, description="The fuse folder (OUT/fuse): ops, runs, package, report.json.")
+    patterns: list[FusedPattern] = Field(default_factory=list)
+    reasons: list[str] = Field(default_factory=list, description="Why each pattern (or candidate) was not fused: "
+                                                                 "fuse's refusals, failed realisations, sites left.")
+    outputs_ok: bool | None = Field(None, description="The fused graph's outputs against the original's, when "
+                                                      "composed.")
+    vs_patched: Ratio | None = Field(None, description="On CUDA: the fused graph over the patched model, paired.")
+    speed: str = Field("", description="The speed claim in words, or why there is none.")
+
+    @property
+    def fused(self) -> list[str]:
+        """The fused ops with at least one site in the fused graph."""
+        return [p.op for p in self.patterns if p.replaced]
+
+
 class AccelerateSummary(Record):
     """What `kernelloop.accelerate` did (also `OUT/accelerate.json`, and `kernelloop accelerate --json`)."""
 
@@ -70,7 +118,7 @@ class AccelerateSummary(Record):
     outputs_ok: bool | None = None
     delivered: bool | None = Field(None, description="e2e's verdict: None where speed was not measured.")
     speed: str = Field("", description="The end-to-end speed-up, or why it was not measured.")
-    fusion: str = Field(description="Whether fusion was tried, and why not.")
+    fusion: FusionOutcome = Field(description="The fusion step's outcome (status not tried unless fuse=True).")
     verdict: Verdict
     seconds: float = 0.0
 
