@@ -21,3 +21,4 @@ from .device import Device; __all__ += ["Device"]  # noqa: E402 - where candidat
 from .run import DeviceBusy, RunResult, RunStatus, StopReason, Throughput, WorkloadResult; __all__ += ["DeviceBusy", "RunResult", "RunStatus", "StopReason", "Throughput", "WorkloadResult"]  # noqa: E402,E501 - what Controller.run returns
 from .allow import DEFAULT_CODE_POLICY, CodePolicy; __all__ += ["CodePolicy", "DEFAULT_CODE_POLICY"]
 from .generators import CsrColIdxInit, CsrRowPtrInit, HELDOUT_PATTERNS, IndexInit, MaskInit, PATTERNS; __all__ += ["CsrColIdxInit", "CsrRowPtrInit", "HELDOUT_PATTERNS", "IndexInit", "MaskInit", "PATTERNS"]  # noqa: E402,E501 - integer and bool inputs
+from .generators import BIN_HELDOUT_PATTERNS, BIN_PATTERNS, BinsInit; __all__ += ["BIN_HELDOUT_PATTERNS", "BIN_PATTERNS", "BinsInit"]  # noqa: E402,E501 - histogram values

@@ -11,7 +11,10 @@ input declares one of these records instead (TOML: an inline table with `kind`):
   sparsity pattern (SparsityPattern): `patterns` are those the verifier's visible checks cycle through; its
   held-out draws add HELDOUT_PATTERNS (empty rows, one dense row) whatever the spec lists;
 - `{kind = "csr_col_idx", row_ptr = "row_ptr"}`: the column indices (distinct and ascending within each row) of the
-  CSR matrix whose row pointers are the input named `row_ptr` (declared before it).
+  CSR matrix whose row pointers are the input named `row_ptr` (declared before it);
+- `{kind = "bins", bins = "B", patterns = [...]}`: values in [0, bins) laid out by a value pattern (BinPattern):
+  `patterns` are those the visible checks cycle through; held-out draws add BIN_HELDOUT_PATTERNS (all values equal:
+  the worst contention; a few bins: most bins empty) whatever the spec lists.
 
 Each pattern places exactly `nnz` entries (at most `cols` per row; the spec states `nnz <= rows * cols` as a
 constraint):
@@ -20,6 +23,12 @@ constraint):
 - "banded": rows of near-equal length on contiguous columns around the diagonal (clipped to the matrix);
 - "empty_rows": about half the rows (at least one, where the others can hold nnz) empty, the rest near-equal;
 - "dense_row": one row as full as nnz allows (up to `cols`), the rest near-equal.
+
+Value patterns of a `bins` input (core/reference/bins.py):
+- "uniform": every value uniform over the bins;
+- "power_law": bin of rank r drawn with probability proportional to r^-1.5 (ranks shuffled over the bins);
+- "all_equal": every value the same random bin (every update of a histogram hits one counter);
+- "few_bins": values uniform over about sqrt(bins) random bins (at least one), the other bins empty.
 """
 
 from __future__ import annotations
@@ -34,6 +43,9 @@ FloatInit = Literal["activation", "weight", "bias"]
 SparsityPattern = Literal["uniform", "power_law", "banded", "empty_rows", "dense_row"]
 PATTERNS: tuple[str, ...] = ("uniform", "power_law", "banded", "empty_rows", "dense_row")
 HELDOUT_PATTERNS: tuple[str, ...] = ("empty_rows", "dense_row")
+BinPattern = Literal["uniform", "power_law", "all_equal", "few_bins"]
+BIN_PATTERNS: tuple[str, ...] = ("uniform", "power_law", "all_equal", "few_bins")
+BIN_HELDOUT_PATTERNS: tuple[str, ...] = ("all_equal", "few_bins")
 
 
 class IndexInit(Record):
@@ -69,7 +81,16 @@ class CsrColIdxInit(Record):
     row_ptr: str = Field(description="Name of the input holding the row pointers (declared before this one).")
 
 
-Generator = Annotated[Union[IndexInit, MaskInit, CsrRowPtrInit, CsrColIdxInit], Field(discriminator="kind")]
+class BinsInit(Record):
+    """Integers in [0, bins) laid out by a value pattern (see the module docstring)."""
+
+    kind: Literal["bins"] = "bins"
+    bins: str = Field(description="Number of bins: an expression over the axes (values lie in [0, bins)).")
+    patterns: list[BinPattern] = Field(default_factory=lambda: ["uniform", "power_law"], min_length=1,
+                                       description="Patterns of the visible checks.")
+
+
+Generator = Annotated[Union[IndexInit, MaskInit, CsrRowPtrInit, CsrColIdxInit, BinsInit], Field(discriminator="kind")]
 Init = Union[FloatInit, Generator]
 
 
@@ -79,8 +100,10 @@ def init_expressions(init: Init) -> list[str]:
         return [init.low, init.high]
     if isinstance(init, CsrRowPtrInit):
         return [init.rows, init.cols, init.nnz]
+    if isinstance(init, BinsInit):
+        return [init.bins]
     return []
 
 
-__all__ = ["CsrColIdxInit", "CsrRowPtrInit", "FloatInit", "Generator", "HELDOUT_PATTERNS", "IndexInit", "Init",
+__all__ = ["BIN_HELDOUT_PATTERNS", "BIN_PATTERNS", "BinPattern", "BinsInit", "CsrColIdxInit", "CsrRowPtrInit", "FloatInit", "Generator", "HELDOUT_PATTERNS", "IndexInit", "Init",
            "MaskInit", "PATTERNS", "SparsityPattern", "init_expressions"]

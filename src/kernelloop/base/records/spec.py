@@ -13,7 +13,8 @@ from pydantic import Field, field_validator, model_serializer, model_validator
 
 from .allow import DEFAULT_CODE_POLICY, CodePolicy
 from .base import Record, content_hash
-from .generators import CsrColIdxInit, CsrRowPtrInit, IndexInit, Init, MaskInit, init_expressions
+from .generators import BIN_HELDOUT_PATTERNS, HELDOUT_PATTERNS, BinsInit, CsrColIdxInit, CsrRowPtrInit, IndexInit, Init
+from .generators import MaskInit, init_expressions
 from .. import pyast
 
 
@@ -378,7 +379,7 @@ class OpSpec(Record):
                 raise ValueError(f"{where}: a {dt} tensor needs a generator (index, mask, csr_*), not {init!r}")
             if isinstance(init, MaskInit) and dt != "bool":
                 raise ValueError(f"{where}: a mask generator makes bool tensors, not {dt}")
-            if isinstance(init, (IndexInit, CsrRowPtrInit, CsrColIdxInit)) and (floating or dt == "bool"):
+            if isinstance(init, (IndexInit, CsrRowPtrInit, CsrColIdxInit, BinsInit)) and (floating or dt == "bool"):
                 raise ValueError(f"{where}: a {init.kind} generator makes integer tensors, not {dt}")
             for e in init_expressions(init) if not isinstance(init, str) else ():
                 self._over_axes(e)
@@ -389,10 +390,22 @@ class OpSpec(Record):
 
     @property
     def patterns(self) -> list[str]:
-        """The sparsity patterns the verifier's visible checks cycle through ([] when no input is a CSR matrix)."""
+        """The input patterns the verifier's visible checks cycle through: a CSR matrix's sparsity patterns or a
+        `bins` input's value patterns ([] when no input has either)."""
+        for t in self.inputs:
+            if isinstance(t.init, (CsrRowPtrInit, BinsInit)):
+                return list(t.init.patterns)
+        return []
+
+    @property
+    def heldout_patterns(self) -> list[str]:
+        """The patterns every trial's held-out cases draw: HELDOUT_PATTERNS for a CSR input, BIN_HELDOUT_PATTERNS for
+        a `bins` input ([] when no input has patterns)."""
         for t in self.inputs:
             if isinstance(t.init, CsrRowPtrInit):
-                return list(t.init.patterns)
+                return list(HELDOUT_PATTERNS)
+            if isinstance(t.init, BinsInit):
+                return list(BIN_HELDOUT_PATTERNS)
         return []
 
     def template(self, name: str) -> TemplateSpec:

@@ -16,13 +16,14 @@ workload and the candidate, so the cases of one candidate say nothing about the 
   `H % HKV == 0`; for a template's own configuration, everything pruning checks, so an honest configuration is
   never judged outside the shapes it declares it supports). At most 2 + 2 x (primary axes) held-out cases.
 
-For an op with a CSR input (its spec's `patterns`, base/records/generators.py), every case also has a sparsity
-`pattern`: the visible checks cycle through the spec's patterns; the held-out cases through HELDOUT_PATTERNS (empty
-rows, one dense row) and then the spec's, and where the held-out shapes are fewer than HELDOUT_PATTERNS one more case
+For an op with a CSR input or a `bins` input (its spec's `patterns`, base/records/generators.py), every case also has
+an input `pattern`: the visible checks cycle through the spec's patterns; the held-out cases through the spec's
+held-out patterns (a CSR input's HELDOUT_PATTERNS: empty rows, one dense row; a `bins` input's BIN_HELDOUT_PATTERNS:
+all values equal, a few bins) and then the spec's, and where the held-out shapes are fewer than those one more case
 on the workload itself draws each pattern they missed -- every trial meets every held-out pattern, so a kernel tuned
 to the visible layouts fails on another.
 
-A case is a dict: workload, seed, distribution, pattern (None for an op without a CSR input), repeats, index (its
+A case is a dict: workload, seed, distribution, pattern (None for an op without a patterned input), repeats, index (its
 check number) and `heldout` (None, or its kind, the axes it changed and its class: what a proposer may be told, e.g.
 "a held-out smaller M (rows)").
 """
@@ -32,7 +33,7 @@ from __future__ import annotations
 import hashlib
 from typing import Callable
 
-from ...base.records import HELDOUT_PATTERNS, OpSpec, Workload
+from ...base.records import OpSpec, Workload
 
 DETERMINISM_RUNS = 3
 
@@ -214,24 +215,25 @@ def cases(spec: OpSpec, secret: str, checks: int, candidate_id: str, workload: W
 
 
 def _patterns(spec: OpSpec, secret: str, candidate_id: str, workload: Workload, out: list[dict]) -> None:
-    """Each case's sparsity pattern, in place (None everywhere for an op without a CSR input); appends a case on the
-    workload for each held-out pattern the held-out shapes missed."""
+    """Each case's input pattern, in place (None everywhere for an op without a patterned input); appends a case on
+    the workload for each held-out pattern the held-out shapes missed."""
     visible = spec.patterns
     if not visible:
         for c in out:
             c["pattern"] = None
         return
-    heldout = [*HELDOUT_PATTERNS, *(p for p in visible if p not in HELDOUT_PATTERNS)]
+    must = spec.heldout_patterns
+    heldout = [*must, *(p for p in visible if p not in must)]
     k_vis = k_held = 0
     for c in out:
         if c["heldout"] is None:
             c["pattern"], k_vis = visible[k_vis % len(visible)], k_vis + 1
         else:
             c["pattern"], k_held = heldout[k_held % len(heldout)], k_held + 1
-    for p in HELDOUT_PATTERNS[k_held:]:
+    for p in must[k_held:]:
         out.append({"workload": workload, "seed": derive_seed(secret, workload.id, candidate_id, "pattern", p),
                     "distribution": spec.inputs_policy.distributions[0], "pattern": p, "repeats": 1,
-                    "heldout": {"kind": "pattern", "axes": [], "class": f"a held-out sparsity pattern ({p})"}})
+                    "heldout": {"kind": "pattern", "axes": [], "class": f"a held-out input pattern ({p})"}})
 
 
 def case_label(case: dict) -> str:

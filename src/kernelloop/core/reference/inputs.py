@@ -17,7 +17,7 @@ and a worker that use the same seed hold bit-identical tensors whatever their th
 
 Integer and boolean inputs come from the generator their spec declares (base/records/generators.py): index tensors
 and masks from the same torch generator, CSR structures from NumPy's (core/reference/sparse.py) for the case's
-sparsity pattern. Their output buffers are poisoned with a fixed value (no integer bit pattern is unused), so an
+sparsity pattern, histogram values from NumPy's (core/reference/bins.py) for the case's value pattern. Their output buffers are poisoned with a fixed value (no integer bit pattern is unused), so an
 element still holding it is unwritten only where the truth differs (core/verify/compare.py); a bool's byte is
 poisoned with 0x5A, which no store of true (1) or false (0) leaves.
 """
@@ -27,7 +27,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ...base.records import CsrColIdxInit, CsrRowPtrInit, DType, IndexInit, MaskInit, OpSpec, TensorSpec, Workload
+from ...base.records import BinsInit, CsrColIdxInit, CsrRowPtrInit, DType, IndexInit, MaskInit, OpSpec, TensorSpec
+from ...base.records import Workload
 from ...base.records import evaluate_expression
 
 TORCH_DTYPES = {DType.fp16: torch.float16, DType.bf16: torch.bfloat16, DType.fp32: torch.float32,
@@ -133,13 +134,18 @@ def _generated(t: TensorSpec, k: int, shape: tuple[int, ...], workload: Workload
         return torch.from_numpy(row_ptr).to(device=device, dtype=dtype).reshape(shape)
     if isinstance(init, CsrColIdxInit):
         return structures[init.row_ptr].to(device=device, dtype=dtype).reshape(shape)
+    if isinstance(init, BinsInit):
+        from .bins import bin_values
+        n = int(np.prod(shape, dtype=np.int64))
+        values = bin_values(pattern, n, _expr(init.bins, axes), (seed * 1_000_003 + k) % 2 ** 63)
+        return torch.from_numpy(values).to(device=device, dtype=dtype).reshape(shape)
     raise ValueError(f"input {t.name}: a {t.dtype} tensor has no generator")
 
 
 def make_inputs(spec: OpSpec, workload: Workload, seed: int, device: str = "cpu",
                 distribution: str = "normal", pattern: str | None = None) -> list[torch.Tensor]:
-    """The op's inputs for one seed, value distribution and sparsity pattern (None: the spec's first), in call
-    order, in their spec dtypes."""
+    """The op's inputs for one seed, value distribution and input pattern (None: the spec's first), in call order,
+    in their spec dtypes."""
     g = torch.Generator(device=device).manual_seed(seed)
     pol = spec.inputs_policy
     pattern = pattern or (spec.patterns or ["uniform"])[0]
