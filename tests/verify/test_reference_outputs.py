@@ -112,7 +112,7 @@ def test_a_reference_that_raises_on_its_own_domain_is_a_spec_error(tmp_path):
 def test_every_op_loads_with_a_checked_reference():
     ops = ops_dir()
     loaded = [load_op(p) for p in sorted(ops.iterdir()) if (p / "spec.toml").is_file()]
-    assert len(loaded) == 15
+    assert len(loaded) == 16
 
 
 @pytest.fixture(scope="module")
