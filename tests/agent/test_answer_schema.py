@@ -1,4 +1,4 @@
-"""The agent answer's and status's JSON schemas published in docs/agents.md are the records', and the answer record
+"""The agent answer's and status's JSON schemas written into every workspace are the records', and the answer record
 writes the JSON shape agents read: optional keys only when set, in the order they have always had."""
 
 from __future__ import annotations
@@ -14,22 +14,29 @@ from kernelloop.deliver.agent.answer import (AnswerCandidate, ParentResult, Stat
                                      answer_schema)
 from kernelloop.base.records import Costs
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
 
 
-def test_the_published_schema_is_the_records():
-    text = DOC.read_text()
-    m = re.search(r"<!-- answer-schema:begin -->\s*```json\n(.*?)\n```\s*<!-- answer-schema:end -->", text, re.S)
-    assert m, "docs/agents.md holds the schema between the answer-schema markers"
-    assert json.loads(m.group(1)) == answer_schema() == SubmitAnswer.model_json_schema(mode="serialization")
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    from kernelloop.base.builtin import ops_dir
+    from kernelloop.deliver.agent import init_workspace
+    base = tmp_path_factory.mktemp("ws")
+    wl = base / "wl.toml"
+    wl.write_text('op = "layernorm"\n[[workload]]\naxes = { M = 4, N = 64 }\ndtype = "fp16"\n')
+    return init_workspace(ops_dir() / "layernorm", base / "ws", workloads_file=wl, checks=1, device="interpret").root
 
 
-def test_the_published_status_schema_is_the_records():
+def test_the_workspace_carries_the_answer_schema_of_the_record(workspace):
+    published = json.loads((workspace / "answer.schema.json").read_text())
+    assert published == answer_schema() == SubmitAnswer.model_json_schema(mode="serialization")
+    assert "ProfileReport" in published["$defs"]      # the CUDA profile an answer may carry is described too
+
+
+def test_the_workspace_carries_the_status_schema_of_the_record(workspace):
     from kernelloop.deliver.agent.status_records import WorkspaceStatus, status_schema
-    text = DOC.read_text()
-    m = re.search(r"<!-- status-schema:begin -->\s*```json\n(.*?)\n```\s*<!-- status-schema:end -->", text, re.S)
-    assert m, "docs/agents.md holds the status schema between the status-schema markers"
-    assert json.loads(m.group(1)) == status_schema() == WorkspaceStatus.model_json_schema(mode="serialization")
+    published = json.loads((workspace / "status.schema.json").read_text())
+    assert published == status_schema() == WorkspaceStatus.model_json_schema(mode="serialization")
+    assert set(published["properties"]) >= {"workspace", "op", "device", "workloads", "recent", "baseline"}
 
 
 def _result(**extra) -> WorkloadAnswer:

@@ -5,6 +5,8 @@
       README.md                  what the agent may do and how to submit
       interface.json             launch signature, tensor shapes and dtypes per workload, rules, template params
       proposal.schema.json       JSON Schema of a KernelProposal (for `kernelloop submit proposal.json`)
+      answer.schema.json         JSON Schema of `submit`'s answer (SubmitAnswer)
+      status.schema.json         JSON Schema of `agent status` (WorkspaceStatus)
       baseline.json              baseline figures from a run archive, or "not measured"
       reference/                 copies for reading: spec.toml, the reference, the starting templates
       .kernelloop/run-<device>/  the run archive, created by the first submit
@@ -26,7 +28,8 @@ from ...base.records import Workload, sha256_hex
 from ...core.spec import OpBundle, load_op
 from ...base.records.device import Device, DeviceKind
 from ...tune.propose.interface import op_interface, template_params
-from .status_records import BaselineBest, BaselineTimes, BaselineWorkload, Measured, NotMeasured
+from .answer import answer_schema
+from .status_records import BaselineBest, BaselineTimes, BaselineWorkload, Measured, NotMeasured, status_schema
 
 MANIFEST = "kernelloop-workspace.json"
 SCHEMA = 1
@@ -192,7 +195,8 @@ def init_workspace(spec: str | Path, out: str | Path, *, workloads_file: str | P
         target.chmod(0o444)
     iface = {**op_interface(bundle.spec, workloads), "templates": template_params(bundle.spec)}
     (root / "interface.json").write_text(json.dumps(iface, indent=2) + "\n")
-    (root / "proposal.schema.json").write_text(json.dumps(proposal_json_schema(), indent=2) + "\n")
+    for name, schema in (("proposal", proposal_json_schema()), ("answer", answer_schema()), ("status", status_schema())):
+        (root / f"{name}.schema.json").write_text(json.dumps(schema, indent=2) + "\n")
     (root / "baseline.json").write_text(json.dumps(baseline.model_dump(mode="json"), indent=2) + "\n")
     note = ("Without a GPU kernels run in the Triton interpreter on CPU tensors: verdicts are real, timings are "
             "interpreter wall clock, not kernel performance." if not Device.of(device).is_cuda else "")
