@@ -115,7 +115,7 @@ def run_command(cmd: list[str], env: dict, deadline_s: float, cwd: Path | None =
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
-            pass
+            code = None     # the group ended between the timeout and the kill: nothing left to stop
         out, _ = proc.communicate()
         code = None
     return code, out or "", time.monotonic() - t0

@@ -68,7 +68,7 @@ def failure_gaps(archive, run_id: str) -> list[CapabilityGap]:
             lat = [h for h in parse_hypotheses(cand.hypothesis if cand else "") if h.metric == LATENCY]
             expected = lat[0].magnitude * 100 if lat and lat[0].magnitude is not None else None
         except ValueError:
-            pass
+            expected = None     # a hypothesis that does not parse states no expected change
         template = cand.template if cand else "?"
         out.append(CapabilityGap(op=op, kind="failure_class", need=failure_reason(t.verdict), field=template,
                                  source="trials", workload_id=t.workload_id, expected_change_pct=expected,
