@@ -13,6 +13,7 @@ from kernelloop.cli.app import app
 from kernelloop.core.execute.evaluate import Timeouts
 from kernelloop.tune.loop import AS_BEFORE, KEPT, OPTIONS_FORMAT, Budget, Controller, RunOptions
 from kernelloop.base.records import Costs, RunResult, Status, Trial, Verdict, Workload
+from kernelloop.base.records.summary import WarmStart
 from kernelloop.tune.loop.throughput import compute
 
 W = Workload(op="layernorm", axes={"M": 4, "N": 300}, dtype="fp32")
@@ -26,8 +27,8 @@ NON_DEFAULT = RunOptions(
     devices=["interpret:0", "interpret:1"], executor="ray", in_flight=3, build_jobs=2)
 # a start is the planner's, a prior a warm-started strategy's: the prior's field is set in a second record
 WARM = NON_DEFAULT.model_copy(update={"strategy": "staged", "start": None,
-                                      "prior": {"files": [{"path": "space.json", "sha256": "ab" * 32}],
-                                                "configurations": 3}})
+                                      "prior": WarmStart(files=[{"path": "space.json", "sha256": "ab" * 32}],
+                                                         configurations=3)})
 
 
 def test_every_field_has_a_non_default_value_in_the_round_trip():
@@ -41,7 +42,8 @@ def test_options_check_themselves():
     kind: refused by the record itself, with the API's message."""
     from pydantic import ValidationError
     for bad, match in [({"start": {"BLOCK_N": "512"}, "strategy": "random"}, "start is only used by strategy planner"),
-                       ({"prior": {"files": []}, "strategy": "exhaustive"}, "prior is only used by strategy"),
+                       ({"prior": {"files": [{"path": "s.json", "sha256": "ab" * 32}], "configurations": 1},
+                        "strategy": "exhaustive"}, "prior is only used by strategy"),
                        ({"screen_samples": 2}, "screen_samples 2: a screen needs at least 3"),
                        ({"devices": ["cuda:0"]}, "a run on interpret needs interpret devices, not cuda:0"),
                        ({"strategy": "guess"}, "strategy 'guess': choose from"),

@@ -60,7 +60,7 @@ def test_the_example_passes_through_submit(ws):
     assert len(ans["results"]) == 4 and all(x["status"] == "PASSED" for x in ans["results"])
     assert {x["candidate"] for x in ans["results"]} == {c["id"] for c in ans["candidates"]}
     assert all(x["measurement"]["kernel_us"] > 0 for x in ans["results"])
-    st = workspace_status(ws)
+    st = workspace_status(ws).as_json()
     assert st["counts"] == {"PASSED": 4}
     assert all(w["best"]["config"]["CHUNK"] in (8, 64) for w in st["workloads"])
 
@@ -71,7 +71,7 @@ def test_a_tail_that_is_not_masked_is_wrong(ws):
     fp32 = next(x for x in ans["results"] if x["workload"].endswith(":fp32"))
     assert fp32["status"] == "WRONG_VALUES" and fp32["measurement"] is None
     assert fp32["failing_case"] and fp32["error_metrics"][0]["mismatched"] > 0
-    assert workspace_status(ws)["counts"].get("WRONG_VALUES", 0) >= 1
+    assert workspace_status(ws).as_json()["counts"].get("WRONG_VALUES", 0) >= 1
 
 
 def test_a_proposal_with_a_cli_config_is_refused(ws, tmp_path):

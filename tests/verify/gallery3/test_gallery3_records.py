@@ -76,13 +76,13 @@ def _forge(db: Path) -> str:
 def forged(tmp_path_factory):
     ws = _workspace(tmp_path_factory.mktemp("records-a"), wrong=True)
     run = ws.run_dir()
-    assert workspace_status(ws.root)["integrity"]["state"] == "authenticated"
+    assert workspace_status(ws.root).as_json()["integrity"]["state"] == "authenticated"
     return ws, run, _forge(run / "archive.sqlite")
 
 
 def test_a_forged_pass_is_tampered_in_status_show_and_report(forged, tmp_path):
     ws, run, cid = forged
-    st = workspace_status(ws.root)
+    st = workspace_status(ws.root).as_json()
     assert st["integrity"]["state"] == "tampered" and st["integrity"]["tampered"] == ["trial 1"]
     assert st["counts"] == {"PASSED": 1, "TAMPERED": 1}
     (w,) = st["workloads"]
